@@ -1,0 +1,5 @@
+"""`python -m pplan` runs the command-line interface."""
+
+from pplan.cli import main
+
+main()
