@@ -1,0 +1,127 @@
+"""`pplan explain`: one configuration, every number with its derivation; and `pplan schema` for the JSON shape."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated, TypeVar
+
+import typer
+
+from pplan.catalog import load_hardware, load_model
+from pplan.cli.app import app, console
+from pplan.errors import ConfigError
+from pplan.estimate import explain as explain_plan
+from pplan.plan import PlanRequest
+from pplan.render.explain import render_explain
+from pplan.results import ExplainReport
+
+T = TypeVar("T")
+
+# The default example: the seed's Llama-3-70B shape on H100s, t = 8, p = 4, d = 64, m = 16.
+DEFAULT_MODEL = "llama3-70b"
+DEFAULT_HARDWARE = "h100-sxm-80gb"
+
+
+class Recompute(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class GradDtype(str, Enum):
+    bf16 = "bf16"
+    fp32 = "fp32"
+
+
+class ActivationModel(str, Enum):
+    itemised = "itemised"
+    korthikanti = "korthikanti"
+
+
+def _pick(flag: str, given: T | None, default: T, used: list[str]) -> T:
+    """`given`, or `default` recorded as an assumption so `explain` says what it assumed."""
+    if given is None:
+        used.append(f"{flag} {default}")
+        return default
+    return given
+
+
+@app.command()
+def explain(
+    model: Annotated[str | None, typer.Option(help="Bundled model name, a .toml file or a HF config.json.")] = None,
+    hardware: Annotated[str | None, typer.Option(help="Bundled hardware name or a .toml file.")] = None,
+    gpus: Annotated[int | None, typer.Option(help="Total GPUs.")] = None,
+    global_batch: Annotated[int | None, typer.Option(help="Global batch, in sequences.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length (default: the model's).")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree t.")] = None,
+    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel ranks p.")] = None,
+    vp: Annotated[int | None, typer.Option(help="Model chunks per pipeline rank v (interleaving).")] = None,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree (sequence split).")] = 1,
+    micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size b, in sequences.")] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names)."),
+    ] = None,
+    recompute: Annotated[Recompute, typer.Option(help="Activation recomputation.")] = Recompute.none,
+    sequence_parallel: Annotated[bool, typer.Option(help="Megatron sequence parallelism (t > 1).")] = True,
+    flash_attention: Annotated[bool, typer.Option(help="Flash attention (no attention-score tensors).")] = True,
+    distributed_optimizer: Annotated[
+        bool, typer.Option("--distributed-optimizer", help="Shard optimizer states over d (ZeRO-1).")
+    ] = False,
+    zero_stage: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
+    grad_dtype: Annotated[GradDtype, typer.Option(help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")] = (
+        GradDtype.fp32
+    ),
+    activation_model: Annotated[
+        ActivationModel, typer.Option(help="itemised (this architecture) or korthikanti (GPT-3 formula).")
+    ] = ActivationModel.itemised,
+    first_stage_layers: Annotated[int | None, typer.Option(help="Layers on the first chunk.")] = None,
+    last_stage_layers: Annotated[int | None, typer.Option(help="Layers on the last chunk.")] = None,
+    all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/1 JSON document.")] = False,
+) -> None:
+    """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
+    used: list[str] = []
+    model_spec = load_model(_pick("--model", model, DEFAULT_MODEL, used))
+    hardware_spec = load_hardware(_pick("--hardware", hardware, DEFAULT_HARDWARE, used))
+    if distributed_optimizer and zero_stage not in (0, 1):
+        raise ConfigError("--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them")
+    request = PlanRequest(
+        gpus=_pick("--gpus", gpus, 2048, used),
+        global_batch=_pick("--global-batch", global_batch, 1024, used),
+        micro_batch=_pick("--micro-batch", micro_batch, 1, used),
+        tp=_pick("--tp", tp, 8, used),
+        pp=_pick("--pp", pp, 4, used),
+        vp=vp,
+        cp=cp,
+        schedule=_pick("--schedule", schedule, "1f1b", used),
+        seq_len=seq_len,
+        recompute=recompute.value,  # type: ignore[arg-type]
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        zero_stage=1 if distributed_optimizer else zero_stage,
+        grad_dtype=grad_dtype.value,  # type: ignore[arg-type]
+        activation_model=activation_model.value,  # type: ignore[arg-type]
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+    )
+    report = explain_plan(model_spec, hardware_spec, request)
+    if used:
+        note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
+        report = report.model_copy(update={"assumptions": [note, *report.assumptions]})
+    if as_json:
+        print(json.dumps(report.model_dump(mode="json", by_alias=True), indent=2))
+    else:
+        console.print(render_explain(report, all_stages))
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(help="Which document: explain.")] = "explain",
+) -> None:
+    """Print the JSON Schema of a pplan JSON document."""
+    schemas = {"explain": ExplainReport}
+    if name not in schemas:
+        raise ConfigError("schema", f"unknown document {name!r}", f"use one of: {', '.join(schemas)}")
+    print(json.dumps(schemas[name].model_json_schema(by_alias=True), indent=2))

@@ -1,0 +1,98 @@
+"""How the model's layers are cut into chunks (virtual stages) and which rank holds which chunk.
+
+A pipeline of p ranks with v chunks per rank cuts the L layers into S = p·v chunks, in model order. Chunk 0
+also carries the embedding, chunk S−1 the final norm, output layer and loss. Placements:
+- loop (1F1B, interleaved): chunk c on rank c mod p (Narayanan et al. 2021: with v = 2 and p = 8, rank 0 holds
+  chunks 0 and 8, the 1st and 9th sixteenth of the layers);
+- v (ZB-V, DualPipeV): rank r holds chunks r and 2p−1−r, so rank 0 holds both ends of the model;
+- dual (DualPipe): the model is cut into p stages and rank r holds stage r and stage p−1−r (two copies).
+Layers split evenly unless the first and/or last chunk is given its own count (Llama 3 removed one layer from
+each end; Megatron's `--decoder-first/last-pipeline-num-layers`); the rest must then divide evenly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.errors import ConfigError
+from pplan.schedule_kinds import ScheduleKind
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One virtual stage: `layers` consecutive transformer layers, maybe with the model's ends."""
+
+    index: int
+    layers: int
+    has_embedding: bool
+    has_output: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Chunks in model order and, per rank, the indices of the chunks it holds."""
+
+    chunks: tuple[Chunk, ...]
+    rank_chunks: tuple[tuple[int, ...], ...]
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.rank_chunks)
+
+    def rank_layers(self, rank: int) -> int:
+        return sum(self.chunks[c].layers for c in self.rank_chunks[rank])
+
+
+def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int | None) -> tuple[int, ...]:
+    """Layers per chunk; raises ConfigError naming the option to change when they do not divide."""
+    if num_chunks > num_layers:
+        raise ConfigError(
+            "--pp",
+            f"{num_chunks} pipeline chunks for {num_layers} layers leaves a chunk with no layer",
+            f"use at most {num_layers} chunks (pp × vp)",
+        )
+    if num_chunks == 1:
+        return (num_layers,)
+    head = [] if first is None else [first]
+    tail = [] if last is None else [last]
+    rest_layers = num_layers - sum(head) - sum(tail)
+    rest_chunks = num_chunks - len(head) - len(tail)
+    for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
+        if value is not None and value < 0:
+            raise ConfigError(flag, f"must be ≥ 0, got {value}", "pass a layer count ≥ 0")
+    if rest_chunks == 0:
+        if rest_layers != 0:
+            raise ConfigError(
+                "--first-stage-layers", f"first + last layers must sum to {num_layers}", "adjust the counts"
+            )
+        return (*head, *tail)
+    if rest_layers <= 0 or rest_layers % rest_chunks:
+        if first is None and last is None:
+            fix = (
+                f"choose pp × vp dividing {num_layers}, or set --first-stage-layers / --last-stage-layers "
+                "so the remaining layers divide evenly"
+            )
+        else:
+            fix = f"the other {rest_chunks} chunks must share {rest_layers} layers evenly; adjust the counts"
+        raise ConfigError(
+            "--pp", f"{num_layers} layers do not split evenly into {num_chunks} chunks", fix
+        )
+    return (*head, *([rest_layers // rest_chunks] * rest_chunks), *tail)
+
+
+def make_layout(
+    kind: ScheduleKind, num_layers: int, p: int, v: int, first: int | None = None, last: int | None = None
+) -> Layout:
+    """The chunks and their placement on ranks for schedule `kind`."""
+    num_chunks = p if kind.placement == "dual" else p * v
+    per_chunk = split_layers(num_layers, num_chunks, first, last)
+    chunks = tuple(
+        Chunk(i, n, has_embedding=i == 0, has_output=i == num_chunks - 1) for i, n in enumerate(per_chunk)
+    )
+    if kind.placement == "loop":
+        ranks = tuple(tuple(range(r, num_chunks, p)) for r in range(p))
+    elif kind.placement == "v":
+        ranks = tuple((r, 2 * p - 1 - r) for r in range(p))
+    else:
+        ranks = tuple((r, p - 1 - r) for r in range(p))
+    return Layout(chunks, ranks)

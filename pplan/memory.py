@@ -1,0 +1,156 @@
+"""Memory of every pipeline rank: weights, gradients, optimizer states, activations in flight, and the verdict.
+
+Bytes per parameter (mixed precision with Adam; Megatron-LM's distributed-optimizer document):
+weights 2 (BF16); gradients 2 (BF16, the seed's convention) or 4 (FP32 accumulation, Megatron's default with
+BF16); optimizer 12 (FP32 master copy 4 + Adam m 4 + Adam v 4). So 16 or 18 bytes per parameter unsharded.
+Sharding over the N = d·cp data-parallel replicas (Megatron's distributed optimizer shards over dp × cp):
+ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), ZeRO-2 also the gradients,
+ZeRO-3 (FSDP) also the weights.
+Activations on a rank = Σ over its chunks of (micro-batches in flight on that chunk × the chunk's layers × bytes
+per layer per micro-batch) + the model ends (`extra_activation_bytes`) × the in-flight count of the chunk holding
+them + the transient of one recomputed layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pplan import activations as act
+from pplan.params import ParamItem, embedding_params, layer_params, output_params
+from pplan.plan import Plan
+from pplan.specs import ModelSpec
+
+WEIGHT_BYTES = 2
+OPTIMIZER_BYTES = 12
+GRAD_BYTES = {"bf16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class BytesPerParam:
+    """Bytes each parameter costs a GPU after sharding over `shards` data-parallel replicas."""
+
+    weights: float
+    grads: float
+    optimizer: float
+    shards: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer
+
+
+def bytes_per_param(plan: Plan) -> BytesPerParam:
+    n = plan.dp * plan.cp
+    z = plan.zero_stage
+    grad = GRAD_BYTES[plan.grad_dtype]
+    return BytesPerParam(
+        weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
+        grads=grad / n if z >= 2 else grad,
+        optimizer=OPTIMIZER_BYTES / n if z >= 1 else OPTIMIZER_BYTES,
+        shards=n,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RankMemory:
+    """One pipeline rank (one GPU of it: parameters already divided by t)."""
+
+    rank: int
+    layers: int
+    params: float
+    """Parameters held by one GPU of this rank (after tensor parallelism, before data-parallel sharding)."""
+    param_items: tuple[tuple[str, float], ...]
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    """Transformer layers' activations for all micro-batches in flight."""
+    extra_activation_bytes: int
+    """Embedding, output-layer, logits and loss buffers for the micro-batches in flight."""
+    recompute_working_bytes: int
+    in_flight_chunk_microbatches: tuple[int, ...]
+    in_flight_microbatches: float
+    """In flight, in micro-batches of this rank's whole share of layers (Σ chunk count × chunk layers / layers)."""
+    usable_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (
+            self.weights_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.activation_bytes
+            + self.extra_activation_bytes
+            + self.recompute_working_bytes
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.usable_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.usable_bytes - self.total_bytes
+
+
+def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
+    """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
+    layout, t = plan.layout, plan.tp
+    totals: dict[str, float] = {}
+
+    def add(items: tuple[ParamItem, ...], times: int) -> None:
+        for item in items:
+            totals[item.name] = totals.get(item.name, 0.0) + times * item.per_tp_rank(t)
+
+    for c in layout.rank_chunks[rank]:
+        chunk = layout.chunks[c]
+        add(layer_params(model), chunk.layers)
+        if chunk.has_embedding:
+            add(embedding_params(model), 1)
+        if chunk.has_output:
+            add(output_params(model, pipeline_parallel=plan.pp > 1), 1)
+    return tuple(totals.items())
+
+
+def rank_memory(
+    model: ModelSpec,
+    plan: Plan,
+    rank: int,
+    in_flight: tuple[int, ...],
+    usable_bytes: int,
+) -> RankMemory:
+    """Memory of one GPU of pipeline rank `rank`, given chunk micro-batches in flight per local chunk."""
+    layout = plan.layout
+    items = rank_param_items(model, plan, rank)
+    params = sum(n for _, n in items)
+    bpp = bytes_per_param(plan)
+    per_layer = act.layer_activations(model, plan).total_bytes
+    emb = act.embedding_end(model, plan).total_bytes
+    out = act.output_end(model, plan).total_bytes
+    activation = extra = 0
+    weighted_layers = 0
+    for c, count in zip(layout.rank_chunks[rank], in_flight, strict=True):
+        chunk = layout.chunks[c]
+        activation += count * chunk.layers * per_layer
+        weighted_layers += count * chunk.layers
+        if chunk.has_embedding:
+            extra += count * emb
+        if chunk.has_output:
+            extra += count * out
+    layers = layout.rank_layers(rank)
+    return RankMemory(
+        rank=rank,
+        layers=layers,
+        params=params,
+        param_items=items,
+        weights_bytes=math.ceil(params * bpp.weights),
+        grads_bytes=math.ceil(params * bpp.grads),
+        optimizer_bytes=math.ceil(params * bpp.optimizer),
+        activation_bytes=activation,
+        extra_activation_bytes=extra,
+        recompute_working_bytes=act.recompute_working_bytes(model, plan),
+        in_flight_chunk_microbatches=in_flight,
+        in_flight_microbatches=weighted_layers / layers if layers else float(sum(in_flight)),
+        usable_bytes=usable_bytes,
+    )

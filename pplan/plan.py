@@ -1,0 +1,185 @@
+"""One parallel configuration, validated: the identities d = GPUs / (t·p·cp) and m = B / (b·d), and every
+divisibility rule the model and the schedule impose, each enforced with a one-line error and the nearest fix.
+
+Symbols: t tensor parallel, p pipeline ranks, v chunks per rank, cp context parallel, d data parallel,
+b micro-batch (sequences), m micro-batches per step, B global batch (sequences). The identity
+m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b·d) == 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pplan.errors import ConfigError
+from pplan.layout import Layout, make_layout
+from pplan.schedule_kinds import ScheduleKind, check_microbatches, chunks_per_rank, resolve_schedule
+from pplan.specs import ModelSpec
+
+Recompute = Literal["none", "selective", "full"]
+GradDtype = Literal["bf16", "fp32"]
+ActivationModel = Literal["itemised", "korthikanti"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What a user asks for; `make_plan` validates it and derives the rest."""
+
+    gpus: int
+    global_batch: int
+    micro_batch: int = 1
+    tp: int = 1
+    pp: int = 1
+    vp: int | None = None
+    cp: int = 1
+    schedule: str = "1f1b"
+    seq_len: int | None = None
+    recompute: Recompute = "none"
+    sequence_parallel: bool = True
+    flash_attention: bool = True
+    zero_stage: int = 0
+    grad_dtype: GradDtype = "fp32"
+    activation_model: ActivationModel = "itemised"
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated configuration with its derived quantities."""
+
+    tp: int
+    pp: int
+    dp: int
+    vp: int
+    cp: int
+    kind: ScheduleKind
+    micro_batch: int
+    num_microbatches: int
+    global_batch: int
+    seq_len: int
+    recompute: Recompute
+    sequence_parallel: bool
+    """Effective: requested and t > 1."""
+    flash_attention: bool
+    zero_stage: int
+    grad_dtype: GradDtype
+    activation_model: ActivationModel
+    layout: Layout
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def schedule(self) -> str:
+        return self.kind.name
+
+
+def _positive(field: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(field, f"must be a positive integer, got {value}", f"pass {field} ≥ 1")
+
+
+def _divisors_near(n: int, target: int) -> list[int]:
+    divs = [k for k in range(1, n + 1) if n % k == 0]
+    return sorted(sorted(divs, key=lambda k: (abs(k - target), k))[:3])
+
+
+def _check_model_split(model: ModelSpec, t: int) -> None:
+    a, g = model.num_attention_heads, model.kv_heads
+    if a % t:
+        raise ConfigError(
+            "--tp", f"t={t} does not divide the {a} attention heads", f"use t in {_divisors_near(a, t)}"
+        )
+    if g % t:
+        raise ConfigError(
+            "--tp",
+            f"t={t} does not divide the {g} key/value heads (Megatron needs num_query_groups % t == 0)",
+            f"use t in {_divisors_near(g, t)}",
+        )
+    if model.ffn_hidden_size % t:
+        raise ConfigError(
+            "--tp",
+            f"t={t} does not divide ffn_hidden_size={model.ffn_hidden_size}",
+            f"use t in {_divisors_near(model.ffn_hidden_size, t)}",
+        )
+
+
+def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
+    """Validate `req` against `model` and derive d, m, v and the layer layout."""
+    for field, value in (
+        ("--gpus", req.gpus),
+        ("--global-batch", req.global_batch),
+        ("--micro-batch", req.micro_batch),
+        ("--tp", req.tp),
+        ("--pp", req.pp),
+        ("--cp", req.cp),
+    ):
+        _positive(field, value)
+    if req.seq_len is not None:
+        _positive("--seq-len", req.seq_len)
+    if req.zero_stage not in (0, 1, 2, 3):
+        raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
+    kind = resolve_schedule(req.schedule)
+    if kind.name in ("gpipe", "1f1b") and req.vp not in (None, 1):
+        raise ConfigError(
+            "--vp", f"{kind.name} runs one chunk per rank, got --vp {req.vp}", "use --schedule interleaved-1f1b"
+        )
+    v = chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
+    t, p, cp = req.tp, req.pp, req.cp
+    _check_model_split(model, t)
+    seq_len = req.seq_len or model.seq_len
+    if seq_len % cp:
+        raise ConfigError("--cp", f"cp={cp} does not divide the sequence length {seq_len}", "choose cp dividing it")
+    if req.sequence_parallel and t > 1 and (seq_len // cp) % t:
+        raise ConfigError(
+            "--seq-len",
+            f"sequence parallelism splits the {seq_len // cp} tokens per context rank over t={t}, which does not divide",
+            "choose a sequence length divisible by t·cp, or --no-sequence-parallel",
+        )
+    model_parallel = t * p * cp
+    if req.gpus % model_parallel:
+        lower = req.gpus // model_parallel * model_parallel
+        ok = [n for n in (lower, lower + model_parallel) if n > 0]
+        raise ConfigError(
+            "--gpus",
+            f"{req.gpus} GPUs are not a multiple of t·p·cp = {t}·{p}·{cp} = {model_parallel}",
+            f"use --gpus in {ok}",
+        )
+    d = req.gpus // model_parallel
+    per_step = req.micro_batch * d
+    if req.global_batch % per_step:
+        lower = req.global_batch // per_step * per_step
+        ok = [n for n in (lower, lower + per_step) if n > 0]
+        micro_ok = [b for b in range(1, 17) if req.global_batch % (b * d) == 0]
+        hint = f"use --global-batch in {ok}"
+        if micro_ok:
+            hint += f", or --micro-batch in {micro_ok[:6]}"
+        raise ConfigError(
+            "--global-batch",
+            f"global batch {req.global_batch} is not a multiple of micro-batch × d = {req.micro_batch} × {d} = {per_step}",
+            hint,
+        )
+    m = req.global_batch // per_step
+    check_microbatches(kind, p, m)
+    layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
+    return Plan(
+        tp=t,
+        pp=p,
+        dp=d,
+        vp=v,
+        cp=cp,
+        kind=kind,
+        micro_batch=req.micro_batch,
+        num_microbatches=m,
+        global_batch=req.global_batch,
+        seq_len=seq_len,
+        recompute=req.recompute,
+        sequence_parallel=req.sequence_parallel and t > 1,
+        flash_attention=req.flash_attention,
+        zero_stage=req.zero_stage,
+        grad_dtype=req.grad_dtype,
+        activation_model=req.activation_model,
+        layout=layout,
+    )

@@ -1,0 +1,148 @@
+"""Rich tables for an `ExplainReport`: configuration, memory per stage, pipeline, communication, assumptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pplan.results import ExplainReport, StageMemory
+
+
+def gb(n: float) -> str:
+    """Decimal gigabytes (1 GB = 10⁹ bytes), as the seeds and datasheets write them."""
+    return f"{n / 1e9:,.2f} GB"
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _kv(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left", box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def shown_stages(stages: list[StageMemory], all_stages: bool) -> list[StageMemory]:
+    """Every stage when few (or asked), else the first two, the middle one and the last two."""
+    if all_stages or len(stages) <= 8:
+        return stages
+    n = len(stages)
+    keep = sorted({0, 1, n // 2, n - 2, n - 1})
+    return [stages[i] for i in keep]
+
+
+def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
+    """Per-stage memory in GB (10⁹ bytes), columns that are zero everywhere left out."""
+    mem = report.memory
+    stages = shown_stages(mem.stages, all_stages)
+    table = Table(
+        title=f"Memory per GPU, GB (10⁹ bytes); usable {mem.usable_bytes / 1e9:.2f} GB",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+        caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
+        "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
+        "rcmp one recomputed layer; free headroom",
+        caption_justify="left",
+    )
+    columns: list[tuple[str, Callable[[StageMemory], str]]] = [
+        ("stage", lambda s: str(s.stage)),
+        ("L", lambda s: str(s.layers)),
+        ("wts", lambda s: _g(s.weights_bytes)),
+        ("grad", lambda s: _g(s.grads_bytes)),
+        ("opt", lambda s: _g(s.optimizer_bytes)),
+        ("mb", _in_flight),
+        ("act", lambda s: _g(s.activation_bytes)),
+    ]
+    if any(s.extra_activation_bytes for s in stages):
+        columns.append(("ext", lambda s: _g(s.extra_activation_bytes)))
+    if any(s.recompute_working_bytes for s in stages):
+        columns.append(("rcmp", lambda s: _g(s.recompute_working_bytes)))
+    columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
+    for name, _ in columns:
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    table.add_column("fits")
+    for s in stages:
+        cells: list[str | Text] = [fmt(s) for _, fmt in columns]
+        cells.append(Text("yes", style="green") if s.fits else Text("NO", style="bold red"))
+        table.add_row(*cells)
+    if len(stages) < len(mem.stages):
+        table.caption = f"{len(mem.stages)} stages, {len(stages)} shown (--all-stages shows every one). " + str(
+            table.caption
+        )
+    return table
+
+
+def _g(n: float) -> str:
+    return f"{n / 1e9:.2f}"
+
+
+def _in_flight(s: StageMemory) -> str:
+    return f"{s.in_flight_microbatches:.3g}"
+
+
+def render_explain(report: ExplainReport, all_stages: bool = False) -> RenderableType:
+    plan, mem, pipe, comm = report.plan, report.memory, report.pipeline, report.communication
+    bpp = mem.bytes_per_param
+    config = _kv(
+        "Configuration",
+        [
+            ("model", f"{report.model.name}: {report.model.params_total / 1e9:,.2f} B parameters, "
+                      f"{report.model.num_layers} layers"),
+            ("hardware", f"{report.hardware.name} ({report.hardware.gpu}), {plan.gpus} GPUs"),
+            ("parallelism", f"t={plan.tp} p={plan.pp} d={plan.dp} v={plan.vp} cp={plan.cp}"),
+            ("schedule", plan.schedule),
+            ("batch", f"global {plan.global_batch} × {plan.seq_len} tokens, micro-batch {plan.micro_batch}, "
+                      f"m={plan.num_microbatches}"),
+            ("layers per chunk", ", ".join(str(n) for n in plan.layers_per_chunk)),
+            ("recompute", f"{plan.recompute}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
+                          f"flash attention {'on' if plan.flash_attention else 'off'}"),
+            ("states", f"{bpp.total:g} bytes/parameter = weights {bpp.weights:g} + grads {bpp.grads:g} + "
+                       f"optimizer {bpp.optimizer:g} (ZeRO {plan.zero_stage}, grads {plan.grad_dtype})"),
+            ("activations", f"{plan.activation_model}: {mb(mem.activation_bytes_per_layer)} per layer per "
+                            "micro-batch"),
+        ]
+        + [(d.quantity, d.formula) for d in report.derivations],
+    )
+    pipeline = _kv(
+        "Pipeline",
+        [
+            ("bubble", f"{pipe.bubble_fraction_of_ideal:.2%} of ideal compute (idle / ideal), "
+                       f"{pipe.bubble_fraction_of_step:.2%} of the step (idle / total)"),
+            ("source", pipe.bubble_source),
+            ("P2P message", f"{pipe.p2p_message_bytes:,} B ({mb(pipe.p2p_message_bytes)})"),
+            ("P2P per step", f"{pipe.p2p_messages_per_step:,} messages, {gb(pipe.p2p_bytes_per_step)}"),
+        ],
+    )
+    traffic = _kv(
+        "Communication per GPU",
+        [
+            ("tensor parallel", f"{gb(comm.tp_bytes_per_microbatch)} per micro-batch over all "
+                                f"{report.model.num_layers} layers ({comm.tp_collectives_per_layer} "
+                                "collectives per layer)"),
+            ("  per stage", ", ".join(gb(b) for b in comm.tp_bytes_per_microbatch_per_stage[:8])
+             + (" …" if len(comm.tp_bytes_per_microbatch_per_stage) > 8 else "")),
+            ("data parallel", f"{gb(comm.dp_bytes_per_step)} per step (worst stage)"),
+        ],
+    )
+    parts: list[RenderableType] = [config, Text(), memory_table(report, all_stages), Text(), pipeline, Text(),
+                                   traffic, Text()]
+    verdict = "fits" if mem.fits else "does NOT fit"
+    parts.append(Text(f"Verdict: every stage {verdict} in usable HBM." if mem.fits
+                      else f"Verdict: the plan {verdict}.", style="bold green" if mem.fits else "bold red"))
+    parts.append(Text("\nAssumptions", style="bold"))
+    parts.extend(Text(f"  • {a}") for a in report.assumptions)
+    if report.advice:
+        parts.append(Text("\nAdvice", style="bold"))
+        parts.extend(Text(f"  • {a}") for a in report.advice)
+    return Group(*parts)

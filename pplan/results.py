@@ -1,0 +1,156 @@
+"""The versioned JSON shape of `pplan explain` ("pplan.explain/1"): pydantic models that are both the data the
+renderers read and the documented schema (`pplan schema explain` prints it).
+
+Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
+All byte counts are per GPU unless the name says otherwise; bubble fractions name their convention.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EXPLAIN_SCHEMA = "pplan.explain/1"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, populate_by_name=True)
+
+
+class Derivation(_Out):
+    quantity: str
+    formula: str
+    """The identity or formula, with the numbers substituted."""
+    value: float
+
+
+class ModelSummary(_Out):
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    ffn_hidden_size: int
+    mlp: str
+    vocab_size: int
+    params_total: int
+    """Unique parameters (a tied output layer counted once)."""
+    params_per_layer: int
+
+
+class HardwareSummary(_Out):
+    name: str
+    gpu: str
+    hbm_bytes: int
+    usable_bytes: int
+    gpus_per_node: int
+
+
+class PlanOut(_Out):
+    tp: int
+    pp: int
+    dp: int
+    vp: int
+    """Model chunks per pipeline rank (1 without interleaving)."""
+    cp: int
+    schedule: str
+    micro_batch: int
+    num_microbatches: int
+    global_batch: int
+    seq_len: int
+    recompute: str
+    sequence_parallel: bool
+    flash_attention: bool
+    zero_stage: int
+    grad_dtype: str
+    activation_model: str
+    gpus: int
+    layers_per_chunk: list[int]
+    tokens_per_step: int
+
+
+class BytesPerParamOut(_Out):
+    weights: float
+    grads: float
+    optimizer: float
+    total: float
+    shards: int
+    """Data-parallel replicas the sharded parts are divided over (d·cp)."""
+
+
+class StageMemory(_Out):
+    stage: int
+    """Pipeline rank."""
+    layers: int
+    chunks: list[int]
+    """Model chunks (virtual stages) this rank holds."""
+    params: float
+    """Parameters one GPU of this rank holds (after tensor parallelism)."""
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    """Transformer layers' activations for every micro-batch in flight."""
+    extra_activation_bytes: int
+    """Embedding, output-layer, logits and loss buffers in flight."""
+    recompute_working_bytes: int
+    """Transient of one recomputed layer (0 without recomputation)."""
+    in_flight_microbatches: float
+    """Micro-batches in flight, in units of this rank's whole share of layers."""
+    in_flight_chunk_microbatches: list[int]
+    """Per chunk the rank holds: micro-batches in flight at the peak."""
+    total_bytes: int
+    headroom_bytes: int
+    fits: bool
+
+
+class MemoryOut(_Out):
+    usable_bytes: int
+    """HBM minus the profile's reserve and fragmentation allowance."""
+    fits: bool
+    """True when every stage fits."""
+    bytes_per_param: BytesPerParamOut
+    activation_bytes_per_layer: int
+    """One layer, one micro-batch, under the plan's activation model."""
+    activation_items_per_layer: dict[str, int]
+    in_flight_source: str
+    """Where the in-flight counts come from (closed form or simulated schedule)."""
+    stages: list[StageMemory]
+
+
+class PipelineOut(_Out):
+    bubble_fraction_of_ideal: float
+    """Idle / ideal compute: (p−1)/m for 1F1B."""
+    bubble_fraction_of_step: float
+    """Idle / total step: (p−1)/(m+p−1) for 1F1B."""
+    bubble_source: str
+    p2p_message_bytes: int
+    """One activation (or gradient) message across a stage boundary."""
+    p2p_messages_per_step: int
+    """Forward plus backward messages over the whole pipeline per step."""
+    p2p_bytes_per_step: int
+
+
+class CommunicationOut(_Out):
+    tp_bytes_per_microbatch: int
+    """Tensor-parallel bytes one GPU sends per micro-batch over all L layers (the seed's whole-model figure)."""
+    tp_bytes_per_microbatch_per_stage: list[int]
+    """Per pipeline rank: its own layers plus its model ends."""
+    tp_collectives_per_layer: int
+    dp_bytes_per_step: int
+    """Data-parallel bytes one GPU sends per step, worst rank."""
+    dp_bytes_per_step_per_stage: list[int]
+
+
+class ExplainReport(_Out):
+    schema_: str = Field(EXPLAIN_SCHEMA, alias="schema")
+    model: ModelSummary
+    hardware: HardwareSummary
+    plan: PlanOut
+    derivations: list[Derivation]
+    memory: MemoryOut
+    pipeline: PipelineOut
+    communication: CommunicationOut
+    assumptions: list[str]
+    """Everything pplan assumed rather than was told."""
+    advice: list[str]
+    """Remedies and warnings worth a look (bubble, imbalance, memory)."""
