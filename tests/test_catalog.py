@@ -1,0 +1,271 @@
+"""The catalog: bundled profiles load and carry published figures; bad input is a one-line ProfileError."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pplan.catalog import list_profiles, load_hardware, load_model, profile_source
+from pplan.errors import ProfileError
+from pplan.specs import GIB, ModelSpec
+
+HARDWARE = {
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm-80gb",
+    "h200-sxm-141gb",
+    "h800-sxm-80gb",
+    "b200-180gb",
+}
+# Narayanan et al. SC'21 (arXiv 2104.04473) Table 1: (name, parameters in billions, heads, hidden, layers).
+MEGATRON_TABLE_1 = [
+    ("gpt-1.7b", 1.7, 24, 2304, 24),
+    ("gpt-3.6b", 3.6, 32, 3072, 30),
+    ("gpt-7.5b", 7.5, 32, 4096, 36),
+    ("gpt-18.4b", 18.4, 48, 6144, 40),
+    ("gpt-39.1b", 39.1, 64, 8192, 48),
+    ("gpt-76.1b", 76.1, 80, 10240, 60),
+    ("gpt-145.6b", 145.6, 96, 12288, 80),
+    ("gpt-310.1b", 310.1, 128, 16384, 96),
+    ("gpt-529.6b", 529.6, 128, 20480, 105),
+    ("gpt-1t", 1008.0, 160, 25600, 128),
+]
+MODELS = {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b"} | {row[0] for row in MEGATRON_TABLE_1}
+
+
+def _error(call: Callable[..., object], *args: str) -> str:
+    """The message of the ProfileError `call(*args)` raises, checked to be one line."""
+    with pytest.raises(ProfileError) as info:
+        call(*args)
+    text = str(info.value)
+    assert "\n" not in text
+    assert text == info.value.one_line()
+    return text
+
+
+# --- bundled profiles -------------------------------------------------------------------------------------
+
+
+def test_list_profiles_names_every_bundled_file_sorted() -> None:
+    hardware = list_profiles("hardware")
+    models = list_profiles("models")
+    assert {e.name for e in hardware} == HARDWARE
+    assert {e.name for e in models} == MODELS
+    for entries in (hardware, models):
+        assert [e.name for e in entries] == sorted(e.name for e in entries)
+        for entry in entries:
+            assert entry.path.is_file() and entry.path.stem == entry.name
+            assert entry.description
+
+
+@pytest.mark.parametrize("name", sorted(HARDWARE))
+def test_every_hardware_profile_loads_under_its_own_name(name: str) -> None:
+    spec = load_hardware(name)
+    assert spec.name == name
+    assert spec.gpus_per_node == 8
+    assert spec.efficiency.calibrated is False
+    # hardware.md: CUDA context, NCCL buffers and fragmentation take a few GB, "e.g. 5-10 %" of the HBM
+    # (a fixed few GiB weigh more on a 40 GB part).
+    assert 2 <= spec.memory.reserve_gib <= 5
+    lost = 1 - spec.usable_hbm_bytes / spec.gpu.hbm_bytes
+    assert 0.05 <= lost <= 0.15
+    assert profile_source("hardware", name).startswith("#")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_profile_loads_under_its_own_name(name: str) -> None:
+    spec = load_model(name)
+    assert spec.name == name
+    assert spec.source
+    assert f'name = "{name}"' in profile_source("models", name)
+
+
+def test_hardware_datasheet_figures() -> None:
+    # NVIDIA datasheets (dense BF16 TFLOP/s, GB/s per direction) as collected in shared/reference/hardware.md.
+    h100 = load_hardware("h100-sxm-80gb")
+    assert (h100.gpu.peak_bf16_tflops, h100.gpu.peak_fp8_tflops) == (989.4, 1978.9)
+    assert (h100.intra_node.bandwidth_gb_per_s, h100.inter_node.bandwidth_gb_per_s) == (450, 50)
+    assert h100.intra_node.achievable_bytes_per_s == pytest.approx(370e9, rel=0.01)  # nccl-tests ring busBw
+    a100 = load_hardware("a100-sxm-80gb")
+    assert (a100.gpu.peak_bf16_tflops, a100.gpu.peak_fp8_tflops) == (312, None)
+    assert (a100.intra_node.bandwidth_gb_per_s, a100.inter_node.bandwidth_gb_per_s) == (300, 25)
+    assert a100.inter_node.achievable_bytes_per_s == pytest.approx(24e9, rel=0.01)  # ≈24 GB/s per HDR NIC
+    assert load_hardware("a100-sxm-40gb").gpu.hbm_gib == 40
+    assert load_hardware("h200-sxm-141gb").gpu.hbm_gib == 141
+    h800 = load_hardware("h800-sxm-80gb")
+    assert h800.intra_node.bandwidth_gb_per_s == 200  # 400 GB/s total
+    assert h800.intra_node.achievable_bytes_per_s == pytest.approx(160e9)  # DeepSeek-V3 §3.2.2
+    b200 = load_hardware("b200-180gb")
+    assert (b200.gpu.peak_bf16_tflops, b200.gpu.hbm_gib, b200.intra_node.bandwidth_gb_per_s) == (
+        2250,
+        180,
+        900,
+    )
+    assert h100.usable_hbm_bytes < 80 * GIB
+
+
+def _megatron_params(model: ModelSpec) -> float:
+    """Narayanan et al. 2021 §5.1: P = 12·L·h²·(1 + 13/(12h) + (V + s)/(12·L·h))."""
+    L, h, V, s = model.num_layers, model.hidden_size, model.vocab_size, model.seq_len
+    return 12 * L * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * L * h))
+
+
+@pytest.mark.parametrize(("name", "params_b", "heads", "hidden", "layers"), MEGATRON_TABLE_1)
+def test_megatron_table_models_match_the_papers_parameter_counts(
+    name: str, params_b: float, heads: int, hidden: int, layers: int
+) -> None:
+    model = load_model(name)
+    assert (model.num_attention_heads, model.hidden_size, model.num_layers) == (heads, hidden, layers)
+    assert (model.ffn_hidden_size, model.vocab_size, model.seq_len) == (4 * hidden, 51200, 2048)
+    assert (model.mlp, model.norm, model.position_embedding, model.tied_embeddings) == (
+        "gelu",
+        "layernorm",
+        "learned",
+        True,
+    )
+    assert round(_megatron_params(model) / 1e9, 1) == params_b
+
+
+def test_gpt3_175b_has_175_billion_parameters() -> None:
+    model = load_model("gpt3-175b")
+    assert round(_megatron_params(model) / 1e9) == 175  # Brown et al. 2020 Table 2.1
+    assert (model.qkv_bias, model.linear_bias, model.dropout, model.position_rows) == (True, True, True, 2048)
+
+
+def _llama_params(model: ModelSpec) -> float:
+    """Embedding + output + L·(QKV + output projection + SwiGLU + 2 RMSNorms) + final norm."""
+    h, d, f = model.hidden_size, model.head_size, model.ffn_hidden_size
+    attention = h * (model.num_attention_heads + 2 * model.kv_heads) * d + model.num_attention_heads * d * h
+    layer = attention + 3 * h * f + 2 * h
+    return 2 * model.vocab_size * h + model.num_layers * layer + h
+
+
+@pytest.mark.parametrize(
+    ("name", "params_b"), [("llama3-8b", 8.03), ("llama3-70b", 70.6), ("llama3-405b", 406)]
+)
+def test_llama3_shapes_give_the_model_cards_parameter_counts(name: str, params_b: float) -> None:
+    model = load_model(name)
+    assert (model.vocab_size, model.kv_heads, model.seq_len, model.mlp) == (128256, 8, 8192, "swiglu")
+    assert math.isclose(_llama_params(model) / 1e9, params_b, rel_tol=0.002)  # Meta's model cards
+
+
+# --- user paths -------------------------------------------------------------------------------------------
+
+
+def test_a_user_toml_path_loads(tmp_path: Path) -> None:
+    mine = tmp_path / "my-h100.toml"
+    text = profile_source("hardware", "h100-sxm-80gb").replace('name = "h100-sxm-80gb"', 'name = "my-h100"')
+    mine.write_text(text.replace("gpus_per_node = 8", "gpus_per_node = 4"))
+    spec = load_hardware(str(mine))
+    assert (spec.name, spec.gpus_per_node) == ("my-h100", 4)
+    copied = tmp_path / "m.toml"
+    shutil.copy(list_profiles("models")[0].path, copied)
+    assert load_model(str(copied)).name == list_profiles("models")[0].name
+
+
+# --- errors -----------------------------------------------------------------------------------------------
+
+
+def test_unknown_name_lists_the_known_names() -> None:
+    text = _error(load_model, "llama3-7b")
+    assert text.startswith("model: ")
+    assert "llama3-7b" in text and "llama3-8b" in text and "gpt3-175b" in text
+    text = _error(load_hardware, "h100")
+    assert text.startswith("hardware: ")
+    assert all(name in text for name in HARDWARE)
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    text = _error(load_hardware, str(missing))
+    assert str(missing) in text and "no such file" in text
+    assert "no such file" in _error(load_model, str(tmp_path / "config.json"))
+
+
+def test_wrong_file_kind(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    assert "not a .toml profile" in _error(load_hardware, str(config))
+    other = tmp_path / "model.yaml"
+    other.write_text("")
+    assert "model.yaml" in _error(load_model, str(other))
+
+
+def test_unknown_kind() -> None:
+    assert _error(list_profiles, "gpus").startswith("kind: ")
+
+
+def test_malformed_toml_names_the_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nnum_layers = 4\nhidden_size = = 12\n')
+    text = _error(load_model, str(bad))
+    assert text.startswith(f"{bad}: line 3")
+    assert "invalid TOML" in text
+
+
+def test_malformed_json_names_the_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{\n  "model_type": "llama",\n  "hidden_size": 4096\n  "num_hidden_layers": 32\n}\n')
+    text = _error(load_model, str(bad))
+    assert text.startswith(f"{bad}: line 4")
+    assert "invalid JSON" in text
+
+
+def _model_toml(tmp_path: Path, **changes: str | None) -> str:
+    """A copy of llama3-8b.toml with `key = value` lines replaced, added, or removed (for None)."""
+    out = []
+    for line in profile_source("models", "llama3-8b").splitlines():
+        key = line.split("=")[0].strip()
+        if key not in changes:
+            out.append(line)
+        elif changes[key] is not None:
+            out.append(f"{key} = {changes[key]}")
+    present = {line.split("=")[0].strip() for line in out}
+    out += [f"{key} = {value}" for key, value in changes.items() if value is not None and key not in present]
+    path = tmp_path / "x.toml"
+    path.write_text("\n".join(out) + "\n")
+    return str(path)
+
+
+def test_missing_field_names_the_field(tmp_path: Path) -> None:
+    path = _model_toml(tmp_path, num_layers=None)
+    assert _error(load_model, path) == f"{path}: num_layers: Field required; add num_layers to the file"
+
+
+@pytest.mark.parametrize("value", ["0", "-4"])
+def test_zero_and_negative_values_name_the_field(tmp_path: Path, value: str) -> None:
+    path = _model_toml(tmp_path, num_layers=value)
+    text = _error(load_model, path)
+    assert text == f"{path}: num_layers: Input should be greater than 0; fix the value in the file"
+
+
+def test_nested_hardware_field_is_named_by_its_dotted_path(tmp_path: Path) -> None:
+    path = tmp_path / "hw.toml"
+    path.write_text(
+        profile_source("hardware", "h100-sxm-80gb").replace(
+            "peak_bf16_tflops = 989.4", "peak_bf16_tflops = 0"
+        )
+    )
+    text = _error(load_hardware, str(path))
+    assert text.startswith(f"{path}: gpu.peak_bf16_tflops: Input should be greater than 0")
+    path.write_text(
+        profile_source("hardware", "h100-sxm-80gb").replace("efficiency = 0.82", "efficiency = 1.5")
+    )
+    assert re.match(
+        rf"{re.escape(str(path))}: intra_node\.efficiency: Input should be less than or equal to 1",
+        _error(load_hardware, str(path)),
+    )
+
+
+def test_misspelt_field_and_inconsistent_heads(tmp_path: Path) -> None:
+    path = _model_toml(tmp_path, num_layers=None, num_layer="32")
+    text = _error(load_model, path)
+    assert "num_layers: Field required" in text and "num_layer" in text
+    path = _model_toml(tmp_path, num_kv_heads="5")
+    text = _error(load_model, path)
+    assert "num_kv_heads=5 must divide num_attention_heads=32" in text
