@@ -1,0 +1,108 @@
+"""Bad input: one line naming the field and the fix, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli_run import CliResult, run_pplan
+
+
+def _one_line_error(res: CliResult, *needles: str) -> None:
+    assert res.code == 2, (res.code, res.out, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("pplan: error: ")
+    assert "Traceback" not in res.err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+BAD_ARGS = [
+    (("--model", "no-such-model"), ("model", "llama3-70b", "gpt3-175b")),  # lists the known ones
+    (("--hardware", "no-such-gpu"), ("hardware", "h100-sxm-80gb")),
+    (("--tp", "3"), ("--tp", "64 attention heads", "[1, 2, 4]")),
+    (("--tp", "16", "--gpus", "4096"), ("--tp", "key/value heads")),
+    (("--pp", "100", "--gpus", "3200", "--global-batch", "100"), ("--pp", "80 layers")),
+    (("--pp", "3", "--gpus", "1536"), ("--pp", "do not split evenly", "--first-stage-layers")),
+    (("--global-batch", "1000"), ("--global-batch", "[960, 1024]")),
+    (("--gpus", "2000"), ("--gpus", "[1984, 2016]")),
+    (("--gpus", "0"), ("--gpus", "positive")),
+    (("--gpus", "-8"), ("--gpus", "positive")),
+    (("--micro-batch", "0"), ("--micro-batch",)),
+    (("--schedule", "interleaved-1f1b", "--vp", "2", "--global-batch", "640"), ("m=10", "[8, 12]")),
+    (("--schedule", "dualpipev", "--global-batch", "448"), ("dualpipev", "m ≥ 2p=8")),
+    (("--schedule", "dualpipe", "--global-batch", "576"), ("dualpipe", "even")),
+    (("--schedule", "zb-h1", "--global-batch", "192"), ("zb-h1", "m ≥ p=4")),
+    (("--schedule", "interleaved-1f1b",), ("--vp", "--vp 2")),
+    (("--schedule", "zbv", "--vp", "3"), ("--vp",)),
+    (("--schedule", "nonesuch"), ("--schedule", "1f1b", "dualpipev")),
+    (("--recompute", "sometimes"), ("--recompute",)),
+    (("--zero-stage", "5"), ("--zero-stage",)),
+    (("--cp", "3"), ("--cp",)),
+    (("--unknown-flag",), ("--unknown-flag",)),
+]
+
+
+@pytest.mark.parametrize(("args", "needles"), BAD_ARGS)
+def test_bad_arguments(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]) -> None:
+    _one_line_error(run_pplan(capsys, "explain", *args), *needles)
+
+
+def test_schedule_names_are_case_insensitive_and_take_torch_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("1F1B", "Schedule1F1B", "ScheduleInterleaved1F1B", "ZBVZeroBubble", "DualPipeV", "ZB-H1"):
+        extra = ("--vp", "2") if "Interleaved" in name else ()
+        res = run_pplan(capsys, "explain", "--json", "--schedule", name, "--global-batch", "1024", *extra)
+        assert res.code == 0, (name, res.err)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+LLAMA_TOML = """
+name = "tiny"
+num_layers = 4
+hidden_size = 256
+num_attention_heads = 8
+ffn_hidden_size = 1024
+mlp = "swiglu"
+norm = "rmsnorm"
+vocab_size = 1000
+tied_embeddings = false
+seq_len = 128
+"""
+
+
+def test_malformed_toml_names_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _write(tmp_path, "broken.toml", LLAMA_TOML + "oops = = 3\n")
+    _one_line_error(run_pplan(capsys, "explain", "--model", path), "broken.toml", "line 12")
+
+
+def test_malformed_json_names_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _write(tmp_path, "config.json", '{\n  "model_type": "llama",\n  "hidden_size": ,\n}\n')
+    _one_line_error(run_pplan(capsys, "explain", "--model", path), "config.json", "line 3")
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda t: t.replace("num_layers = 4\n", ""), "num_layers"),  # missing
+        (lambda t: t.replace("num_layers = 4", "num_layers = 0"), "num_layers"),  # zero
+        (lambda t: t.replace("hidden_size = 256", "hidden_size = -256"), "hidden_size"),  # negative
+    ],
+)
+def test_bad_model_fields(capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, needle: str) -> None:
+    path = _write(tmp_path, "m.toml", edit(LLAMA_TOML))  # type: ignore[operator]
+    _one_line_error(run_pplan(capsys, "explain", "--model", path, "--tp", "1", "--pp", "1", "--gpus", "1"), needle)
+
+
+def test_a_user_model_file_works(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _write(tmp_path, "m.toml", LLAMA_TOML)
+    res = run_pplan(capsys, "explain", "--json", "--model", path, "--tp", "2", "--pp", "2", "--gpus", "8",
+                    "--global-batch", "8")  # fmt: skip
+    assert res.code == 0, res.err
+    assert res.json()["plan"]["dp"] == 2

@@ -1,0 +1,72 @@
+"""`pplan explain` as a user sees it: the default example, the tables, the JSON document and its schema."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_run import run_pplan
+
+
+def test_default_example_runs_and_says_what_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "explain")
+    assert res.code == 0, res.err
+    for heading in ("Configuration", "Memory per GPU", "Pipeline", "Communication per GPU", "Assumptions"):
+        assert heading in res.out
+    assert "--model llama3-70b" in res.out  # a defaulted value is stated, not silently used
+    flat = " ".join(res.out.split())  # the terminal wraps long lines
+    assert "m = global batch / (micro-batch × d) = 1024 / (1 × 64) = 16" in flat
+
+
+def test_json_carries_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_pplan(capsys, "explain", "--json").json()
+    assert doc["schema"] == "pplan.explain/1"
+    plan_keys = {"tp", "pp", "dp", "vp", "cp", "schedule", "micro_batch", "num_microbatches", "global_batch",
+                 "seq_len", "recompute", "sequence_parallel"}  # fmt: skip
+    assert plan_keys <= doc["plan"].keys()
+    assert {"usable_bytes", "fits", "stages"} <= doc["memory"].keys()
+    stage_keys = {"stage", "layers", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
+                  "extra_activation_bytes", "in_flight_microbatches", "total_bytes"}  # fmt: skip
+    assert all(stage_keys <= s.keys() for s in doc["memory"]["stages"])
+    for s in doc["memory"]["stages"]:
+        parts = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "extra_activation_bytes",
+                 "recompute_working_bytes")  # fmt: skip
+        assert s["total_bytes"] == sum(s[k] for k in parts)
+    assert {"bubble_fraction_of_ideal", "bubble_fraction_of_step", "p2p_message_bytes",
+            "p2p_messages_per_step"} <= doc["pipeline"].keys()  # fmt: skip
+    assert {"tp_bytes_per_microbatch", "dp_bytes_per_step"} <= doc["communication"].keys()
+    assert isinstance(doc["assumptions"], list) and doc["assumptions"]
+
+
+def test_schema_command_prints_a_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "schema", "explain")
+    assert res.code == 0
+    schema = json.loads(res.out)
+    assert {"schema", "plan", "memory", "pipeline", "communication", "assumptions"} <= schema["properties"].keys()
+
+
+def test_p2p_messages_per_step(capsys: pytest.CaptureFixture[str]) -> None:
+    # 1F1B: 2·m·(p−1) messages; interleaved: 2·m·(v·p−1); V placement keeps the middle hop local: 2·m·(2p−2).
+    base = ("explain", "--json", "--global-batch", "1024")
+    assert run_pplan(capsys, *base).json()["pipeline"]["p2p_messages_per_step"] == 2 * 16 * 3
+    il = run_pplan(capsys, *base, "--schedule", "interleaved-1f1b", "--vp", "2").json()
+    assert il["pipeline"]["p2p_messages_per_step"] == 2 * 16 * (2 * 4 - 1)
+    v = run_pplan(capsys, *base, "--schedule", "zbv").json()
+    assert v["pipeline"]["p2p_messages_per_step"] == 2 * 16 * (2 * 4 - 2)
+
+
+def test_data_parallel_traffic_ring_allreduce(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_pplan(capsys, "explain", "--json", "--grad-dtype", "bf16").json()
+    s0 = doc["memory"]["stages"][0]
+    d = doc["plan"]["dp"]
+    assert doc["communication"]["dp_bytes_per_step_per_stage"][0] == int(2 * (d - 1) / d * s0["params"] * 2)
+
+
+def test_python_dash_m_runs() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pplan", "explain", "--json"], capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert json.loads(out.stdout)["plan"]["num_microbatches"] == 16

@@ -1,0 +1,79 @@
+"""Memory invariants: stages sum to the model, 1F1B's stage 0 does not depend on p, GPipe grows with m."""
+
+from __future__ import annotations
+
+import pytest
+
+from pplan.catalog import load_hardware, load_model
+from pplan.estimate import explain
+from pplan.memory import bytes_per_param
+from pplan.params import total_params
+from pplan.plan import PlanRequest, make_plan
+
+LLAMA = load_model("llama3-70b")
+GPT3 = load_model("gpt3-175b")
+H100 = load_hardware("h100-sxm-80gb")
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved-1f1b", "zbv", "dualpipev"])
+def test_stages_sum_to_the_model(schedule: str) -> None:
+    vp = 2 if schedule == "interleaved-1f1b" else None
+    report = explain(LLAMA, H100, PlanRequest(gpus=4, global_batch=16, tp=1, pp=4, vp=vp, schedule=schedule))
+    assert sum(s.params for s in report.memory.stages) == total_params(LLAMA)
+    assert sum(s.layers for s in report.memory.stages) == LLAMA.num_layers
+
+
+def test_tied_embeddings_keep_a_copy_on_the_last_stage() -> None:
+    report = explain(GPT3, H100, PlanRequest(gpus=8, global_batch=16, tp=1, pp=8))
+    copy = GPT3.vocab_size * GPT3.hidden_size
+    assert sum(s.params for s in report.memory.stages) == total_params(GPT3) + copy
+
+
+def test_dualpipe_holds_two_copies() -> None:
+    report = explain(LLAMA, H100, PlanRequest(gpus=4, global_batch=16, pp=4, tp=1, schedule="dualpipe"))
+    assert sum(s.params for s in report.memory.stages) == 2 * total_params(LLAMA)
+
+
+@pytest.mark.parametrize("model", [LLAMA, GPT3])
+def test_1f1b_stage0_activations_do_not_depend_on_p(model: object) -> None:
+    values = set()
+    for p in (2, 4, 8, 16):
+        r = explain(model, H100, PlanRequest(gpus=8 * p, global_batch=32, tp=8, pp=p))  # type: ignore[arg-type]
+        values.add(r.memory.stages[0].activation_bytes)
+    assert len(values) == 1
+
+
+def test_gpipe_grows_with_m_1f1b_does_not() -> None:
+    def stage0(schedule: str, m: int) -> int:
+        r = explain(LLAMA, H100, PlanRequest(gpus=32, global_batch=m, tp=8, pp=4, schedule=schedule))
+        return r.memory.stages[0].activation_bytes
+
+    gpipe = [stage0("gpipe", m) for m in (4, 8, 16, 32)]
+    one = [stage0("1f1b", m) for m in (4, 8, 16, 32)]
+    assert gpipe == sorted(gpipe) and len(set(gpipe)) == 4
+    assert gpipe[3] == 8 * gpipe[0]
+    assert len(set(one)) == 1
+
+
+@pytest.mark.parametrize(
+    ("zero", "grad", "d", "expected"),
+    [
+        (0, "bf16", 4, 16),  # the seed's 16 bytes per parameter
+        (0, "fp32", 4, 18),
+        (1, "fp32", 4, 6 + 12 / 4),  # Megatron's distributed optimizer: 6 + 12/d
+        (2, "fp32", 4, 2 + 16 / 4),
+        (3, "fp32", 4, 18 / 4),
+    ],
+)
+def test_bytes_per_parameter_table(zero: int, grad: str, d: int, expected: float) -> None:
+    plan = make_plan(LLAMA, PlanRequest(gpus=8 * d, global_batch=d, tp=8, zero_stage=zero,
+                                        grad_dtype=grad))  # type: ignore[arg-type]  # fmt: skip
+    assert bytes_per_param(plan).total == pytest.approx(expected)
+
+
+def test_uneven_first_and_last_stage() -> None:
+    # Llama 3 405B style: 126 layers on 16 ranks, one fewer layer on the first and last stage (7 + 14·8 + 7).
+    model = load_model("llama3-405b")
+    plan = make_plan(model, PlanRequest(gpus=128, global_batch=16, tp=8, pp=16, first_stage_layers=7,
+                                        last_stage_layers=7))  # fmt: skip
+    assert [c.layers for c in plan.layout.chunks] == [7] + [8] * 14 + [7]
