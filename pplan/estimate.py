@@ -77,7 +77,11 @@ def explain(model: ModelSpec, hardware: HardwareSpec, request: PlanRequest) -> E
             usable_bytes=hardware.usable_hbm_bytes,
             fits=all(r.fits for r in ranks),
             bytes_per_param=BytesPerParamOut(
-                weights=bpp.weights, grads=bpp.grads, optimizer=bpp.optimizer, total=bpp.total, shards=bpp.shards
+                weights=bpp.weights,
+                grads=bpp.grads,
+                optimizer=bpp.optimizer,
+                total=bpp.total,
+                shards=bpp.shards,
             ),
             activation_bytes_per_layer=layer.total_bytes,
             activation_items_per_layer=dict(layer.items),
@@ -152,7 +156,9 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
     t, p, cp, d, b, m = plan.tp, plan.pp, plan.cp, plan.dp, plan.micro_batch, plan.num_microbatches
     sp = t if plan.sequence_parallel else 1
     return [
-        Derivation(quantity="d", formula=f"d = GPUs / (t·p·cp) = {plan.gpus} / ({t}·{p}·{cp}) = {d}", value=d),
+        Derivation(
+            quantity="d", formula=f"d = GPUs / (t·p·cp) = {plan.gpus} / ({t}·{p}·{cp}) = {d}", value=d
+        ),
         Derivation(
             quantity="m",
             formula=f"m = global batch / (micro-batch × d) = {plan.global_batch} / ({b} × {d}) = {m}",
@@ -190,9 +196,13 @@ def _assumptions(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: Plan
     if req.sequence_parallel and plan.tp == 1:
         out.append("sequence parallelism has no effect at t = 1")
     if plan.flash_attention:
-        out.append("flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them)")
+        out.append(
+            "flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them)"
+        )
     if model.tied_embeddings and plan.pp > 1:
-        out.append("tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer")
+        out.append(
+            "tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer"
+        )
     if plan.zero_stage:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
     return out

@@ -74,9 +74,7 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
             )
         else:
             fix = f"the other {rest_chunks} chunks must share {rest_layers} layers evenly; adjust the counts"
-        raise ConfigError(
-            "--pp", f"{num_layers} layers do not split evenly into {num_chunks} chunks", fix
-        )
+        raise ConfigError("--pp", f"{num_layers} layers do not split evenly into {num_chunks} chunks", fix)
     return (*head, *([rest_layers // rest_chunks] * rest_chunks), *tail)
 
 

@@ -124,14 +124,18 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     kind = resolve_schedule(req.schedule)
     if kind.name in ("gpipe", "1f1b") and req.vp not in (None, 1):
         raise ConfigError(
-            "--vp", f"{kind.name} runs one chunk per rank, got --vp {req.vp}", "use --schedule interleaved-1f1b"
+            "--vp",
+            f"{kind.name} runs one chunk per rank, got --vp {req.vp}",
+            "use --schedule interleaved-1f1b",
         )
     v = chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
     t, p, cp = req.tp, req.pp, req.cp
     _check_model_split(model, t)
     seq_len = req.seq_len or model.seq_len
     if seq_len % cp:
-        raise ConfigError("--cp", f"cp={cp} does not divide the sequence length {seq_len}", "choose cp dividing it")
+        raise ConfigError(
+            "--cp", f"cp={cp} does not divide the sequence length {seq_len}", "choose cp dividing it"
+        )
     if req.sequence_parallel and t > 1 and (seq_len // cp) % t:
         raise ConfigError(
             "--seq-len",

@@ -107,15 +107,21 @@ def check_microbatches(kind: ScheduleKind, p: int, m: int) -> None:
         )
     if kind.name in ("zb-h1", "zb-h2") and m < p:
         raise ConfigError(
-            "micro-batches", f"{kind.name} needs m ≥ p={p}, got m={m}", f"choose a global batch giving m ≥ {p}"
+            "micro-batches",
+            f"{kind.name} needs m ≥ p={p}, got m={m}",
+            f"choose a global batch giving m ≥ {p}",
         )
     if kind.name == "dualpipev" and m < 2 * p:
         raise ConfigError(
-            "micro-batches", f"dualpipev needs m ≥ 2p={2 * p}, got m={m}", f"choose a global batch giving m ≥ {2 * p}"
+            "micro-batches",
+            f"dualpipev needs m ≥ 2p={2 * p}, got m={m}",
+            f"choose a global batch giving m ≥ {2 * p}",
         )
     if kind.name == "dualpipe":
         if p % 2:
-            raise ConfigError("--pp", f"dualpipe needs an even number of ranks, got p={p}", "use an even --pp")
+            raise ConfigError(
+                "--pp", f"dualpipe needs an even number of ranks, got p={p}", "use an even --pp"
+            )
         if m % 2 or m < 2 * p:
             ok = _nearest([c for c in window if c % 2 == 0 and c >= 2 * p], m)
             raise ConfigError(

@@ -35,7 +35,13 @@ BAD_ARGS = [
     (("--schedule", "dualpipev", "--global-batch", "448"), ("dualpipev", "m ≥ 2p=8")),
     (("--schedule", "dualpipe", "--global-batch", "576"), ("dualpipe", "even")),
     (("--schedule", "zb-h1", "--global-batch", "192"), ("zb-h1", "m ≥ p=4")),
-    (("--schedule", "interleaved-1f1b",), ("--vp", "--vp 2")),
+    (
+        (
+            "--schedule",
+            "interleaved-1f1b",
+        ),
+        ("--vp", "--vp 2"),
+    ),
     (("--schedule", "zbv", "--vp", "3"), ("--vp",)),
     (("--schedule", "nonesuch"), ("--schedule", "1f1b", "dualpipev")),
     (("--recompute", "sometimes"), ("--recompute",)),
@@ -46,11 +52,15 @@ BAD_ARGS = [
 
 
 @pytest.mark.parametrize(("args", "needles"), BAD_ARGS)
-def test_bad_arguments(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]) -> None:
+def test_bad_arguments(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
     _one_line_error(run_pplan(capsys, "explain", *args), *needles)
 
 
-def test_schedule_names_are_case_insensitive_and_take_torch_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+def test_schedule_names_are_case_insensitive_and_take_torch_aliases(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for name in ("1F1B", "Schedule1F1B", "ScheduleInterleaved1F1B", "ZBVZeroBubble", "DualPipeV", "ZB-H1"):
         extra = ("--vp", "2") if "Interleaved" in name else ()
         res = run_pplan(capsys, "explain", "--json", "--schedule", name, "--global-batch", "1024", *extra)
@@ -95,9 +105,13 @@ def test_malformed_json_names_file_and_line(capsys: pytest.CaptureFixture[str], 
         (lambda t: t.replace("hidden_size = 256", "hidden_size = -256"), "hidden_size"),  # negative
     ],
 )
-def test_bad_model_fields(capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, needle: str) -> None:
+def test_bad_model_fields(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, needle: str
+) -> None:
     path = _write(tmp_path, "m.toml", edit(LLAMA_TOML))  # type: ignore[operator]
-    _one_line_error(run_pplan(capsys, "explain", "--model", path, "--tp", "1", "--pp", "1", "--gpus", "1"), needle)
+    _one_line_error(
+        run_pplan(capsys, "explain", "--model", path, "--tp", "1", "--pp", "1", "--gpus", "1"), needle
+    )
 
 
 def test_a_user_model_file_works(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -43,7 +43,9 @@ def test_schema_command_prints_a_json_schema(capsys: pytest.CaptureFixture[str])
     res = run_pplan(capsys, "schema", "explain")
     assert res.code == 0
     schema = json.loads(res.out)
-    assert {"schema", "plan", "memory", "pipeline", "communication", "assumptions"} <= schema["properties"].keys()
+    assert {"schema", "plan", "memory", "pipeline", "communication", "assumptions"} <= schema[
+        "properties"
+    ].keys()
 
 
 def test_p2p_messages_per_step(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,7 +82,9 @@ def test_s5_stage0_activations_1f1b() -> None:
 
 
 def test_s5_holds_with_flash_attention_instead_of_selective_recompute() -> None:
-    assert seed_plan(recompute="none", flash_attention=True).memory.stages[0].activation_bytes == 22_817_013_760
+    assert (
+        seed_plan(recompute="none", flash_attention=True).memory.stages[0].activation_bytes == 22_817_013_760
+    )
 
 
 def test_s6_gpipe_stage0_activations_do_not_fit() -> None:
@@ -130,7 +132,9 @@ def test_b3_zb_h1_third_of_1f1b_same_memory() -> None:
     zb = seed_plan(schedule="zb-h1")
     assert zb.pipeline.bubble_fraction_of_ideal == pytest.approx(3 / 16 / 3)
     assert round(zb.pipeline.bubble_fraction_of_ideal * 100, 2) == 6.25
-    assert [s.activation_bytes for s in zb.memory.stages] == [s.activation_bytes for s in seed_plan().memory.stages]
+    assert [s.activation_bytes for s in zb.memory.stages] == [
+        s.activation_bytes for s in seed_plan().memory.stages
+    ]
 
 
 def test_b4_zb_h2_zero_bubble_about_twice_the_memory() -> None:
@@ -177,7 +181,9 @@ def test_b9_dualpipe() -> None:
     assert report.pipeline.bubble_fraction_of_ideal == pytest.approx((p / 2 - 1) * (fb + b - 3 * w) / (m * 3))
     one = seed_plan(pp=p, gpus=8 * p * 64, global_batch=1024)
     mid = p // 2
-    assert report.memory.stages[mid].params == pytest.approx(2 * one.memory.stages[mid].params)  # 2× parameters
+    assert report.memory.stages[mid].params == pytest.approx(
+        2 * one.memory.stages[mid].params
+    )  # 2× parameters
     assert sum(report.memory.stages[0].in_flight_chunk_microbatches) == p + 1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, TypeVar
 
 import typer
@@ -23,18 +23,18 @@ DEFAULT_MODEL = "llama3-70b"
 DEFAULT_HARDWARE = "h100-sxm-80gb"
 
 
-class Recompute(str, Enum):
+class Recompute(StrEnum):
     none = "none"
     selective = "selective"
     full = "full"
 
 
-class GradDtype(str, Enum):
+class GradDtype(StrEnum):
     bf16 = "bf16"
     fp32 = "fp32"
 
 
-class ActivationModel(str, Enum):
+class ActivationModel(StrEnum):
     itemised = "itemised"
     korthikanti = "korthikanti"
 
@@ -49,7 +49,9 @@ def _pick(flag: str, given: T | None, default: T, used: list[str]) -> T:
 
 @app.command()
 def explain(
-    model: Annotated[str | None, typer.Option(help="Bundled model name, a .toml file or a HF config.json.")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Bundled model name, a .toml file or a HF config.json.")
+    ] = None,
     hardware: Annotated[str | None, typer.Option(help="Bundled hardware name or a .toml file.")] = None,
     gpus: Annotated[int | None, typer.Option(help="Total GPUs.")] = None,
     global_batch: Annotated[int | None, typer.Option(help="Global batch, in sequences.")] = None,
@@ -61,11 +63,15 @@ def explain(
     micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size b, in sequences.")] = None,
     schedule: Annotated[
         str | None,
-        typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names)."),
+        typer.Option(
+            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names)."
+        ),
     ] = None,
     recompute: Annotated[Recompute, typer.Option(help="Activation recomputation.")] = Recompute.none,
     sequence_parallel: Annotated[bool, typer.Option(help="Megatron sequence parallelism (t > 1).")] = True,
-    flash_attention: Annotated[bool, typer.Option(help="Flash attention (no attention-score tensors).")] = True,
+    flash_attention: Annotated[
+        bool, typer.Option(help="Flash attention (no attention-score tensors).")
+    ] = True,
     distributed_optimizer: Annotated[
         bool, typer.Option("--distributed-optimizer", help="Shard optimizer states over d (ZeRO-1).")
     ] = False,
@@ -86,7 +92,9 @@ def explain(
     model_spec = load_model(_pick("--model", model, DEFAULT_MODEL, used))
     hardware_spec = load_hardware(_pick("--hardware", hardware, DEFAULT_HARDWARE, used))
     if distributed_optimizer and zero_stage not in (0, 1):
-        raise ConfigError("--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them")
+        raise ConfigError(
+            "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
+        )
     request = PlanRequest(
         gpus=_pick("--gpus", gpus, 2048, used),
         global_batch=_pick("--global-batch", global_batch, 1024, used),
@@ -97,12 +105,12 @@ def explain(
         cp=cp,
         schedule=_pick("--schedule", schedule, "1f1b", used),
         seq_len=seq_len,
-        recompute=recompute.value,  # type: ignore[arg-type]
+        recompute=recompute.value,
         sequence_parallel=sequence_parallel,
         flash_attention=flash_attention,
         zero_stage=1 if distributed_optimizer else zero_stage,
-        grad_dtype=grad_dtype.value,  # type: ignore[arg-type]
-        activation_model=activation_model.value,  # type: ignore[arg-type]
+        grad_dtype=grad_dtype.value,
+        activation_model=activation_model.value,
         first_stage_layers=first_stage_layers,
         last_stage_layers=last_stage_layers,
     )

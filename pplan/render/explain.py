@@ -77,8 +77,9 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         cells.append(Text("yes", style="green") if s.fits else Text("NO", style="bold red"))
         table.add_row(*cells)
     if len(stages) < len(mem.stages):
-        table.caption = f"{len(mem.stages)} stages, {len(stages)} shown (--all-stages shows every one). " + str(
-            table.caption
+        table.caption = (
+            f"{len(mem.stages)} stages, {len(stages)} shown (--all-stages shows every one). "
+            + str(table.caption)
         )
     return table
 
@@ -97,28 +98,45 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
     config = _kv(
         "Configuration",
         [
-            ("model", f"{report.model.name}: {report.model.params_total / 1e9:,.2f} B parameters, "
-                      f"{report.model.num_layers} layers"),
+            (
+                "model",
+                f"{report.model.name}: {report.model.params_total / 1e9:,.2f} B parameters, "
+                f"{report.model.num_layers} layers",
+            ),
             ("hardware", f"{report.hardware.name} ({report.hardware.gpu}), {plan.gpus} GPUs"),
             ("parallelism", f"t={plan.tp} p={plan.pp} d={plan.dp} v={plan.vp} cp={plan.cp}"),
             ("schedule", plan.schedule),
-            ("batch", f"global {plan.global_batch} × {plan.seq_len} tokens, micro-batch {plan.micro_batch}, "
-                      f"m={plan.num_microbatches}"),
+            (
+                "batch",
+                f"global {plan.global_batch} × {plan.seq_len} tokens, micro-batch {plan.micro_batch}, "
+                f"m={plan.num_microbatches}",
+            ),
             ("layers per chunk", ", ".join(str(n) for n in plan.layers_per_chunk)),
-            ("recompute", f"{plan.recompute}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
-                          f"flash attention {'on' if plan.flash_attention else 'off'}"),
-            ("states", f"{bpp.total:g} bytes/parameter = weights {bpp.weights:g} + grads {bpp.grads:g} + "
-                       f"optimizer {bpp.optimizer:g} (ZeRO {plan.zero_stage}, grads {plan.grad_dtype})"),
-            ("activations", f"{plan.activation_model}: {mb(mem.activation_bytes_per_layer)} per layer per "
-                            "micro-batch"),
+            (
+                "recompute",
+                f"{plan.recompute}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
+                f"flash attention {'on' if plan.flash_attention else 'off'}",
+            ),
+            (
+                "states",
+                f"{bpp.total:g} bytes/parameter = weights {bpp.weights:g} + grads {bpp.grads:g} + "
+                f"optimizer {bpp.optimizer:g} (ZeRO {plan.zero_stage}, grads {plan.grad_dtype})",
+            ),
+            (
+                "activations",
+                f"{plan.activation_model}: {mb(mem.activation_bytes_per_layer)} per layer per micro-batch",
+            ),
         ]
         + [(d.quantity, d.formula) for d in report.derivations],
     )
     pipeline = _kv(
         "Pipeline",
         [
-            ("bubble", f"{pipe.bubble_fraction_of_ideal:.2%} of ideal compute (idle / ideal), "
-                       f"{pipe.bubble_fraction_of_step:.2%} of the step (idle / total)"),
+            (
+                "bubble",
+                f"{pipe.bubble_fraction_of_ideal:.2%} of ideal compute (idle / ideal), "
+                f"{pipe.bubble_fraction_of_step:.2%} of the step (idle / total)",
+            ),
             ("source", pipe.bubble_source),
             ("P2P message", f"{pipe.p2p_message_bytes:,} B ({mb(pipe.p2p_message_bytes)})"),
             ("P2P per step", f"{pipe.p2p_messages_per_step:,} messages, {gb(pipe.p2p_bytes_per_step)}"),
@@ -127,19 +145,37 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
     traffic = _kv(
         "Communication per GPU",
         [
-            ("tensor parallel", f"{gb(comm.tp_bytes_per_microbatch)} per micro-batch over all "
-                                f"{report.model.num_layers} layers ({comm.tp_collectives_per_layer} "
-                                "collectives per layer)"),
-            ("  per stage", ", ".join(gb(b) for b in comm.tp_bytes_per_microbatch_per_stage[:8])
-             + (" …" if len(comm.tp_bytes_per_microbatch_per_stage) > 8 else "")),
+            (
+                "tensor parallel",
+                f"{gb(comm.tp_bytes_per_microbatch)} per micro-batch over all "
+                f"{report.model.num_layers} layers ({comm.tp_collectives_per_layer} "
+                "collectives per layer)",
+            ),
+            (
+                "  per stage",
+                ", ".join(gb(b) for b in comm.tp_bytes_per_microbatch_per_stage[:8])
+                + (" …" if len(comm.tp_bytes_per_microbatch_per_stage) > 8 else ""),
+            ),
             ("data parallel", f"{gb(comm.dp_bytes_per_step)} per step (worst stage)"),
         ],
     )
-    parts: list[RenderableType] = [config, Text(), memory_table(report, all_stages), Text(), pipeline, Text(),
-                                   traffic, Text()]
+    parts: list[RenderableType] = [
+        config,
+        Text(),
+        memory_table(report, all_stages),
+        Text(),
+        pipeline,
+        Text(),
+        traffic,
+        Text(),
+    ]
     verdict = "fits" if mem.fits else "does NOT fit"
-    parts.append(Text(f"Verdict: every stage {verdict} in usable HBM." if mem.fits
-                      else f"Verdict: the plan {verdict}.", style="bold green" if mem.fits else "bold red"))
+    parts.append(
+        Text(
+            f"Verdict: every stage {verdict} in usable HBM." if mem.fits else f"Verdict: the plan {verdict}.",
+            style="bold green" if mem.fits else "bold red",
+        )
+    )
     parts.append(Text("\nAssumptions", style="bold"))
     parts.extend(Text(f"  • {a}") for a in report.assumptions)
     if report.advice:
