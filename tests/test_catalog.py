@@ -13,6 +13,7 @@ import pytest
 from pplan.catalog import list_profiles, load_hardware, load_model, profile_source
 from pplan.errors import ProfileError
 from pplan.specs import GIB, ModelSpec
+from tests.cli_run import run_pplan
 
 HARDWARE = {
     "a100-sxm-40gb",
@@ -269,3 +270,56 @@ def test_misspelt_field_and_inconsistent_heads(tmp_path: Path) -> None:
     path = _model_toml(tmp_path, num_kv_heads="5")
     text = _error(load_model, path)
     assert "num_kv_heads=5 must divide num_attention_heads=32" in text
+
+
+# --- `pplan profiles`, which lists and shows what the catalog reads ---------------------------------------
+
+
+def test_cli_lists_both_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "profiles")
+    assert res.code == 0, res.err
+    assert "Hardware profiles" in res.out and "Model profiles" in res.out
+    assert all(name in res.out for name in HARDWARE | MODELS)
+
+
+def test_cli_json_of_a_kind_and_of_one_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    hardware = run_pplan(capsys, "profiles", "hardware", "--json").json()
+    assert {spec["name"] for spec in hardware} == HARDWARE
+    h100 = next(spec for spec in hardware if spec["name"] == "h100-sxm-80gb")
+    assert h100["gpu"]["peak_bf16_tflops"] == 989.4
+    llama = run_pplan(capsys, "profiles", "models", "llama3-70b", "--json").json()
+    assert (llama["num_layers"], llama["hidden_size"], llama["num_kv_heads"]) == (80, 8192, 8)
+    both = run_pplan(capsys, "profiles", "--json").json()
+    assert set(both) == {"hardware", "models"} and len(both["models"]) == len(MODELS)
+
+
+def test_cli_shows_every_field_of_one_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "profiles", "hardware", "h100-sxm-80gb")
+    assert res.code == 0, res.err
+    for text in (
+        "gpu.peak_bf16_tflops",
+        "989.4",
+        "inter_node.efficiency",
+        "memory.reserve_gib",
+        "usable HBM",
+    ):
+        assert text in res.out
+    source = run_pplan(capsys, "profiles", "models", "llama3-8b", "--source")
+    assert source.out == profile_source("models", "llama3-8b")
+
+
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (("profiles", "gpus"), "pplan: error: kind: unknown profile kind 'gpus'"),
+        (("profiles", "hardware", "h100"), "pplan: error: hardware: unknown hardware profile 'h100'"),
+        (("profiles", "models", "nope.toml"), "pplan: error: model: nope.toml: no such file"),
+        (("profiles", "--source"), "pplan: error: --source: needs one profile"),
+    ],
+)
+def test_cli_errors_are_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], start: str
+) -> None:
+    res = run_pplan(capsys, *args)
+    assert res.code == 2
+    assert res.err.startswith(start) and res.err.count("\n") == 1

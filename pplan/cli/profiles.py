@@ -1,0 +1,74 @@
+"""`pplan profiles`: list the bundled hardware and model profiles, or show one (as a table or as JSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from pplan.catalog import KINDS, ProfileKind, list_profiles, load_hardware, load_model, profile_source
+from pplan.cli.app import app, console
+from pplan.errors import ProfileError
+from pplan.render.profiles import hardware_table, models_table, profile_detail
+from pplan.specs import HardwareSpec, ModelSpec
+
+
+@app.command()
+def profiles(
+    kind: Annotated[
+        str | None,
+        typer.Argument(help="`hardware` or `models`; both kinds when omitted.", show_default=False),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A bundled profile name or a path to a profile file.", show_default=False),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the validated spec(s) as JSON.")] = False,
+    source: Annotated[
+        bool, typer.Option("--source", help="Print the profile file as written (needs KIND and NAME).")
+    ] = False,
+) -> None:
+    """List the bundled hardware and model profiles, or show every field of one."""
+    kinds = KINDS if kind is None else (_kind(kind),)
+    if name is not None:
+        one = kinds[0]
+        if source:
+            typer.echo(profile_source(one, name), nl=False)
+            return
+        spec = _load(one, name)
+        if as_json:
+            _print_json(spec.model_dump(mode="json"))
+        else:
+            console.print(profile_detail(spec))
+        return
+    if source:
+        raise ProfileError(
+            "--source", "needs one profile", "give KIND and NAME, e.g. `pplan profiles models NAME`"
+        )
+
+    listed = {k: [_load(k, entry.name) for entry in list_profiles(k)] for k in kinds}
+    if as_json:
+        data = {k: [spec.model_dump(mode="json") for spec in specs] for k, specs in listed.items()}
+        _print_json(data if kind is None else data[kinds[0]])
+        return
+    for k, specs in listed.items():
+        if k == "hardware":
+            console.print(hardware_table([s for s in specs if isinstance(s, HardwareSpec)]))
+        else:
+            console.print(models_table([s for s in specs if isinstance(s, ModelSpec)]))
+
+
+def _kind(kind: str) -> ProfileKind:
+    for known in KINDS:
+        if kind == known:
+            return known
+    raise ProfileError("kind", f"unknown profile kind {kind!r}", f"use one of: {', '.join(KINDS)}")
+
+
+def _load(kind: ProfileKind, ref: str) -> HardwareSpec | ModelSpec:
+    return load_hardware(ref) if kind == "hardware" else load_model(ref)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))

@@ -1,0 +1,148 @@
+"""Rich renderables for `pplan profiles`: a table of all profiles of a kind, and every field of one profile.
+
+Takes validated specs and returns renderables; reads no files and prints nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel
+from rich import box
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+
+from pplan.specs import GIB, HardwareSpec, ModelSpec
+
+_NONE = "—"
+_SpecT = TypeVar("_SpecT", HardwareSpec, ModelSpec)
+
+
+@dataclass(frozen=True)
+class _Column(Generic[_SpecT]):
+    header: str
+    cell: Callable[[_SpecT], str]
+    numeric: bool = True
+
+
+_HARDWARE_COLUMNS: dict[str, _Column[HardwareSpec]] = {
+    "name": _Column("name", lambda s: s.name, numeric=False),
+    "gpu": _Column("GPU", lambda s: s.gpu.name, numeric=False),
+    "bf16": _Column("BF16\nTFLOP/s", lambda s: _number(s.gpu.peak_bf16_tflops)),
+    "hbm": _Column("HBM\nGiB", lambda s: _number(s.gpu.hbm_gib)),
+    "usable": _Column("usable\nGiB", lambda s: f"{s.usable_hbm_bytes / GIB:.1f}"),
+    "gpus": _Column("GPUs/\nnode", lambda s: str(s.gpus_per_node)),
+    "nvlink": _Column("NVLink\nGB/s", lambda s: _number(s.intra_node.bandwidth_gb_per_s)),
+    "ib": _Column("IB\nGB/s", lambda s: _number(s.inter_node.bandwidth_gb_per_s)),
+    "description": _Column("description", lambda s: s.description, numeric=False),
+}
+
+_MODEL_COLUMNS: dict[str, _Column[ModelSpec]] = {
+    "name": _Column("name", lambda s: s.name, numeric=False),
+    "layers": _Column("L", lambda s: str(s.num_layers)),
+    "hidden": _Column("h", lambda s: str(s.hidden_size)),
+    "heads": _Column("heads/KV", lambda s: f"{s.num_attention_heads}/{s.kv_heads}"),
+    "ffn": _Column("FFN", lambda s: str(s.ffn_hidden_size)),
+    "mlp": _Column("MLP", lambda s: s.mlp, numeric=False),
+    "vocab": _Column("vocab", lambda s: str(s.vocab_size)),
+    "seq": _Column("seq", lambda s: str(s.seq_len)),
+    "description": _Column("description", lambda s: s.description, numeric=False),
+}
+
+
+def hardware_table(specs: Sequence[HardwareSpec], title: str = "Hardware profiles") -> ConsoleRenderable:
+    """One row per hardware profile: GPU, peak, HBM (label and usable), node size, link bandwidths."""
+    caption = "Bandwidths: nominal, per GPU and direction. Usable GiB = HBM − reserve − fragmentation."
+    return _FitTable(title, _HARDWARE_COLUMNS, specs, droppable=("description", "gpu"), caption=caption)
+
+
+def models_table(specs: Sequence[ModelSpec], title: str = "Model profiles") -> ConsoleRenderable:
+    """One row per model: layers, width, heads (query/KV), MLP width and kind, vocabulary, sequence length."""
+    return _FitTable(title, _MODEL_COLUMNS, specs, droppable=("description",))
+
+
+class _FitTable(Generic[_SpecT]):
+    """A table of specs that leaves out its least important columns when the terminal is too narrow."""
+
+    def __init__(
+        self,
+        title: str,
+        columns: dict[str, _Column[_SpecT]],
+        specs: Sequence[_SpecT],
+        droppable: Sequence[str],
+        caption: str | None = None,
+    ) -> None:
+        self.title = title
+        self.columns: dict[str, _Column[_SpecT]] = columns
+        self.specs: Sequence[_SpecT] = specs
+        self.droppable = droppable
+        self.caption = caption
+
+    def table(self, omit: Collection[str] = ()) -> Table:
+        table = Table(title=self.title, caption=self.caption, box=box.SIMPLE_HEAD, title_justify="left")
+        kept = [column for key, column in self.columns.items() if key not in omit]
+        for i, column in enumerate(kept):
+            style = "bold cyan" if i == 0 else None
+            table.add_column(column.header, justify="right" if column.numeric else "left", style=style)
+        for spec in self.specs:
+            table.add_row(*(column.cell(spec) for column in kept))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        omit: list[str] = []
+        table = self.table(omit)
+        unbounded = options.update_width(10**6)
+        for key in self.droppable:
+            if Measurement.get(console, unbounded, table).maximum <= options.max_width:
+                break
+            omit.append(key)
+            table = self.table(omit)
+        yield table
+
+
+def profile_detail(spec: HardwareSpec | ModelSpec) -> Table:
+    """Every field of one profile, by its dotted name, with its value and what it means."""
+    kind = "Hardware" if isinstance(spec, HardwareSpec) else "Model"
+    table = Table(title=f"{kind} profile {spec.name}", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("field", style="cyan", no_wrap=True)
+    table.add_column("value")
+    table.add_column("meaning", ratio=1)
+    for field, value, meaning in _rows(spec, prefix=""):
+        table.add_row(field, value, meaning)
+    if isinstance(spec, HardwareSpec):
+        table.add_row(
+            "usable HBM (derived)",
+            f"{spec.usable_hbm_bytes / GIB:.2f}",
+            "GiB per GPU left for weights, states and activations: HBM − reserve − fragmentation.",
+        )
+    return table
+
+
+def _rows(model: BaseModel, prefix: str) -> Iterator[tuple[str, str, str]]:
+    """(dotted field name, value, docstring) for every field, descending into nested sections."""
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        dotted = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            section = info.description or (type(value).__doc__ or "").strip()
+            yield f"[bold]{dotted}[/bold]", "", section
+            yield from _rows(value, prefix=f"{dotted}.")
+        else:
+            yield dotted, _value(value), info.description or ""
+
+
+def _value(value: object) -> str:
+    if value is None:
+        return _NONE
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _number(value)
+    return str(value)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if abs(value) < 1e6 else f"{value:,.0f}"
