@@ -49,7 +49,7 @@ class ModelSpec(_Frozen):
     norm: NormKind
     """`layernorm` (weight and bias) or `rmsnorm` (weight only)."""
     vocab_size: PositiveInt
-    """Vocabulary V (unpadded)."""
+    """Vocabulary V as the run uses it (Megatron pads GPT-2's 50257 to 51200; Llama 3 uses 128256 unpadded)."""
     tied_embeddings: bool
     """True when the output layer reuses the input embedding matrix."""
     seq_len: PositiveInt
