@@ -5,14 +5,18 @@ holds stages r, r + p, ..., r + (v−1)p and a micro-batch crosses every rank v 
 
 Interleaved 1F1B (Narayanan et al. 2021, arXiv 2104.04473, §2.2.1; Megatron-LM
 `forward_backward_pipelining_with_interleaving`). A rank's work is m·v chunk-passes. Forwards are taken in
-micro-batch groups of G (default p, Megatron's `microbatch_group_size_per_vp_stage`, p ≤ G ≤ m): G
-micro-batches through chunk 0, the same G through chunk 1, ..., then the next group (Megatron's
-`get_schedule_table`). When p does not divide m we take torch's relaxation (ScheduleInterleaved1F1B): rounds =
-max(1, m // p), G = m / rounds, which needs m to be a multiple of the rounds (p = 4: m = 6 or 10 work, 9 does
-not); the bubble stays exactly (p−1)/(v·m) of ideal for every m ≥ p that passes. Backwards follow the same table with the chunk order
-reversed. Rank r warms up with w_r = 2(p − r − 1) + (v − 1)·G forwards (all m·v when that is more), then
-alternates one forward and one backward, then drains. Its bubble is (p−1)/(v·m) of the ideal time (uniform
-stages, m a multiple of p), v times smaller than 1F1B's, for v times the P2P messages: m·(v·p − 1) each way.
+micro-batch groups of G (Megatron's `microbatch_group_size_per_vp_stage`, default p): G micro-batches through
+chunk 0, the same G through chunk 1, ..., then the next group (Megatron's `get_schedule_table`); backwards follow
+the same table with the chunk order reversed. Rank r warms up with w_r = 2(p − r − 1) + (v − 1)·G forwards (all
+m·v when that is more), then alternates one forward and one backward, then drains. Bubble: (p−1)/(v·m) of the
+ideal time (uniform stages, m ≥ p), v times smaller than 1F1B's, for v times the P2P messages: m·(v·p − 1)
+each way.
+
+m not a multiple of p: Megatron's short last group (G = p) can deadlock (p = 4, v = 3, m = 5: a rank's forward
+of the short group waits behind its own backward) or lose bubble, so we take torch's relaxation
+(ScheduleInterleaved1F1B): rounds = max(1, m // p) and G = m / rounds, which needs m to be a multiple of the
+rounds (p = 4: m = 6 and 10 pass, 9 does not and is refused with the nearest valid m). Every m ≥ p that passes
+keeps the (p−1)/(v·m) bubble exactly; the price is a larger G, so more warm-up forwards in flight.
 
 Memory: rank r holds at most w_r + 1 = (v−1)·p + 2(p−1−r) + 1 chunk-micro-batches (G = p), as measured on
 torch's Interleaved1F1B. A chunk is 1/v of a full stage, so rank 0 holds ((v−1)p + 2p − 1)/v
