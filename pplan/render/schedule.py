@@ -73,9 +73,12 @@ def _summary(timeline: Timeline, unit: str) -> str:
     s = timeline.schedule
     u = f" {unit}" if unit else ""
     v = f", v={s.v}" if s.v > 1 else ""
+    span = ""
+    if abs(timeline.max_idle_in_span - timeline.bubble) > 1e-9 * max(1.0, timeline.makespan):
+        span = f" (inside rank windows {timeline.max_idle_in_span / timeline.busiest:.1%})"
     return (
         f"{s.name}: p={s.p}{v}, m={s.m}; step {timeline.makespan:.4g}{u}; bubble "
-        f"{timeline.bubble_fraction_of_step:.1%} of step, {timeline.bubble_fraction_of_ideal:.1%} of ideal; "
+        f"{timeline.bubble_fraction_of_step:.1%} of step, {timeline.bubble_fraction_of_ideal:.1%} of ideal{span}; "
         f"peak in flight per rank {max(timeline.peak_in_flight_per_rank)}; P2P {timeline.p2p_messages}"
     )
 
@@ -226,8 +229,8 @@ def timeline_svg(timeline: Timeline, width: int = 1200, unit: str = "", row_heig
                 f'stroke="#FFFFFF" stroke-width="0.6"><title>{a} [{t0:.4g}, {t1:.4g}]</title></rect>'
             )
             label = str(a.microbatch)
-            font = min(12.0, row_height * 0.5)
-            if w >= len(label) * font * 0.62 + 2:
+            font = min(12.0, row_height * 0.5, (w - 2) / (len(label) * 0.62))
+            if font >= 7:
                 out.append(
                     f'<text x="{x + w / 2:.2f}" y="{y + row_height / 2 + font * 0.35:.2f}" font-size="{font:.0f}" '
                     f'text-anchor="middle" fill="{_ink(fill)}">{label}</text>'
