@@ -1,4 +1,4 @@
-"""Published closed forms for each schedule: micro-batches in flight per rank and chunk, and the bubble.
+"""Published closed forms for each schedule's bubble, shown beside the simulated one for comparison.
 
 These hold for uniform stages and free communication; the schedule simulator measures the same quantities off
 an explicit timeline and is tested against them. Durations F (forward), I (input-gradient backward, Qi et al.'s
@@ -13,46 +13,13 @@ Bubble, as idle time per rank (fraction of ideal = idle / (m·(F+I+W)); fraction
   backward are not overlapped (DeepSeek-V3 report Table 2); DualPipeV on p ranks is DualPipe on 2p half-stages:
   (p − 1)(F&B + B − 3W)/2.
 
-Micro-batches in flight (forward done, backward not yet): GPipe m on every rank; 1F1B and ZB-H1 min(p − r, m)
-on rank r; ZB-H2 min(2(p − r) − 1, m); interleaved 1F1B follows Megatron-LM's warm-up of 2(p − r − 1) + (v − 1)·p
-chunk forwards plus the first steady-state forward, in groups of p micro-batches per chunk; ZB-V p chunk-passes
-per chunk (Qi et al.: 1F1B's peak p·M_B in half-stage units); DualPipe(V) p + 1 in all (DeepSeek-V3 Table 2).
+Micro-batches in flight are not given here: pplan measures them off the explicit schedule (pplan.timeline),
+whose tests check them against the published counts.
 """
 
 from __future__ import annotations
 
 from pplan.schedule_kinds import ScheduleKind
-
-
-def interleaved_warmup_counts(p: int, v: int, m: int, rank: int) -> tuple[int, ...]:
-    """Chunk micro-batches in flight per local chunk at rank `rank`'s peak under Megatron's interleaved 1F1B.
-
-    Forward k on a rank runs local chunk (k // p) mod v; the peak is reached after the warm-up forwards
-    2(p − r − 1) + (v − 1)·p plus one steady-state forward, capped at the m·v forwards that exist.
-    """
-    forwards = min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v)
-    counts = [0] * v
-    for k in range(forwards):
-        counts[(k // p) % v] += 1
-    return tuple(counts)
-
-
-def in_flight_chunk_microbatches(kind: ScheduleKind, p: int, v: int, m: int) -> tuple[tuple[int, ...], ...]:
-    """Per rank, per local chunk (in the layout's order): micro-batches whose activations are held at the peak."""
-    name = kind.name
-    if name == "gpipe":
-        return tuple((m,) for _ in range(p))
-    if name in ("1f1b", "zb-h1"):
-        return tuple((min(p - r, m),) for r in range(p))
-    if name == "zb-h2":
-        return tuple((min(2 * (p - r) - 1, m),) for r in range(p))
-    if name == "interleaved-1f1b":
-        return tuple(interleaved_warmup_counts(p, v, m, r) for r in range(p))
-    if name == "zbv":
-        return tuple((min(p, m), min(p, m)) for _ in range(p))
-    # dualpipe / dualpipev: p + 1 micro-batches in all, split over the rank's two chunks
-    total = min(p + 1, m)
-    return tuple((total - total // 2, total // 2) for _ in range(p))
 
 
 def bubble_idle(kind: ScheduleKind, p: int, v: int, f: float = 1.0, i: float = 1.0, w: float = 1.0) -> float:

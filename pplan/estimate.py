@@ -9,14 +9,15 @@ from pplan import closed_forms
 from pplan.comm import (
     data_parallel_bytes_per_step,
     p2p_message_bytes,
-    p2p_messages_per_step,
     tensor_parallel_traffic,
 )
 from pplan.memory import RankMemory, bytes_per_param, rank_memory
 from pplan.params import params_per_layer, total_params
+from pplan.pipeline_sim import DurationModel, PipelineRun, simulate_plan
 from pplan.plan import Plan, PlanRequest, make_plan
 from pplan.results import (
     BytesPerParamOut,
+    ChunkPassTimes,
     CommunicationOut,
     Derivation,
     ExplainReport,
@@ -30,27 +31,54 @@ from pplan.results import (
 from pplan.schedule_kinds import KINDS
 from pplan.specs import GIB, HardwareSpec, ModelSpec
 
-IN_FLIGHT_SOURCE = "closed form per schedule (pplan.closed_forms; uniform stages)"
-BUBBLE_SOURCE = "closed form, uniform stages, unit pass durations F = I = W, no communication time"
+IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.timeline)"
+BUBBLE_SOURCES = {
+    "analytic": "simulated schedule; pass times from the analytic model (pplan.passtime), hops cost their P2P "
+    "message time",
+    "unit": "simulated schedule; uniform stages, unit passes F = I = W = 1, free hops",
+}
 
 
-def stage_memories(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> list[RankMemory]:
-    counts = closed_forms.in_flight_chunk_microbatches(plan.kind, plan.pp, plan.vp, plan.num_microbatches)
+def stage_memories(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan, run: PipelineRun
+) -> list[RankMemory]:
     usable = hardware.usable_hbm_bytes
-    return [rank_memory(model, plan, r, counts[r], usable) for r in range(plan.pp)]
+    per_stage = run.in_flight_per_stage
+    return [
+        rank_memory(
+            model,
+            plan,
+            r,
+            usable,
+            activation_bytes=run.activation_bytes[r],
+            extra_activation_bytes=run.extra_activation_bytes[r],
+            in_flight_chunks=tuple(per_stage[s] for s in plan.pipeline.stages_of(r)),
+            in_flight_units=run.in_flight_stage_units[r],
+        )
+        for r in range(plan.pp)
+    ]
 
 
-def explain(model: ModelSpec, hardware: HardwareSpec, request: PlanRequest) -> ExplainReport:
-    """Validate `request` and explain it on `hardware`."""
+def explain(
+    model: ModelSpec, hardware: HardwareSpec, request: PlanRequest, durations: DurationModel = "analytic"
+) -> ExplainReport:
+    """Validate `request` and explain it on `hardware`, simulating the schedule with `durations`."""
     plan = make_plan(model, request)
-    ranks = stage_memories(model, hardware, plan)
+    run = simulate_plan(model, hardware, plan, durations)
+    timeline = run.timeline
+    ranks = stage_memories(model, hardware, plan, run)
     bpp = bytes_per_param(plan)
     layer = act.layer_activations(model, plan)
     tp = tensor_parallel_traffic(model, plan)
     dp_per_rank = [data_parallel_bytes_per_step(plan, r.params) for r in ranks]
-    of_ideal, of_step = closed_forms.bubble_fractions(plan.kind, plan.pp, plan.vp, plan.num_microbatches)
+    closed_ideal, closed_step = closed_forms.bubble_fractions(
+        plan.kind, plan.pp, plan.vp, plan.num_microbatches
+    )
     msg = p2p_message_bytes(model, plan)
-    n_msg = p2p_messages_per_step(plan)
+    n_msg = timeline.p2p_messages
+    chunk_times = [
+        ChunkPassTimes(chunk=c, f_s=t.f_s, i_s=t.i_s, w_s=t.w_s) for c, t in enumerate(run.chunk_times or ())
+    ]
     return ExplainReport(
         model=ModelSummary(
             name=model.name,
@@ -89,9 +117,16 @@ def explain(model: ModelSpec, hardware: HardwareSpec, request: PlanRequest) -> E
             stages=[_stage_out(plan, r) for r in ranks],
         ),
         pipeline=PipelineOut(
-            bubble_fraction_of_ideal=of_ideal,
-            bubble_fraction_of_step=of_step,
-            bubble_source=BUBBLE_SOURCE,
+            pass_durations=durations,
+            bubble_source=BUBBLE_SOURCES[durations],
+            bubble_fraction_of_ideal=timeline.bubble_fraction_of_ideal,
+            bubble_fraction_of_step=timeline.bubble_fraction_of_step,
+            bubble_in_window_fraction_of_ideal=timeline.max_idle_in_span / timeline.busiest,
+            closed_form_bubble_fraction_of_ideal=closed_ideal,
+            closed_form_bubble_fraction_of_step=closed_step,
+            makespan=timeline.makespan,
+            peak_in_flight_per_stage=list(timeline.peak_in_flight_per_stage),
+            chunk_pass_times=chunk_times,
             p2p_message_bytes=msg,
             p2p_messages_per_step=n_msg,
             p2p_bytes_per_step=msg * n_msg,
@@ -103,8 +138,8 @@ def explain(model: ModelSpec, hardware: HardwareSpec, request: PlanRequest) -> E
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
-        assumptions=_assumptions(model, hardware, plan, request),
-        advice=_advice(model, plan, ranks, of_ideal),
+        assumptions=_assumptions(model, hardware, plan, request, durations),
+        advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )
 
 
@@ -173,7 +208,9 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
     ]
 
 
-def _assumptions(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest) -> list[str]:
+def _assumptions(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest, durations: DurationModel
+) -> list[str]:
     out = [
         "BF16 weights and activations; Adam with an FP32 master copy (12 bytes per parameter of optimizer state)",
         f"gradients in {plan.grad_dtype.upper()} ({'--grad-dtype' if req.grad_dtype != 'fp32' else 'default; --grad-dtype bf16 for 16 bytes per parameter'})",
@@ -187,7 +224,7 @@ def _assumptions(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: Plan
             else " (every saved tensor of this architecture; pplan.activations)"
         ),
         f"micro-batches in flight: {IN_FLIGHT_SOURCE}",
-        f"bubble: {BUBBLE_SOURCE}",
+        f"bubble: {BUBBLE_SOURCES[durations]}",
         "vocabulary not padded; norms and learned position embeddings replicated across tensor-parallel ranks",
         "tensor-parallel collectives as ring algorithms: 2(t−1)/t of the buffer per all-reduce",
     ]
@@ -202,6 +239,14 @@ def _assumptions(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: Plan
     if model.tied_embeddings and plan.pp > 1:
         out.append(
             "tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer"
+        )
+    if durations == "analytic":
+        eff = hardware.efficiency
+        state = "calibrated" if eff.calibrated else "NOT yet calibrated against published runs"
+        out.append(
+            f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {eff.attention_fraction:.0%} for attention, "
+            f"{eff.hbm:.0%} of HBM bandwidth, {eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
+            f"{hardware.name}); pass --pass-durations unit for the textbook picture"
         )
     if plan.zero_stage:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
@@ -220,7 +265,8 @@ def _advice(model: ModelSpec, plan: Plan, ranks: list[RankMemory], of_ideal: flo
     if p > 1 and of_ideal > 0.1:
         need = -(-(p - 1) * 10 // 1)  # m for a 10 % bubble of ideal under 1F1B
         out.append(
-            f"bubble {of_ideal:.1%} of ideal: expected (p−1)/m = {p - 1}/{m} for 1F1B. Remedies in order: "
+            f"bubble {of_ideal:.1%} of ideal with {plan.schedule} at p={p}, m={m} (1F1B's (p−1)/m = "
+            f"{(p - 1) / m:.1%}). Remedies in order: "
             f"more micro-batches (m ≥ {need} for 10 %, free in memory under 1F1B); interleaving "
             f"(÷v for v× the P2P messages: v=2 → {(p - 1) / (2 * m):.1%}, v=4 → {(p - 1) / (4 * m):.1%}); "
             f"zero-bubble ZB-H1 (≈ a third of 1F1B's at 1F1B memory: {closed_forms.bubble_fractions(KINDS['zb-h1'], p, 1, m)[0]:.1%})"

@@ -6,9 +6,9 @@ BF16); optimizer 12 (FP32 master copy 4 + Adam m 4 + Adam v 4). So 16 or 18 byte
 Sharding over the N = d·cp data-parallel replicas (Megatron's distributed optimizer shards over dp × cp):
 ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), ZeRO-2 also the gradients,
 ZeRO-3 (FSDP) also the weights.
-Activations on a rank = Σ over its chunks of (micro-batches in flight on that chunk × the chunk's layers × bytes
-per layer per micro-batch) + the model ends (`extra_activation_bytes`) × the in-flight count of the chunk holding
-them + the transient of one recomputed layer.
+Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
+of (the chunk's layers × bytes per layer per micro-batch) (pplan.pipeline_sim), plus what the model ends add to
+that peak (`extra_activation_bytes`), plus the transient of one recomputed layer.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class RankMemory:
     recompute_working_bytes: int
     in_flight_chunk_microbatches: tuple[int, ...]
     in_flight_microbatches: float
-    """In flight, in micro-batches of this rank's whole share of layers (Σ chunk count × chunk layers / layers)."""
+    """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
     usable_bytes: int
 
     @property
@@ -117,40 +117,28 @@ def rank_memory(
     model: ModelSpec,
     plan: Plan,
     rank: int,
-    in_flight: tuple[int, ...],
     usable_bytes: int,
+    activation_bytes: int,
+    extra_activation_bytes: int,
+    in_flight_chunks: tuple[int, ...],
+    in_flight_units: float,
 ) -> RankMemory:
-    """Memory of one GPU of pipeline rank `rank`, given chunk micro-batches in flight per local chunk."""
-    layout = plan.layout
+    """Memory of one GPU of pipeline rank `rank`, given the activations its schedule keeps at the peak."""
     items = rank_param_items(model, plan, rank)
     params = sum(n for _, n in items)
     bpp = bytes_per_param(plan)
-    per_layer = act.layer_activations(model, plan).total_bytes
-    emb = act.embedding_end(model, plan).total_bytes
-    out = act.output_end(model, plan).total_bytes
-    activation = extra = 0
-    weighted_layers = 0
-    for c, count in zip(layout.rank_chunks[rank], in_flight, strict=True):
-        chunk = layout.chunks[c]
-        activation += count * chunk.layers * per_layer
-        weighted_layers += count * chunk.layers
-        if chunk.has_embedding:
-            extra += count * emb
-        if chunk.has_output:
-            extra += count * out
-    layers = layout.rank_layers(rank)
     return RankMemory(
         rank=rank,
-        layers=layers,
+        layers=plan.layout.rank_layers(rank),
         params=params,
         param_items=items,
         weights_bytes=math.ceil(params * bpp.weights),
         grads_bytes=math.ceil(params * bpp.grads),
         optimizer_bytes=math.ceil(params * bpp.optimizer),
-        activation_bytes=activation,
-        extra_activation_bytes=extra,
+        activation_bytes=activation_bytes,
+        extra_activation_bytes=extra_activation_bytes,
         recompute_working_bytes=act.recompute_working_bytes(model, plan),
-        in_flight_chunk_microbatches=in_flight,
-        in_flight_microbatches=weighted_layers / layers if layers else float(sum(in_flight)),
+        in_flight_chunk_microbatches=in_flight_chunks,
+        in_flight_microbatches=in_flight_units,
         usable_bytes=usable_bytes,
     )

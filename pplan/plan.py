@@ -13,7 +13,8 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.layout import Layout, make_layout
-from pplan.schedule_kinds import ScheduleKind, check_microbatches, chunks_per_rank, resolve_schedule
+from pplan.schedule_kinds import ScheduleKind, chunks_per_rank, resolve_schedule, schedule_for
+from pplan.schedules import Schedule
 from pplan.specs import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
@@ -66,6 +67,8 @@ class Plan:
     grad_dtype: GradDtype
     activation_model: ActivationModel
     layout: Layout
+    pipeline: Schedule
+    """The explicit per-rank action lists (pplan.schedules)."""
 
     @property
     def gpus(self) -> int:
@@ -122,7 +125,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     if req.zero_stage not in (0, 1, 2, 3):
         raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
     kind = resolve_schedule(req.schedule)
-    if kind.name in ("gpipe", "1f1b") and req.vp not in (None, 1):
+    if kind.fixed_v == 1 and req.vp not in (None, 1):
         raise ConfigError(
             "--vp",
             f"{kind.name} runs one chunk per rank, got --vp {req.vp}",
@@ -166,8 +169,8 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             hint,
         )
     m = req.global_batch // per_step
-    check_microbatches(kind, p, m)
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
+    pipeline = schedule_for(kind, p, v, m, per_step)
     return Plan(
         tp=t,
         pp=p,
@@ -186,4 +189,5 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         grad_dtype=req.grad_dtype,
         activation_model=req.activation_model,
         layout=layout,
+        pipeline=pipeline,
     )

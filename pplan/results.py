@@ -95,9 +95,9 @@ class StageMemory(_Out):
     recompute_working_bytes: int
     """Transient of one recomputed layer (0 without recomputation)."""
     in_flight_microbatches: float
-    """Micro-batches in flight, in units of this rank's whole share of layers."""
+    """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]
-    """Per chunk the rank holds: micro-batches in flight at the peak."""
+    """Per chunk the rank holds: its own peak of micro-batches in flight (peaks need not coincide)."""
     total_bytes: int
     headroom_bytes: int
     fits: bool
@@ -113,20 +113,45 @@ class MemoryOut(_Out):
     """One layer, one micro-batch, under the plan's activation model."""
     activation_items_per_layer: dict[str, int]
     in_flight_source: str
-    """Where the in-flight counts come from (closed form or simulated schedule)."""
+    """Where the in-flight counts come from."""
     stages: list[StageMemory]
 
 
+class ChunkPassTimes(_Out):
+    chunk: int
+    f_s: float
+    """Forward of one micro-batch through the chunk."""
+    i_s: float
+    """Input-gradient backward (with any recomputation)."""
+    w_s: float
+    """Weight-gradient backward."""
+
+
 class PipelineOut(_Out):
-    bubble_fraction_of_ideal: float
-    """Idle / ideal compute: (p−1)/m for 1F1B."""
-    bubble_fraction_of_step: float
-    """Idle / total step: (p−1)/(m+p−1) for 1F1B."""
+    pass_durations: str
+    """`analytic` (pass times from FLOPs, bytes and links; hops cost their P2P message time) or `unit`
+    (F = I = W = 1 on every stage, free hops)."""
     bubble_source: str
+    bubble_fraction_of_ideal: float
+    """Idle / ideal compute, measured off the simulated schedule: (busiest-rank idle) / (its compute)."""
+    bubble_fraction_of_step: float
+    """Idle / total step, measured off the simulated schedule: (makespan − busiest compute) / makespan."""
+    bubble_in_window_fraction_of_ideal: float
+    """Qi et al.'s zero-bubble measure: the most idle time inside any rank's own first-to-last-action window,
+    over the busiest rank's compute (what remains when the optimizer step's synchronisation is removed)."""
+    closed_form_bubble_fraction_of_ideal: float
+    """The published closed form for uniform stages and unit passes (pplan.closed_forms), for comparison."""
+    closed_form_bubble_fraction_of_step: float
+    makespan: float
+    """Simulated forward-backward time of one step (seconds under `analytic`, pass units under `unit`)."""
+    peak_in_flight_per_stage: list[int]
+    """Peak micro-batches in flight per virtual stage (chunk), measured off the schedule."""
+    chunk_pass_times: list[ChunkPassTimes]
+    """Per model chunk (analytic durations only)."""
     p2p_message_bytes: int
     """One activation (or gradient) message across a stage boundary."""
     p2p_messages_per_step: int
-    """Forward plus backward messages over the whole pipeline per step."""
+    """Cross-rank forward plus backward messages over the whole pipeline per step, counted off the schedule."""
     p2p_bytes_per_step: int
 
 

@@ -145,12 +145,22 @@ class LinkSpec(_Frozen):
 
 
 class EfficiencySpec(_Frozen):
-    """Achievable fractions of the datasheet compute peak (fitted by the step-time model)."""
+    """Achievable fractions of the datasheet peaks, and fixed costs, that turn FLOPs and bytes into seconds."""
 
     matmul: float = Field(gt=0, le=1)
-    """Fraction of peak that large BF16 GEMMs reach."""
+    """Fraction of the BF16 peak that large GEMMs reach (fitted by `pplan validate` where calibrated)."""
+    attention: float | None = Field(default=None, gt=0, le=1)
+    """Fraction of peak the flash-attention core reaches; defaults to 0.8 × matmul (assumed)."""
+    hbm: float = Field(default=0.8, gt=0, le=1)
+    """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach."""
+    kernel_overhead_us: float = Field(default=4.0, ge=0)
+    """Fixed cost per kernel (launch, ramp and tail), µs; what makes small GEMMs run below peak."""
     calibrated: bool = False
     """False until fitted to published runs; `explain` says so."""
+
+    @property
+    def attention_fraction(self) -> float:
+        return self.attention if self.attention is not None else 0.8 * self.matmul
 
 
 class HardwareSpec(_Frozen):

@@ -31,10 +31,16 @@ BAD_ARGS = [
     (("--gpus", "0"), ("--gpus", "positive")),
     (("--gpus", "-8"), ("--gpus", "positive")),
     (("--micro-batch", "0"), ("--micro-batch",)),
-    (("--schedule", "interleaved-1f1b", "--vp", "2", "--global-batch", "640"), ("m=10", "[8, 12]")),
-    (("--schedule", "dualpipev", "--global-batch", "448"), ("dualpipev", "m ≥ 2p=8")),
+    (
+        ("--schedule", "interleaved-1f1b", "--vp", "2", "--global-batch", "576"),
+        ("--global-batch", "m = 9", "--global-batch 512 (m=8)", "--global-batch 640 (m=10)"),
+    ),
+    (
+        ("--schedule", "dualpipev", "--global-batch", "448"),
+        ("dualpipev", "m ≥ 2p", "--global-batch 512 (m=8)"),
+    ),
     (("--schedule", "dualpipe", "--global-batch", "576"), ("dualpipe", "even")),
-    (("--schedule", "zb-h1", "--global-batch", "192"), ("zb-h1", "m ≥ p=4")),
+    (("--schedule", "dualpipe", "--pp", "5", "--gpus", "2560"), ("--pp", "even")),
     (
         (
             "--schedule",

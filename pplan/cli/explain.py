@@ -34,6 +34,11 @@ class GradDtype(StrEnum):
     fp32 = "fp32"
 
 
+class PassDurations(StrEnum):
+    analytic = "analytic"
+    unit = "unit"
+
+
 class ActivationModel(StrEnum):
     itemised = "itemised"
     korthikanti = "korthikanti"
@@ -84,6 +89,12 @@ def explain(
     ] = ActivationModel.itemised,
     first_stage_layers: Annotated[int | None, typer.Option(help="Layers on the first chunk.")] = None,
     last_stage_layers: Annotated[int | None, typer.Option(help="Layers on the last chunk.")] = None,
+    pass_durations: Annotated[
+        PassDurations,
+        typer.Option(
+            help="Simulate the schedule with analytic pass times and link latencies, or unit passes."
+        ),
+    ] = PassDurations.analytic,
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/1 JSON document.")] = False,
 ) -> None:
@@ -114,7 +125,7 @@ def explain(
         first_stage_layers=first_stage_layers,
         last_stage_layers=last_stage_layers,
     )
-    report = explain_plan(model_spec, hardware_spec, request)
+    report = explain_plan(model_spec, hardware_spec, request, pass_durations.value)
     if used:
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
         report = report.model_copy(update={"assumptions": [note, *report.assumptions]})

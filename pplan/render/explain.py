@@ -129,15 +129,28 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
         ]
         + [(d.quantity, d.formula) for d in report.derivations],
     )
+    unit = "s" if pipe.pass_durations == "analytic" else " pass units"
     pipeline = _kv(
-        "Pipeline",
+        "Pipeline (measured off the simulated schedule)",
         [
             (
                 "bubble",
                 f"{pipe.bubble_fraction_of_ideal:.2%} of ideal compute (idle / ideal), "
                 f"{pipe.bubble_fraction_of_step:.2%} of the step (idle / total)",
             ),
-            ("source", pipe.bubble_source),
+            (
+                "closed form",
+                f"{pipe.closed_form_bubble_fraction_of_ideal:.2%} of ideal, "
+                f"{pipe.closed_form_bubble_fraction_of_step:.2%} of the step (uniform stages, unit passes)",
+            ),
+            ("durations", pipe.bubble_source),
+            ("makespan", f"{pipe.makespan:.4g}{unit} forward + backward"),
+            (
+                "in flight",
+                "peak per stage "
+                + ", ".join(str(n) for n in pipe.peak_in_flight_per_stage[:16])
+                + (" …" if len(pipe.peak_in_flight_per_stage) > 16 else ""),
+            ),
             ("P2P message", f"{pipe.p2p_message_bytes:,} B ({mb(pipe.p2p_message_bytes)})"),
             ("P2P per step", f"{pipe.p2p_messages_per_step:,} messages, {gb(pipe.p2p_bytes_per_step)}"),
         ],
