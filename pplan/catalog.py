@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from pplan.errors import ProfileError
 from pplan.hf_config import model_spec_from_hf_config
-from pplan.specs import HardwareSpec, ModelSpec
+from pplan.specs import HardwareSpec, ModelSpec, StageDurationsSpec
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons
     import tomllib
@@ -56,6 +56,15 @@ def load_hardware(ref: str) -> HardwareSpec:
     """A validated hardware profile from a bundled name or a `.toml` path."""
     path, shown = _resolve("hardware", ref)
     return _validate(HardwareSpec, _read_toml(path, shown), shown)
+
+
+def load_stage_durations(ref: str) -> StageDurationsSpec:
+    """Per-stage pass durations from a `.toml` or `.json` file (keys f, b, w, comm)."""
+    path = Path(ref).expanduser()
+    if not path.is_file():
+        raise ProfileError("--durations", f"{ref}: no such file", "give the path of a .toml or .json file")
+    data = _read_json(path, ref) if path.suffix.lower() == ".json" else _read_toml(path, ref)
+    return _validate(StageDurationsSpec, data, ref)
 
 
 def list_profiles(kind: ProfileKind) -> list[ProfileEntry]:

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 GIB = 2**30
 GB = 10**9
@@ -185,3 +193,19 @@ class HardwareSpec(_Frozen):
         """HBM minus the fixed reserve and the fragmentation allowance."""
         total = self.gpu.hbm_bytes
         return int(total - self.memory.reserve_gib * GIB - self.memory.fragmentation_fraction * total)
+
+
+class StageDurationsSpec(_Frozen):
+    """Pass durations for `pplan schedule --durations FILE`, in any one consistent unit.
+
+    Each of f, b, w is one number for every stage or a list with one per (virtual) stage.
+    """
+
+    f: NonNegativeFloat | list[NonNegativeFloat] = 1.0
+    """Forward."""
+    b: NonNegativeFloat | list[NonNegativeFloat] = 1.0
+    """Input-gradient backward (Qi et al.'s B; torch's I)."""
+    w: NonNegativeFloat | list[NonNegativeFloat] = 1.0
+    """Weight-gradient backward."""
+    comm: NonNegativeFloat = 0.0
+    """Latency of one hop between ranks."""

@@ -1,0 +1,89 @@
+"""`pplan schedule` and `pplan bubble` as a user runs them: pictures, JSON, CSV, durations files, errors."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.cli_run import run_pplan
+
+
+def test_1f1b_json_matches_the_textbook(capsys: pytest.CaptureFixture[str]) -> None:
+    p, m = 4, 8
+    doc = run_pplan(capsys, "schedule", "1f1b", "--pp", str(p), "--microbatches", str(m), "--json").json()
+    assert doc["schema"] == "pplan.schedule/1"
+    assert doc["makespan"] == (m + p - 1) * 3  # F + (I + W) = 3 units per slot
+    assert doc["bubble_fraction_of_step"] == pytest.approx((p - 1) / (m + p - 1))  # B10: 3/11
+    assert doc["bubble_fraction_of_ideal"] == pytest.approx((p - 1) / m)
+    assert doc["peak_in_flight_per_stage"] == [4, 3, 2, 1]
+    assert len(doc["actions"]) == p and all(len(row) == 2 * m for row in doc["actions"])
+    first = doc["actions"][0][0]
+    assert first == {"action": "0F0", "stage": 0, "kind": "F", "microbatch": 0, "start": 0.0, "end": 1.0}
+
+
+def test_b_and_w_run_as_one_pass_when_not_split(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_pplan(capsys, "schedule", "gpipe", "--pp", "2", "--microbatches", "2", "--f", "1", "--b", "2",
+                    "--w", "3", "--json").json()  # fmt: skip
+    backward = [a for a in doc["actions"][1] if a["kind"] == "B"]
+    assert all(a["end"] - a["start"] == 5 for a in backward)
+
+
+def test_latency_per_hop(capsys: pytest.CaptureFixture[str]) -> None:
+    # GPipe with one micro-batch: 2(p−1) hops each way-and-back, so the step grows by 2(p−1)·c.
+    base = run_pplan(capsys, "schedule", "gpipe", "--pp", "4", "--microbatches", "1", "--json").json()
+    slow = run_pplan(capsys, "schedule", "gpipe", "--pp", "4", "--microbatches", "1", "--comm", "0.5",
+                     "--json").json()  # fmt: skip
+    assert slow["makespan"] - base["makespan"] == pytest.approx(2 * 3 * 0.5)
+
+
+def test_durations_file_and_outputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    dfile = tmp_path / "d.toml"
+    dfile.write_text("f = [1.0, 1.0, 1.0, 2.0]\nb = 1.0\nw = 1.0\ncomm = 0.0\n")
+    svg, csv = tmp_path / "t.svg", tmp_path / "t.csv"
+    res = run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--microbatches", "4", "--durations", str(dfile),
+                    "--svg", str(svg), "--csv", str(csv))  # fmt: skip
+    assert res.code == 0, res.err
+    assert "rank 3" in res.out
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg")
+    rows = csv.read_text().strip().splitlines()
+    assert len(rows) == 4 and rows[0].split(",")[0] == "0F0"
+
+
+def test_every_schedule_draws(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev", "dualpipe"):
+        res = run_pplan(capsys, "schedule", name, "--pp", "4", "--microbatches", "8")
+        assert res.code == 0, (name, res.err)
+        assert "rank 0" in res.out
+
+
+def test_bubble_chart(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    svg = tmp_path / "b.svg"
+    res = run_pplan(capsys, "bubble", "--pp", "4", "--microbatches", "8,16", "--svg", str(svg))
+    assert res.code == 0, res.err
+    assert "18.8%" in res.out  # 1F1B at p = 4, m = 16: 3/16
+    assert ET.fromstring(svg.read_text()).tag.endswith("svg")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("schedule", "1f1b", "--f", "-1"), "--f"),
+        (("schedule", "nonesuch"), "--schedule"),
+        (("schedule", "dualpipev", "--pp", "4", "--microbatches", "4"), "--microbatches"),
+        (("schedule", "1f1b", "--durations", "/nonexistent.toml"), "--durations"),
+        (("bubble", "--microbatches", "a,b"), "--microbatches"),
+    ],
+)
+def test_schedule_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
+    res = run_pplan(capsys, *args)
+    assert res.code == 2 and needle in res.err and len(res.err.strip().splitlines()) == 1, res.err
+
+
+def test_durations_list_of_the_wrong_length(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    dfile = tmp_path / "d.json"
+    dfile.write_text('{"f": [1, 2]}')
+    res = run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--durations", str(dfile))
+    assert res.code == 2 and "4 stages" in res.err
