@@ -67,6 +67,12 @@ def load_stage_durations(ref: str) -> StageDurationsSpec:
     return _validate(StageDurationsSpec, data, ref)
 
 
+def load_published_runs() -> dict[str, Any]:
+    """The bundled published training runs (pplan/data/published_runs.json) that `pplan validate` checks."""
+    resource = resources.files("pplan") / "data" / "published_runs.json"
+    return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
 def list_profiles(kind: ProfileKind) -> list[ProfileEntry]:
     """The bundled profiles of one kind, sorted by name."""
     entries = []

@@ -3,7 +3,8 @@
 Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, P the BF16 peak in FLOP/s):
 - GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one kernel overhead each;
 - attention core: flops / t / (P · e_attention); flash attention skips the masked half of a causal score matrix
-  (so it runs half the counted FLOPs); without flash, the s² softmax also streams a·q·s·b/t elements through HBM;
+  (so it runs half the counted FLOPs); without flash, the a·q·s·b/t score elements stream through HBM: 8 bytes
+  each in the forward (13 with attention dropout), twice that in the backward;
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
   counted as tensors of q·b·h/sp elements of 2 bytes read or written: 10 per forward (two norms: read + write;
   two residual adds: 3) plus the activation function (GeLU / squared-ReLU: read f, write f; SwiGLU: read 2f,
@@ -28,6 +29,11 @@ from pplan.specs import HardwareSpec, ModelSpec
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 """QKV, projection, fc1 (gate+up fused), fc2 per pass."""
 ELEMENTWISE_KERNELS = {"F": 6, "I": 10, "W": 0}
+SCORE_BYTES = 8
+"""HBM bytes per attention-score element in an unfused forward: the QKᵀ GEMM writes it (2), the fused
+scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2)."""
+SCORE_BYTES_DROPOUT = 13
+"""With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +113,9 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTime
     fwd_tensors = 10 + act_tensors + (6 if model.dropout else 0)
     fwd_elem_bytes = fwd_tensors * tokens * h * 2 / sp
     core_fraction = 0.5 if plan.flash_attention else 1.0
+    per_score = SCORE_BYTES_DROPOUT if model.dropout else SCORE_BYTES
     softmax_bytes = (
-        0.0 if plan.flash_attention else 3 * model.num_attention_heads * tokens * plan.seq_len * 2 / t
+        0.0 if plan.flash_attention else per_score * model.num_attention_heads * tokens * plan.seq_len / t
     )
     tp_coll = tp_collective_s(model, hw, plan)
 

@@ -1,0 +1,147 @@
+"""Step time: the simulated pipeline with analytic pass times, plus the data-parallel and optimizer time it does
+not hide; then tokens/s, TFLOP/s per GPU (model and hardware FLOPs), MFU, and a breakdown that sums to the step.
+
+Step = max over ranks r of (end_r + exposed DP_r) + optimizer step (+ the parameter all-gather when not overlapped).
+- end_r: rank r's last action in the simulated timeline (pplan.pipeline_sim, analytic durations and hop times).
+- DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.links): a ring all-reduce
+  of the gradients, or with a distributed optimizer (ZeRO-1/2) a reduce-scatter; with ZeRO-3 also the
+  parameter all-gather for the backward. With `overlap_grad_reduce` (Megatron's `--overlap-grad-reduce`) the
+  synchronisation runs in buckets behind the rank's last backward passes, so only what exceeds their duration
+  is exposed.
+- optimizer: Adam reads the gradient, reads and writes the FP32 master weights and both moments and writes the
+  BF16 weights, 26 + gradient bytes per parameter of the rank's shard, at the HBM rate; with a distributed
+  optimizer the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
+  `overlap_param_gather`.
+Breakdown on the busiest rank (the one that sets the bubble): compute + exposed TP + bubble + exposed P2P +
+exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
+rest of that rank's idle time.
+MFU = model FLOPs per step / (step × GPUs × peak) (Korthikanti et al. 2022 App. A; PaLM); the hardware-FLOPs
+figure adds recomputation (HFU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.flops import hardware_flops_per_step, model_flops_per_step
+from pplan.links import all_gather_s, all_reduce_s, dp_group
+from pplan.memory import GRAD_BYTES, WEIGHT_BYTES, rank_param_items
+from pplan.pipeline_sim import PipelineRun, simulate_plan
+from pplan.plan import Plan
+from pplan.specs import HardwareSpec, ModelSpec
+from pplan.timeline import Durations, simulate
+
+ADAM_BYTES_PER_PARAM = 26
+"""Read + write of the FP32 master copy and both Adam moments (24) and the BF16 weight write (2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    step_s: float
+    breakdown_s: dict[str, float]
+    """compute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    run: PipelineRun
+
+
+def _rank_dp_s(model: ModelSpec, hw: HardwareSpec, plan: Plan, params: float) -> tuple[float, float]:
+    """(gradient synchronisation, parameter all-gather) seconds for one rank's parameters."""
+    n = plan.dp * plan.cp
+    if n == 1:
+        return 0.0, 0.0
+    link = dp_group(plan.tp, plan.cp, plan.dp).link(hw)
+    grads = params * GRAD_BYTES[plan.grad_dtype]
+    weights = params * WEIGHT_BYTES
+    if plan.zero_stage == 0:
+        return all_reduce_s(link, grads, n), 0.0
+    sync = all_gather_s(link, grads, n)  # reduce-scatter: same volume as an all-gather
+    if plan.zero_stage == 3:
+        sync += all_gather_s(link, weights, n)
+    return sync, all_gather_s(link, weights, n)
+
+
+def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
+    shard = params / (plan.dp * plan.cp) if plan.zero_stage >= 1 else params
+    per_param = ADAM_BYTES_PER_PARAM + GRAD_BYTES[plan.grad_dtype]
+    return shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
+
+
+def step_time(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    plan: Plan,
+    overlap_grad_reduce: bool = True,
+    overlap_param_gather: bool = True,
+    run: PipelineRun | None = None,
+) -> StepTime:
+    run = run or simulate_plan(model, hw, plan, "analytic")
+    tl = run.timeline
+    assert run.chunk_times is not None
+    times = run.chunk_times
+    sched = plan.pipeline
+    n_chunks = len(plan.layout.chunks)
+    ends: list[float] = []
+    dp_exposed: list[float] = []
+    opt: list[float] = []
+    gather: list[float] = []
+    for r in range(plan.pp):
+        params = sum(n for _, n in rank_param_items(model, plan, r))
+        sync, param_gather = _rank_dp_s(model, hw, plan, params)
+        end_r = max(tl.end[r]) if tl.end[r] else 0.0
+        window = 0.0
+        if overlap_grad_reduce:
+            for s in sched.stages_of(r):
+                t = times[s % n_chunks]
+                window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
+        ends.append(end_r)
+        dp_exposed.append(max(0.0, sync - window))
+        opt.append(_optimizer_s(hw, plan, params))
+        gather.append(0.0 if overlap_param_gather else param_gather)
+    pipeline_end = max(e + x for e, x in zip(ends, dp_exposed, strict=True))
+    dp_s = pipeline_end - tl.makespan
+    opt_s = max(o + g for o, g in zip(opt, gather, strict=True))
+    step_s = pipeline_end + opt_s
+
+    busiest = max(range(plan.pp), key=lambda r: tl.busy_per_rank[r])
+    tp_s = compute_s = 0.0
+    for s in sched.stages_of(busiest):
+        t = times[s % n_chunks]
+        tp_busy = sum(x for n, x in (*t.f, *t.i, *t.w) if n == "tp-comm")
+        tp_s += tp_busy * plan.num_microbatches
+    compute_s = tl.busy_per_rank[busiest] - tp_s
+    free_hops = simulate(
+        sched,
+        Durations(
+            f=[times[s % n_chunks].f_s for s in range(sched.num_stages)],
+            i=[times[s % n_chunks].i_s for s in range(sched.num_stages)],
+            w=[times[s % n_chunks].w_s for s in range(sched.num_stages)],
+        ),
+        0.0,
+    )
+    p2p_s = tl.makespan - free_hops.makespan
+    bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
+    tokens = plan.global_batch * plan.seq_len
+    model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
+    hw_flops = hardware_flops_per_step(model, plan.seq_len, plan.global_batch, plan.recompute)
+    peak = hw.gpu.peak_bf16_tflops * 1e12
+    return StepTime(
+        step_s=step_s,
+        breakdown_s={
+            "compute": compute_s,
+            "tp_comm": tp_s,
+            "bubble": bubble_s,
+            "p2p": p2p_s,
+            "dp_comm": dp_s,
+            "optimizer": opt_s,
+        },
+        tokens_per_s=tokens / step_s,
+        model_tflops_per_gpu=model_flops / step_s / plan.gpus / 1e12,
+        hardware_tflops_per_gpu=hw_flops / step_s / plan.gpus / 1e12,
+        mfu=model_flops / (step_s * plan.gpus * peak),
+        hfu=hw_flops / (step_s * plan.gpus * peak),
+        run=run,
+    )
