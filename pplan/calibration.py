@@ -64,6 +64,8 @@ def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any
         flash_attention=bool(assumed.get("flash_attention", True)),
         zero_stage=int(assumed.get("zero_stage", 0)),
         grad_dtype=assumed.get("grad_dtype", "fp32"),
+        overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
+        overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
     )
 
 
@@ -79,13 +81,7 @@ def validate_set(
         model = load_model(row["model"])
         req = _request(row, stated, assumed)
         plan = make_plan(model, req)
-        predicted = step_time(
-            model,
-            hardware,
-            plan,
-            overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
-            overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
-        ).step_s
+        predicted = step_time(model, hardware, plan).step_s
         if "published_step_s" in row:
             published = float(row["published_step_s"])
         else:  # Narayanan et al.: TFLOP/s per GPU counted with Eq. 3 (full recompute)

@@ -24,12 +24,16 @@ from pplan.results import (
     HardwareSummary,
     MemoryOut,
     ModelSummary,
+    PerformanceOut,
     PipelineOut,
     PlanOut,
+    SensitivityOut,
     StageMemory,
 )
 from pplan.schedule_kinds import KINDS
+from pplan.sensitivity import sensitivities
 from pplan.specs import GIB, HardwareSpec, ModelSpec
+from pplan.steptime import step_time
 
 IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.timeline)"
 BUBBLE_SOURCES = {
@@ -59,8 +63,42 @@ def stage_memories(
     ]
 
 
+def performance(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    plan: Plan,
+    run: PipelineRun,
+    train_tokens: float | None = None,
+    with_sensitivity: bool = True,
+) -> PerformanceOut:
+    st = step_time(model, hardware, plan, run)
+    sens = sensitivities(model, hardware, plan, st.step_s) if with_sensitivity else []
+    return PerformanceOut(
+        step_s=st.step_s,
+        tokens_per_s=st.tokens_per_s,
+        model_tflops_per_gpu=st.model_tflops_per_gpu,
+        hardware_tflops_per_gpu=st.hardware_tflops_per_gpu,
+        mfu=st.mfu,
+        hfu=st.hfu,
+        breakdown_s=st.breakdown_s,
+        calibrated=hardware.efficiency.calibrated,
+        train_tokens=train_tokens,
+        time_to_train_s=train_tokens / st.tokens_per_s if train_tokens else None,
+        sensitivity=[
+            SensitivityOut(
+                input=x.input, minus_10pct_step_change=x.minus_change, plus_10pct_step_change=x.plus_change
+            )
+            for x in sens
+        ],
+    )
+
+
 def explain(
-    model: ModelSpec, hardware: HardwareSpec, request: PlanRequest, durations: DurationModel = "analytic"
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    request: PlanRequest,
+    durations: DurationModel = "analytic",
+    train_tokens: float | None = None,
 ) -> ExplainReport:
     """Validate `request` and explain it on `hardware`, simulating the schedule with `durations`."""
     plan = make_plan(model, request)
@@ -138,6 +176,9 @@ def explain(
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
+        performance=performance(model, hardware, plan, run, train_tokens)
+        if durations == "analytic"
+        else None,
         assumptions=_assumptions(model, hardware, plan, request, durations),
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )

@@ -43,6 +43,8 @@ class PlanRequest:
     activation_model: ActivationModel = "itemised"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,10 @@ class Plan:
     grad_dtype: GradDtype
     activation_model: ActivationModel
     layout: Layout
+    overlap_grad_reduce: bool
+    """Gradient synchronisation runs behind the last backward passes (Megatron --overlap-grad-reduce)."""
+    overlap_param_gather: bool
+    """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
     pipeline: Schedule
     """The explicit per-rank action lists (pplan.schedules)."""
 
@@ -189,5 +195,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         grad_dtype=req.grad_dtype,
         activation_model=req.activation_model,
         layout=layout,
+        overlap_grad_reduce=req.overlap_grad_reduce,
+        overlap_param_gather=req.overlap_param_gather,
         pipeline=pipeline,
     )

@@ -166,6 +166,35 @@ class CommunicationOut(_Out):
     dp_bytes_per_step_per_stage: list[int]
 
 
+class SensitivityOut(_Out):
+    input: str
+    minus_10pct_step_change: float
+    """Relative step-time change when the input falls by 10 %."""
+    plus_10pct_step_change: float
+
+
+class PerformanceOut(_Out):
+    step_s: float
+    """Predicted wall-clock seconds per optimizer step."""
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    """Model FLOPs (no recomputation) per second per GPU, TFLOP/s: the MFU convention."""
+    hardware_tflops_per_gpu: float
+    """Model FLOPs plus recomputed work per second per GPU (the HFU convention; Narayanan's Eq. 3 with full
+    recompute)."""
+    mfu: float
+    hfu: float
+    breakdown_s: dict[str, float]
+    """On the busiest pipeline rank: compute, tp_comm (exposed tensor-parallel), bubble, p2p (exposed
+    point-to-point), dp_comm (exposed data-parallel), optimizer; sums to step_s."""
+    calibrated: bool
+    """Whether the hardware profile's efficiencies were fitted to published runs."""
+    train_tokens: float | None
+    time_to_train_s: float | None
+    """Days = time_to_train_s / 86400, for train_tokens at this throughput."""
+    sensitivity: list[SensitivityOut]
+
+
 class ExplainReport(_Out):
     schema_: str = Field(EXPLAIN_SCHEMA, alias="schema")
     model: ModelSummary
@@ -175,6 +204,8 @@ class ExplainReport(_Out):
     memory: MemoryOut
     pipeline: PipelineOut
     communication: CommunicationOut
+    performance: PerformanceOut | None
+    """Step time and throughput (analytic pass durations only)."""
     assumptions: list[str]
     """Everything pplan assumed rather than was told."""
     advice: list[str]

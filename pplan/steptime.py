@@ -74,8 +74,6 @@ def step_time(
     model: ModelSpec,
     hw: HardwareSpec,
     plan: Plan,
-    overlap_grad_reduce: bool = True,
-    overlap_param_gather: bool = True,
     run: PipelineRun | None = None,
 ) -> StepTime:
     run = run or simulate_plan(model, hw, plan, "analytic")
@@ -93,14 +91,14 @@ def step_time(
         sync, param_gather = _rank_dp_s(model, hw, plan, params)
         end_r = max(tl.end[r]) if tl.end[r] else 0.0
         window = 0.0
-        if overlap_grad_reduce:
+        if plan.overlap_grad_reduce:
             for s in sched.stages_of(r):
                 t = times[s % n_chunks]
                 window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
         ends.append(end_r)
         dp_exposed.append(max(0.0, sync - window))
         opt.append(_optimizer_s(hw, plan, params))
-        gather.append(0.0 if overlap_param_gather else param_gather)
+        gather.append(0.0 if plan.overlap_param_gather else param_gather)
     pipeline_end = max(e + x for e, x in zip(ends, dp_exposed, strict=True))
     dp_s = pipeline_end - tl.makespan
     opt_s = max(o + g for o, g in zip(opt, gather, strict=True))

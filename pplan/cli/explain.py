@@ -89,6 +89,16 @@ def explain(
     ] = ActivationModel.itemised,
     first_stage_layers: Annotated[int | None, typer.Option(help="Layers on the first chunk.")] = None,
     last_stage_layers: Annotated[int | None, typer.Option(help="Layers on the last chunk.")] = None,
+    overlap_grad_reduce: Annotated[
+        bool,
+        typer.Option(help="Gradient sync behind the last backward passes (Megatron --overlap-grad-reduce)."),
+    ] = True,
+    overlap_param_gather: Annotated[
+        bool, typer.Option(help="Distributed optimizer's parameter all-gather behind the next forward.")
+    ] = True,
+    train_tokens: Annotated[
+        float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
+    ] = None,
     pass_durations: Annotated[
         PassDurations,
         typer.Option(
@@ -124,8 +134,14 @@ def explain(
         activation_model=activation_model.value,
         first_stage_layers=first_stage_layers,
         last_stage_layers=last_stage_layers,
+        overlap_grad_reduce=overlap_grad_reduce,
+        overlap_param_gather=overlap_param_gather,
     )
-    report = explain_plan(model_spec, hardware_spec, request, pass_durations.value)
+    if train_tokens is not None and train_tokens <= 0:
+        raise ConfigError(
+            "--train-tokens", f"must be positive, got {train_tokens:g}", "e.g. --train-tokens 15e12"
+        )
+    report = explain_plan(model_spec, hardware_spec, request, pass_durations.value, train_tokens)
     if used:
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
         report = report.model_copy(update={"assumptions": [note, *report.assumptions]})

@@ -172,6 +172,45 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             ("data parallel", f"{gb(comm.dp_bytes_per_step)} per step (worst stage)"),
         ],
     )
+    perf_parts: list[RenderableType] = []
+    if report.performance is not None:
+        perf = report.performance
+        rows = [
+            (
+                "step",
+                f"{perf.step_s:.3f} s = "
+                + " + ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in perf.breakdown_s.items()),
+            ),
+            (
+                "throughput",
+                f"{perf.tokens_per_s:,.0f} tokens/s; {perf.model_tflops_per_gpu:.0f} TFLOP/s per GPU "
+                f"(model FLOPs), {perf.hardware_tflops_per_gpu:.0f} (hardware FLOPs)",
+            ),
+            ("utilisation", f"MFU {perf.mfu:.1%}, HFU {perf.hfu:.1%} of the BF16 peak"),
+        ]
+        if perf.time_to_train_s is not None and perf.train_tokens is not None:
+            rows.append(
+                (
+                    "time to train",
+                    f"{perf.train_tokens:.3g} tokens in {perf.time_to_train_s / 86400:,.1f} days",
+                )
+            )
+        rows.append(
+            (
+                "calibrated",
+                "yes (efficiencies fitted to published runs; pplan validate)"
+                if perf.calibrated
+                else "NO: the profile's efficiencies are not fitted to published runs",
+            )
+        )
+        for sens in perf.sensitivity[:3]:
+            rows.append(
+                (
+                    f"±10 % {sens.input}",
+                    f"step {sens.minus_10pct_step_change:+.1%} / {sens.plus_10pct_step_change:+.1%}",
+                )
+            )
+        perf_parts = [_kv("Performance (predicted)", rows), Text()]
     parts: list[RenderableType] = [
         config,
         Text(),
@@ -181,6 +220,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
         Text(),
         traffic,
         Text(),
+        *perf_parts,
     ]
     verdict = "fits" if mem.fits else "does NOT fit"
     parts.append(
