@@ -12,7 +12,13 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
 - tensor-parallel collectives on the critical path (Megatron runs them synchronously): per layer 2 all-reduces
   (or 2 all-gather + reduce-scatter pairs under sequence parallelism) in F and 2 in I, 2 more in I under full
   recompute (links.py); W has none;
+- context parallelism (ring attention, as Megatron's and Llama 3's cp): each of the cp − 1 ring steps passes
+  this rank's K and V (2·q·b·g·d_h·2/t bytes) to the next CP rank in F, and K, V and their gradients in I; the
+  exchange overlaps the attention core, so only what exceeds the core's time is exposed ("cp-comm");
 - recomputation adds a forward (full) or the attention core (selective) to I, the pass that needs it.
+Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
+effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
+tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
 Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus an FP32
 softmax over the logits (memory-bound); the embedding lookup is memory-bound and ignored.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.flops import layer_flops, logits_flops
-from pplan.links import all_gather_s, all_reduce_s, tp_group
+from pplan.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
 from pplan.plan import Plan
 from pplan.specs import HardwareSpec, ModelSpec
 
@@ -118,6 +124,10 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTime
         0.0 if plan.flash_attention else per_score * model.num_attention_heads * tokens * plan.seq_len / t
     )
     tp_coll = tp_collective_s(model, hw, plan)
+    cp_step = 0.0
+    if plan.cp > 1:
+        kv_bytes = 2 * tokens * model.kv_heads * model.head_size * 2 / t
+        cp_step = message_s(cp_group(t, plan.cp).link(hw), kv_bytes)
 
     def items(kind: str) -> tuple[tuple[str, float], ...]:
         passf = gemm[kind]
@@ -133,6 +143,11 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTime
             out.append(("memory-bound", elem / hbm_rate + ELEMENTWISE_KERNELS[kind] * overhead))
         if kind != "W" and tp_coll:
             out.append(("tp-comm", 2 * tp_coll))
+        if kind != "W" and cp_step:
+            rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
+            exposed = rounds * cp_step - dict(out).get("attention", 0.0)
+            if exposed > 0:
+                out.append(("cp-comm", exposed))
         return tuple(out)
 
     base = PassTimes(items("F"), items("I"), items("W"))
