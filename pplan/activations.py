@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.plan import Plan
+from pplan.plan import LayerSetting
 from pplan.specs import ModelSpec
 
 ACT_BYTES = 2
@@ -43,14 +43,14 @@ class ActivationItems:
         return sum(n for _, n in self.items)
 
 
-def _dims(model: ModelSpec, plan: Plan) -> tuple[int, int, int, int]:
+def _dims(model: ModelSpec, plan: LayerSetting) -> tuple[int, int, int, int]:
     """(q·b tokens per rank, t, sp divisor, full sequence s)."""
     q = plan.seq_len // plan.cp
     sp = plan.tp if plan.sequence_parallel else 1
     return q * plan.micro_batch, plan.tp, sp, plan.seq_len
 
 
-def _score_items(model: ModelSpec, plan: Plan) -> list[tuple[str, int]]:
+def _score_items(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
     """The attention-score tensors (a × q × s per sequence), present without flash attention."""
     qb, t, _, s = _dims(model, plan)
     a = model.num_attention_heads
@@ -61,7 +61,7 @@ def _score_items(model: ModelSpec, plan: Plan) -> list[tuple[str, int]]:
     return items
 
 
-def itemised_layer(model: ModelSpec, plan: Plan, recompute: str | None = None) -> ActivationItems:
+def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
     """Itemised activation bytes of one layer for one micro-batch (see the module docstring)."""
     qb, t, sp, _ = _dims(model, plan)
     recompute = recompute or plan.recompute
@@ -98,7 +98,7 @@ def itemised_layer(model: ModelSpec, plan: Plan, recompute: str | None = None) -
     return ActivationItems(tuple(items))
 
 
-def korthikanti_layer(model: ModelSpec, plan: Plan, recompute: str | None = None) -> ActivationItems:
+def korthikanti_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
     """Korthikanti et al. 2022 Table 2, bytes per layer per micro-batch (GPT-3 layer coefficients)."""
     qb, t, sp, s = _dims(model, plan)
     recompute = recompute or plan.recompute
@@ -114,14 +114,14 @@ def korthikanti_layer(model: ModelSpec, plan: Plan, recompute: str | None = None
     return ActivationItems(tuple(items))
 
 
-def layer_activations(model: ModelSpec, plan: Plan, recompute: str | None = None) -> ActivationItems:
+def layer_activations(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
     """One layer, one micro-batch, under the plan's activation model."""
     if plan.activation_model == "korthikanti":
         return korthikanti_layer(model, plan, recompute)
     return itemised_layer(model, plan, recompute)
 
 
-def recompute_working_bytes(model: ModelSpec, plan: Plan) -> int:
+def recompute_working_bytes(model: ModelSpec, plan: LayerSetting) -> int:
     """Transient bytes while one layer is recomputed in the backward pass.
 
     Full recompute re-runs one layer's forward and holds its whole activation set during that layer's backward;
@@ -134,7 +134,7 @@ def recompute_working_bytes(model: ModelSpec, plan: Plan) -> int:
     return 0
 
 
-def embedding_end(model: ModelSpec, plan: Plan) -> ActivationItems:
+def embedding_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
     """First stage, per micro-batch: the embedding dropout mask (models with dropout only)."""
     qb, _, sp, _ = _dims(model, plan)
     if not model.dropout:
@@ -142,7 +142,7 @@ def embedding_end(model: ModelSpec, plan: Plan) -> ActivationItems:
     return ActivationItems((("embedding/dropout_mask", MASK_BYTES * qb * model.hidden_size // sp),))
 
 
-def output_end(model: ModelSpec, plan: Plan) -> ActivationItems:
+def output_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
     """Last stage, per micro-batch: final-norm input, output-layer input and FP32 logits for the loss."""
     qb, t, sp, _ = _dims(model, plan)
     h = model.hidden_size

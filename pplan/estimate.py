@@ -99,6 +99,7 @@ def explain(
     request: PlanRequest,
     durations: DurationModel = "analytic",
     train_tokens: float | None = None,
+    with_sensitivity: bool = True,
 ) -> ExplainReport:
     """Validate `request` and explain it on `hardware`, simulating the schedule with `durations`."""
     plan = make_plan(model, request)
@@ -176,7 +177,7 @@ def explain(
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
-        performance=performance(model, hardware, plan, run, train_tokens)
+        performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity)
         if durations == "analytic"
         else None,
         assumptions=_assumptions(model, hardware, plan, request, durations),

@@ -43,12 +43,24 @@ def dp_group(t: int, cp: int, d: int) -> GroupShape:
     return GroupShape(d * cp, t)
 
 
+def pipeline_node(hardware: HardwareSpec, t: int, cp: int, d: int, rank: int) -> int:
+    """The node holding the first GPU of pipeline rank `rank` (pp is the outermost rank dimension)."""
+    return rank * t * cp * d // hardware.gpus_per_node
+
+
 def p2p_link(hardware: HardwareSpec, t: int, cp: int, d: int, src_rank: int, dst_rank: int) -> LinkSpec:
     """The link between the first GPUs of pipeline ranks `src_rank` and `dst_rank`."""
-    stride = t * cp * d
-    g = hardware.gpus_per_node
-    same_node = (src_rank * stride) // g == (dst_rank * stride) // g
-    return hardware.intra_node if same_node else hardware.inter_node
+    same = pipeline_node(hardware, t, cp, d, src_rank) == pipeline_node(hardware, t, cp, d, dst_rank)
+    return hardware.intra_node if same else hardware.inter_node
+
+
+def p2p_message_matrix(
+    hardware: HardwareSpec, t: int, cp: int, d: int, p: int, nbytes: float
+) -> list[list[float]]:
+    """Seconds for one `nbytes` message between every pair of pipeline ranks."""
+    node = [pipeline_node(hardware, t, cp, d, r) for r in range(p)]
+    intra, inter = message_s(hardware.intra_node, nbytes), message_s(hardware.inter_node, nbytes)
+    return [[intra if node[a] == node[b] else inter for b in range(p)] for a in range(p)]
 
 
 def message_s(link: LinkSpec, nbytes: float) -> float:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pplan.flops import layer_flops, logits_flops
 from pplan.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
-from pplan.plan import Plan
+from pplan.plan import LayerSetting, Plan
 from pplan.specs import HardwareSpec, ModelSpec
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
@@ -94,7 +94,7 @@ def _rates(hw: HardwareSpec) -> tuple[float, float, float, float]:
     )
 
 
-def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
+def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
     """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
     if plan.tp == 1:
         return 0.0
@@ -105,7 +105,7 @@ def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
     return all_reduce_s(link, buffer, plan.tp)
 
 
-def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTimes:
+def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU."""
     gemm_rate, attn_rate, hbm_rate, overhead = _rates(hw)
     t = plan.tp
@@ -160,7 +160,7 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTime
     return base
 
 
-def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> PassTimes:
+def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """The output layer and loss for one micro-batch on the last chunk."""
     gemm_rate, _, hbm_rate, overhead = _rates(hw)
     logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp

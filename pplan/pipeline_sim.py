@@ -16,11 +16,11 @@ from typing import Literal
 
 from pplan import activations as act
 from pplan.comm import p2p_message_bytes
-from pplan.links import message_s, p2p_link
+from pplan.links import p2p_message_matrix
 from pplan.passtime import PassTimes, chunk_pass_times
 from pplan.plan import Plan
 from pplan.specs import HardwareSpec, ModelSpec
-from pplan.timeline import Durations, Timeline, simulate
+from pplan.timeline import Durations, Timeline, peak_in_flight, simulate
 
 DurationModel = Literal["unit", "analytic"]
 
@@ -76,23 +76,12 @@ def simulate_plan(
             w=[times[c].w_s for c in of_stage],
         )
         msg = p2p_message_bytes(model, plan)
-        links = {
-            (a, b): message_s(p2p_link(hardware, plan.tp, plan.cp, plan.dp, a, b), msg)
-            for a in range(plan.pp)
-            for b in range(plan.pp)
-        }
-        latency = [[links[a, b] for b in range(plan.pp)] for a in range(plan.pp)]
+        latency = p2p_message_matrix(hardware, plan.tp, plan.cp, plan.dp, plan.pp, msg)
 
     timeline = simulate(plan.pipeline, durations, latency, activation_bytes=layer_bytes)
-    combined = simulate(
-        plan.pipeline,
-        durations,
-        latency,
-        activation_bytes=[a + e for a, e in zip(layer_bytes, end_bytes, strict=True)],
-    )
-    in_units = simulate(plan.pipeline, durations, latency, activation_bytes=units)
-    assert timeline.peak_bytes_per_rank is not None and combined.peak_bytes_per_rank is not None
-    assert in_units.peak_bytes_per_rank is not None
+    _, combined = peak_in_flight(plan.pipeline, [a + e for a, e in zip(layer_bytes, end_bytes, strict=True)])
+    _, in_units = peak_in_flight(plan.pipeline, units)
+    assert timeline.peak_bytes_per_rank is not None
     layers_peak = tuple(round(x) for x in timeline.peak_bytes_per_rank)
     return PipelineRun(
         timeline=timeline,
@@ -100,8 +89,8 @@ def simulate_plan(
         chunk_times=times,
         activation_bytes=layers_peak,
         extra_activation_bytes=tuple(
-            max(0, round(c) - a) for c, a in zip(combined.peak_bytes_per_rank, layers_peak, strict=True)
+            max(0, round(c) - a) for c, a in zip(combined, layers_peak, strict=True)
         ),
-        in_flight_stage_units=tuple(in_units.peak_bytes_per_rank),
+        in_flight_stage_units=in_units,
         in_flight_per_stage=timeline.peak_in_flight_per_stage,
     )

@@ -9,7 +9,7 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from pplan.errors import ConfigError
 from pplan.layout import Layout, make_layout
@@ -20,6 +20,41 @@ from pplan.specs import ModelSpec
 Recompute = Literal["none", "selective", "full"]
 GradDtype = Literal["bf16", "fp32"]
 ActivationModel = Literal["itemised", "korthikanti"]
+
+
+class LayerSetting(Protocol):
+    """What one layer's activations and pass times depend on (a `Plan` is one; the search uses `Shape`)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def micro_batch(self) -> int: ...
+    @property
+    def sequence_parallel(self) -> bool: ...
+    @property
+    def flash_attention(self) -> bool: ...
+    @property
+    def recompute(self) -> Recompute: ...
+    @property
+    def activation_model(self) -> ActivationModel: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A `LayerSetting` without a pipeline: cheap to build and hashable, for caching in a search."""
+
+    tp: int
+    cp: int
+    seq_len: int
+    micro_batch: int
+    sequence_parallel: bool
+    flash_attention: bool
+    recompute: Recompute
+    activation_model: ActivationModel
 
 
 @dataclass(frozen=True, slots=True)

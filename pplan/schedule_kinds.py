@@ -20,6 +20,7 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules import Schedule, canonical_name, get_schedule
+from pplan.schedules.interleaved import valid_interleaved_m
 
 Placement = Literal["loop", "v", "dual"]
 
@@ -72,11 +73,16 @@ def chunks_per_rank(kind: ScheduleKind, vp: int | None) -> int:
     return vp
 
 
-def _accepts(kind: ScheduleKind, p: int, v: int, m: int) -> bool:
-    try:
-        get_schedule(kind.name, p, m, None if kind.placement == "dual" else v)
-    except ConfigError:
+def m_allowed(kind: ScheduleKind, p: int, m: int) -> bool:
+    """Whether the schedule's generator accepts m micro-batches on p ranks (checked without generating it)."""
+    if m < 1:
         return False
+    if kind.name in ("interleaved-1f1b", "interleaved-zb"):
+        return valid_interleaved_m(p, m)
+    if kind.name == "dualpipev":
+        return m >= 2 * p
+    if kind.name == "dualpipe":
+        return p % 2 == 0 and m % 2 == 0 and m >= 2 * p
     return True
 
 
@@ -90,8 +96,8 @@ def schedule_for(kind: ScheduleKind, p: int, v: int, m: int, per_microbatch: int
     except ConfigError as err:
         if err.field == "--pp":
             raise
-        lower = [c for c in range(m - 1, 0, -1) if _accepts(kind, p, v, c)][:1]
-        upper = [c for c in range(m + 1, m + 8 * p + 2) if _accepts(kind, p, v, c)][:1]
+        lower = [c for c in range(m - 1, 0, -1) if m_allowed(kind, p, c)][:1]
+        upper = [c for c in range(m + 1, m + 8 * p + 2) if m_allowed(kind, p, c)][:1]
         options = lower + upper
         fix = ", ".join(f"--global-batch {c * per_microbatch} (m={c})" for c in options)
         raise ConfigError(

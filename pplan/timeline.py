@@ -341,6 +341,15 @@ def _peaks(schedule: Schedule, weight: Sequence[float]) -> tuple[list[float], li
     return peak_stage, peak_rank
 
 
+def peak_in_flight(
+    schedule: Schedule, weight: Sequence[float]
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Peak weighted amount in flight per stage and per rank (`weight[s]`: what one micro-batch holds on stage
+    s). In-flight sets depend only on each rank's order, so no durations are needed."""
+    per_stage, per_rank = _peaks(schedule, weight)
+    return tuple(per_stage), tuple(per_rank)
+
+
 def _latency_matrix(latency: Latency, p: int) -> list[list[float]]:
     if isinstance(latency, int | float):
         if latency < 0:
