@@ -313,31 +313,57 @@ def _deadlock(
     )
 
 
+_DELTAS: dict[int, tuple[weakref.ref[Schedule], tuple[tuple[tuple[int, int], ...], ...]]] = {}
+
+
+def _deltas(schedule: Schedule) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per rank, in order, (stage, +1) where a micro-batch enters a stage and (stage, −1) where it leaves
+    (cached per schedule object, like the compiled form)."""
+    hit = _DELTAS.get(id(schedule))
+    if hit is not None and hit[0]() is schedule:
+        return hit[1]
+    if len(_DELTAS) >= _CACHE_LIMIT:
+        _DELTAS.clear()
+    rows = _make_deltas(schedule)
+    _DELTAS[id(schedule)] = (weakref.ref(schedule), rows)
+    return rows
+
+
+def _make_deltas(schedule: Schedule) -> tuple[tuple[tuple[int, int], ...], ...]:
+    split = {(a.stage, a.microbatch) for row in schedule.actions for a in row if a.kind == "I"}
+    rows = []
+    for row in schedule.actions:
+        out = []
+        for a in row:
+            if a.kind == "F":
+                out.append((a.stage, 1))
+            elif a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split):
+                out.append((a.stage, -1))  # a split backward releases at its W, not at its I
+        rows.append(tuple(out))
+    return tuple(rows)
+
+
 def _peaks(schedule: Schedule, weight: Sequence[float]) -> tuple[list[float], list[float]]:
     """Peak weighted in-flight amount per stage and per rank, walking each rank's list in order."""
-    release: set[tuple[int, int]] = set()
-    for row in schedule.actions:
-        for a in row:
-            if a.kind == "I":
-                release.add((a.stage, a.microbatch))  # released by its W, not by the I
     peak_stage = [0.0] * schedule.num_stages
     peak_rank = [0.0] * schedule.p
-    for r, row in enumerate(schedule.actions):
-        cur_stage: dict[int, float] = {}
+    for r, row in enumerate(_deltas(schedule)):
+        cur_stage = [0.0] * schedule.num_stages
         cur = 0.0
-        for a in row:
-            s = a.stage
-            if a.kind == "F":
-                x = cur_stage.get(s, 0.0) + weight[s]
+        top = 0.0
+        for s, sign in row:
+            if sign > 0:
+                x = cur_stage[s] + weight[s]
                 cur_stage[s] = x
                 cur += weight[s]
                 if x > peak_stage[s]:
                     peak_stage[s] = x
-                if cur > peak_rank[r]:
-                    peak_rank[r] = cur
-            elif a.kind == "W" or (a.kind == "B" and (s, a.microbatch) not in release):
+                if cur > top:
+                    top = cur
+            else:
                 cur_stage[s] -= weight[s]
                 cur -= weight[s]
+        peak_rank[r] = top
     return peak_stage, peak_rank
 
 

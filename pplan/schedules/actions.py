@@ -193,12 +193,15 @@ def check(schedule: Schedule) -> None:
                     "W": "it needs I first",
                 }
                 raise ScheduleError("schedule", f"{where} is out of order or repeated ({need[a.kind]})")
+    by_stage: dict[int, set[int]] = {}
+    for st, mb in done:
+        by_stage.setdefault(st, set()).add(mb)
     all_mbs: list[int] = []
     for chain in schedule.chains:
-        mbs = {mb for (s, mb) in done if s == chain[0]}
+        mbs = by_stage.get(chain[0], set())
         all_mbs += mbs
         for s in chain:
-            got = {mb for (st, mb) in done if st == s}
+            got = by_stage.get(s, set())
             if got != mbs:
                 raise ScheduleError(
                     "schedule",
