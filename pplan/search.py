@@ -92,9 +92,17 @@ class Miss:
     usable_bytes: float
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A configuration that fits, with the full `explain` of it."""
+
+    request: PlanRequest
+    report: ExplainReport
+
+
 @dataclass
 class SearchResult:
-    candidates: list[ExplainReport]
+    candidates: list[Candidate]
     rejected: Counter[str] = field(default_factory=Counter)
     closest_misses: list[Miss] = field(default_factory=list)
     enumerated: int = 0
@@ -226,7 +234,7 @@ def search(
         screened.append(_Screened(plan_req, tokens_per_s, mem, t * p * cp))
     result.screened_feasible = len(screened)
     screened.sort(key=lambda c: (-c.tokens_per_s, c.memory_bytes, c.replica))
-    accepted: list[ExplainReport] = []
+    accepted: list[Candidate] = []
     limit = min(len(screened), req.max_simulated)
     for start in range(0, limit, SIMULATE_BATCH):
         for cand in screened[start : min(start + SIMULATE_BATCH, limit)]:
@@ -250,15 +258,21 @@ def search(
                     )
                 )
                 continue
-            accepted.append(report)
+            accepted.append(Candidate(cand.request, report))
         if len(accepted) >= req.top_n:
             break
     result.rejected["not simulated (screened lower)"] += len(screened) - result.simulated
     accepted.sort(key=_rank_key)
     result.candidates = accepted[: req.top_n]
     result.rejected["ranked below the top"] += len(accepted) - len(result.candidates)
-    misses.sort(key=lambda x: x.need_bytes / x.usable_bytes)
-    result.closest_misses = misses[:5]
+    misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
+    distinct: list[Miss] = []
+    for miss in misses:  # one line per distinct shortfall, not every b / cp variant of it
+        if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in distinct):
+            distinct.append(miss)
+        if len(distinct) == 5:
+            break
+    result.closest_misses = distinct
     if result.rejected.get("not simulated (screened lower)") == 0:
         del result.rejected["not simulated (screened lower)"]
     if result.rejected.get("ranked below the top") == 0:
@@ -266,7 +280,8 @@ def search(
     return result
 
 
-def _rank_key(r: ExplainReport) -> tuple[float, float, int]:
+def _rank_key(c: Candidate) -> tuple[float, float, int]:
+    r = c.report
     perf = r.performance
     assert perf is not None
     peak = max(s.total_bytes for s in r.memory.stages)

@@ -1,0 +1,179 @@
+"""`pplan recommend`: rank every feasible configuration for a model, hardware, GPU count and global batch."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from enum import StrEnum
+from typing import Annotated, Any, cast
+
+import typer
+from rich.progress import Progress
+
+from pplan import launchers
+from pplan.catalog import load_hardware, load_model
+from pplan.cli.app import app, console, err_console
+from pplan.errors import ConfigError
+from pplan.plan import GradDtype, PlanRequest, Recompute, make_plan
+from pplan.render.recommend import render_recommend
+from pplan.search import SearchRequest, SearchResult, search
+
+RECOMMEND_SCHEMA = "pplan.recommend/1"
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    megatron = "megatron"
+    torchtitan = "torchtitan"
+
+
+class Launcher(StrEnum):
+    megatron = "megatron"
+    torchtitan = "torchtitan"
+
+
+def _split(flag: str, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    values = tuple(x.strip().lower() for x in text.split(",") if x.strip())
+    bad = [x for x in values if x not in allowed]
+    if bad or not values:
+        raise ConfigError(
+            flag, f"unknown value(s) {', '.join(bad) or text!r}", f"use a comma list of {', '.join(allowed)}"
+        )
+    return values
+
+
+def recommend_json(result: SearchResult, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "schema": RECOMMEND_SCHEMA,
+        "inputs": inputs,
+        "candidates": [
+            {
+                "rank": i,
+                "plan": c.report.plan.model_dump(mode="json"),
+                "memory": c.report.memory.model_dump(mode="json"),
+                "pipeline": c.report.pipeline.model_dump(mode="json"),
+                "performance": c.report.performance.model_dump(mode="json") if c.report.performance else None,
+            }
+            for i, c in enumerate(result.candidates, 1)
+        ],
+        "rejected": dict(result.rejected),
+        "closest_misses": [
+            {"plan": m.summary, "need_bytes": m.need_bytes, "usable_bytes": m.usable_bytes}
+            for m in result.closest_misses
+        ],
+        "enumerated": result.enumerated,
+        "simulated": result.simulated,
+    }
+
+
+@app.command()
+def recommend(
+    model: Annotated[
+        str, typer.Option(help="Bundled model name, a .toml file or a HF config.json.")
+    ] = "llama3-70b",
+    hardware: Annotated[str, typer.Option(help="Bundled hardware name or a .toml file.")] = "h100-sxm-80gb",
+    gpus: Annotated[int, typer.Option(help="Total GPUs.")] = 2048,
+    global_batch: Annotated[int, typer.Option(help="Global batch, in sequences.")] = 1024,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length (default: the model's).")] = None,
+    tp: Annotated[int | None, typer.Option(help="Fix the tensor-parallel degree.")] = None,
+    pp: Annotated[int | None, typer.Option(help="Fix the pipeline ranks.")] = None,
+    cp: Annotated[int | None, typer.Option(help="Fix the context-parallel degree.")] = None,
+    vp: Annotated[int | None, typer.Option(help="Fix the chunks per rank (interleaved schedules).")] = None,
+    max_vp: Annotated[int, typer.Option(help="Largest v to try for interleaved schedules.")] = 8,
+    micro_batch: Annotated[int | None, typer.Option(help="Fix the micro-batch size.")] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(help="Comma list of schedules to consider (default: all but gpipe, looped-bfs)."),
+    ] = None,
+    recompute: Annotated[str | None, typer.Option(help="Comma list of none, selective, full.")] = None,
+    zero_stage: Annotated[
+        str | None, typer.Option(help="Comma list of ZeRO stages to consider (default 0,1).")
+    ] = None,
+    grad_dtype: Annotated[str, typer.Option(help="fp32 or bf16 gradients.")] = "fp32",
+    min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
+    headroom: Annotated[
+        float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
+    ] = 0.0,
+    launcher: Annotated[Launcher | None, typer.Option(help="Keep only what this launcher can run.")] = None,
+    allow_cross_node_tp: Annotated[bool, typer.Option(help="Let t exceed the GPUs per node.")] = False,
+    top: Annotated[int, typer.Option(help="How many configurations to show.")] = 10,
+    output: Annotated[
+        Format, typer.Option("--format", help="table, json, megatron or torchtitan.")
+    ] = Format.table,
+) -> None:
+    """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO) and rank what fits by predicted throughput."""
+    if top < 1:
+        raise ConfigError("--top", f"must be ≥ 1, got {top}", "e.g. --top 10")
+    if not 0 <= headroom < 1:
+        raise ConfigError(
+            "--headroom", f"must be a fraction in [0, 1), got {headroom:g}", "e.g. --headroom 0.1"
+        )
+    if grad_dtype not in ("fp32", "bf16"):
+        raise ConfigError("--grad-dtype", f"unknown dtype {grad_dtype!r}", "use fp32 or bf16")
+    for flag, value in (("--gpus", gpus), ("--global-batch", global_batch), ("--max-vp", max_vp)):
+        if value < 1:
+            raise ConfigError(flag, f"must be a positive integer, got {value}", f"pass {flag} ≥ 1")
+    model_spec = load_model(model)
+    hardware_spec = load_hardware(hardware)
+    zeros = _split("--zero-stage", zero_stage, ("0", "1", "2", "3"))
+    request = SearchRequest(
+        gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vp=vp, max_vp=max_vp,
+        micro_batch=micro_batch,
+        schedules=_split("--schedule", schedule, launchers_names()),
+        recompute=cast(tuple[Recompute, ...], _split("--recompute", recompute, ("none", "selective", "full")) or ("none", "selective", "full")),
+        zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1),
+        grad_dtype=cast(GradDtype, grad_dtype), min_microbatches=min_microbatches, headroom_fraction=headroom,
+        launcher=launcher.value if launcher else None, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
+    )  # fmt: skip
+    layers = model_spec.num_layers
+
+    def launcher_reason(name: str, req: PlanRequest, m: int) -> str | None:
+        return launchers.request_unsupported_reason(name, req, m, layers)
+
+    started = time.perf_counter()
+    if sys.stderr.isatty() and output is Format.table:
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("simulating the best candidates", total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = search(model_spec, hardware_spec, request, tick, launcher_reason)
+    else:
+        result = search(model_spec, hardware_spec, request, None, launcher_reason)
+    elapsed = time.perf_counter() - started
+    inputs = {"model": model_spec.name, "hardware": hardware_spec.name, "gpus": gpus, "global_batch": global_batch,
+              "seq_len": seq_len or model_spec.seq_len, "launcher": request.launcher}  # fmt: skip
+    if output is Format.json:
+        print(json.dumps(recommend_json(result, inputs), indent=2))
+        return
+    if output in (Format.megatron, Format.torchtitan):
+        if not result.candidates:
+            raise ConfigError(
+                "--format", "no configuration fits, so there is nothing to launch", "relax the constraints"
+            )
+        best = result.candidates[0]
+        plan = make_plan(model_spec, best.request)
+        launchers.check_supported(output.value, plan)
+        if output is Format.megatron:
+            print(launchers.megatron_text(model_spec, plan))
+        else:
+            print(launchers.torchtitan_toml(model_spec, plan))
+            print("# the same as command-line overrides:")
+            print("# " + launchers.torchtitan_overrides(model_spec, plan))
+        return
+    title = (
+        f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
+        f"{inputs['seq_len']:,} tokens: best {len(result.candidates)} by predicted tokens/s"
+    )
+    console.print(render_recommend(result, title, elapsed))
+
+
+def launchers_names() -> tuple[str, ...]:
+    from pplan.schedule_kinds import KINDS
+
+    return tuple(KINDS)

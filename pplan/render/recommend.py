@@ -1,0 +1,88 @@
+"""Rich tables for `pplan recommend`: the ranked candidates and why the rest were rejected."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pplan.search import SearchResult
+
+
+def candidates_table(result: SearchResult, title: str) -> Table:
+    usable = result.candidates[0].report.memory.usable_bytes if result.candidates else 0
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    columns = ("#", "t·p·d·v·cp", "schedule", "b×m", "rc/Z", "bubble", "GB", "Mtok/s", "MFU")
+    for col in columns:
+        table.add_column(
+            col, justify="left" if col in ("schedule", "rc/Z", "t·p·d·v·cp") else "right", no_wrap=True
+        )
+    for rank, cand in enumerate(result.candidates, 1):
+        r = cand.report
+        plan, perf = r.plan, r.performance
+        assert perf is not None
+        worst = min(r.memory.stages, key=lambda s: s.headroom_bytes)
+        layout = plan.layers_per_chunk
+        schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
+        table.add_row(
+            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
+            f"{plan.micro_batch}×{plan.num_microbatches}", f"{RECOMPUTE_SHORT[plan.recompute]}/{plan.zero_stage}",
+            f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
+            f"{perf.tokens_per_s / 1e6:.3f}", f"{perf.mfu:.0%}",
+        )  # fmt: skip
+    table.caption = (
+        "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
+        "micro-batches. rc/Z: recomputation / ZeRO stage. bubble: idle / step, simulated. GB: peak on the most "
+        "loaded stage (usable "
+        + f"{usable / 1e9:.1f}"
+        + " GB). * one layer fewer on the first and last chunk."
+    )
+    table.caption_justify = "left"
+    return table
+
+
+RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
+
+
+def rejection_table(result: SearchResult) -> Table:
+    table = Table(
+        title="Why the rest were rejected", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("reason")
+    table.add_column("configurations", justify="right")
+    for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
+        table.add_row(reason, f"{count:,}")
+    return table
+
+
+def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> RenderableType:
+    parts: list[RenderableType] = []
+    if result.candidates:
+        parts.append(candidates_table(result, title))
+    else:
+        parts.append(Text("No configuration fits. Closest misses below.", style="bold red"))
+    parts.append(
+        Text(
+            f"{result.enumerated:,} configurations enumerated, {result.screened_feasible:,} passed screening, "
+            f"{result.simulated} simulated in {elapsed_s:.2f} s.",
+            style="grey62",
+        )
+    )
+    parts.append(rejection_table(result))
+    if result.closest_misses:
+        parts.append(Text("Closest misses on memory:", style="bold"))
+        for miss in result.closest_misses:
+            parts.append(
+                Text(
+                    f"  • {miss.summary}: needs {miss.need_bytes / 1e9:.1f} GB of {miss.usable_bytes / 1e9:.1f} GB usable"
+                )
+            )
+    return Group(*parts)
