@@ -3,9 +3,19 @@
 Pure functions (no I/O). Every flag and field name emitted here is one that `shared/reference/launchers.md`
 lists, read there from the projects' sources: Megatron-LM's `megatron/training/arguments.py` and torchtitan's
 job config (v0.2.x TOML sections `[parallelism]`, `[training]`, `[activation_checkpoint]`, and the equivalent
-`--section.field value` command-line overrides). The one exception is `--max-position-embeddings`, a Megatron-LM
-model-size argument that launchers.md does not list. A model feature with no documented flag (position-embedding
-kind, biases, dropout, a squared-ReLU MLP, ...) is never given an invented flag: it is reported as a `#` comment.
+`--section.field value` command-line overrides). Two names are not in launchers.md: Megatron-LM's
+`--max-position-embeddings` (a model-size argument) and torchtitan's `[activation_checkpoint]
+selective_ac_option`, read from torchtitan 0.2.2's `torchtitan/config/job_config.py`. A model feature with no
+documented flag (position-embedding kind, biases, dropout, a squared-ReLU MLP, ...) is never given an invented
+flag: it is reported as a `#` comment.
+
+Checked against the released sources (torchtitan 0.2.2, megatron-core 0.16.1): torchtitan's first/last
+`*_less_layers` default to 1 (so they are always written, 0 included) and its split gives each of the
+ceil((L + first_less + last_less) / layers_per_stage) stages layers_per_stage layers, less at the ends; it
+replicates (DDP) only when data parallelism is the only dimension; its `selective` mode defaults to checkpointing
+every 2nd layer. Megatron-core's `num_layers_in_first/last_pipeline_stage` count the layers of the whole first/last
+pipeline rank, over all its virtual stages; its layout string lists virtual stages in model order; its
+interleaved schedule with the default micro-batch group (p) refuses m not a multiple of p.
 
 Which schedules each launcher runs:
 - Megatron-LM main: 1F1B and interleaved 1F1B only. The zero-bubble schedules (ZB-H1/H2, ZB-V, interleaved
@@ -488,13 +498,16 @@ def _torchtitan_fields(model: ModelSpec, plan: Plan) -> list[tuple[str, list[tup
         ("global_batch_size", plan.global_batch, ""),
         ("seq_len", plan.seq_len, ""),
     ]
-    note = ""
+    ac: list[tuple[str, int | str, str]] = [("mode", plan.recompute, "")]
     if plan.recompute == "selective":
-        note = (
-            "pplan's selective = recompute the attention core; torchtitan's selective mode has its own "
-            "sub-option (not in launchers.md): check it recomputes at least that much"
+        ac.append(
+            (
+                "selective_ac_option",
+                "op",
+                "op-level selective recompute, the nearest to pplan's (attention core recomputed); "
+                "torchtitan's default, 2, would checkpoint every 2nd layer whole",
+            )
         )
-    ac: list[tuple[str, int | str, str]] = [("mode", plan.recompute, note)]
     return [("parallelism", par), ("training", training), ("activation_checkpoint", ac)]
 
 
