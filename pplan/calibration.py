@@ -10,13 +10,16 @@ everything else (attention, HBM and kernel-overhead figures, links) stays as the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pplan.flops import hardware_flops_per_step
 from pplan.plan import PlanRequest, make_plan
 from pplan.specs import HardwareSpec, ModelSpec
 from pplan.steptime import step_time
+
+PIPELINED_FULL = "full where pipelined (p > 1), none otherwise"
+"""A recompute rule for runs whose source states no per-run setting (see published_runs.json)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,7 @@ def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any
         cp=int(row.get("cp", 1)),
         schedule=schedule,
         seq_len=int(stated["seq_len"]),
-        recompute=stated.get("recompute", assumed.get("recompute", "none")),
+        recompute=row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))),
         sequence_parallel=bool(assumed.get("sequence_parallel", True)),
         flash_attention=bool(assumed.get("flash_attention", True)),
         zero_stage=int(assumed.get("zero_stage", 0)),
@@ -80,6 +83,8 @@ def validate_set(
     for row in data["rows"]:
         model = load_model(row["model"])
         req = _request(row, stated, assumed)
+        if assumed.get("recompute") == PIPELINED_FULL:
+            req = replace(req, recompute="full" if req.pp > 1 else "none")
         plan = make_plan(model, req)
         predicted = step_time(model, hardware, plan).step_s
         if "published_step_s" in row:
@@ -87,7 +92,10 @@ def validate_set(
         else:  # Narayanan et al.: TFLOP/s per GPU counted with Eq. 3 (full recompute)
             flops = hardware_flops_per_step(model, plan.seq_len, plan.global_batch, "full")
             published = flops / (plan.gpus * float(row["published_tflops_per_gpu"]) * 1e12)
-        label = f"{row['model']} t{plan.tp} p{plan.pp} v{plan.vp} d{plan.dp} b{plan.micro_batch} m{plan.num_microbatches} on {plan.gpus}"
+        label = (
+            f"{row['model']} t{plan.tp} p{plan.pp} v{plan.vp} d{plan.dp} b{plan.micro_batch} "
+            f"m{plan.num_microbatches} rc:{plan.recompute} on {plan.gpus}"
+        )
         rows.append(ValidationRow(data["name"], label, published, predicted))
     return ValidationSet(data["name"], data["source"], data["hardware"], tuple(rows), dict(assumed))
 

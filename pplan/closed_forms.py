@@ -19,6 +19,7 @@ whose tests check them against the published counts.
 
 from __future__ import annotations
 
+from pplan.schedule_kinds import KINDS as KINDS_BY_NAME
 from pplan.schedule_kinds import ScheduleKind
 
 
@@ -32,7 +33,9 @@ def bubble_idle(kind: ScheduleKind, p: int, v: int, f: float = 1.0, i: float = 1
     if name == "zb-h1":
         return max(0.0, (p - 1) * (f + i - w))
     if name == "zb-h2":
-        return max(0.0, (p - 1) * (f + i - 2 * w))
+        return max(
+            0.0, (p - 1) * (f + i - 2 * w)
+        )  # needs m ≥ 2p − 1 to fill the warm-up (see bubble_fractions)
     if name == "zbv":
         return max(0.0, (p - 1) * (f + i - 2 * w) / 2)
     full_b = i + w
@@ -47,5 +50,7 @@ def bubble_fractions(
 ) -> tuple[float, float]:
     """(idle / ideal, idle / step) from `bubble_idle`, ideal = m·(F + I + W) per rank."""
     idle = bubble_idle(kind, p, v, f, i, w)
+    if kind.name == "zb-h2" and m < 2 * p - 1:  # too few micro-batches for ZB-H2's extra warm-up forwards
+        idle = bubble_idle(KINDS_BY_NAME["zb-h1"], p, v, f, i, w)
     ideal = m * (f + i + w)
     return idle / ideal, idle / (ideal + idle)

@@ -70,8 +70,9 @@ def performance(
     run: PipelineRun,
     train_tokens: float | None = None,
     with_sensitivity: bool = True,
+    split_p2p: bool = True,
 ) -> PerformanceOut:
-    st = step_time(model, hardware, plan, run)
+    st = step_time(model, hardware, plan, run, split_p2p)
     sens = sensitivities(model, hardware, plan, st.step_s) if with_sensitivity else []
     return PerformanceOut(
         step_s=st.step_s,
@@ -100,8 +101,22 @@ def explain(
     durations: DurationModel = "analytic",
     train_tokens: float | None = None,
     with_sensitivity: bool = True,
+    split_p2p: bool = True,
 ) -> ExplainReport:
     """Validate `request` and explain it on `hardware`, simulating the schedule with `durations`."""
+    return explain_with_run(model, hardware, request, durations, train_tokens, with_sensitivity, split_p2p)[0]
+
+
+def explain_with_run(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    request: PlanRequest,
+    durations: DurationModel = "analytic",
+    train_tokens: float | None = None,
+    with_sensitivity: bool = True,
+    split_p2p: bool = True,
+) -> tuple[ExplainReport, Plan, PipelineRun]:
+    """`explain`, also returning the validated plan and its simulated run (for callers that refine it)."""
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)
     timeline = run.timeline
@@ -118,7 +133,7 @@ def explain(
     chunk_times = [
         ChunkPassTimes(chunk=c, f_s=t.f_s, i_s=t.i_s, w_s=t.w_s) for c, t in enumerate(run.chunk_times or ())
     ]
-    return ExplainReport(
+    report = ExplainReport(
         model=ModelSummary(
             name=model.name,
             num_layers=model.num_layers,
@@ -177,12 +192,13 @@ def explain(
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
-        performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity)
+        performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
         if durations == "analytic"
         else None,
         assumptions=_assumptions(model, hardware, plan, request, durations),
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )
+    return report, plan, run
 
 
 def _plan_out(plan: Plan) -> PlanOut:

@@ -72,8 +72,8 @@ class PassTimes:
         def add(
             a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]
         ) -> tuple[tuple[str, float], ...]:
-            out = dict(a)
-            for n, x in b:
+            out: dict[str, float] = {}
+            for n, x in (*a, *b):
                 out[n] = out.get(n, 0.0) + x
             return tuple(out.items())
 
@@ -152,8 +152,7 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> 
 
     base = PassTimes(items("F"), items("I"), items("W"))
     if plan.recompute == "full":
-        extra = tuple(("recompute", x) for _, x in base.f)
-        return PassTimes(base.f, base.i + extra, base.w)
+        return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
     if plan.recompute == "selective":
         core = dict(base.f).get("attention", 0.0)
         return PassTimes(base.f, (*base.i, ("recompute", core)), base.w)

@@ -8,7 +8,8 @@ a large cluster has tens of thousands of configurations:
    micro-batches in flight and the bubble from the schedule's closed form; gradient sync and the optimizer step
    as in pplan.steptime. Candidates whose screened memory exceeds usable HBM by more than SCREEN_MARGIN are
    rejected here; the rest are ordered by screened throughput.
-2. The best screened candidates, SIMULATE_BATCH at a time, go through `estimate.explain` (the very numbers
+2. The best screened candidates, SIMULATE_BATCH at a time (until no screened estimate left can reach the top N
+   within SCREEN_TOLERANCE), go through `estimate.explain` (the very numbers
    `pplan explain` prints): memory measured off the simulated schedule, step time off the simulated timeline.
    They are ranked by predicted tokens/s; ties go to less peak memory, then to the smaller model replica (t·p·cp).
 Every rejected configuration is counted under a reason; the nearest misses on memory are kept.
@@ -28,12 +29,13 @@ from functools import lru_cache
 from pplan import activations as act
 from pplan import closed_forms
 from pplan.errors import ConfigError, PplanError
-from pplan.estimate import explain
+from pplan.estimate import explain_with_run, performance
 from pplan.links import all_gather_s, all_reduce_s, dp_group
 from pplan.memory import GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from pplan.params import embedding_params, layer_params, output_params
 from pplan.passtime import layer_pass_times, output_pass_times
-from pplan.plan import GradDtype, PlanRequest, Recompute, Shape
+from pplan.pipeline_sim import PipelineRun
+from pplan.plan import GradDtype, Plan, PlanRequest, Recompute, Shape
 from pplan.results import ExplainReport
 from pplan.schedule_kinds import KINDS, ScheduleKind, m_allowed, resolve_schedule
 from pplan.specs import HardwareSpec, ModelSpec
@@ -55,7 +57,11 @@ CONTEXT_PARALLEL = (1, 2, 4, 8)
 SCREEN_MARGIN = 1.10
 """Screened memory may exceed usable HBM by this factor before a candidate is dropped (the closed forms are
 approximate; the simulated check that follows is exact)."""
-SIMULATE_BATCH = 16
+SIMULATE_BATCH = 8
+SCREEN_TOLERANCE = 0.15
+"""Before any candidate is simulated, the screening is taken to understate throughput by up to this much; after,
+by the smallest screened / simulated ratio seen. Batches are simulated until the next screened estimate, so
+corrected, cannot reach the current top N (or `max_simulated` is reached)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +85,7 @@ class SearchRequest:
     launcher: str | None = None
     allow_cross_node_tp: bool = False
     top_n: int = 10
-    max_simulated: int = 48
+    max_simulated: int = 24
     """At most this many screened candidates are simulated."""
 
 
@@ -98,6 +104,8 @@ class Candidate:
 
     request: PlanRequest
     report: ExplainReport
+    plan: Plan | None = None
+    run: PipelineRun | None = None
 
 
 @dataclass
@@ -235,14 +243,23 @@ def search(
     result.screened_feasible = len(screened)
     screened.sort(key=lambda c: (-c.tokens_per_s, c.memory_bytes, c.replica))
     accepted: list[Candidate] = []
+    ratio_floor = 1 - SCREEN_TOLERANCE
     limit = min(len(screened), req.max_simulated)
     for start in range(0, limit, SIMULATE_BATCH):
+        if len(accepted) >= req.top_n:
+            kth = sorted(c.report.performance.tokens_per_s for c in accepted if c.report.performance)[
+                -req.top_n
+            ]
+            if screened[start].tokens_per_s / ratio_floor < kth:
+                break  # nothing left could reach the top, judged by the screening's smallest overestimate so far
         for cand in screened[start : min(start + SIMULATE_BATCH, limit)]:
             result.simulated += 1
             if progress:
                 progress(result.simulated, limit)
             try:
-                report = explain(model, hw, cand.request, with_sensitivity=False)
+                report, plan, run = explain_with_run(
+                    model, hw, cand.request, with_sensitivity=False, split_p2p=False
+                )
             except PplanError as err:
                 result.rejected[f"invalid: {err.field}"] += 1
                 continue
@@ -258,12 +275,13 @@ def search(
                     )
                 )
                 continue
-            accepted.append(Candidate(cand.request, report))
-        if len(accepted) >= req.top_n:
-            break
+            accepted.append(Candidate(cand.request, report, plan, run))
+            if report.performance:
+                ratio_floor = min(ratio_floor, cand.tokens_per_s / report.performance.tokens_per_s)
     result.rejected["not simulated (screened lower)"] += len(screened) - result.simulated
     accepted.sort(key=_rank_key)
-    result.candidates = accepted[: req.top_n]
+    # The shown few get the full breakdown (exposed P2P separated from the bubble): one more simulation each.
+    result.candidates = [_with_p2p_split(model, hw, c) for c in accepted[: req.top_n]]
     result.rejected["ranked below the top"] += len(accepted) - len(result.candidates)
     misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
     distinct: list[Miss] = []
@@ -278,6 +296,12 @@ def search(
     if result.rejected.get("ranked below the top") == 0:
         del result.rejected["ranked below the top"]
     return result
+
+
+def _with_p2p_split(model: ModelSpec, hw: HardwareSpec, c: Candidate) -> Candidate:
+    assert c.plan is not None and c.run is not None
+    perf = performance(model, hw, c.plan, c.run, with_sensitivity=False, split_p2p=True)
+    return Candidate(c.request, c.report.model_copy(update={"performance": perf}))
 
 
 def _rank_key(c: Candidate) -> tuple[float, float, int]:
@@ -336,9 +360,15 @@ def _estimate(
 
     out_t = screen.output(t, cp, b)
     stage_f, stage_i, stage_w = stage_layers * f, stage_layers * i, stage_layers * w
-    per_mb = (stage_f + stage_i + stage_w) * (2 if dual else 1) / (2 if dual else 1)
-    compute = m * (per_mb + out_t / p)
-    idle = closed_forms.bubble_idle(kind, p, v, stage_f, stage_i, stage_w) if p > 1 else 0.0
+    per_mb = stage_f + stage_i + stage_w
+    # The rank holding the output layer and loss sets the pace (one layer fewer when the ends are trimmed);
+    # DualPipe spreads the loss over its two end ranks, half the micro-batches each.
+    out_rank = per_mb - (f + i + w if first is not None else 0.0) + (out_t / 2 if dual else out_t)
+    compute = m * max(per_mb, out_rank) if p > 1 else m * (per_mb + out_t)
+    idle = 0.0
+    if p > 1:
+        fraction, _ = closed_forms.bubble_fractions(kind, p, v, m, stage_f, stage_i, stage_w)
+        idle = fraction * m * per_mb
     link = dp_group(t, cp, d).link(hw)
     grads = params_max * grad
     sync = all_reduce_s(link, grads, n) if zero == 0 else all_gather_s(link, grads, n)

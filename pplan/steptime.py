@@ -75,7 +75,10 @@ def step_time(
     hw: HardwareSpec,
     plan: Plan,
     run: PipelineRun | None = None,
+    split_p2p: bool = True,
 ) -> StepTime:
+    """The step time of `plan`; `split_p2p=False` skips the free-hop re-simulation that separates exposed P2P
+    time from the bubble (the step time is the same; the breakdown then counts P2P waits as bubble)."""
     run = run or simulate_plan(model, hw, plan, "analytic")
     tl = run.timeline
     assert run.chunk_times is not None
@@ -111,16 +114,18 @@ def step_time(
         tp_busy = sum(x for n, x in (*t.f, *t.i, *t.w) if n == "tp-comm")
         tp_s += tp_busy * plan.num_microbatches
     compute_s = tl.busy_per_rank[busiest] - tp_s
-    free_hops = simulate(
-        sched,
-        Durations(
-            f=[times[s % n_chunks].f_s for s in range(sched.num_stages)],
-            i=[times[s % n_chunks].i_s for s in range(sched.num_stages)],
-            w=[times[s % n_chunks].w_s for s in range(sched.num_stages)],
-        ),
-        0.0,
-    )
-    p2p_s = tl.makespan - free_hops.makespan
+    p2p_s = 0.0
+    if split_p2p:
+        free_hops = simulate(
+            sched,
+            Durations(
+                f=[times[s % n_chunks].f_s for s in range(sched.num_stages)],
+                i=[times[s % n_chunks].i_s for s in range(sched.num_stages)],
+                w=[times[s % n_chunks].w_s for s in range(sched.num_stages)],
+            ),
+            0.0,
+        )
+        p2p_s = tl.makespan - free_hops.makespan
     bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)

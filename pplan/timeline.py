@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
 from pplan.errors import ConfigError
-from pplan.schedules.actions import Action, Schedule, ScheduleError, check
+from pplan.schedules.actions import Action, Schedule, ScheduleError, check, make_schedule
 
 PerStage: TypeAlias = float | Sequence[float]
 Latency: TypeAlias = float | Sequence[Sequence[float]] | Callable[[int, int], float]
@@ -473,6 +473,87 @@ def simulate(
         end=ends,
         makespan=makespan,
         busy_per_rank=tuple(busy),
+        bubble=bubble,
+        bubble_fraction_of_step=bubble / makespan if makespan > 0 else 0.0,
+        bubble_fraction_of_ideal=bubble / busiest if busiest > 0 else 0.0,
+        span_per_rank=spans,
+        idle_in_span_per_rank=tuple(sp - bz for sp, bz in zip(spans, busy, strict=True)),
+        peak_in_flight_per_stage=comp.peak_stage,
+        peak_in_flight_per_rank=comp.peak_rank,
+        peak_bytes_per_stage=peak_bytes_stage,
+        peak_bytes_per_rank=peak_bytes_rank,
+        p2p_forward_messages=comp.p2p_fwd,
+        p2p_backward_messages=comp.p2p_bwd,
+    )
+
+
+def timeline_from_records(
+    schedule: Schedule,
+    records: Iterable[tuple[int, Action, float, float]],
+    origin: float | None = None,
+    activation_bytes: PerStage | None = None,
+) -> Timeline:
+    """A `Timeline` of passes that really ran: one (rank, action, start, end) record per action of `schedule`.
+
+    The same summary `simulate` gives, from measured intervals instead of durations: makespan, busy and idle per
+    rank, both bubble fractions, spans. `origin` is time zero (default: the earliest start). Each rank's actions
+    are taken in the order of their start times; when that order is not `schedule`'s, the timeline's schedule is
+    the measured order (same name, p, v, m, placement and chains, no F&B pairs). Peaks in flight (and bytes, with
+    `activation_bytes`) and P2P message counts follow from that order, as in `simulate`.
+    Raises `ConfigError` when the records do not cover the schedule's actions exactly once each, on the right
+    rank, or when an interval ends before it starts or overlaps the rank's next one.
+    """
+    rows: list[list[tuple[float, float, Action]]] = [[] for _ in range(schedule.p)]
+    for rank, action, t0, t1 in records:
+        if not 0 <= rank < schedule.p:
+            raise ConfigError("records", f"rank {rank} is outside 0..{schedule.p - 1}", "")
+        if t1 < t0:
+            raise ConfigError("records", f"rank {rank}: {action} ends before it starts", "")
+        rows[rank].append((float(t0), float(t1), action))
+    for rank, row in enumerate(rows):
+        row.sort(key=lambda item: (item[0], item[1]))
+        if sorted(map(str, schedule.actions[rank])) != sorted(str(a) for _, _, a in row):
+            raise ConfigError(
+                "records",
+                f"rank {rank} ran {len(row)} passes that are not {schedule.name}'s {len(schedule.actions[rank])}",
+                "record every pass of the schedule exactly once",
+            )
+        for (_, end, a), (start, _, b) in itertools.pairwise(row):
+            if start < end:
+                raise ConfigError("records", f"rank {rank}: {b} starts before {a} ends", "")
+    measured = tuple(tuple(a for _, _, a in row) for row in rows)
+    if measured != schedule.actions:
+        schedule = make_schedule(
+            schedule.name, schedule.p, schedule.v, schedule.m, schedule.placement, measured, schedule.chains
+        )
+    comp = _compiled(schedule)
+    zero = min((row[0][0] for row in rows if row), default=0.0) if origin is None else origin
+    starts = tuple(tuple(t0 - zero for t0, _, _ in row) for row in rows)
+    ends = tuple(tuple(t1 - zero for _, t1, _ in row) for row in rows)
+    busy = tuple(sum(t1 - t0 for t0, t1, _ in row) for row in rows)
+    makespan = max((e[-1] for e in ends if e), default=0.0)
+    busiest = max(busy)
+    bubble = makespan - busiest
+    spans = tuple((e[-1] - s[0]) if s else 0.0 for s, e in zip(starts, ends, strict=True))
+    peak_bytes_stage: tuple[float, ...] | None = None
+    peak_bytes_rank: tuple[float, ...] | None = None
+    if activation_bytes is not None:
+        if isinstance(activation_bytes, int | float):
+            weights = [float(activation_bytes)] * schedule.num_stages
+        else:
+            weights = [float(x) for x in activation_bytes]
+        if len(weights) != schedule.num_stages:
+            raise ConfigError(
+                "activation_bytes", f"has {len(weights)} values for {schedule.num_stages} stages", ""
+            )
+        ps, pr = _peaks(schedule, weights)
+        peak_bytes_stage, peak_bytes_rank = tuple(ps), tuple(pr)
+    return Timeline(
+        schedule=schedule,
+        start=starts,
+        end=ends,
+        makespan=makespan,
+        busy_per_rank=busy,
         bubble=bubble,
         bubble_fraction_of_step=bubble / makespan if makespan > 0 else 0.0,
         bubble_fraction_of_ideal=bubble / busiest if busiest > 0 else 0.0,

@@ -117,6 +117,8 @@ def recommend(
     for flag, value in (("--gpus", gpus), ("--global-batch", global_batch), ("--max-vp", max_vp)):
         if value < 1:
             raise ConfigError(flag, f"must be a positive integer, got {value}", f"pass {flag} ≥ 1")
+    if launcher is None and output in (Format.megatron, Format.torchtitan):
+        launcher = Launcher(output.value)  # emit only what that launcher can run
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
     zeros = _split("--zero-stage", zero_stage, ("0", "1", "2", "3"))

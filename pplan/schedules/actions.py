@@ -165,13 +165,12 @@ def check(schedule: Schedule) -> None:
     done: dict[tuple[int, int], str] = {}
     for rank, row in enumerate(schedule.actions):
         for a in row:
-            where = f"rank {rank}: {a}"
             if not 0 <= a.stage < s_count:
-                raise ScheduleError("schedule", f"{where} names stage {a.stage}, outside 0..{s_count - 1}")
+                raise ScheduleError("schedule", f"rank {rank}: {a} names stage {a.stage}, outside 0..{s_count - 1}")
             if schedule.placement[a.stage] != rank:
                 raise ScheduleError(
                     "schedule",
-                    f"{where} runs on rank {rank} but stage {a.stage} lives on rank "
+                    f"rank {rank}: {a} runs on rank {rank} but stage {a.stage} lives on rank "
                     f"{schedule.placement[a.stage]}",
                 )
             key = (a.stage, a.microbatch)
@@ -192,7 +191,7 @@ def check(schedule: Schedule) -> None:
                     "I": "it needs F first",
                     "W": "it needs I first",
                 }
-                raise ScheduleError("schedule", f"{where} is out of order or repeated ({need[a.kind]})")
+                raise ScheduleError("schedule", f"rank {rank}: {a} is out of order or repeated ({need[a.kind]})")
     by_stage: dict[int, set[int]] = {}
     for st, mb in done:
         by_stage.setdefault(st, set()).add(mb)

@@ -1,0 +1,145 @@
+"""`pplan recommend`: the ranking, the constraints, the launcher filter and formats, and that screening does not
+lose the best configuration (checked against a brute-force explain of every configuration of a small case)."""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+
+import pytest
+
+from pplan.catalog import load_hardware, load_model
+from pplan.errors import PplanError
+from pplan.estimate import explain
+from pplan.plan import PlanRequest
+from pplan.search import SearchRequest, search
+from tests.cli_run import run_pplan
+
+H100 = load_hardware("h100-sxm-80gb")
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:  # type: ignore[type-arg]
+    res = run_pplan(capsys, "recommend", "--format", "json", *args)
+    assert res.code == 0, res.err
+    return res.json()  # type: ignore[no-any-return]
+
+
+def test_default_recommend_gives_a_ranked_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "recommend")
+    assert res.code == 0, res.err
+    assert "Why the rest were rejected" in res.out and "Mtok/s" in res.out
+    doc = _json(capsys)
+    cands = doc["candidates"]
+    assert len(cands) == 10
+    speeds = [c["performance"]["tokens_per_s"] for c in cands]
+    assert speeds == sorted(speeds, reverse=True)
+    assert all(c["memory"]["fits"] for c in cands)
+    assert doc["schema"] == "pplan.recommend/1" and doc["rejected"]
+
+
+def test_top_candidate_is_what_explain_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    best = _json(capsys, "--top", "1")["candidates"][0]
+    plan = best["plan"]
+    args = ["explain", "--json", "--gpus", "2048", "--global-batch", "1024", "--tp", str(plan["tp"]), "--pp",
+            str(plan["pp"]), "--cp", str(plan["cp"]), "--micro-batch", str(plan["micro_batch"]), "--schedule",
+            plan["schedule"], "--recompute", plan["recompute"], "--zero-stage", str(plan["zero_stage"])]  # fmt: skip
+    if plan["vp"] > 1 and plan["schedule"] not in ("zbv", "dualpipev"):
+        args += ["--vp", str(plan["vp"])]
+    layers = plan["layers_per_chunk"]
+    if layers[0] != layers[len(layers) // 2]:
+        args += ["--first-stage-layers", str(layers[0]), "--last-stage-layers", str(layers[-1])]
+    doc = run_pplan(capsys, *args).json()
+    assert doc["performance"]["tokens_per_s"] == pytest.approx(best["performance"]["tokens_per_s"])
+
+
+def test_fixed_axes_and_limits(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "--tp", "8", "--schedule", "1f1b,interleaved-1f1b", "--max-vp", "2", "--min-microbatches",
+                "16", "--headroom", "0.2")  # fmt: skip
+    assert doc["candidates"]
+    for c in doc["candidates"]:
+        p = c["plan"]
+        assert p["tp"] == 8 and p["schedule"] in ("1f1b", "interleaved-1f1b") and p["vp"] <= 2
+        assert p["num_microbatches"] >= 16
+        assert all(s["headroom_bytes"] >= 0.2 * c["memory"]["usable_bytes"] for s in c["memory"]["stages"])
+
+
+@pytest.mark.parametrize(("launcher", "allowed"), [("megatron", {"1f1b", "interleaved-1f1b"}),
+                                                   ("torchtitan", {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs",
+                                                                   "interleaved-zb", "zbv", "dualpipev"})])  # fmt: skip
+def test_launcher_filter(capsys: pytest.CaptureFixture[str], launcher: str, allowed: set[str]) -> None:
+    doc = _json(capsys, "--launcher", launcher)
+    assert doc["candidates"] and {c["plan"]["schedule"] for c in doc["candidates"]} <= allowed
+
+
+def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "recommend", "--format", "megatron")
+    assert res.code == 0, res.err
+    for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+                 "--global-batch-size 1024"):  # fmt: skip
+        assert flag in res.out
+    res = run_pplan(capsys, "recommend", "--format", "torchtitan")
+    assert res.code == 0, res.err
+    toml = tomllib.loads(res.out)
+    assert toml["training"]["global_batch_size"] == 1024
+    assert toml["parallelism"]["pipeline_parallel_schedule"] in ("1F1B", "Interleaved1F1B", "ZBVZeroBubble",
+                                                                 "InterleavedZeroBubble", "DualPipeV", "GPipe")  # fmt: skip
+
+
+def test_rejections_account_for_every_configuration() -> None:
+    model = load_model("llama3-70b")
+    res = search(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
+    after_enumeration = res.rejected["out of memory (screened)"]
+    assert res.enumerated == after_enumeration + res.screened_feasible
+    tail = sum(res.rejected[k] for k in ("ranked below the top", "out of memory (simulated)"))
+    tail += sum(v for k, v in res.rejected.items() if k.startswith("invalid"))
+    assert res.simulated == len(res.candidates) + tail
+    assert res.screened_feasible == res.simulated + res.rejected["not simulated (screened lower)"]
+
+
+def test_search_is_deterministic() -> None:
+    model = load_model("llama3-8b")
+    a = search(model, H100, SearchRequest(gpus=64, global_batch=128))
+    b = search(model, H100, SearchRequest(gpus=64, global_batch=128))
+    assert [c.request for c in a.candidates] == [c.request for c in b.candidates]
+
+
+def test_screening_keeps_the_brute_force_best() -> None:
+    # Explain every configuration of a small space and compare the best with the search's best.
+    model = load_model("llama3-8b")
+    gpus, batch = 32, 64
+    space = dict(tp=(1, 2, 4, 8), pp=(1, 2, 4, 8), cp=(1, 2), micro_batch=(1, 2, 4), recompute=("none", "full"),
+                 zero_stage=(0, 1), schedule=("1f1b", "zbv"))  # fmt: skip
+    best = 0.0
+    for t, p, cp, b, rc, z, sched in itertools.product(*space.values()):
+        if sched == "zbv" and p == 1:
+            continue
+        try:
+            rep = explain(model, H100, PlanRequest(gpus=gpus, global_batch=batch, tp=t, pp=p, cp=cp, micro_batch=b,
+                                                   recompute=rc, zero_stage=z, schedule=sched),  # type: ignore[arg-type]
+                          with_sensitivity=False)  # fmt: skip
+        except PplanError:
+            continue
+        if rep.memory.fits and rep.performance:
+            best = max(best, rep.performance.tokens_per_s)
+    found = search(model, H100, SearchRequest(gpus=gpus, global_batch=batch, schedules=("1f1b", "zbv"), micro_batch=None,
+                                              recompute=("none", "full"), zero_stages=(0, 1)))  # fmt: skip
+    assert found.candidates
+    top = found.candidates[0].report.performance
+    assert top is not None
+    assert top.tokens_per_s >= best * 0.999
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--headroom", "1.5"), "--headroom"),
+        (("--top", "0"), "--top"),
+        (("--schedule", "bogus"), "--schedule"),
+        (("--recompute", "sometimes"), "--recompute"),
+        (("--model", "nope"), "model"),
+        (("--gpus", "0"), "--gpus"),
+    ],
+)
+def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
+    res = run_pplan(capsys, "recommend", *args)
+    assert res.code == 2 and needle in res.err and len(res.err.strip().splitlines()) == 1, res.err
