@@ -12,6 +12,7 @@ from rich.text import Text
 from pplan.calibration import ValidationSet, fit_matmul, validate_set
 from pplan.catalog import load_hardware, load_model, load_published_runs
 from pplan.cli.app import app, console
+from pplan.practice import GAP, TOP, PracticeRow, practice_rows
 
 
 def _table(result: ValidationSet, matmul: float, fitted: bool) -> Table:
@@ -56,10 +57,36 @@ def _doc(result: ValidationSet, matmul: float, fitted: bool) -> dict[str, Any]:
     }
 
 
+def _practice_table(rows: list[PracticeRow], name: str) -> Table:
+    table = Table(
+        title=f"{name}: the published configuration against recommend's best (Megatron-LM schedules)",
+        title_justify="left",
+        caption=f"passes: in the top {TOP} or within {GAP:.0%} of the best predicted throughput",
+        caption_justify="left",
+    )
+    for col in ("published", "Mtok/s", "recommend's best", "Mtok/s ", "gap", "rank", "passes"):
+        table.add_column(col, justify="right" if "tok" in col or col in ("gap", "rank") else "left")
+    for r in rows:
+        table.add_row(
+            r.published,
+            f"{r.published_tokens_per_s / 1e6:.3f}" if r.published_tokens_per_s else "-",
+            r.best,
+            f"{r.best_tokens_per_s / 1e6:.3f}",
+            f"{r.gap:.1%}" if r.gap is not None else "-",
+            str(r.rank) if r.rank else "below the simulated",
+            Text("yes", style="green") if r.passes else Text("no", style="yellow"),
+        )
+    return table
+
+
 @app.command()
 def validate(
     fit: Annotated[
         bool, typer.Option("--fit", help="Re-fit each GPU type's GEMM efficiency to its runs.")
+    ] = False,
+    practice: Annotated[
+        bool,
+        typer.Option("--practice", help="Also check where each published configuration ranks in recommend."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/1 JSON document.")] = False,
 ) -> None:
@@ -71,7 +98,15 @@ def validate(
             matmul, result = fit_matmul(data, load_model, hardware)
         else:
             matmul, result = hardware.efficiency.matmul, validate_set(data, load_model, hardware)
-        docs.append(_doc(result, matmul, fit))
+        doc = _doc(result, matmul, fit)
+        rows = practice_rows(data, load_model, hardware) if practice else []
+        if practice:
+            doc["practice"] = [
+                {"published": r.published, "published_tokens_per_s": r.published_tokens_per_s, "best": r.best,
+                 "best_tokens_per_s": r.best_tokens_per_s, "gap": r.gap, "rank": r.rank, "passes": r.passes}
+                for r in rows
+            ]  # fmt: skip
+        docs.append(doc)
         if not as_json:
             console.print(_table(result, matmul, fit))
             console.print(
@@ -81,6 +116,8 @@ def validate(
                     style="grey62",
                 )
             )
+            if practice:
+                console.print(_practice_table(rows, data["name"]))
             console.print()
     if as_json:
         print(json.dumps({"schema": "pplan.validate/1", "sets": docs}, indent=2))
