@@ -166,7 +166,9 @@ def check(schedule: Schedule) -> None:
     for rank, row in enumerate(schedule.actions):
         for a in row:
             if not 0 <= a.stage < s_count:
-                raise ScheduleError("schedule", f"rank {rank}: {a} names stage {a.stage}, outside 0..{s_count - 1}")
+                raise ScheduleError(
+                    "schedule", f"rank {rank}: {a} names stage {a.stage}, outside 0..{s_count - 1}"
+                )
             if schedule.placement[a.stage] != rank:
                 raise ScheduleError(
                     "schedule",
@@ -191,7 +193,9 @@ def check(schedule: Schedule) -> None:
                     "I": "it needs F first",
                     "W": "it needs I first",
                 }
-                raise ScheduleError("schedule", f"rank {rank}: {a} is out of order or repeated ({need[a.kind]})")
+                raise ScheduleError(
+                    "schedule", f"rank {rank}: {a} is out of order or repeated ({need[a.kind]})"
+                )
     by_stage: dict[int, set[int]] = {}
     for st, mb in done:
         by_stage.setdefault(st, set()).add(mb)
