@@ -72,3 +72,18 @@ def test_python_dash_m_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "pplan", "explain", "--json"], capture_output=True, text=True,
                          check=True)  # fmt: skip
     assert json.loads(out.stdout)["plan"]["num_microbatches"] == 16
+
+
+def test_explain_emits_launcher_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    res = run_pplan(capsys, "explain", "--format", "megatron")
+    assert res.code == 0, res.err
+    assert "--tensor-model-parallel-size 8" in res.out and "--pipeline-model-parallel-size 4" in res.out
+    res = run_pplan(capsys, "explain", "--format", "torchtitan")
+    assert res.code == 0, res.err
+    toml = tomllib.loads(res.out)
+    assert toml["parallelism"]["tensor_parallel_degree"] == 8
+    assert toml["parallelism"]["pipeline_parallel_degree"] == 4
+    res = run_pplan(capsys, "explain", "--schedule", "zb-h1", "--format", "megatron")
+    assert res.code == 2 and "--launcher" in res.err

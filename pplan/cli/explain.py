@@ -8,11 +8,12 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from pplan import launchers
 from pplan.catalog import load_hardware, load_model
 from pplan.cli.app import app, console
 from pplan.errors import ConfigError
 from pplan.estimate import explain as explain_plan
-from pplan.plan import PlanRequest
+from pplan.plan import PlanRequest, make_plan
 from pplan.render.explain import render_explain
 from pplan.results import ExplainReport
 
@@ -37,6 +38,11 @@ class GradDtype(StrEnum):
 class PassDurations(StrEnum):
     analytic = "analytic"
     unit = "unit"
+
+
+class LauncherFormat(StrEnum):
+    megatron = "megatron"
+    torchtitan = "torchtitan"
 
 
 class ActivationModel(StrEnum):
@@ -107,6 +113,12 @@ def explain(
     ] = PassDurations.analytic,
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/1 JSON document.")] = False,
+    launcher_format: Annotated[
+        LauncherFormat | None,
+        typer.Option(
+            "--format", help="megatron (flags) or torchtitan (TOML) for this plan, instead of tables."
+        ),
+    ] = None,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
     used: list[str] = []
@@ -141,6 +153,16 @@ def explain(
         raise ConfigError(
             "--train-tokens", f"must be positive, got {train_tokens:g}", "e.g. --train-tokens 15e12"
         )
+    if launcher_format is not None:
+        plan = make_plan(model_spec, request)
+        launchers.check_supported(launcher_format.value, plan)
+        if launcher_format is LauncherFormat.megatron:
+            print(launchers.megatron_text(model_spec, plan))
+        else:
+            print(launchers.torchtitan_toml(model_spec, plan))
+            print("# the same as command-line overrides:")
+            print("# " + launchers.torchtitan_overrides(model_spec, plan))
+        return
     report = explain_plan(model_spec, hardware_spec, request, pass_durations.value, train_tokens)
     if used:
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
