@@ -544,3 +544,18 @@ def torchtitan_overrides(model: ModelSpec, plan: Plan) -> str:
         for field, value, _ in fields:
             parts.append(f"--{name}.{field} {shlex.quote(str(value))}")
     return " ".join(parts)
+
+
+def launcher_text(launcher: str, model: ModelSpec, plan: Plan) -> str:
+    """What `--format megatron|torchtitan` prints: the flags, or the TOML followed by its overrides as a comment.
+
+    Raises ConfigError naming `--launcher` when the launcher cannot run the plan.
+    """
+    check_supported(launcher, plan)
+    if _launcher(launcher) == "megatron":
+        return megatron_text(model, plan)
+    return (
+        torchtitan_toml(model, plan).rstrip("\n")
+        + "\n\n# the same as command-line overrides:\n# "
+        + torchtitan_overrides(model, plan)
+    )

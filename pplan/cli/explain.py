@@ -155,13 +155,7 @@ def explain(
         )
     if launcher_format is not None:
         plan = make_plan(model_spec, request)
-        launchers.check_supported(launcher_format.value, plan)
-        if launcher_format is LauncherFormat.megatron:
-            print(launchers.megatron_text(model_spec, plan))
-        else:
-            print(launchers.torchtitan_toml(model_spec, plan))
-            print("# the same as command-line overrides:")
-            print("# " + launchers.torchtitan_overrides(model_spec, plan))
+        print(launchers.launcher_text(launcher_format.value, model_spec, plan))
         return
     report = explain_plan(model_spec, hardware_spec, request, pass_durations.value, train_tokens)
     if used:

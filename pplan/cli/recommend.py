@@ -160,13 +160,7 @@ def recommend(
             )
         best = result.candidates[0]
         plan = make_plan(model_spec, best.request)
-        launchers.check_supported(output.value, plan)
-        if output is Format.megatron:
-            print(launchers.megatron_text(model_spec, plan))
-        else:
-            print(launchers.torchtitan_toml(model_spec, plan))
-            print("# the same as command-line overrides:")
-            print("# " + launchers.torchtitan_overrides(model_spec, plan))
+        print(launchers.launcher_text(output.value, model_spec, plan))
         return
     title = (
         f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
