@@ -13,7 +13,8 @@ a large cluster has tens of thousands of configurations:
    `pplan explain` prints): memory measured off the simulated schedule, step time off the simulated timeline.
    They are ranked by predicted tokens/s; ties go to less peak memory, then to the smaller model replica (t·p·cp).
 Every rejected configuration is counted under a reason; the nearest misses on memory are kept.
-Enumeration rules: t divides the attention heads, the key/value heads and the FFN width, and stays inside a node
+Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces and keeps less
+memory, so turning it off is dominated) and flash attention is assumed. Enumeration rules: t divides the attention heads, the key/value heads and the FFN width, and stays inside a node
 unless allowed; cp divides the sequence (and t·cp divides it under sequence parallelism); p·v chunks split the
 layers evenly, or Llama 3's way with one layer fewer on the first and last chunk; every schedule's rule on m.
 """
