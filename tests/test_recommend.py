@@ -143,3 +143,14 @@ def test_screening_keeps_the_brute_force_best() -> None:
 def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
     res = run_pplan(capsys, "recommend", *args)
     assert res.code == 2 and needle in res.err and len(res.err.strip().splitlines()) == 1, res.err
+
+
+def test_printed_explain_command_reproduces_the_best(capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    res = run_pplan(capsys, "recommend", "--top", "1")
+    command = res.out.strip().splitlines()[-1].strip()
+    assert command.startswith("pplan explain")
+    best = _json(capsys, "--top", "1")["candidates"][0]["performance"]["tokens_per_s"]
+    doc = run_pplan(capsys, *shlex.split(command)[1:], "--json").json()
+    assert doc["performance"]["tokens_per_s"] == pytest.approx(best)

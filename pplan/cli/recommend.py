@@ -167,6 +167,28 @@ def recommend(
         f"{inputs['seq_len']:,} tokens: best {len(result.candidates)} by predicted tokens/s"
     )
     console.print(render_recommend(result, title, elapsed))
+    if result.candidates:
+        console.print("Every number of the best, with its derivation:", style="bold")
+        console.print("  " + explain_command(model, hardware, result.candidates[0].request), soft_wrap=True)
+
+
+def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
+    """The `pplan explain` command line that shows `req` in full."""
+    args = [
+        "pplan explain", f"--model {model}", f"--hardware {hardware}", f"--gpus {req.gpus}",
+        f"--global-batch {req.global_batch}", f"--tp {req.tp}", f"--pp {req.pp}", f"--cp {req.cp}",
+        f"--micro-batch {req.micro_batch}", f"--schedule {req.schedule}", f"--recompute {req.recompute}",
+        f"--zero-stage {req.zero_stage}", f"--grad-dtype {req.grad_dtype}",
+    ]  # fmt: skip
+    if req.seq_len is not None:
+        args.append(f"--seq-len {req.seq_len}")
+    if req.vp is not None:
+        args.append(f"--vp {req.vp}")
+    if req.first_stage_layers is not None:
+        args.append(f"--first-stage-layers {req.first_stage_layers}")
+    if req.last_stage_layers is not None:
+        args.append(f"--last-stage-layers {req.last_stage_layers}")
+    return " ".join(args)
 
 
 def launchers_names() -> tuple[str, ...]:
