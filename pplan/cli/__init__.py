@@ -12,7 +12,7 @@ from pplan.cli.app import app, err_console
 from pplan.errors import PplanError
 
 # Importing the command modules registers their commands on `app`.
-from pplan.cli import explain, profiles, recommend, schedule, validate  # noqa: F401  isort: skip
+from pplan.cli import bench, explain, profiles, recommend, schedule, validate  # noqa: F401  isort: skip
 
 EXIT_USAGE = 2
 

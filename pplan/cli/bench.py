@@ -1,0 +1,295 @@
+"""`pplan bench`: run a schedule on a real PyTorch pipeline, measure it, and set pplan's prediction beside it.
+
+Parses the options into a `pplan.bench.config.BenchConfig` (bad schedule, p, v or m: the registry's one-line
+error), checks that torch is installed (else: pip install "pplan[bench]"), launches the ranks
+(`pplan.bench.worker`, imported only here and only then), and shows the measured timeline, the predicted one and
+a table of measured against predicted with the error. `--json` prints the pplan.bench/1 document; `--report`
+writes it; `--svg` draws both timelines; `--calibrate` fits a hardware profile's GEMM efficiency to the measured
+passes and writes it (`--out`). Under torchrun the command runs as one rank and only rank 0 prints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
+from pplan.bench.config import BenchConfig, require_torch
+from pplan.catalog import load_hardware
+from pplan.cli.app import app, console
+from pplan.cli.schedule import timeline_json
+from pplan.errors import ConfigError, PplanError
+from pplan.render.schedule import timeline_renderable, timeline_svg
+
+
+class ModeChoice(StrEnum):
+    sleep = "sleep"
+    compute = "compute"
+
+
+class RuntimeChoice(StrEnum):
+    auto = "auto"
+    torch = "torch"
+    csv = "csv"
+
+
+class DTypeChoice(StrEnum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+
+
+def _write(path: Path, text: str, flag: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise PplanError(flag, f"cannot write {path} ({err.strerror})", "give a writable path") from err
+
+
+def _svg_height(svg: str) -> int:
+    match = re.search(r'height="(\d+)"', svg)
+    assert match is not None
+    return int(match.group(1))
+
+
+def both_svg(result: BenchResult) -> str:
+    """The measured timeline above the predicted one, one SVG (each drawn by `timeline_svg`)."""
+    parts = []
+    y = 0
+    for label, timeline in (("measured", result.measured), ("predicted", result.predicted)):
+        body = timeline_svg(timeline, unit="ms")
+        h = _svg_height(body)
+        parts.append(
+            f'<text x="8" y="{y + 16}" font-size="13" font-weight="bold" '
+            f'font-family="DejaVu Sans, Helvetica, Arial, sans-serif">{label}</text>'
+        )
+        parts.append(body.replace("<svg ", f'<svg y="{y + 20}" ', 1))
+        y += h + 24
+    width = 1200
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" viewBox="0 0 {width} {y}">\n'
+        + "\n".join(parts)
+        + "\n</svg>\n"
+    )
+
+
+def _fmt_list(values: tuple[float, ...] | tuple[int, ...] | list[int], digits: int = 0) -> str:
+    return ", ".join(f"{v:.{digits}f}" if digits else f"{v:g}" for v in values)
+
+
+def comparison_table(result: BenchResult) -> Table:
+    """Measured against predicted, one row per figure, with the error and the check."""
+    m, p = result.measured, result.predicted
+    mi, pi = result.measured_in_flight, result.predicted_in_flight
+    checks = result.checks()
+    table = Table(title="Measured against predicted (pplan's simulator with the measured pass times)")
+    for col in ("figure", "measured", "predicted", "error", "check"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+
+    def mark(name: str) -> Text:
+        return Text("ok", style="green") if checks[name] else Text("MISMATCH", style="bold red")
+
+    table.add_row(
+        "bubble, fraction of step",
+        f"{m.bubble_fraction_of_step:.3f}",
+        f"{p.bubble_fraction_of_step:.3f}",
+        f"{result.bubble_error:+.3f}",
+        Text(f"≤ {BUBBLE_TOLERANCE}", style="green")
+        if checks["bubble_within_tolerance"]
+        else Text(f"> {BUBBLE_TOLERANCE}", style="bold red"),
+    )
+    table.add_row(
+        "bubble, fraction of ideal",
+        f"{m.bubble_fraction_of_ideal:.3f}",
+        f"{p.bubble_fraction_of_ideal:.3f}",
+        f"{m.bubble_fraction_of_ideal - p.bubble_fraction_of_ideal:+.3f}",
+        "",
+    )
+    rel = (m.makespan - p.makespan) / p.makespan if p.makespan else 0.0
+    table.add_row("step time (ms)", f"{m.makespan:.1f}", f"{p.makespan:.1f}", f"{rel:+.1%}", "")
+    table.add_row(
+        "micro-batches in flight per stage",
+        _fmt_list(mi.per_stage),
+        _fmt_list(pi.per_stage),
+        "",
+        mark("in_flight_per_stage"),
+    )
+    table.add_row(
+        "stage-micro-batches in flight per rank",
+        _fmt_list(mi.per_rank),
+        _fmt_list(pi.per_rank),
+        "",
+        mark("in_flight_per_rank"),
+    )
+    table.add_row(
+        "peak activation bytes per stage",
+        _fmt_list(mi.bytes_per_stage),
+        _fmt_list(pi.bytes_per_stage),
+        "",
+        mark("activation_peak_bytes_per_stage"),
+    )
+    table.add_row(
+        "bytes per P2P message",
+        _fmt_list(result.message_bytes),
+        f"{result.predicted_message_bytes}",
+        "",
+        mark("message_bytes"),
+    )
+    table.add_row(
+        "P2P messages per step",
+        f"{result.messages_per_step}",
+        f"{p.p2p_messages}",
+        f"{result.messages_per_step - p.p2p_messages:+d}",
+        mark("messages_per_step"),
+    )
+    return table
+
+
+def _details(result: BenchResult) -> Text:
+    c = result.config
+    lines = [
+        f"pass times per stage (ms, the simulator's input): F {_fmt_list(result.f_ms, 2)}; "
+        f"I {_fmt_list(result.i_ms, 2)}; W {_fmt_list(result.w_ms, 2)}",
+        f"hop latency {result.hop_latency_ms:.3f} ms ({result.hop_samples} waits), dispatch before each pass "
+        f"{result.dispatch_ms:.3f} ms ({result.dispatch_samples} gaps); step times "
+        f"{_fmt_list(result.step_times_ms, 1)} ms (step {result.reported_step + 1} shown)",
+        f"activation bytes per micro-batch per stage {_fmt_list(result.activation_bytes_per_stage)}; gradients "
+        f"against a single-process reference: max relative error {result.grad_max_rel_error:.2e}",
+    ]
+    peaks = [b for b in result.peak_device_bytes if b is not None]
+    if peaks:
+        lines.append(f"CUDA max allocated per rank (bytes): {_fmt_list(tuple(peaks))}")
+    if not result.order_matches:
+        lines.append(f"torch ran {c.schedule} in a different order from pplan's lists")
+    return Text("\n".join(lines), style="grey62")
+
+
+@app.command()
+def bench(
+    schedule: Annotated[
+        str,
+        typer.Option(
+            help="gpipe, 1f1b, interleaved-1f1b, looped-bfs, interleaved-zb, zb-h1, zb-h2, zbv, dualpipev"
+        ),
+    ] = "1f1b",
+    pp: Annotated[int, typer.Option(help="Pipeline ranks p (processes launched).")] = 2,
+    microbatches: Annotated[int, typer.Option(help="Micro-batches m per step.")] = 4,
+    vp: Annotated[
+        int | None, typer.Option(help="Stages per rank v (interleaved: ≥ 2; V schedules: 2).")
+    ] = None,
+    mode: Annotated[
+        ModeChoice | None,
+        typer.Option(
+            help="sleep: blocks with fixed F/I/W times; compute: real transformer layers (default with --calibrate)."
+        ),
+    ] = None,
+    runtime: Annotated[
+        RuntimeChoice,
+        typer.Option(
+            help="torch: torch's schedule class; csv: pplan's lists through torch's runtime; auto: torch's where it has one."
+        ),
+    ] = RuntimeChoice.auto,
+    model: Annotated[
+        str, typer.Option(help="Model profile the compute blocks are scaled from.")
+    ] = "gpt-1.7b",
+    hidden: Annotated[int, typer.Option(help="Width h of the scaled-down blocks (a multiple of 16).")] = 64,
+    seq_len: Annotated[int, typer.Option(help="Sequence length s.")] = 16,
+    micro_batch: Annotated[int, typer.Option(help="Sequences per micro-batch b.")] = 2,
+    layers_per_stage: Annotated[int, typer.Option(help="Transformer layers per stage (compute mode).")] = 1,
+    f_ms: Annotated[float, typer.Option(help="Sleep mode: forward time per stage, ms.")] = 6.0,
+    i_ms: Annotated[float, typer.Option(help="Sleep mode: input-gradient time per stage, ms.")] = 6.0,
+    w_ms: Annotated[float, typer.Option(help="Sleep mode: weight-gradient time per stage, ms.")] = 6.0,
+    steps: Annotated[int, typer.Option(help="Measured steps (after the warm-up).")] = 3,
+    warmup: Annotated[int, typer.Option(help="Warm-up steps (the first step also infers shapes).")] = 1,
+    dtype: Annotated[DTypeChoice, typer.Option(help="Parameter and activation dtype.")] = DTypeChoice.float32,
+    timeout: Annotated[float, typer.Option(help="Seconds a rank waits on another before failing.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pplan.bench/1 JSON document.")] = False,
+    svg: Annotated[
+        Path | None, typer.Option(help="Write the measured and predicted timelines as SVG.")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the JSON document to this file.")] = None,
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate", help="Fit --hardware's GEMM efficiency to the measured passes.")
+    ] = False,
+    hardware: Annotated[str | None, typer.Option(help="Hardware profile to calibrate.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Where --calibrate writes the fitted profile (TOML).")
+    ] = None,
+) -> None:
+    """Run a schedule on real PyTorch pipeline stages and compare the measured step with pplan's prediction."""
+    if calibrate:
+        if hardware is None or out is None:
+            raise ConfigError(
+                "--calibrate",
+                "needs --hardware NAME and --out FILE",
+                "e.g. --hardware h100-sxm-80gb --out fitted.toml",
+            )
+        if mode == ModeChoice.sleep:
+            raise ConfigError("--mode", "calibration needs real compute, not sleeps", "use --mode compute")
+    elif hardware is not None or out is not None:
+        raise ConfigError("--hardware", "--hardware and --out belong to --calibrate", "add --calibrate")
+    config = BenchConfig(
+        schedule=schedule,
+        pp=pp,
+        microbatches=microbatches,
+        vp=vp,
+        mode=(mode or (ModeChoice.compute if calibrate else ModeChoice.sleep)).value,
+        runtime=runtime.value,
+        model=model,
+        hidden=hidden,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        layers_per_stage=layers_per_stage,
+        f_ms=f_ms,
+        i_ms=i_ms,
+        w_ms=w_ms,
+        steps=steps,
+        warmup=warmup,
+        dtype=dtype.value,
+        timeout_s=timeout,
+    )
+    hw = load_hardware(hardware) if calibrate and hardware is not None else None
+    require_torch()
+    from pplan.bench.analysis import analyse
+    from pplan.bench.worker import launch
+
+    records = launch([config])
+    if records is None:  # a rank other than 0 under torchrun: rank 0 reports
+        return
+    result = analyse(config, records[0])
+    doc = result_json(result, timeline_json)
+    calibration = None
+    if hw is not None:
+        from pplan.bench.calibrate import fit_matmul, hardware_toml
+
+        calibration = fit_matmul(result, hw)
+        assert out is not None
+        _write(out, hardware_toml(calibration), "--out")
+        doc["calibration"] = {
+            "hardware": calibration.hardware.name,
+            "matmul": calibration.matmul,
+            "measured_busy_ms": calibration.measured_s * 1e3,
+            "out": str(out),
+        }
+    if report is not None:
+        _write(report, json.dumps(doc, indent=2) + "\n", "--report")
+    if svg is not None:
+        _write(svg, both_svg(result), "--svg")
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    console.print(Text(config.describe(), style="bold"))
+    console.print(Text(f"Measured ({result.device}, {result.backend})", style="bold underline"))
+    console.print(timeline_renderable(result.measured, unit="ms"))
+    console.print(Text("Predicted by pplan", style="bold underline"))
+    console.print(timeline_renderable(result.predicted, unit="ms"))
+    console.print(Group(comparison_table(result), _details(result)))
+    if calibration is not None:
+        console.print(f"Fitted GEMM efficiency: {calibration.matmul:.4g} of the peak; wrote {out}")

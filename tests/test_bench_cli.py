@@ -1,0 +1,143 @@
+"""`pplan bench` from the command line: one-line errors for bad input, and one real run end to end (--json with
+the keys of `pplan schedule --json`, --report, --svg, --calibrate writing a profile `pplan` plans with)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pplan.catalog import load_hardware
+from tests.cli_run import CliResult, run_pplan
+
+
+def _one_line_error(res: CliResult, *needles: str) -> None:
+    assert res.code == 2, (res.code, res.out, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("pplan: error: ")
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("--schedule", "nope"), ("--schedule", "unknown schedule", "zb-h1")),
+        (("--schedule", "dualpipev", "--pp", "2", "--microbatches", "2"), ("--microbatches", "at least 4")),
+        (
+            ("--schedule", "1f1b", "--pp", "4", "--microbatches", "2"),
+            ("--microbatches", "Schedule1F1B", "csv"),
+        ),
+        (("--schedule", "interleaved-1f1b", "--vp", "1"), ("--vp",)),
+        (("--schedule", "dualpipe"), ("one chain", "dualpipev")),
+        (("--schedule", "zb-h1", "--runtime", "torch"), ("--runtime", "csv")),
+        (("--pp", "1"), ("--pp", "at least 2")),
+        (("--steps", "0"), ("--steps",)),
+        (("--f-ms", "-1"), ("--f-ms",)),
+        (("--mode", "compute", "--hidden", "50"), ("--hidden", "multiple of 16")),
+        (("--mode", "compute", "--model", "no-such-model"), ("model", "llama3-8b")),
+        (("--calibrate",), ("--calibrate", "--hardware", "--out")),
+        (
+            ("--calibrate", "--hardware", "h100-sxm-80gb", "--out", "x.toml", "--mode", "sleep"),
+            ("--mode compute",),
+        ),
+        (("--hardware", "h100-sxm-80gb"), ("--calibrate",)),
+        (("--calibrate", "--hardware", "no-such-gpu", "--out", "x.toml"), ("hardware", "h100-sxm-80gb")),
+    ],
+)
+def test_bad_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    _one_line_error(run_pplan(capsys, "bench", *args), *needles)
+
+
+def test_without_torch_says_how_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    _one_line_error(run_pplan(capsys, "bench", "--schedule", "1f1b"), "torch", 'pip install "pplan[bench]"')
+
+
+def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.pipelining")
+    from pplan.cli.schedule import timeline_json
+    from pplan.schedules import get_schedule
+    from pplan.timeline import simulate
+
+    out, report, svg = tmp_path / "fitted.toml", tmp_path / "report.json", tmp_path / "run.svg"
+    res = run_pplan(
+        capsys,
+        "bench",
+        "--calibrate",
+        "--hardware",
+        "h100-sxm-80gb",
+        "--out",
+        str(out),
+        "--schedule",
+        "gpipe",
+        "--microbatches",
+        "2",
+        "--steps",
+        "1",
+        "--json",
+        "--report",
+        str(report),
+        "--svg",
+        str(svg),
+    )
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert doc["schema"] == "pplan.bench/1"
+    assert doc["config"]["mode"] == "compute"
+    schedule_keys = set(timeline_json(simulate(get_schedule("gpipe", 2, 2))))
+    assert schedule_keys <= set(doc["measured"]) and schedule_keys <= set(doc["predicted"])
+    assert {"bubble_fraction_of_step", "checks", "ok"} <= set(doc["error"])
+    assert doc["measured"]["p2p_messages_per_step"] == 4  # 2 micro-batches × 1 boundary × 2 directions
+    assert json.loads(report.read_text()) == doc
+    assert svg.read_text().count('class="action"') == 2 * 8  # measured and predicted, 8 passes each
+    fitted = load_hardware(str(out))
+    assert fitted.efficiency.matmul == pytest.approx(doc["calibration"]["matmul"])
+    assert 0 < fitted.efficiency.matmul < 1 and fitted.efficiency.calibrated
+    # a profile pplan plans with: explain runs on it
+    plan = run_pplan(
+        capsys, "explain", "--model", "llama3-8b", "--hardware", str(out), "--gpus", "16", "--global-batch", "8",
+        "--pp", "2", "--json",
+    )  # fmt: skip
+    assert plan.code == 0, plan.err
+
+
+def test_terminal_output(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.pipelining")
+    res = run_pplan(capsys, "bench", "--schedule", "zb-h1", "--microbatches", "2", "--steps", "1", "--f-ms", "2",
+                    "--i-ms", "2", "--w-ms", "2")  # fmt: skip
+    assert res.code == 0, res.err
+    for text in (
+        "Measured",
+        "Predicted by pplan",
+        "bubble, fraction of step",
+        "P2P messages per step",
+        "rank 1",
+    ):
+        assert text in res.out
+
+
+def test_a_failing_rank_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception on a rank (here injected into the forked workers) ends the launch with that rank's error."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.pipelining")
+    import pplan.bench.worker as worker
+
+    def boom(*args: object) -> None:
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(worker, "run_case", boom)
+    _one_line_error(
+        run_pplan(capsys, "bench", "--steps", "1"), "bench: rank", "RuntimeError: injected failure"
+    )
