@@ -81,7 +81,8 @@ def both_svg(result: BenchResult) -> str:
 
 
 def _fmt_list(values: tuple[float, ...] | tuple[int, ...] | list[int], digits: int = 0) -> str:
-    return ", ".join(f"{v:.{digits}f}" if digits else f"{v:g}" for v in values)
+    """Numbers with `digits` decimals; with none, whole numbers with thousands separators."""
+    return ", ".join(f"{v:.{digits}f}" if digits else f"{round(v):,}" for v in values)
 
 
 def comparison_table(result: BenchResult) -> Table:
@@ -138,7 +139,7 @@ def comparison_table(result: BenchResult) -> Table:
     table.add_row(
         "bytes per P2P message",
         _fmt_list(result.message_bytes),
-        f"{result.predicted_message_bytes}",
+        f"{result.predicted_message_bytes:,}",
         "",
         mark("message_bytes"),
     )
@@ -154,9 +155,13 @@ def comparison_table(result: BenchResult) -> Table:
 
 def _details(result: BenchResult) -> Text:
     c = result.config
+    split = {a.stage for row in c.plan.actions for a in row if a.kind in ("I", "W")}
+    backward = ", ".join(
+        f"I {i:.2f} + W {w:.2f}" if s in split else f"B {i:.2f}"
+        for s, (i, w) in enumerate(zip(result.i_ms, result.w_ms, strict=True))
+    )
     lines = [
-        f"pass times per stage (ms, the simulator's input): F {_fmt_list(result.f_ms, 2)}; "
-        f"I {_fmt_list(result.i_ms, 2)}; W {_fmt_list(result.w_ms, 2)}",
+        f"pass times per stage (ms, the simulator's input): F {_fmt_list(result.f_ms, 2)}; backward {backward}",
         f"hop latency {result.hop_latency_ms:.3f} ms ({result.hop_samples} waits), dispatch before each pass "
         f"{result.dispatch_ms:.3f} ms ({result.dispatch_samples} gaps); step times "
         f"{_fmt_list(result.step_times_ms, 1)} ms (step {result.reported_step + 1} shown)",
