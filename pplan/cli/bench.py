@@ -25,8 +25,8 @@ from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
 from pplan.bench.config import BenchConfig, require_torch
 from pplan.catalog import load_hardware
 from pplan.cli.app import app, console
-from pplan.cli.schedule import timeline_json
-from pplan.errors import ConfigError, PplanError
+from pplan.cli.schedule import _write, timeline_json
+from pplan.errors import ConfigError
 from pplan.render.schedule import timeline_renderable, timeline_svg
 
 
@@ -44,13 +44,6 @@ class RuntimeChoice(StrEnum):
 class DTypeChoice(StrEnum):
     float32 = "float32"
     bfloat16 = "bfloat16"
-
-
-def _write(path: Path, text: str, flag: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError as err:
-        raise PplanError(flag, f"cannot write {path} ({err.strerror})", "give a writable path") from err
 
 
 def _svg_height(svg: str) -> int:
