@@ -281,9 +281,16 @@ def search(
                 ratio_floor = min(ratio_floor, cand.tokens_per_s / report.performance.tokens_per_s)
     result.rejected["not simulated (screened lower)"] += len(screened) - result.simulated
     accepted.sort(key=_rank_key)
+    shown: list[Candidate] = []
+    for cand in accepted:
+        if len(shown) == req.top_n:
+            result.rejected["ranked below the top"] += 1
+        elif any(_equivalent(cand, kept) for kept in shown):
+            result.rejected["same as a shown one but for b·cp (equal throughput)"] += 1
+        else:
+            shown.append(cand)
     # The shown few get the full breakdown (exposed P2P separated from the bubble): one more simulation each.
-    result.candidates = [_with_p2p_split(model, hw, c) for c in accepted[: req.top_n]]
-    result.rejected["ranked below the top"] += len(accepted) - len(result.candidates)
+    result.candidates = [_with_p2p_split(model, hw, c) for c in shown]
     misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
     distinct: list[Miss] = []
     for miss in misses:  # one line per distinct shortfall, not every b / cp variant of it
@@ -303,6 +310,27 @@ def _with_p2p_split(model: ModelSpec, hw: HardwareSpec, c: Candidate) -> Candida
     assert c.plan is not None and c.run is not None
     perf = performance(model, hw, c.plan, c.run, with_sensitivity=False, split_p2p=True)
     return Candidate(c.request, c.report.model_copy(update={"performance": perf}))
+
+
+def _equivalent(a: Candidate, b: Candidate) -> bool:
+    """Same cut and schedule, throughput within 0.1 %: only how b, cp and d share the batch differs."""
+    pa, pb = a.report.plan, b.report.plan
+    same = (pa.tp, pa.pp, pa.vp, pa.schedule, pa.recompute, pa.zero_stage, pa.layers_per_chunk) == (
+        pb.tp,
+        pb.pp,
+        pb.vp,
+        pb.schedule,
+        pb.recompute,
+        pb.zero_stage,
+        pb.layers_per_chunk,
+    )
+    ta, tb = a.report.performance, b.report.performance
+    return (
+        same
+        and ta is not None
+        and tb is not None
+        and abs(ta.tokens_per_s - tb.tokens_per_s) <= 1e-3 * tb.tokens_per_s
+    )
 
 
 def _rank_key(c: Candidate) -> tuple[float, float, int]:

@@ -90,7 +90,14 @@ def test_rejections_account_for_every_configuration() -> None:
     res = search(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
     after_enumeration = res.rejected["out of memory (screened)"]
     assert res.enumerated == after_enumeration + res.screened_feasible
-    tail = sum(res.rejected[k] for k in ("ranked below the top", "out of memory (simulated)"))
+    tail = sum(
+        res.rejected[k]
+        for k in (
+            "ranked below the top",
+            "out of memory (simulated)",
+            "same as a shown one but for b·cp (equal throughput)",
+        )
+    )
     tail += sum(v for k, v in res.rejected.items() if k.startswith("invalid"))
     assert res.simulated == len(res.candidates) + tail
     assert res.screened_feasible == res.simulated + res.rejected["not simulated (screened lower)"]
