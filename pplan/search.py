@@ -282,13 +282,13 @@ def search(
     result.rejected["not simulated (screened lower)"] += len(screened) - result.simulated
     accepted.sort(key=_rank_key)
     shown: list[Candidate] = []
-    for cand in accepted:
+    for ranked in accepted:
         if len(shown) == req.top_n:
             result.rejected["ranked below the top"] += 1
-        elif any(_equivalent(cand, kept) for kept in shown):
+        elif any(_equivalent(ranked, kept) for kept in shown):
             result.rejected["same as a shown one but for b·cp (equal throughput)"] += 1
         else:
-            shown.append(cand)
+            shown.append(ranked)
     # The shown few get the full breakdown (exposed P2P separated from the bubble): one more simulation each.
     result.candidates = [_with_p2p_split(model, hw, c) for c in shown]
     misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
