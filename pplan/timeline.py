@@ -446,45 +446,7 @@ def simulate(
     off = comp.offsets
     starts = tuple(tuple(g_start[off[r] : off[r + 1]]) for r in range(schedule.p))
     ends = tuple(tuple(g_end[off[r] : off[r + 1]]) for r in range(schedule.p))
-    makespan = max(end) if n else 0.0
-    busiest = max(busy)
-    bubble = makespan - busiest
-    spans = tuple((e[-1] - s[0]) if s else 0.0 for s, e in zip(starts, ends, strict=True))
-
-    peak_bytes_stage: tuple[float, ...] | None = None
-    peak_bytes_rank: tuple[float, ...] | None = None
-    if activation_bytes is not None:
-        if isinstance(activation_bytes, int | float):
-            weights = [float(activation_bytes)] * schedule.num_stages
-        else:
-            weights = [float(x) for x in activation_bytes]
-            if len(weights) != schedule.num_stages:
-                raise ConfigError(
-                    "activation_bytes",
-                    f"has {len(weights)} values for {schedule.num_stages} stages",
-                    "give one number, or one per virtual stage",
-                )
-        ps, pr = _peaks(schedule, weights)
-        peak_bytes_stage, peak_bytes_rank = tuple(ps), tuple(pr)
-
-    return Timeline(
-        schedule=schedule,
-        start=starts,
-        end=ends,
-        makespan=makespan,
-        busy_per_rank=tuple(busy),
-        bubble=bubble,
-        bubble_fraction_of_step=bubble / makespan if makespan > 0 else 0.0,
-        bubble_fraction_of_ideal=bubble / busiest if busiest > 0 else 0.0,
-        span_per_rank=spans,
-        idle_in_span_per_rank=tuple(sp - bz for sp, bz in zip(spans, busy, strict=True)),
-        peak_in_flight_per_stage=comp.peak_stage,
-        peak_in_flight_per_rank=comp.peak_rank,
-        peak_bytes_per_stage=peak_bytes_stage,
-        peak_bytes_per_rank=peak_bytes_rank,
-        p2p_forward_messages=comp.p2p_fwd,
-        p2p_backward_messages=comp.p2p_bwd,
-    )
+    return _summarise(schedule, comp, starts, ends, tuple(busy), activation_bytes)
 
 
 def timeline_from_records(
@@ -531,6 +493,18 @@ def timeline_from_records(
     starts = tuple(tuple(t0 - zero for t0, _, _ in row) for row in rows)
     ends = tuple(tuple(t1 - zero for _, t1, _ in row) for row in rows)
     busy = tuple(sum(t1 - t0 for t0, t1, _ in row) for row in rows)
+    return _summarise(schedule, comp, starts, ends, busy, activation_bytes)
+
+
+def _summarise(
+    schedule: Schedule,
+    comp: _Compiled,
+    starts: tuple[tuple[float, ...], ...],
+    ends: tuple[tuple[float, ...], ...],
+    busy: tuple[float, ...],
+    activation_bytes: PerStage | None,
+) -> Timeline:
+    """The `Timeline` of start and end times per rank (simulated or measured) and busy time per rank."""
     makespan = max((e[-1] for e in ends if e), default=0.0)
     busiest = max(busy)
     bubble = makespan - busiest
@@ -542,10 +516,12 @@ def timeline_from_records(
             weights = [float(activation_bytes)] * schedule.num_stages
         else:
             weights = [float(x) for x in activation_bytes]
-        if len(weights) != schedule.num_stages:
-            raise ConfigError(
-                "activation_bytes", f"has {len(weights)} values for {schedule.num_stages} stages", ""
-            )
+            if len(weights) != schedule.num_stages:
+                raise ConfigError(
+                    "activation_bytes",
+                    f"has {len(weights)} values for {schedule.num_stages} stages",
+                    "give one number, or one per virtual stage",
+                )
         ps, pr = _peaks(schedule, weights)
         peak_bytes_stage, peak_bytes_rank = tuple(ps), tuple(pr)
     return Timeline(
