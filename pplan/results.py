@@ -210,3 +210,46 @@ class ExplainReport(_Out):
     """Everything pplan assumed rather than was told."""
     advice: list[str]
     """Remedies and warnings worth a look (bubble, imbalance, memory)."""
+
+
+RECOMMEND_SCHEMA = "pplan.recommend/1"
+
+
+class RecommendInputs(_Out):
+    model: str
+    hardware: str
+    gpus: int
+    global_batch: int
+    seq_len: int
+    launcher: str | None
+    """Only configurations this launcher can run were kept (None: any)."""
+
+
+class RecommendCandidate(_Out):
+    rank: int
+    plan: PlanOut
+    memory: MemoryOut
+    pipeline: PipelineOut
+    performance: PerformanceOut | None
+    explain_command: str
+    """The `pplan explain` command line that shows this configuration in full."""
+
+
+class ClosestMiss(_Out):
+    plan: str
+    need_bytes: float
+    """Memory the most loaded stage needs (plus any requested headroom)."""
+    usable_bytes: float
+
+
+class RecommendReport(_Out):
+    schema_: str = Field(RECOMMEND_SCHEMA, alias="schema")
+    inputs: RecommendInputs
+    candidates: list[RecommendCandidate]
+    """Best first: predicted tokens/s, ties to less peak memory, then the smaller model replica (t·p·cp)."""
+    rejected: dict[str, int]
+    """Configurations not shown, counted per reason."""
+    closest_misses: list[ClosestMiss]
+    """The configurations that missed usable memory by the least."""
+    enumerated: int
+    simulated: int

@@ -161,3 +161,13 @@ def test_printed_explain_command_reproduces_the_best(capsys: pytest.CaptureFixtu
     best = _json(capsys, "--top", "1")["candidates"][0]["performance"]["tokens_per_s"]
     doc = run_pplan(capsys, *shlex.split(command)[1:], "--json").json()
     assert doc["performance"]["tokens_per_s"] == pytest.approx(best)
+
+
+def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    from pplan.results import RecommendReport
+
+    doc = _json(capsys, "--top", "2")
+    RecommendReport.model_validate(doc)  # the document parses back into its own schema
+    schema = run_pplan(capsys, "schema", "recommend").json()
+    assert {"schema", "inputs", "candidates", "rejected", "closest_misses"} <= schema["properties"].keys()
+    assert doc["candidates"][0]["explain_command"].startswith("pplan explain --model llama3-70b")

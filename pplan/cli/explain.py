@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated, TypeVar
 
 import typer
+from pydantic import BaseModel
 
 from pplan import launchers
 from pplan.catalog import load_hardware, load_model
@@ -15,7 +16,7 @@ from pplan.errors import ConfigError
 from pplan.estimate import explain as explain_plan
 from pplan.plan import PlanRequest, make_plan
 from pplan.render.explain import render_explain
-from pplan.results import ExplainReport
+from pplan.results import ExplainReport, RecommendReport
 
 T = TypeVar("T")
 
@@ -169,10 +170,10 @@ def explain(
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="Which document: explain.")] = "explain",
+    name: Annotated[str, typer.Argument(help="Which document: explain or recommend.")] = "explain",
 ) -> None:
     """Print the JSON Schema of a pplan JSON document."""
-    schemas = {"explain": ExplainReport}
+    schemas: dict[str, type[BaseModel]] = {"explain": ExplainReport, "recommend": RecommendReport}
     if name not in schemas:
         raise ConfigError("schema", f"unknown document {name!r}", f"use one of: {', '.join(schemas)}")
     print(json.dumps(schemas[name].model_json_schema(by_alias=True), indent=2))

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from enum import StrEnum
-from typing import Annotated, Any, cast
+from typing import Annotated, cast
 
 import typer
 from rich.progress import Progress
@@ -17,9 +17,8 @@ from pplan.cli.app import app, console, err_console
 from pplan.errors import ConfigError
 from pplan.plan import GradDtype, PlanRequest, Recompute, make_plan
 from pplan.render.recommend import render_recommend
+from pplan.results import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.search import SearchRequest, SearchResult, search
-
-RECOMMEND_SCHEMA = "pplan.recommend/1"
 
 
 class Format(StrEnum):
@@ -46,28 +45,31 @@ def _split(flag: str, text: str | None, allowed: tuple[str, ...]) -> tuple[str, 
     return values
 
 
-def recommend_json(result: SearchResult, inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": RECOMMEND_SCHEMA,
-        "inputs": inputs,
-        "candidates": [
-            {
-                "rank": i,
-                "plan": c.report.plan.model_dump(mode="json"),
-                "memory": c.report.memory.model_dump(mode="json"),
-                "pipeline": c.report.pipeline.model_dump(mode="json"),
-                "performance": c.report.performance.model_dump(mode="json") if c.report.performance else None,
-            }
+def recommend_report(
+    result: SearchResult, inputs: RecommendInputs, model: str, hardware: str
+) -> RecommendReport:
+    """The `--format json` document ("pplan.recommend/1"; `pplan schema recommend` prints its JSON Schema)."""
+    return RecommendReport(
+        inputs=inputs,
+        candidates=[
+            RecommendCandidate(
+                rank=i,
+                plan=c.report.plan,
+                memory=c.report.memory,
+                pipeline=c.report.pipeline,
+                performance=c.report.performance,
+                explain_command=explain_command(model, hardware, c.request),
+            )
             for i, c in enumerate(result.candidates, 1)
         ],
-        "rejected": dict(result.rejected),
-        "closest_misses": [
-            {"plan": m.summary, "need_bytes": m.need_bytes, "usable_bytes": m.usable_bytes}
+        rejected=dict(result.rejected),
+        closest_misses=[
+            ClosestMiss(plan=m.summary, need_bytes=m.need_bytes, usable_bytes=m.usable_bytes)
             for m in result.closest_misses
         ],
-        "enumerated": result.enumerated,
-        "simulated": result.simulated,
-    }
+        enumerated=result.enumerated,
+        simulated=result.simulated,
+    )
 
 
 @app.command()
@@ -148,10 +150,17 @@ def recommend(
     else:
         result = search(model_spec, hardware_spec, request, None, launcher_reason)
     elapsed = time.perf_counter() - started
-    inputs = {"model": model_spec.name, "hardware": hardware_spec.name, "gpus": gpus, "global_batch": global_batch,
-              "seq_len": seq_len or model_spec.seq_len, "launcher": request.launcher}  # fmt: skip
+    inputs = RecommendInputs(
+        model=model_spec.name,
+        hardware=hardware_spec.name,
+        gpus=gpus,
+        global_batch=global_batch,
+        seq_len=seq_len or model_spec.seq_len,
+        launcher=request.launcher,
+    )
     if output is Format.json:
-        print(json.dumps(recommend_json(result, inputs), indent=2))
+        doc = recommend_report(result, inputs, model, hardware).model_dump(mode="json", by_alias=True)
+        print(json.dumps(doc, indent=2))
         return
     if output in (Format.megatron, Format.torchtitan):
         if not result.candidates:
@@ -164,7 +173,7 @@ def recommend(
         return
     title = (
         f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
-        f"{inputs['seq_len']:,} tokens: best {len(result.candidates)} by predicted tokens/s"
+        f"{inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
     )
     console.print(render_recommend(result, title, elapsed))
     if result.candidates:
