@@ -237,6 +237,7 @@ def _stage_out(plan: Plan, r: RankMemory) -> StageMemory:
         activation_bytes=r.activation_bytes,
         extra_activation_bytes=r.extra_activation_bytes,
         recompute_working_bytes=r.recompute_working_bytes,
+        gathered_weights_bytes=r.gathered_weights_bytes,
         in_flight_microbatches=r.in_flight_microbatches,
         in_flight_chunk_microbatches=list(r.in_flight_chunk_microbatches),
         total_bytes=r.total_bytes,

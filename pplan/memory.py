@@ -8,7 +8,8 @@ ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), Z
 ZeRO-3 (FSDP) also the weights.
 Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.pipeline_sim), plus what the model ends add to
-that peak (`extra_activation_bytes`), plus the transient of one recomputed layer.
+that peak (`extra_activation_bytes`), plus the transient of one recomputed layer, plus (ZeRO-3) the gathered
+weights of the layer running and the one prefetched.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class RankMemory:
     extra_activation_bytes: int
     """Embedding, output-layer, logits and loss buffers for the micro-batches in flight."""
     recompute_working_bytes: int
+    gathered_weights_bytes: int
+    """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP)."""
     in_flight_chunk_microbatches: tuple[int, ...]
     in_flight_microbatches: float
     """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
@@ -83,6 +86,7 @@ class RankMemory:
             + self.activation_bytes
             + self.extra_activation_bytes
             + self.recompute_working_bytes
+            + self.gathered_weights_bytes
         )
 
     @property
@@ -92,6 +96,15 @@ class RankMemory:
     @property
     def headroom_bytes(self) -> int:
         return self.usable_bytes - self.total_bytes
+
+
+def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
+    """ZeRO-3 (FSDP) materialises a layer's full weights to run it and prefetches the next: two layers of BF16
+    weights (per tensor-parallel rank) beyond the shards; zero for ZeRO-0/1/2."""
+    if plan.zero_stage < 3:
+        return 0
+    per_layer = sum(item.per_tp_rank(plan.tp) for item in layer_params(model))
+    return math.ceil(2 * per_layer * WEIGHT_BYTES)
 
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
@@ -138,6 +151,7 @@ def rank_memory(
         activation_bytes=activation_bytes,
         extra_activation_bytes=extra_activation_bytes,
         recompute_working_bytes=act.recompute_working_bytes(model, plan),
+        gathered_weights_bytes=gathered_weights_bytes(model, plan),
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,
         usable_bytes=usable_bytes,

@@ -94,6 +94,8 @@ class StageMemory(_Out):
     """Embedding, output-layer, logits and loss buffers in flight."""
     recompute_working_bytes: int
     """Transient of one recomputed layer (0 without recomputation)."""
+    gathered_weights_bytes: int = 0
+    """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
     in_flight_microbatches: float
     """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]

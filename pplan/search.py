@@ -385,7 +385,14 @@ def _estimate(
     stage_layers = layers / p
     in_flight = _in_flight_stage0(kind.name, p, v, m)
     ends_act = emb_b + (out_b if kind.placement in ("v", "dual") or p == 1 else 0)
-    mem = params_max * per_param + in_flight * stage_layers * act_layer + in_flight * ends_act + working
+    gathered = 2 * layer_p * WEIGHT_BYTES if zero >= 3 else 0.0  # FSDP: running + prefetched layer
+    mem = (
+        params_max * per_param
+        + in_flight * stage_layers * act_layer
+        + in_flight * ends_act
+        + working
+        + gathered
+    )
 
     out_t = screen.output(t, cp, b)
     stage_f, stage_i, stage_w = stage_layers * f, stage_layers * i, stage_layers * w

@@ -77,3 +77,13 @@ def test_uneven_first_and_last_stage() -> None:
     plan = make_plan(model, PlanRequest(gpus=128, global_batch=16, tp=8, pp=16, first_stage_layers=7,
                                         last_stage_layers=7))  # fmt: skip
     assert [c.layers for c in plan.layout.chunks] == [7] + [8] * 14 + [7]
+
+
+def test_zero3_gathers_two_layers_of_weights() -> None:
+    # FSDP runs a layer with its weights gathered and prefetches the next: 2 layers × (params / t) × 2 bytes.
+    report = explain(LLAMA, H100, PlanRequest(gpus=256, global_batch=32, tp=8, pp=4, zero_stage=3))
+    per_layer = 855_654_400  # the seed's Llama-3-70B layer; t = 8 splits all but the two norms (2 × 8192)
+    per_rank = (per_layer - 2 * 8192) / 8 + 2 * 8192
+    assert report.memory.stages[1].gathered_weights_bytes == pytest.approx(2 * per_rank * 2, abs=1)
+    zero1 = explain(LLAMA, H100, PlanRequest(gpus=256, global_batch=32, tp=8, pp=4, zero_stage=1))
+    assert zero1.memory.stages[1].gathered_weights_bytes == 0

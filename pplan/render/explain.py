@@ -52,7 +52,7 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         collapse_padding=True,
         caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed layer; free headroom",
+        "rcmp one recomputed layer; gath ZeRO-3's gathered layer weights; free headroom",
         caption_justify="left",
     )
     columns: list[tuple[str, Callable[[StageMemory], str]]] = [
@@ -68,6 +68,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         columns.append(("ext", lambda s: _g(s.extra_activation_bytes)))
     if any(s.recompute_working_bytes for s in stages):
         columns.append(("rcmp", lambda s: _g(s.recompute_working_bytes)))
+    if any(s.gathered_weights_bytes for s in stages):
+        columns.append(("gath", lambda s: _g(s.gathered_weights_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
     for name, _ in columns:
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
