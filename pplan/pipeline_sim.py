@@ -11,6 +11,8 @@ Virtual stages are the schedule's; for DualPipe, up-pipeline stage p + k runs mo
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +21,7 @@ from pplan.comm import p2p_message_bytes
 from pplan.links import p2p_message_matrix
 from pplan.passtime import PassTimes, chunk_pass_times
 from pplan.plan import Plan
+from pplan.schedules import Schedule
 from pplan.specs import HardwareSpec, ModelSpec
 from pplan.timeline import Durations, Timeline, peak_in_flight, simulate
 
@@ -78,19 +81,66 @@ def simulate_plan(
         msg = p2p_message_bytes(model, plan)
         latency = p2p_message_matrix(hardware, plan.tp, plan.cp, plan.dp, plan.pp, msg)
 
+    key = _run_key(plan, durations, latency, layer_bytes, end_bytes, units)
+    hit = _RUNS.get(key)
+    if hit is not None and hit[0]() is plan.pipeline:
+        return PipelineRun(hit[1].timeline, duration_model, times, *hit[1].peaks)
     timeline = simulate(plan.pipeline, durations, latency, activation_bytes=layer_bytes)
     _, combined = peak_in_flight(plan.pipeline, [a + e for a, e in zip(layer_bytes, end_bytes, strict=True)])
     _, in_units = peak_in_flight(plan.pipeline, units)
     assert timeline.peak_bytes_per_rank is not None
     layers_peak = tuple(round(x) for x in timeline.peak_bytes_per_rank)
-    return PipelineRun(
-        timeline=timeline,
-        duration_model=duration_model,
-        chunk_times=times,
-        activation_bytes=layers_peak,
-        extra_activation_bytes=tuple(
-            max(0, round(c) - a) for c, a in zip(combined, layers_peak, strict=True)
-        ),
-        in_flight_stage_units=in_units,
-        in_flight_per_stage=timeline.peak_in_flight_per_stage,
+    peaks = _Peaks(
+        layers_peak,
+        tuple(max(0, round(c) - a) for c, a in zip(combined, layers_peak, strict=True)),
+        in_units,
+        timeline.peak_in_flight_per_stage,
     )
+    if len(_RUNS) >= 512:
+        _RUNS.clear()
+    _RUNS[key] = (weakref.ref(plan.pipeline), _Cached(timeline, peaks))
+    return PipelineRun(timeline, duration_model, times, *peaks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Peaks:
+    activation_bytes: tuple[int, ...]
+    extra_activation_bytes: tuple[int, ...]
+    in_flight_stage_units: tuple[float, ...]
+    in_flight_per_stage: tuple[int, ...]
+
+    def __iter__(self) -> Iterator[tuple[int, ...] | tuple[float, ...]]:
+        return iter(
+            (
+                self.activation_bytes,
+                self.extra_activation_bytes,
+                self.in_flight_stage_units,
+                self.in_flight_per_stage,
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    timeline: Timeline
+    peaks: _Peaks
+
+
+_RUNS: dict[tuple[object, ...], tuple[weakref.ref[Schedule], _Cached]] = {}
+"""Simulated runs by their exact inputs: plans that differ only in how b, cp and d split the batch often give
+the same schedule, pass times, hop times and bytes, so the search need not simulate them twice."""
+
+
+def _run_key(
+    plan: Plan,
+    durations: Durations,
+    latency: float | list[list[float]],
+    layer_bytes: list[int],
+    end_bytes: list[int],
+    units: list[float],
+) -> tuple[object, ...]:
+    lat = latency if isinstance(latency, float) else tuple(tuple(row) for row in latency)
+    per_stage = tuple(
+        tuple(x) if isinstance(x, list | tuple) else (x,) for x in (durations.f, durations.i, durations.w)
+    )
+    return (id(plan.pipeline), per_stage, lat, tuple(layer_bytes), tuple(end_bytes), tuple(units))

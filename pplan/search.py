@@ -86,7 +86,10 @@ class SearchRequest:
     launcher: str | None = None
     allow_cross_node_tp: bool = False
     top_n: int = 10
-    max_simulated: int = 24
+    max_simulated: int = 16
+    split_p2p: bool = True
+    """Separate exposed P2P time from the bubble in the shown candidates' breakdowns (one more simulation each;
+    the step time is the same either way)."""
     """At most this many screened candidates are simulated."""
 
 
@@ -290,7 +293,7 @@ def search(
         else:
             shown.append(ranked)
     # The shown few get the full breakdown (exposed P2P separated from the bubble): one more simulation each.
-    result.candidates = [_with_p2p_split(model, hw, c) for c in shown]
+    result.candidates = [_with_p2p_split(model, hw, c) for c in shown] if req.split_p2p else shown
     misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
     distinct: list[Miss] = []
     for miss in misses:  # one line per distinct shortfall, not every b / cp variant of it

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from pplan.errors import ConfigError
-from pplan.schedules.actions import Action, Schedule, ScheduleError, check, make_schedule
+from pplan.schedules.actions import Action, Schedule, ScheduleError, check, is_checked, make_schedule
 
 PerStage: TypeAlias = float | Sequence[float]
 Latency: TypeAlias = float | Sequence[Sequence[float]] | Callable[[int, int], float]
@@ -178,7 +178,8 @@ def _compiled(schedule: Schedule) -> _Compiled:
 
 
 def _compile(schedule: Schedule) -> _Compiled:
-    check(schedule)
+    if not is_checked(schedule):
+        check(schedule)
     placement = schedule.placement
     prev_stage = [-1] * schedule.num_stages
     next_stage = [-1] * schedule.num_stages

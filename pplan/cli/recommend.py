@@ -132,6 +132,7 @@ def recommend(
         zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1),
         grad_dtype=cast(GradDtype, grad_dtype), min_microbatches=min_microbatches, headroom_fraction=headroom,
         launcher=launcher.value if launcher else None, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
+        split_p2p=output is Format.json,  # only the JSON shows the step-time breakdown
     )  # fmt: skip
     layers = model_spec.num_layers
 

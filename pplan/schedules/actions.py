@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -119,7 +120,18 @@ def make_schedule(
     pairs = tuple(tuple(sorted(o)) for o in overlaps) if overlaps is not None else ()
     schedule = Schedule(name, p, v, m, tuple(placement), rows, chain_t, split, pairs)
     check(schedule)
+    _CHECKED[id(schedule)] = weakref.ref(schedule)
     return schedule
+
+
+_CHECKED: dict[int, weakref.ref[Schedule]] = {}
+"""Schedules `make_schedule` has checked, by identity (a hash would walk every action)."""
+
+
+def is_checked(schedule: Schedule) -> bool:
+    """Whether `check` already passed for this very object (built by `make_schedule`)."""
+    ref = _CHECKED.get(id(schedule))
+    return ref is not None and ref() is schedule
 
 
 def check(schedule: Schedule) -> None:
