@@ -59,6 +59,8 @@ SCREEN_MARGIN = 1.10
 """Screened memory may exceed usable HBM by this factor before a candidate is dropped (the closed forms are
 approximate; the simulated check that follows is exact)."""
 SIMULATE_BATCH = 8
+MAX_SIMULATED = 64
+"""Hard cap on simulations when the top N is not yet full of distinct configurations."""
 SCREEN_TOLERANCE = 0.15
 """Before any candidate is simulated, the screening is taken to understate throughput by up to this much; after,
 by the smallest screened / simulated ratio seen. Batches are simulated until the next screened estimate, so
@@ -87,6 +89,7 @@ class SearchRequest:
     allow_cross_node_tp: bool = False
     top_n: int = 10
     max_simulated: int = 16
+    """Once the top N is full, simulate no more than this many in all."""
     split_p2p: bool = True
     """Separate exposed P2P time from the bubble in the shown candidates' breakdowns (one more simulation each;
     the step time is the same either way)."""
@@ -248,13 +251,12 @@ def search(
     screened.sort(key=lambda c: (-c.tokens_per_s, c.memory_bytes, c.replica))
     accepted: list[Candidate] = []
     ratio_floor = 1 - SCREEN_TOLERANCE
-    limit = min(len(screened), req.max_simulated)
+    limit = min(len(screened), MAX_SIMULATED)
     for start in range(0, limit, SIMULATE_BATCH):
-        if len(accepted) >= req.top_n:
-            kth = sorted(c.report.performance.tokens_per_s for c in accepted if c.report.performance)[
-                -req.top_n
-            ]
-            if screened[start].tokens_per_s / ratio_floor < kth:
+        distinct = _distinct(accepted, req.top_n)
+        if len(distinct) >= req.top_n:
+            kth = min(c.report.performance.tokens_per_s for c in distinct if c.report.performance)
+            if start >= req.max_simulated or screened[start].tokens_per_s / ratio_floor < kth:
                 break  # nothing left could reach the top, judged by the screening's smallest overestimate so far
         for cand in screened[start : min(start + SIMULATE_BATCH, limit)]:
             result.simulated += 1
@@ -283,25 +285,24 @@ def search(
             if report.performance:
                 ratio_floor = min(ratio_floor, cand.tokens_per_s / report.performance.tokens_per_s)
     result.rejected["not simulated (screened lower)"] += len(screened) - result.simulated
-    accepted.sort(key=_rank_key)
-    shown: list[Candidate] = []
+    shown = _distinct(accepted, req.top_n)
     for ranked in accepted:
-        if len(shown) == req.top_n:
-            result.rejected["ranked below the top"] += 1
-        elif any(_equivalent(ranked, kept) for kept in shown):
+        if any(ranked is kept for kept in shown):
+            continue
+        if any(_equivalent(ranked, kept) for kept in shown):
             result.rejected["same as a shown one but for b·cp (equal throughput)"] += 1
         else:
-            shown.append(ranked)
+            result.rejected["ranked below the top"] += 1
     # The shown few get the full breakdown (exposed P2P separated from the bubble): one more simulation each.
     result.candidates = [_with_p2p_split(model, hw, c) for c in shown] if req.split_p2p else shown
     misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
-    distinct: list[Miss] = []
+    nearest: list[Miss] = []
     for miss in misses:  # one line per distinct shortfall, not every b / cp variant of it
-        if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in distinct):
-            distinct.append(miss)
-        if len(distinct) == 5:
+        if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in nearest):
+            nearest.append(miss)
+        if len(nearest) == 5:
             break
-    result.closest_misses = distinct
+    result.closest_misses = nearest
     if result.rejected.get("not simulated (screened lower)") == 0:
         del result.rejected["not simulated (screened lower)"]
     if result.rejected.get("ranked below the top") == 0:
@@ -313,6 +314,17 @@ def _with_p2p_split(model: ModelSpec, hw: HardwareSpec, c: Candidate) -> Candida
     assert c.plan is not None and c.run is not None
     perf = performance(model, hw, c.plan, c.run, with_sensitivity=False, split_p2p=True)
     return Candidate(c.request, c.report.model_copy(update={"performance": perf}))
+
+
+def _distinct(accepted: list[Candidate], n: int) -> list[Candidate]:
+    """The best `n` by rank, skipping any equivalent to a better one already taken."""
+    out: list[Candidate] = []
+    for cand in sorted(accepted, key=_rank_key):
+        if len(out) == n:
+            break
+        if not any(_equivalent(cand, kept) for kept in out):
+            out.append(cand)
+    return out
 
 
 def _equivalent(a: Candidate, b: Candidate) -> bool:
