@@ -22,8 +22,7 @@ final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from pplan.itemised import Itemised
 from pplan.plan import LayerSetting
 from pplan.specs import ModelSpec
 
@@ -32,15 +31,14 @@ MASK_BYTES = 1
 FP32_BYTES = 4
 
 
-@dataclass(frozen=True, slots=True)
-class ActivationItems:
+class ActivationItems(Itemised):
     """Named byte counts that sum to `total_bytes`."""
 
-    items: tuple[tuple[str, int], ...]
+    __slots__ = ()
 
     @property
     def total_bytes(self) -> int:
-        return sum(n for _, n in self.items)
+        return int(self.total)
 
 
 def _dims(model: ModelSpec, plan: LayerSetting) -> tuple[int, int, int, int]:

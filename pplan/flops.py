@@ -20,21 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pplan.itemised import Itemised
 from pplan.specs import ModelSpec
 
-
-@dataclass(frozen=True, slots=True)
-class PassFlops:
-    """FLOPs of one pass, itemised as (name, flops) pairs."""
-
-    items: tuple[tuple[str, float], ...]
-
-    @property
-    def total(self) -> float:
-        return sum(n for _, n in self.items)
-
-    def get(self, name: str) -> float:
-        return sum(n for key, n in self.items if key == name)
+PassFlops = Itemised
+"""FLOPs of one pass, itemised as (name, flops) pairs."""
 
 
 @dataclass(frozen=True, slots=True)

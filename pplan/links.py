@@ -48,12 +48,6 @@ def pipeline_node(hardware: HardwareSpec, t: int, cp: int, d: int, rank: int) ->
     return rank * t * cp * d // hardware.gpus_per_node
 
 
-def p2p_link(hardware: HardwareSpec, t: int, cp: int, d: int, src_rank: int, dst_rank: int) -> LinkSpec:
-    """The link between the first GPUs of pipeline ranks `src_rank` and `dst_rank`."""
-    same = pipeline_node(hardware, t, cp, d, src_rank) == pipeline_node(hardware, t, cp, d, dst_rank)
-    return hardware.intra_node if same else hardware.inter_node
-
-
 def p2p_message_matrix(
     hardware: HardwareSpec, t: int, cp: int, d: int, p: int, nbytes: float
 ) -> list[list[float]]:

@@ -1,6 +1,8 @@
-"""The typer application object and the consoles every command shares."""
+"""The typer application object, the consoles and the option choices every command shares."""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 import typer
 from rich.console import Console
@@ -15,3 +17,10 @@ app = typer.Typer(
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+class Launcher(StrEnum):
+    """Job launchers pplan writes settings for (`--format` and `--launcher`)."""
+
+    megatron = "megatron"
+    torchtitan = "torchtitan"

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from pplan import launchers
 from pplan.catalog import load_hardware, load_model
-from pplan.cli.app import app, console
+from pplan.cli.app import Launcher, app, console
 from pplan.errors import ConfigError
 from pplan.estimate import explain as explain_plan
 from pplan.plan import PlanRequest, make_plan
@@ -39,11 +39,6 @@ class GradDtype(StrEnum):
 class PassDurations(StrEnum):
     analytic = "analytic"
     unit = "unit"
-
-
-class LauncherFormat(StrEnum):
-    megatron = "megatron"
-    torchtitan = "torchtitan"
 
 
 class ActivationModel(StrEnum):
@@ -115,7 +110,7 @@ def explain(
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/1 JSON document.")] = False,
     launcher_format: Annotated[
-        LauncherFormat | None,
+        Launcher | None,
         typer.Option(
             "--format", help="megatron (flags) or torchtitan (TOML) for this plan, instead of tables."
         ),

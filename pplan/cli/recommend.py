@@ -13,22 +13,18 @@ from rich.progress import Progress
 
 from pplan import launchers
 from pplan.catalog import load_hardware, load_model
-from pplan.cli.app import app, console, err_console
+from pplan.cli.app import Launcher, app, console, err_console
 from pplan.errors import ConfigError
 from pplan.plan import GradDtype, PlanRequest, Recompute, make_plan
 from pplan.render.recommend import render_recommend
 from pplan.results import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
+from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
 
 
 class Format(StrEnum):
     table = "table"
     json = "json"
-    megatron = "megatron"
-    torchtitan = "torchtitan"
-
-
-class Launcher(StrEnum):
     megatron = "megatron"
     torchtitan = "torchtitan"
 
@@ -127,7 +123,7 @@ def recommend(
     request = SearchRequest(
         gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vp=vp, max_vp=max_vp,
         micro_batch=micro_batch,
-        schedules=_split("--schedule", schedule, launchers_names()),
+        schedules=_split("--schedule", schedule, SCHEDULE_NAMES),
         recompute=cast(tuple[Recompute, ...], _split("--recompute", recompute, ("none", "selective", "full")) or ("none", "selective", "full")),
         zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1),
         grad_dtype=cast(GradDtype, grad_dtype), min_microbatches=min_microbatches, headroom_fraction=headroom,
@@ -199,9 +195,3 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
     if req.last_stage_layers is not None:
         args.append(f"--last-stage-layers {req.last_stage_layers}")
     return " ".join(args)
-
-
-def launchers_names() -> tuple[str, ...]:
-    from pplan.schedule_kinds import KINDS
-
-    return tuple(KINDS)
