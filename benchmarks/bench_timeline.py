@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from pplan.schedules.registry import _GENERATORS
+from pplan.schedules import FAMILIES
 from pplan.timeline import Durations, simulate
 
 CASES = [
@@ -31,9 +31,9 @@ def main() -> None:
         f"{'schedule':<18}{'p':>4}{'v':>3}{'m':>5}{'actions':>9}{'generate s':>12}{'1st sim s':>11}{'sim s':>9}"
     )
     for name, p, m, v in CASES:
-        _GENERATORS[name](2, 8 if name.startswith("dual") else 4, v)  # burn-in
+        FAMILIES[name].generator(2, 8 if name.startswith("dual") else 4, v)  # burn-in
         t0 = time.perf_counter()
-        schedule = _GENERATORS[name](p, m, v)
+        schedule = FAMILIES[name].generator(p, m, v)
         t1 = time.perf_counter()
         simulate(schedule, Durations(1.0, 1.0, 1.0))
         t2 = time.perf_counter()

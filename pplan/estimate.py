@@ -30,7 +30,7 @@ from pplan.results import (
     SensitivityOut,
     StageMemory,
 )
-from pplan.schedule_kinds import KINDS
+from pplan.schedules import FAMILIES
 from pplan.sensitivity import sensitivities
 from pplan.specs import GIB, HardwareSpec, ModelSpec
 from pplan.steptime import step_time
@@ -328,7 +328,7 @@ def _advice(model: ModelSpec, plan: Plan, ranks: list[RankMemory], of_ideal: flo
             f"{(p - 1) / m:.1%}). Remedies in order: "
             f"more micro-batches (m ≥ {need} for 10 %, free in memory under 1F1B); interleaving "
             f"(÷v for v× the P2P messages: v=2 → {(p - 1) / (2 * m):.1%}, v=4 → {(p - 1) / (4 * m):.1%}); "
-            f"zero-bubble ZB-H1 (≈ a third of 1F1B's at 1F1B memory: {closed_forms.bubble_fractions(KINDS['zb-h1'], p, 1, m)[0]:.1%})"
+            f"zero-bubble ZB-H1 (≈ a third of 1F1B's at 1F1B memory: {closed_forms.bubble_fractions(FAMILIES['zb-h1'], p, 1, m)[0]:.1%})"
         )
     if p > 1 and ranks:
         mid = ranks[len(ranks) // 2]

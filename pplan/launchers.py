@@ -17,7 +17,8 @@ every 2nd layer. Megatron-core's `num_layers_in_first/last_pipeline_stage` count
 pipeline rank, over all its virtual stages; its layout string lists virtual stages in model order; its
 interleaved schedule with the default micro-batch group (p) refuses m not a multiple of p.
 
-Which schedules each launcher runs:
+Which schedules each launcher runs (each family's record in `pplan.schedules.registry` says so, with the
+refusal texts; the launcher-specific rules on m below are keyed by its fields):
 - Megatron-LM main: 1F1B and interleaved 1F1B only. The zero-bubble schedules (ZB-H1/H2, ZB-V, interleaved
   ZB) live in the sail-sg fork; DualPipe/DualPipeV and GPipe are not Megatron-LM schedules. Its interleaved
   schedule takes micro-batches in groups of p, so m must be a multiple of p (Narayanan et al. 2021 §2.2; see
@@ -46,24 +47,11 @@ from dataclasses import dataclass
 
 from pplan.errors import ConfigError
 from pplan.plan import Plan, PlanRequest
-from pplan.schedule_kinds import KINDS
-from pplan.schedules import canonical_name
+from pplan.schedules import ScheduleFamily, schedule_family
+from pplan.schedules.rules import nearest_valid
 from pplan.specs import ModelSpec
 
 LAUNCHERS: tuple[str, ...] = ("megatron", "torchtitan")
-
-MEGATRON_SCHEDULES: frozenset[str] = frozenset({"1f1b", "interleaved-1f1b"})
-
-TORCHTITAN_SCHEDULES: dict[str, str] = {
-    "gpipe": "GPipe",
-    "1f1b": "1F1B",
-    "interleaved-1f1b": "Interleaved1F1B",
-    "looped-bfs": "LoopedBFS",
-    "interleaved-zb": "InterleavedZeroBubble",
-    "zbv": "ZBVZeroBubble",
-    "dualpipev": "DualPipeV",
-}
-"""pplan schedule name → the torch class name torchtitan's `pipeline_parallel_schedule` takes."""
 
 _ALL_LAUNCHERS = ", ".join(LAUNCHERS)
 
@@ -83,34 +71,30 @@ def _launcher(name: str) -> str:
     return key
 
 
-def _schedule(name: str) -> str:
-    return name if name in KINDS else canonical_name(name)
-
-
-def _schedule_refusal(launcher: str, schedule: str) -> _Refusal | None:
+def _schedule_refusal(launcher: str, family: ScheduleFamily) -> _Refusal | None:
+    """Whether the launcher runs the family at all, from its record (pplan.schedules.registry)."""
     if launcher == "megatron":
-        if schedule in MEGATRON_SCHEDULES:
+        if family.megatron:
             return None
-        if KINDS[schedule].splits_backward and schedule not in ("dualpipe", "dualpipev"):
-            why = "zero-bubble schedules are in the sail-sg fork, not Megatron-LM main"
-        elif schedule in ("dualpipe", "dualpipev"):
-            why = "DualPipe is not a Megatron-LM schedule"
-        else:
-            why = "Megatron-LM main runs 1F1B and interleaved 1F1B only"
         return _Refusal(
-            f"megatron cannot run {schedule}",
-            why,
+            f"megatron cannot run {family.name}",
+            family.why_not_megatron,
             "use --schedule interleaved-1f1b (or 1f1b), or --launcher torchtitan",
         )
-    if schedule in TORCHTITAN_SCHEDULES:
+    if family.torch_class is not None:
         return None
-    if schedule in ("zb-h1", "zb-h2"):
-        why = "torch has no ZB-H1/ZB-H2 class, so torchtitan's pipeline_parallel_schedule cannot name it"
-        fix = "use --schedule zbv or interleaved-zb, or --launcher megatron with --schedule 1f1b"
-    else:
-        why = "torch has no bidirectional DualPipe (its DualPipeV is the one-direction V variant)"
-        fix = "use --schedule dualpipev"
-    return _Refusal(f"torchtitan cannot run {schedule}", why, fix)
+    return _Refusal(f"torchtitan cannot run {family.name}", family.why_not_torch, family.fix_not_torch)
+
+
+def torchtitan_schedule(family: ScheduleFamily) -> str:
+    """The name torchtitan's `pipeline_parallel_schedule` takes for the family: torch's short class name."""
+    if family.torch_short_name is None:
+        raise ConfigError(
+            "--launcher",
+            f"torchtitan cannot run {family.name} ({family.why_not_torch})",
+            family.fix_not_torch,
+        )
+    return family.torch_short_name
 
 
 def _edge_fewer_layers(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None:
@@ -134,8 +118,7 @@ def _refusal(
     chunk_layers: Sequence[int] | None,
 ) -> _Refusal | None:
     launcher = _launcher(launcher)
-    schedule = _schedule(schedule)
-    kind = KINDS[schedule]
+    kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
     if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
         return _Refusal(
@@ -145,7 +128,7 @@ def _refusal(
         )
     # without a pipeline (p = 1) no schedule runs: any one-chunk plan is the same job for either launcher
     no_pipeline = p == 1 and kind.placement != "dual"
-    refused = None if no_pipeline else _schedule_refusal(launcher, schedule)
+    refused = None if no_pipeline else _schedule_refusal(launcher, kind)
     if refused is not None:
         return refused
     if launcher == "megatron":
@@ -155,7 +138,8 @@ def _refusal(
                 f"ZeRO-{zero_stage}; Megatron-LM's distributed optimizer shards optimizer states only (ZeRO-1)",
                 "use --zero-stage 1, or --launcher torchtitan (FSDP)",
             )
-        if schedule == "interleaved-1f1b" and p is not None and p > 1 and m is not None and m % p:
+        # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
+        if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
             return _Refusal(
                 "megatron: interleaved 1F1B needs m a multiple of p",
                 f"m = {m}, p = {p}",
@@ -163,23 +147,18 @@ def _refusal(
             )
         return None
     if p is not None and p > 1 and m is not None:
-        if schedule == "1f1b" and m < p:
+        if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
             return _Refusal(
                 "torchtitan: 1F1B needs m ≥ p",
                 f"m = {m}, p = {p}",
                 f"use a global batch giving m ≥ {p}, or --schedule gpipe",
             )
-        if schedule in ("interleaved-1f1b", "interleaved-zb") and m % max(1, m // p):
+        if kind.m_problem(p, m) is not None:  # torch's class has the family's own rule on m
+            near = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
             return _Refusal(
-                f"torchtitan: {TORCHTITAN_SCHEDULES[schedule]} needs m divisible by max(1, m // p)",
+                f"torchtitan: {kind.torch_short_name} needs {kind.m_rule}",
                 f"m = {m}, p = {p}",
-                "use a global batch giving such an m (a multiple of p always works)",
-            )
-        if schedule == "dualpipev" and m < 2 * p:
-            return _Refusal(
-                "torchtitan: DualPipeV needs m ≥ 2p",
-                f"m = {m}, p = {p}",
-                f"use a global batch giving m ≥ {2 * p}, or --schedule zbv",
+                f"use a global batch giving m = {' or '.join(str(c) for c in near if c is not None)}",
             )
     if (
         p is not None
@@ -198,7 +177,7 @@ def _refusal(
 
 def supports(launcher: str, schedule_name: str) -> bool:
     """Whether `launcher` can run the schedule at all (before any rule on p, v or m)."""
-    return _schedule_refusal(_launcher(launcher), _schedule(schedule_name)) is None
+    return _schedule_refusal(_launcher(launcher), schedule_family(schedule_name)) is None
 
 
 def unsupported_reason(
@@ -233,7 +212,7 @@ def request_unsupported_reason(
     With `num_layers`, an uneven first/last split is checked too.
     """
     layers: tuple[int, ...] | None = None
-    kind = KINDS[_schedule(req.schedule)]
+    kind = schedule_family(req.schedule)
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
     if (
         num_layers is not None
@@ -479,7 +458,7 @@ def _torchtitan_fields(model: ModelSpec, plan: Plan) -> list[tuple[str, list[tup
         assert edges is not None  # check_supported refused it otherwise
         k, first_less, last_less = edges
         par += [
-            ("pipeline_parallel_schedule", TORCHTITAN_SCHEDULES[plan.kind.name], ""),
+            ("pipeline_parallel_schedule", torchtitan_schedule(plan.kind), ""),
             ("pipeline_parallel_microbatch_size", plan.micro_batch, ""),
             (
                 "pipeline_parallel_layers_per_stage",

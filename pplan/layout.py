@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.errors import ConfigError
-from pplan.schedule_kinds import ScheduleKind
+from pplan.schedules.registry import ScheduleFamily
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
 
 
 def make_layout(
-    kind: ScheduleKind, num_layers: int, p: int, v: int, first: int | None = None, last: int | None = None
+    kind: ScheduleFamily, num_layers: int, p: int, v: int, first: int | None = None, last: int | None = None
 ) -> Layout:
     """The chunks and their placement on ranks for schedule `kind`."""
     num_chunks = p if kind.placement == "dual" else p * v

@@ -13,8 +13,8 @@ from typing import Literal, Protocol
 
 from pplan.errors import ConfigError
 from pplan.layout import Layout, make_layout
-from pplan.schedule_kinds import ScheduleKind, chunks_per_rank, resolve_schedule, schedule_for
-from pplan.schedules import Schedule
+from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
+from pplan.schedules.rules import nearest_valid
 from pplan.specs import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
@@ -91,7 +91,8 @@ class Plan:
     dp: int
     vp: int
     cp: int
-    kind: ScheduleKind
+    kind: ScheduleFamily
+    """The schedule family's record (pplan.schedules.registry)."""
     micro_batch: int
     num_microbatches: int
     global_batch: int
@@ -150,6 +151,38 @@ def _check_model_split(model: ModelSpec, t: int) -> None:
         )
 
 
+def _chunks_per_rank(kind: ScheduleFamily, vp: int | None) -> int:
+    """Model chunks each rank holds (dualpipe: its two stage copies count as one chunk of the down pipeline)."""
+    if kind.fixed_v is not None:
+        if vp is not None and vp != kind.fixed_v:
+            raise ConfigError(
+                "--vp", f"{kind.name} uses {kind.fixed_v} chunk(s) per rank, got --vp {vp}", "drop --vp"
+            )
+        return kind.fixed_v
+    if vp is None or vp < 2:
+        raise ConfigError("--vp", f"{kind.name} needs --vp ≥ 2 chunks per rank", "pass e.g. --vp 2")
+    return vp
+
+
+def _pipeline(kind: ScheduleFamily, p: int, v: int, m: int, per_microbatch: int) -> Schedule:
+    """The explicit schedule for a plan, or a ConfigError: on --pp from the family's rule on p, on the global batch
+    (with the nearest valid m) from its rule on m.
+
+    `per_microbatch` = b·d sequences per micro-batch step, so m ↦ global batch = m·b·d in the suggestion.
+    """
+    problem = None if kind.p_problem(p) is not None else kind.m_problem(p, m)
+    if problem is not None:
+        lower, upper = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
+        options = [c for c in (lower, upper) if c is not None]
+        fix = ", ".join(f"--global-batch {c * per_microbatch} (m={c})" for c in options)
+        raise ConfigError(
+            "--global-batch",
+            f"m = {m} micro-batches breaks {kind.name}'s rule at p={p}: {kind.name} {problem}",
+            f"use {fix}" if fix else "choose another global batch",
+        )
+    return get_schedule(kind.name, p, m, None if kind.placement == "dual" else v)
+
+
 def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     """Validate `req` against `model` and derive d, m, v and the layer layout."""
     for field, value in (
@@ -165,14 +198,14 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         _positive("--seq-len", req.seq_len)
     if req.zero_stage not in (0, 1, 2, 3):
         raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
-    kind = resolve_schedule(req.schedule)
+    kind = schedule_family(req.schedule)
     if kind.fixed_v == 1 and req.vp not in (None, 1):
         raise ConfigError(
             "--vp",
             f"{kind.name} runs one chunk per rank, got --vp {req.vp}",
             "use --schedule interleaved-1f1b",
         )
-    v = chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
+    v = _chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
     t, p, cp = req.tp, req.pp, req.cp
     _check_model_split(model, t)
     seq_len = req.seq_len or model.seq_len
@@ -211,7 +244,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         )
     m = req.global_batch // per_step
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
-    pipeline = schedule_for(kind, p, v, m, per_step)
+    pipeline = _pipeline(kind, p, v, m, per_step)
     return Plan(
         tp=t,
         pp=p,

@@ -38,7 +38,7 @@ from pplan.passtime import layer_pass_times, output_pass_times
 from pplan.pipeline_sim import PipelineRun
 from pplan.plan import GradDtype, Plan, PlanRequest, Recompute, Shape
 from pplan.results import ExplainReport
-from pplan.schedule_kinds import KINDS, ScheduleKind, m_allowed, resolve_schedule
+from pplan.schedules import FAMILIES, ScheduleFamily, schedule_family
 from pplan.specs import HardwareSpec, ModelSpec
 from pplan.steptime import ADAM_BYTES_PER_PARAM
 
@@ -148,7 +148,7 @@ def _layouts(layers: int, chunks: int) -> list[tuple[int | None, int | None]]:
     return out
 
 
-def _v_options(kind: ScheduleKind, req: SearchRequest, layers: int, p: int) -> list[int]:
+def _v_options(kind: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> list[int]:
     if kind.fixed_v is not None:
         return [kind.fixed_v] if req.vp in (None, kind.fixed_v) else []
     if req.vp is not None:
@@ -194,21 +194,6 @@ class _Screen:
         emb = sum(i.per_tp_rank(t) for i in self.emb_params)
         out = sum(i.per_tp_rank(t) for i in output_params(self.model, pipeline_parallel=p > 1))
         return layer, emb, out
-
-
-def _in_flight_stage0(kind: str, p: int, v: int, m: int) -> float:
-    """Closed-form peak on the most loaded rank, in stage units (screening only; the simulation is exact)."""
-    if kind in ("gpipe", "looped-bfs"):
-        return m
-    if kind in ("1f1b", "zb-h1"):
-        return min(p, m)
-    if kind == "zb-h2":
-        return min(2 * p - 1, m)
-    if kind in ("interleaved-1f1b", "interleaved-zb"):
-        return min(m, p) * (1 + (p - 1) / (p * v)) * (1.1 if kind == "interleaved-zb" else 1.0)
-    if kind == "zbv":
-        return min(p, m)
-    return min(p + 1, m)
 
 
 def search(
@@ -366,7 +351,7 @@ def _summary(r: PlanRequest, m: int) -> str:
 
 def _estimate(
     screen: _Screen,
-    kind: ScheduleKind,
+    kind: ScheduleFamily,
     t: int,
     p: int,
     cp: int,
@@ -398,7 +383,7 @@ def _estimate(
         + (OPTIMIZER_BYTES / n if zero >= 1 else OPTIMIZER_BYTES)
     )
     stage_layers = layers / p
-    in_flight = _in_flight_stage0(kind.name, p, v, m)
+    in_flight = kind.in_flight(p, v, m)
     ends_act = emb_b + (out_b if kind.placement in ("v", "dual") or p == 1 else 0)
     gathered = 2 * layer_p * WEIGHT_BYTES if zero >= 3 else 0.0  # FSDP: running + prefetched layer
     mem = (
@@ -433,9 +418,11 @@ def _estimate(
 
 def _enumerate(
     model: ModelSpec, hw: HardwareSpec, req: SearchRequest, seq: int, rejected: Counter[str]
-) -> Iterator[tuple[ScheduleKind, int, int, int, int, int, int, int, int | None, int | None, Recompute, int]]:
+) -> Iterator[
+    tuple[ScheduleFamily, int, int, int, int, int, int, int, int | None, int | None, Recompute, int]
+]:
     names = req.schedules or DEFAULT_SCHEDULES
-    kinds = [resolve_schedule(n) for n in names]
+    kinds = [schedule_family(n) for n in names]
     heads, kv, ffn = model.num_attention_heads, model.kv_heads, model.ffn_hidden_size
     tps = (
         [req.tp]
@@ -486,7 +473,7 @@ def _enumerate(
                             if not layouts:
                                 rejected["layers do not split into p·v chunks"] += 1
                                 continue
-                            if p > 1 and not m_allowed(kind, p, m):
+                            if p > 1 and kind.m_problem(p, m) is not None:
                                 rejected[f"{kind.name}: rule on m"] += 1
                                 continue
                             for first, last in layouts:
@@ -494,7 +481,7 @@ def _enumerate(
                                     for zero in zeros:
                                         if zero and d * cp == 1:
                                             continue  # nothing to shard over
-                                        k = kind if p > 1 else KINDS["1f1b"]
+                                        k = kind if p > 1 else FAMILIES["1f1b"]
                                         yield (
                                             k,
                                             t,

@@ -17,7 +17,7 @@ from pplan.layout import make_layout
 from pplan.params import params_per_layer, total_params
 from pplan.plan import PlanRequest
 from pplan.results import ExplainReport
-from pplan.schedule_kinds import KINDS
+from pplan.schedules import FAMILIES
 from tests.cli_run import run_pplan
 
 S, H, T, L = 8192, 8192, 8, 80  # the seed's "our shape": s = 8192, h = 8192, t = 8, L = 80, b = 1
@@ -154,8 +154,8 @@ def test_b5_deep_pipeline() -> None:
 
 
 def test_b6_interleaving_microbatches_for_ten_percent() -> None:
-    f1 = KINDS["1f1b"]
-    il = KINDS["interleaved-1f1b"]
+    f1 = FAMILIES["1f1b"]
+    il = FAMILIES["interleaved-1f1b"]
     assert bubble_fractions(f1, 4, 1, 30)[0] == pytest.approx(0.10)
     assert bubble_fractions(il, 4, 4, 8)[0] == pytest.approx(3 / 32)  # 9.4 %
     assert round(bubble_fractions(il, 4, 4, 7)[0] * 100, 1) == 10.7
@@ -165,7 +165,7 @@ def test_b6_interleaving_microbatches_for_ten_percent() -> None:
 
 
 def test_b7_interleaved_layout() -> None:
-    layout = make_layout(KINDS["interleaved-1f1b"], 16 * 5, p=8, v=2)
+    layout = make_layout(FAMILIES["interleaved-1f1b"], 16 * 5, p=8, v=2)
     assert layout.rank_chunks[0] == (0, 8)
     first_layer = [sum(c.layers for c in layout.chunks[:i]) for i in range(16)]
     assert first_layer[0] == 0 and first_layer[8] == 8 * 5  # the 1st and the 9th sixteenth
@@ -192,18 +192,18 @@ def test_b9_dualpipe() -> None:
 
 @pytest.mark.parametrize(("p", "m", "expected"), [(4, 8, 3 / 11), (4, 32, 3 / 35), (8, 8, 7 / 15)])
 def test_b10_tutorial_idle_of_step(p: int, m: int, expected: float) -> None:
-    assert bubble_fractions(KINDS["1f1b"], p, 1, m)[1] == pytest.approx(expected)
+    assert bubble_fractions(FAMILIES["1f1b"], p, 1, m)[1] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("p", "utilisation"), [(4, 0.25), (8, 0.125)])
 def test_b11_no_microbatching(p: int, utilisation: float) -> None:
-    assert 1 - bubble_fractions(KINDS["gpipe"], p, 1, 1)[1] == pytest.approx(utilisation)
+    assert 1 - bubble_fractions(FAMILIES["gpipe"], p, 1, 1)[1] == pytest.approx(utilisation)
 
 
 def test_b12_rule_of_thumb() -> None:
     p = 4
     for m in range(4 * p, 8 * p):
-        assert 1 - bubble_fractions(KINDS["1f1b"], p, 1, m)[1] >= 0.8
+        assert 1 - bubble_fractions(FAMILIES["1f1b"], p, 1, m)[1] >= 0.8
 
 
 def test_sixteen_stage_question_advice() -> None:

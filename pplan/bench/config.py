@@ -20,23 +20,12 @@ from typing import Literal
 
 from pplan.catalog import load_model
 from pplan.errors import ConfigError
-from pplan.schedules import Schedule, canonical_name, get_schedule, to_torch_csv
+from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family, to_torch_csv
 from pplan.specs import ModelSpec
 
 Mode = Literal["sleep", "compute"]
 Runtime = Literal["auto", "torch", "csv"]
 DType = Literal["float32", "bfloat16"]
-
-TORCH_CLASSES: dict[str, str] = {
-    "gpipe": "ScheduleGPipe",
-    "1f1b": "Schedule1F1B",
-    "interleaved-1f1b": "ScheduleInterleaved1F1B",
-    "looped-bfs": "ScheduleLoopedBFS",
-    "interleaved-zb": "ScheduleInterleavedZeroBubble",
-    "zbv": "ScheduleZBVZeroBubble",
-    "dualpipev": "ScheduleDualPipeV",
-}
-"""pplan schedule name → the torch.distributed.pipelining class that runs it (torch 2.13)."""
 
 HEAD_DIM = 16
 """Width of one attention head in the scaled-down blocks."""
@@ -168,13 +157,13 @@ class BenchConfig:
         sched = self.plan  # the registry's rules on p, v and m
         if self.uses_csv:
             to_torch_csv(sched)  # refuses schedules torch's runtime cannot express (bidirectional DualPipe)
-        elif self.schedule == "1f1b" and self.microbatches < self.pp:
+        elif self.family_torch_class == "Schedule1F1B" and self.microbatches < self.pp:
             raise ConfigError(
                 "--microbatches",
                 f"torch's Schedule1F1B needs at least p = {self.pp} micro-batches, got {self.microbatches}",
                 f"use --microbatches {self.pp} or more, or --runtime csv (pplan's 1F1B lists take any m)",
             )
-        elif self.runtime == "torch" and self.schedule not in TORCH_CLASSES:
+        elif self.runtime == "torch" and self.family_torch_class is None:
             raise ConfigError(
                 "--runtime",
                 f"torch has no class for {self.schedule}",
@@ -193,13 +182,19 @@ class BenchConfig:
         return self.plan.num_stages
 
     @property
+    def family_torch_class(self) -> str | None:
+        """The torch.distributed.pipelining class that runs the schedule's family (the registry's), or None."""
+        return schedule_family(self.schedule).torch_class
+
+    @property
     def uses_csv(self) -> bool:
         """True when pplan's own action lists run (through torch's CSV loader), not a torch class."""
-        return self.runtime == "csv" or (self.runtime == "auto" and self.schedule not in TORCH_CLASSES)
+        return self.runtime == "csv" or (self.runtime == "auto" and self.family_torch_class is None)
 
     @property
     def torch_class(self) -> str | None:
-        return None if self.uses_csv else TORCH_CLASSES[self.schedule]
+        """The torch class this case runs, or None when it runs pplan's lists (`uses_csv`)."""
+        return None if self.uses_csv else self.family_torch_class
 
     @property
     def runner(self) -> str:

@@ -1,7 +1,8 @@
 """Pipeline schedules as data: per-rank action lists for every schedule family pplan knows.
 
 Owns the action notation (torch's `2F0`, `1I3`, `1W3`, `0B5`), the `Schedule` type, one generator module per
-family (gpipe, one_f_one_b, interleaved, zero_bubble, zbv, dualpipe), the name registry and the torch CSV export.
+family (gpipe, one_f_one_b, interleaved, zero_bubble, zbv, dualpipe), the family registry (`ScheduleFamily`: names,
+rules, closed forms, launchers; pplan.schedules.registry) and the torch CSV export.
 Timing lives in `pplan.timeline`; drawing in `pplan.render.schedule`. Pure: no I/O, no rich, no torch.
 """
 
@@ -17,22 +18,32 @@ from pplan.schedules.actions import (
     parse,
     v_placement,
 )
-from pplan.schedules.registry import SCHEDULE_NAMES, canonical_name, get_schedule
+from pplan.schedules.registry import (
+    FAMILIES,
+    SCHEDULE_NAMES,
+    ScheduleFamily,
+    canonical_name,
+    get_schedule,
+    schedule_family,
+)
 from pplan.schedules.torch_csv import to_torch_csv
 
 __all__ = [
+    "FAMILIES",
     "KINDS",
     "SCHEDULE_NAMES",
     "Action",
     "Kind",
     "Schedule",
     "ScheduleError",
+    "ScheduleFamily",
     "canonical_name",
     "check",
     "get_schedule",
     "loop_placement",
     "make_schedule",
     "parse",
+    "schedule_family",
     "to_torch_csv",
     "v_placement",
 ]

@@ -35,7 +35,33 @@ chunk pass. Activations: PP + 1 micro-batches per device (Table 2).
 from __future__ import annotations
 
 from pplan.schedules.actions import Action, Kind, Schedule, make_schedule, v_placement
-from pplan.schedules.rules import MICROBATCHES, PP, need_even, need_m_at_least, need_positive, need_v
+from pplan.schedules.rules import need_m, need_p, need_positive, need_v
+
+
+def dualpipev_m_problem(p: int, m: int) -> str | None:
+    """DualPipeV's rule on m (step 4 of the program needs M ≥ 2n with M = m, n = p; torch's ScheduleDualPipeV)."""
+    if m < 2 * p:
+        return f"needs at least {2 * p} micro-batches (DualPipeV's steady state needs m ≥ 2p), got {m}"
+    return None
+
+
+def dualpipe_p_problem(p: int) -> str | None:
+    """DualPipe's rule on p: even, half the ranks leading each direction."""
+    if p % 2:
+        return f"needs an even value (half the ranks lead each direction), got {p}"
+    return None
+
+
+def dualpipe_m_problem(p: int, m: int) -> str | None:
+    """DualPipe's rule on m (and on p, without which no m runs): p even, m even, m ≥ 2p (DeepSeek-V3 §3.2.1; the
+    reference implementation's assertion)."""
+    if (problem := dualpipe_p_problem(p)) is not None:
+        return problem
+    if m % 2:
+        return f"needs an even value (half the micro-batches enter from each end), got {m}"
+    if m < 2 * p:
+        return f"needs at least {2 * p} micro-batches (each direction's steady state needs m/2 ≥ p), got {m}"
+    return None
 
 
 def _dual_rank(
@@ -113,7 +139,7 @@ def _dual_rank(
 def dualpipev(p: int, m: int, v: int | None = None) -> Schedule:
     need_positive(p, m)
     need_v("dualpipev", v, "2", 2)
-    need_m_at_least("dualpipev", m, 2 * p, "DualPipeV's steady state needs m ≥ 2p")
+    need_m("dualpipev", p, m, dualpipev_m_problem)
     built = [_dual_rank(p, r, m, r, 2 * p - 1 - r, 0, 0) for r in range(p)]
     rows, pairs = [b[0] for b in built], [b[1] for b in built]
     return make_schedule("dualpipev", p, 2, m, v_placement(p), rows, overlaps=pairs)
@@ -122,9 +148,8 @@ def dualpipev(p: int, m: int, v: int | None = None) -> Schedule:
 def dualpipe(p: int, m: int, v: int | None = None) -> Schedule:
     need_positive(p, m)
     need_v("dualpipe", v, "2", 2)
-    need_even("dualpipe", PP, p, "half the ranks lead each direction")
-    need_even("dualpipe", MICROBATCHES, m, "half the micro-batches enter from each end")
-    need_m_at_least("dualpipe", m, 2 * p, "each direction's steady state needs m/2 ≥ p")
+    need_p("dualpipe", p, dualpipe_p_problem)
+    need_m("dualpipe", p, m, dualpipe_m_problem)
     n, half = p // 2, m // 2
     built = []
     for r in range(p):

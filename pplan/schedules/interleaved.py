@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Action, Schedule, loop_placement, make_schedule
-from pplan.schedules.rules import MICROBATCHES, need_positive, need_v
+from pplan.schedules.rules import MICROBATCHES, need_m, need_positive, need_v
 
 
 def megatron_order(m: int, v: int, group: int) -> list[tuple[int, int]]:
@@ -54,18 +54,15 @@ def default_group(p: int, m: int) -> int:
     return m // max(1, m // p)
 
 
-def _need_valid_m(name: str, p: int, m: int) -> None:
+def interleaved_m_problem(p: int, m: int) -> str | None:
+    """The rule on m of interleaved-1f1b and interleaved-zb (`valid_interleaved_m`), as the registry states it."""
     if valid_interleaved_m(p, m):
-        return
-    near = [x for x in range(max(1, m - p), m + p + 1) if valid_interleaved_m(p, x)]
-    lo = max((x for x in near if x < m), default=None)
-    hi = min(x for x in near if x > m)
-    options = f"{lo} or {hi}" if lo is not None else f"{hi}"
-    raise ConfigError(
-        MICROBATCHES,
-        f"{name} at --pp {p} needs m to be a multiple of its rounds max(1, m // p) = {max(1, m // p)}, got {m}",
-        f"use --microbatches {options} (a multiple of {p} always works)",
-    )
+        return None
+    return f"at --pp {p} needs m to be a multiple of its rounds max(1, m // p) = {max(1, m // p)}, got {m}"
+
+
+def _need_valid_m(name: str, p: int, m: int) -> None:
+    need_m(name, p, m, interleaved_m_problem, f" (a multiple of {p} always works)")
 
 
 def interleaved_1f1b(p: int, m: int, v: int | None = None, group: int | None = None) -> Schedule:

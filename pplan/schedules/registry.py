@@ -1,80 +1,321 @@
-"""The schedule registry: one name per schedule family, torch's class names as aliases, cached generation.
+"""The schedule-family registry: one record per pipeline-schedule family, the single source of what pplan knows
+about it. Adding a schedule touches its generator module and its record here.
+
+A record (`ScheduleFamily`) holds the family's names (canonical name, torch's class names and short forms as
+aliases), its title, its generator and its rules on p and m (one function each, which the generator, the planner
+`pplan.plan`, the launchers and the search all call), how it places model chunks on ranks, whether it splits the
+backward, the published closed form of its bubble (with citations), the closed-form peak in flight the search
+screens with, the torch.distributed.pipelining class that runs it and whether Megatron-LM main does.
+
+The rules on m, for reference:
+- gpipe, 1f1b, looped-bfs, zb-h1, zb-h2, zbv: any m ≥ 1 (with m < p a stage holds at most m micro-batches; ZB-H1/H2
+  are Qi et al. 2024's handcrafted schedules for m ≥ p, and zbv's lists are cut from 2p − 1 micro-batches).
+- interleaved-1f1b, interleaved-zb: v ≥ 2 chunks per rank in the loop placement; m a multiple of torch's rounds
+  max(1, m // p) (a multiple of p, Megatron-LM's rule, always is; see `pplan.schedules.interleaved`).
+- dualpipev: DualPipe folded into a V, two chunks per rank; m ≥ 2p (torch's ScheduleDualPipeV).
+- dualpipe: bidirectional, p even, rank r holds stage r and stage p−1−r (two copies of the parameters), m even
+  and m ≥ 2p (DeepSeek-V3 technical report §3.2.1; the reference implementation's assertion).
 
 `get_schedule(name, p, m, v=None)` returns the `Schedule` for p ranks, m micro-batches and v stages per rank
-(None = the family's default: 1, or 2 for the interleaved and V families). Names are case-insensitive; torch's
-class names (`Schedule1F1B`, `ScheduleInterleaved1F1B`, ...) and their short forms (`1F1B`, `Interleaved1F1B`,
-...) are accepted. Generation is cached by (name, p, v, m), so repeated planning loops reuse the same object
-(and the timeline's compiled form of it).
+(None = the family's `default_v`). Names are case-insensitive; torch's class names (`Schedule1F1B`,
+`ScheduleInterleaved1F1B`, ...) and their short forms (`1F1B`, `Interleaved1F1B`, ...) are accepted. Generation is
+cached by (name, p, v, m), so repeated planning loops reuse the same object (and the timeline's compiled form).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Schedule
-from pplan.schedules.dualpipe import dualpipe, dualpipev
+from pplan.schedules.dualpipe import (
+    dualpipe,
+    dualpipe_m_problem,
+    dualpipe_p_problem,
+    dualpipev,
+    dualpipev_m_problem,
+)
 from pplan.schedules.gpipe import gpipe
-from pplan.schedules.interleaved import interleaved_1f1b, interleaved_zb, looped_bfs
+from pplan.schedules.interleaved import interleaved_1f1b, interleaved_m_problem, interleaved_zb, looped_bfs
 from pplan.schedules.one_f_one_b import one_f_one_b
+from pplan.schedules.rules import MRule, PRule, any_m, any_p
 from pplan.schedules.zbv import zbv
 from pplan.schedules.zero_bubble import zb_h1, zb_h2
 
 Generator = Callable[[int, int, int | None], Schedule]
+"""(p, m, v or None) → the checked schedule."""
+Placement = Literal["loop", "v", "dual"]
+BubbleForm = Callable[[int, int, int, float, float, float], float]
+"""(p, v, m, F, I, W) → idle time per rank per step, in the unit of F, I, W."""
+InFlightForm = Callable[[int, int, int], float]
+"""(p, v, m) → peak micro-batches in flight on the most loaded rank, in full-stage units."""
 
-_GENERATORS: dict[str, Generator] = {
-    "gpipe": gpipe,
-    "1f1b": one_f_one_b,
-    "interleaved-1f1b": interleaved_1f1b,
-    "interleaved-zb": interleaved_zb,
-    "looped-bfs": looped_bfs,
-    "zb-h1": zb_h1,
-    "zb-h2": zb_h2,
-    "zbv": zbv,
-    "dualpipev": dualpipev,
-    "dualpipe": dualpipe,
-}
 
-SCHEDULE_NAMES: tuple[str, ...] = tuple(_GENERATORS)
+@dataclass(frozen=True, slots=True)
+class ScheduleFamily:
+    """Everything pplan knows about one schedule family."""
+
+    name: str
+    """Canonical name (lower case, hyphenated): what `--schedule` lists and plans print."""
+    title: str
+    """Human title for reports."""
+    generator: Generator
+    placement: Placement
+    """How model chunks sit on ranks (pplan.layout): loop (chunk c on rank c mod p), v (rank r holds chunks r and
+    2p−1−r) or dual (p stages, rank r holds stage r and p−1−r: two parameter copies)."""
+    fixed_v: int | None
+    """Model chunks per rank the planner uses (None: the user's --vp, at least 2). DualPipe's two stage copies
+    count as one chunk of the down pipeline."""
+    default_v: int
+    """Stages per rank the generator builds when given none (the `Schedule`'s v; DualPipe counts both copies)."""
+    splits_backward: bool
+    """True when the backward runs as separate input-gradient (I) and weight-gradient (W) passes."""
+    bubble_idle: BubbleForm
+    """The published closed form of the bubble: idle time per rank per step for uniform stages and free
+    communication (fraction of ideal = idle / (m·(F+I+W))). Citations on each form below."""
+    in_flight: InFlightForm
+    """Closed-form peak of micro-batches in flight on the most loaded rank, in full-stage units: the search's
+    screening estimate (the simulated schedule, pplan.timeline, is exact)."""
+    aliases: tuple[str, ...] = ()
+    """Other accepted names (torch's class names and short forms among them); matched like the name:
+    case-insensitive, with '_' or '-' or neither."""
+    p_problem: PRule = any_p
+    """The rule on p alone: None when the family runs on p ranks, else what is wrong."""
+    m_problem: MRule = any_m
+    """The rule on m: (p, m) → None when the family runs m ≥ 1 micro-batches on p ≥ 1 ranks, else what is wrong
+    (worded to follow the family's name). The generator checks m with this same function."""
+    m_rule: str = ""
+    """`m_problem` in words, without numbers ("" when every m runs), for reasons a search counts by."""
+    torch_class: str | None = None
+    """The torch.distributed.pipelining class that runs it (so torchtitan can name it), or None."""
+    megatron: bool = False
+    """Megatron-LM main runs it."""
+    why_not_megatron: str = ""
+    """Why Megatron-LM main cannot run it (when `megatron` is False)."""
+    why_not_torch: str = ""
+    """Why torchtitan cannot name it (when `torch_class` is None)."""
+    fix_not_torch: str = ""
+    """What to use instead under torchtitan (when `torch_class` is None)."""
+
+    def __post_init__(self) -> None:
+        assert self.megatron != bool(self.why_not_megatron), self.name
+        assert (self.torch_class is None) == bool(self.why_not_torch) == bool(self.fix_not_torch), self.name
+
+    @property
+    def torch_short_name(self) -> str | None:
+        """torch's short name for the class (`get_schedule_class`'s key; what torchtitan's config takes)."""
+        return None if self.torch_class is None else self.torch_class.removeprefix("Schedule")
+
+    @property
+    def launchers(self) -> tuple[str, ...]:
+        """The launchers (pplan.launchers) that run it."""
+        runs = {"megatron": self.megatron, "torchtitan": self.torch_class is not None}
+        return tuple(launcher for launcher, ok in runs.items() if ok)
+
+
+# ------------------------------------------------------------------------------------- closed forms of the bubble
+# Durations F (forward), I (input-gradient backward, Qi et al.'s B) and W (weight-gradient backward) are per stage;
+# a full backward is I + W. Uniform stages, free communication.
+
+
+def _flush_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """GPipe and 1F1B: (p−1)(F+I+W), i.e. (p−1)/m of ideal (Narayanan et al. 2021 §2.2)."""
+    return (p - 1) * (f + i + w)
+
+
+def _interleaved_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """Interleaved 1F1B: (p−1)(F+I+W)/v (Narayanan et al. 2021 §2.2; Llama 3 §3.3.2 writes (PP−1)/(V·M))."""
+    return (p - 1) * (f + i + w) / v
+
+
+def _zb_h1_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """ZB-H1: (p−1)(F+I−W), floored at 0 (Qi et al. 2024, arXiv 2401.10241, Table 2)."""
+    return max(0.0, (p - 1) * (f + i - w))
+
+
+def _zb_h2_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """ZB-H2: (p−1)(F+I−2W), floored at 0 (Qi et al. 2024, Table 2); its warm-up needs m ≥ 2p − 1 extra
+    forwards, so with fewer micro-batches it is ZB-H1's."""
+    if m < 2 * p - 1:
+        return _zb_h1_bubble(p, v, m, f, i, w)
+    return max(0.0, (p - 1) * (f + i - 2 * w))
+
+
+def _zbv_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """ZB-V: (p−1)(F+I−2W)/2 with each chunk half a stage, floored at 0 (≈ 0 when F = I = W; Qi et al. 2024 §5)."""
+    return max(0.0, (p - 1) * (f + i - 2 * w) / 2)
+
+
+def _dual_pair(f: float, i: float, w: float) -> float:
+    """DeepSeek's F&B + B − 3W with B = I + W the full backward and F&B = F + B (no forward-backward overlap)."""
+    full_b = i + w
+    return (f + full_b) + full_b - 3 * w
+
+
+def _dualpipe_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """DualPipe: (p/2 − 1)(F&B + B − 3W), floored at 0 (DeepSeek-V3 report, arXiv 2412.19437, Table 2)."""
+    return max(0.0, (p / 2 - 1) * _dual_pair(f, i, w))
+
+
+def _dualpipev_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """DualPipeV on p ranks is DualPipe on 2p half-stages: (p − 1)(F&B + B − 3W)/2, floored at 0."""
+    return max(0.0, (p - 1) * _dual_pair(f, i, w) / 2)
+
+
+_UNPUBLISHED_BUBBLE = _dualpipev_bubble
+"""interleaved-zb and looped-bfs have no closed form wired in: the old closed_forms.bubble_idle fell through to
+DualPipeV's for them, and this keeps those values until a cited form replaces it. The simulated timeline
+measures (p−1)(F+I+W)/v for looped-bfs (interleaved 1F1B's form) and (p−1)(F+I−W)/v for interleaved-zb at
+F = I = W (tests/test_registry.py keeps a strict xfail on the mismatch)."""
+
+
+# ------------------------------------------------------------------------------------------- peak in flight
+
+
+def _all_m(p: int, v: int, m: int) -> float:
+    """Every forward before any backward (GPipe, looped BFS): all m micro-batches."""
+    return m
+
+
+def _p_deep(p: int, v: int, m: int) -> float:
+    """1F1B, ZB-H1, ZB-V: p micro-batches on the first rank (ZB-V: 2p half-stage chunks)."""
+    return min(p, m)
+
+
+def _zb_h2_deep(p: int, v: int, m: int) -> float:
+    """ZB-H2: 2p − 1 micro-batches (its extra warm-up forwards)."""
+    return min(2 * p - 1, m)
+
+
+def _interleaved_deep(p: int, v: int, m: int) -> float:
+    """Interleaved 1F1B: p·(1 + (p−1)/(p·v)) stage units (Megatron's interleaving factor)."""
+    return min(m, p) * (1 + (p - 1) / (p * v))
+
+
+def _interleaved_zb_deep(p: int, v: int, m: int) -> float:
+    """Interleaved zero bubble: interleaved 1F1B's count with a 10 % allowance for the deferred W's."""
+    return min(m, p) * (1 + (p - 1) / (p * v)) * 1.1
+
+
+def _dual_deep(p: int, v: int, m: int) -> float:
+    """DualPipe and DualPipeV: PP + 1 micro-batches per device (DeepSeek-V3 report, Table 2)."""
+    return min(p + 1, m)
+
+
+# ------------------------------------------------------------------------------------------------ the records
+
+_ZB_NOT_ON_MEGATRON = "zero-bubble schedules are in the sail-sg fork, not Megatron-LM main"
+_DUALPIPE_NOT_ON_MEGATRON = "DualPipe is not a Megatron-LM schedule"
+_NOT_ON_MEGATRON = "Megatron-LM main runs 1F1B and interleaved 1F1B only"
+_INTERLEAVED_M_RULE = "m divisible by max(1, m // p)"
+
+FAMILIES: dict[str, ScheduleFamily] = {
+    f.name: f
+    for f in (
+        ScheduleFamily(
+            "gpipe", "GPipe", gpipe, "loop", 1, 1, False, _flush_bubble, _all_m,
+            aliases=("ScheduleGPipe",),
+            torch_class="ScheduleGPipe",
+            why_not_megatron=_NOT_ON_MEGATRON,
+        ),
+        ScheduleFamily(
+            "1f1b", "1F1B (PipeDream-Flush)", one_f_one_b, "loop", 1, 1, False, _flush_bubble, _p_deep,
+            aliases=("Schedule1F1B", "pipedream-flush"),
+            torch_class="Schedule1F1B",
+            megatron=True,
+        ),
+        ScheduleFamily(
+            "interleaved-1f1b", "Interleaved 1F1B", interleaved_1f1b, "loop", None, 2, False,
+            _interleaved_bubble, _interleaved_deep,
+            aliases=("ScheduleInterleaved1F1B", "Interleaved1F1B", "interleaved"),
+            m_problem=interleaved_m_problem,
+            m_rule=_INTERLEAVED_M_RULE,
+            torch_class="ScheduleInterleaved1F1B",
+            megatron=True,
+        ),
+        ScheduleFamily(
+            "interleaved-zb", "Interleaved zero bubble", interleaved_zb, "loop", None, 2, True,
+            _UNPUBLISHED_BUBBLE, _interleaved_zb_deep,
+            aliases=("ScheduleInterleavedZeroBubble", "InterleavedZeroBubble"),
+            m_problem=interleaved_m_problem,
+            m_rule=_INTERLEAVED_M_RULE,
+            torch_class="ScheduleInterleavedZeroBubble",
+            why_not_megatron=_ZB_NOT_ON_MEGATRON,
+        ),
+        ScheduleFamily(
+            "looped-bfs", "Looped BFS", looped_bfs, "loop", None, 2, False, _UNPUBLISHED_BUBBLE, _all_m,
+            aliases=("ScheduleLoopedBFS", "LoopedBFS"),
+            torch_class="ScheduleLoopedBFS",
+            why_not_megatron=_NOT_ON_MEGATRON,
+        ),
+        ScheduleFamily(
+            "zb-h1", "Zero Bubble ZB-H1", zb_h1, "loop", 1, 1, True, _zb_h1_bubble, _p_deep,
+            why_not_megatron=_ZB_NOT_ON_MEGATRON,
+            why_not_torch="torch has no ZB-H1/ZB-H2 class, so torchtitan's pipeline_parallel_schedule cannot name it",
+            fix_not_torch="use --schedule zbv or interleaved-zb, or --launcher megatron with --schedule 1f1b",
+        ),
+        ScheduleFamily(
+            "zb-h2", "Zero Bubble ZB-H2", zb_h2, "loop", 1, 1, True, _zb_h2_bubble, _zb_h2_deep,
+            why_not_megatron=_ZB_NOT_ON_MEGATRON,
+            why_not_torch="torch has no ZB-H1/ZB-H2 class, so torchtitan's pipeline_parallel_schedule cannot name it",
+            fix_not_torch="use --schedule zbv or interleaved-zb, or --launcher megatron with --schedule 1f1b",
+        ),
+        ScheduleFamily(
+            "zbv", "Zero Bubble ZB-V", zbv, "v", 2, 2, True, _zbv_bubble, _p_deep,
+            aliases=("ScheduleZBVZeroBubble", "ZBVZeroBubble", "zb-v"),
+            torch_class="ScheduleZBVZeroBubble",
+            why_not_megatron=_ZB_NOT_ON_MEGATRON,
+        ),
+        ScheduleFamily(
+            "dualpipev", "DualPipeV", dualpipev, "v", 2, 2, True, _dualpipev_bubble, _dual_deep,
+            aliases=("ScheduleDualPipeV", "DualPipe-V"),
+            m_problem=dualpipev_m_problem,
+            m_rule="m ≥ 2p",
+            torch_class="ScheduleDualPipeV",
+            why_not_megatron=_DUALPIPE_NOT_ON_MEGATRON,
+        ),
+        ScheduleFamily(
+            "dualpipe", "DualPipe (bidirectional)", dualpipe, "dual", 1, 2, True, _dualpipe_bubble, _dual_deep,
+            p_problem=dualpipe_p_problem,
+            m_problem=dualpipe_m_problem,
+            m_rule="p even, m even and m ≥ 2p",
+            why_not_megatron=_DUALPIPE_NOT_ON_MEGATRON,
+            why_not_torch="torch has no bidirectional DualPipe (its DualPipeV is the one-direction V variant)",
+            fix_not_torch="use --schedule dualpipev",
+        ),
+    )
+}  # fmt: skip
+"""The families by canonical name, in the order a listing should show them."""
+
+SCHEDULE_NAMES: tuple[str, ...] = tuple(FAMILIES)
 """Canonical names, in the order a listing should show them."""
 
-_ALIASES: dict[str, str] = {
-    "schedulegpipe": "gpipe",
-    "schedule1f1b": "1f1b",
-    "pipedream-flush": "1f1b",
-    "interleaved1f1b": "interleaved-1f1b",
-    "scheduleinterleaved1f1b": "interleaved-1f1b",
-    "interleaved": "interleaved-1f1b",
-    "interleavedzerobubble": "interleaved-zb",
-    "scheduleinterleavedzerobubble": "interleaved-zb",
-    "loopedbfs": "looped-bfs",
-    "scheduleloopedbfs": "looped-bfs",
-    "zbh1": "zb-h1",
-    "zbh2": "zb-h2",
-    "zb-v": "zbv",
-    "zbvzerobubble": "zbv",
-    "schedulezbvzerobubble": "zbv",
-    "dualpipe-v": "dualpipev",
-    "scheduledualpipev": "dualpipev",
+
+def _squash(name: str) -> str:
+    return name.strip().lower().replace("_", "").replace("-", "")
+
+
+_LOOKUP: dict[str, str] = {
+    _squash(alias): f.name for f in FAMILIES.values() for alias in (f.name, *f.aliases)
 }
 
 
 def canonical_name(name: str) -> str:
     """The registry name for `name` (case-insensitive; torch class names accepted), or a ConfigError."""
-    key = name.strip().lower().replace("_", "-")
-    if key in _GENERATORS:
-        return key
-    squashed = key.replace("-", "")
-    for k in (key, squashed):
-        if k in _ALIASES:
-            return _ALIASES[k]
-    for canon in _GENERATORS:
-        if canon.replace("-", "") == squashed:
-            return canon
-    raise ConfigError(
-        "--schedule", f"unknown schedule {name!r}", f"choose one of {', '.join(SCHEDULE_NAMES)}"
-    )
+    found = _LOOKUP.get(_squash(name))
+    if found is None:
+        raise ConfigError(
+            "--schedule", f"unknown schedule {name!r}", f"choose one of {', '.join(SCHEDULE_NAMES)}"
+        )
+    return found
+
+
+def schedule_family(name: str) -> ScheduleFamily:
+    """The family named `name` (any name `canonical_name` accepts), or a ConfigError on --schedule."""
+    return FAMILIES[canonical_name(name)]
 
 
 def get_schedule(name: str, p: int, m: int, v: int | None = None) -> Schedule:
@@ -84,4 +325,4 @@ def get_schedule(name: str, p: int, m: int, v: int | None = None) -> Schedule:
 
 @lru_cache(maxsize=512)
 def _cached(name: str, p: int, m: int, v: int | None) -> Schedule:
-    return _GENERATORS[name](p, m, v)
+    return FAMILIES[name].generator(p, m, v)

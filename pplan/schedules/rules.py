@@ -6,6 +6,8 @@ valid values, so a user can fix the plan in one edit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pplan.errors import ConfigError
 
 PP = "--pp"
@@ -34,23 +36,55 @@ def need_v(name: str, v: int | None, allowed: str, default: int) -> int:
     return got
 
 
-def need_m_at_least(name: str, m: int, least: int, why: str) -> None:
-    if m < least:
-        raise ConfigError(
-            MICROBATCHES,
-            f"{name} needs at least {least} micro-batches ({why}), got {m}",
-            f"use --microbatches {least} or more",
-        )
+MRule = Callable[[int, int], str | None]
+"""A family's rule on m: (p, m) → None when the family runs m micro-batches on p ranks (p, m ≥ 1), else what is
+wrong, worded to follow the family's name ("needs at least 8 micro-batches (...), got 7")."""
+
+PRule = Callable[[int], str | None]
+"""A family's rule on p alone, worded the same way."""
 
 
-def need_even(name: str, field: str, value: int, why: str) -> None:
-    if value % 2:
-        lo, hi = value - 1, value + 1
-        options = f"{lo} or {hi}" if lo >= 1 else f"{hi}"
-        raise ConfigError(field, f"{name} needs an even value ({why}), got {value}", f"use {field} {options}")
+def any_m(p: int, m: int) -> str | None:
+    """The rule of a family that runs every m ≥ 1."""
+    return None
 
 
-def nearest_multiples(m: int, k: int) -> str:
-    """'8 or 12' for m=10, k=4: the multiples of k either side of m (only the upper one when the lower is 0)."""
-    lo, hi = (m // k) * k, (m // k + 1) * k
-    return f"{lo} or {hi}" if lo >= k else f"{hi}"
+def any_p(p: int) -> str | None:
+    """The rule of a family that runs on every p ≥ 1."""
+    return None
+
+
+def nearest_valid(value: int, ok: Callable[[int], bool], upto: int) -> tuple[int | None, int | None]:
+    """(the largest valid value below `value`, ≥ 1; the smallest above it, ≤ `upto`), None where there is none."""
+    lower = next((c for c in range(value - 1, 0, -1) if ok(c)), None)
+    upper = next((c for c in range(value + 1, upto + 1) if ok(c)), None)
+    return lower, upper
+
+
+def _options(value: int, ok: Callable[[int], bool], span: int) -> str:
+    """'8 or 10', or '8 or more' when nothing below works and everything from 8 to 8 + span does."""
+    lower, upper = nearest_valid(value, ok, value + 4 * span + 2)
+    if upper is None:
+        return f"{lower}" if lower is not None else ""
+    if lower is not None:
+        return f"{lower} or {upper}"
+    if all(ok(c) for c in range(upper, upper + span + 1)):
+        return f"{upper} or more"
+    return f"{upper}"
+
+
+def need_p(name: str, p: int, rule: PRule) -> None:
+    """Raise a ConfigError on --pp when `rule` refuses p, naming the nearest p it accepts."""
+    problem = rule(p)
+    if problem is not None:
+        options = _options(p, lambda c: rule(c) is None, 4)
+        raise ConfigError(PP, f"{name} {problem}", f"use {PP} {options}" if options else f"change {PP}")
+
+
+def need_m(name: str, p: int, m: int, rule: MRule, note: str = "") -> None:
+    """Raise a ConfigError on --microbatches when `rule` refuses m at p, naming the nearest m it accepts."""
+    problem = rule(p, m)
+    if problem is not None:
+        options = _options(m, lambda c: rule(p, c) is None, 2 * p)
+        fix = f"use {MICROBATCHES} {options}" if options else f"change {MICROBATCHES}"
+        raise ConfigError(MICROBATCHES, f"{name} {problem}", fix + note)

@@ -1,0 +1,209 @@
+"""Each schedule family's record (pplan.schedules.registry) against facts found elsewhere: what its generator
+accepts and builds, what the simulated timeline measures, hand derivations, and torch's own names."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pplan.closed_forms import bubble_fractions
+from pplan.errors import ConfigError
+from pplan.layout import make_layout
+from pplan.schedules import FAMILIES, SCHEDULE_NAMES, ScheduleFamily, canonical_name, schedule_family
+from pplan.timeline import Durations, simulate
+
+EQUAL = Durations(1.0, 1.0, 1.0)
+FAMILY_LIST = list(FAMILIES.values())
+
+
+def _ids(f: ScheduleFamily) -> str:
+    return f.name
+
+
+def _v(f: ScheduleFamily) -> int:
+    """The chunks per rank a plan would use (2 where the user chooses)."""
+    return 2 if f.fixed_v is None else f.fixed_v
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+def test_rules_on_p_and_m_agree_with_what_the_generator_accepts(family: ScheduleFamily) -> None:
+    for p, m in itertools.product(range(1, 9), range(1, 30)):
+        try:
+            family.generator(p, m, None)
+            accepted, field = True, ""
+        except ConfigError as err:
+            accepted, field = False, err.field
+        assert accepted == (family.m_problem(p, m) is None), (p, m)
+        if family.p_problem(p) is not None:
+            assert field == "--pp", (p, m)  # no m runs on such a p, and the generator says so on --pp
+        elif not accepted:
+            assert field == "--microbatches", (p, m)
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+def test_a_refused_m_suggests_only_m_the_generator_accepts(family: ScheduleFamily) -> None:
+    for p, m in itertools.product(range(2, 7), range(1, 20)):
+        if family.p_problem(p) is not None or family.m_problem(p, m) is None:
+            continue
+        with pytest.raises(ConfigError) as info:
+            family.generator(p, m, None)
+        words = info.value.fix.replace(",", " ").replace("(", " ").split()
+        suggested = [int(w) for w in words if w.isdigit()]
+        assert suggested, info.value.fix
+        for c in suggested:
+            if c != p:  # "a multiple of p always works"
+                family.generator(p, c, None)
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+def test_name_default_and_fixed_v_agree_with_the_generator(family: ScheduleFamily) -> None:
+    p, m = 4, 16
+    built = family.generator(p, m, None)
+    assert built.v == family.default_v
+    assert built.name == family.name
+    if family.fixed_v is None:
+        assert family.generator(p, m, 3).v == 3
+        with pytest.raises(ConfigError):
+            family.generator(p, m, 1)
+    else:
+        with pytest.raises(ConfigError):
+            family.generator(p, m, family.default_v + 1)
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+def test_splits_backward_agrees_with_the_generated_passes(family: ScheduleFamily) -> None:
+    schedule = family.generator(4, 16, None)
+    kinds = {a.kind for row in schedule.actions for a in row}
+    assert ({"I", "W"} <= kinds) == family.splits_backward
+    if not family.splits_backward:
+        assert kinds == {"F", "B"}
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+def test_placement_agrees_with_the_ranks_the_generator_uses(family: ScheduleFamily) -> None:
+    p = 4
+    schedule = family.generator(p, 16, None)
+    layout = make_layout(family, 48, p, _v(family))
+    for r in range(p):
+        stages = {a.stage for a in schedule.actions[r]}
+        if family.placement == "dual":
+            stages = {s if s < p else s - p for s in stages}  # up stage p + k runs chunk k's layers
+            assert stages == {r, p - 1 - r}
+        assert stages == set(layout.rank_chunks[r]), r
+
+
+def test_launchers_are_the_documented_ones() -> None:
+    """Megatron-LM main runs 1F1B and interleaved 1F1B; torchtitan runs torch's classes (launchers.md)."""
+    megatron = {f.name for f in FAMILY_LIST if "megatron" in f.launchers}
+    torchtitan = {f.name for f in FAMILY_LIST if "torchtitan" in f.launchers}
+    assert megatron == {"1f1b", "interleaved-1f1b"}
+    assert torchtitan == {
+        "gpipe",
+        "1f1b",
+        "interleaved-1f1b",
+        "looped-bfs",
+        "interleaved-zb",
+        "zbv",
+        "dualpipev",
+    }
+
+
+def test_torch_classes_exist_and_torch_maps_their_short_names_to_them() -> None:
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    for f in FAMILY_LIST:
+        if f.torch_class is None:
+            continue
+        cls = getattr(pipelining, f.torch_class)
+        assert f.torch_short_name is not None
+        assert schedules.get_schedule_class(f.torch_short_name) is cls
+        assert canonical_name(f.torch_class) == canonical_name(f.torch_short_name) == f.name
+
+
+def test_every_torch_schedule_class_is_some_familys() -> None:
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    exported = {n for n in dir(pipelining) if n.startswith("Schedule")}
+    assert exported == {f.torch_class for f in FAMILY_LIST if f.torch_class is not None}
+
+
+def test_names_and_aliases_resolve_to_their_own_family_only() -> None:
+    seen: dict[str, str] = {}
+    for f in FAMILY_LIST:
+        for alias in (f.name, *f.aliases):
+            assert canonical_name(alias) == f.name
+            assert canonical_name(alias.upper()) == f.name
+            assert schedule_family(alias.replace("-", "_")) is f
+            key = alias.lower().replace("-", "").replace("_", "")
+            assert seen.setdefault(key, f.name) == f.name, alias
+    assert tuple(FAMILIES) == SCHEDULE_NAMES
+    with pytest.raises(ConfigError):
+        schedule_family("pipedream-2bw")
+
+
+# --- closed forms -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (4, 30), (8, 16)])
+def test_1f1b_and_gpipe_bubble_by_hand(p: int, m: int) -> None:
+    """A rank waits p−1 forward slots before its first forward and p−1 backward slots after its last backward:
+    idle (p−1)(F+B) against ideal m(F+B), so (p−1)/m of ideal and (p−1)/(m+p−1) of the step."""
+    for name in ("1f1b", "gpipe"):
+        of_ideal, of_step = bubble_fractions(FAMILIES[name], p, 1, m, 1.0, 0.6, 1.4)
+        assert of_ideal == pytest.approx((p - 1) / m)
+        assert of_step == pytest.approx((p - 1) / (m + p - 1))
+
+
+def test_interleaved_bubble_by_hand() -> None:
+    """Each of the p−1 fill and drain slots is a chunk pass, 1/v of a stage: (p−1)/(v·m) of ideal."""
+    assert bubble_fractions(FAMILIES["interleaved-1f1b"], 4, 2, 8)[0] == pytest.approx(3 / 16)
+    assert bubble_fractions(FAMILIES["interleaved-1f1b"], 8, 4, 32)[0] == pytest.approx(7 / 128)
+
+
+EXACT_BUBBLE = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipev", "dualpipe"]
+"""Families whose closed form is the simulated bubble exactly at F = I = W (ZB-H2 and ZB-V state the idle
+inside each rank's own window, which the step's makespan does not measure)."""
+
+
+@pytest.mark.parametrize("name", EXACT_BUBBLE)
+@pytest.mark.parametrize(("p", "m"), [(2, 8), (4, 8), (4, 16), (8, 16)])
+def test_closed_form_bubble_matches_the_simulated_schedule(name: str, p: int, m: int) -> None:
+    f = FAMILIES[name]
+    measured = simulate(f.generator(p, m, None), EQUAL).bubble_fraction_of_ideal
+    assert bubble_fractions(f, p, _v(f), m)[0] == pytest.approx(measured)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="no published form wired in: these families get DualPipeV's (kept as it was)"
+)
+@pytest.mark.parametrize("name", ["looped-bfs", "interleaved-zb"])
+def test_families_without_a_wired_closed_form(name: str) -> None:
+    f = FAMILIES[name]
+    measured = simulate(f.generator(4, 8, 2), EQUAL).bubble_fraction_of_ideal
+    assert bubble_fractions(f, 4, 2, 8)[0] == pytest.approx(measured)
+
+
+def test_zb_h2_needs_its_warm_up_micro_batches() -> None:
+    """With m < 2p − 1 ZB-H2 cannot run its extra warm-up forwards: it is ZB-H1 (Qi et al. 2024 §3.1)."""
+    h1, h2 = FAMILIES["zb-h1"], FAMILIES["zb-h2"]
+    assert bubble_fractions(h2, 4, 1, 6) == bubble_fractions(h1, 4, 1, 6)
+    assert bubble_fractions(h2, 4, 1, 7)[0] == 0.0 < bubble_fractions(h1, 4, 1, 7)[0]
+
+
+# --- peak in flight (the search's screening) ---------------------------------------------------------------
+
+EXACT_IN_FLIGHT = ["gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipe"]
+
+
+@pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
+@pytest.mark.parametrize(("p", "m"), [(2, 8), (4, 8), (4, 16), (8, 16)])
+def test_in_flight_form_against_the_simulated_peak(family: ScheduleFamily, p: int, m: int) -> None:
+    """Measured: the most chunk-micro-batches a rank holds, over the chunks per stage (v, or 1 for DualPipe's
+    full stages). Exact where the form is the published count; an upper bound where it is an allowance."""
+    v = _v(family)
+    peak = max(simulate(family.generator(p, m, None if family.fixed_v else v), EQUAL).peak_in_flight_per_rank)
+    measured = peak / (1 if family.placement == "dual" else v)
+    if family.name in EXACT_IN_FLIGHT:
+        assert family.in_flight(p, v, m) == pytest.approx(measured)
+    else:
+        assert measured <= family.in_flight(p, v, m) <= 1.6 * measured
