@@ -83,6 +83,74 @@ class Durations:
 
 
 @dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a planner needs from a simulated step, without the per-action times (see `Timeline.summary`).
+
+    Per-rank tuples are indexed by rank. The derived properties have exactly `Timeline`'s definitions. Produced
+    by `Timeline.summary()` and, without playing every action, by `pplan.periodic.summarise`.
+    """
+
+    makespan: float
+    """End of the last action (the step starts at 0)."""
+    busy_per_rank: tuple[float, ...]
+    """Compute time of each rank (sum of its action durations)."""
+    first_start_per_rank: tuple[float, ...]
+    """Start of each rank's first action (0.0 for a rank without actions)."""
+    last_end_per_rank: tuple[float, ...]
+    """End of each rank's last action (0.0 for a rank without actions)."""
+    peak_in_flight_per_stage: tuple[int, ...]
+    """Most micro-batches a stage holds at once (from the start of F to the end of B or W)."""
+    peak_in_flight_per_rank: tuple[int, ...]
+    """Most stage-micro-batches (summed over the rank's stages) a rank holds at once."""
+    p2p_forward_messages: int
+    """Activations sent between ranks per step."""
+    p2p_backward_messages: int
+    """Gradients sent between ranks per step."""
+
+    @property
+    def busiest(self) -> float:
+        return max(self.busy_per_rank)
+
+    @property
+    def bubble(self) -> float:
+        """makespan − the busiest rank's compute time."""
+        return self.makespan - self.busiest
+
+    @property
+    def bubble_fraction_of_step(self) -> float:
+        """bubble / makespan (0 for an empty step)."""
+        return self.bubble / self.makespan if self.makespan > 0 else 0.0
+
+    @property
+    def bubble_fraction_of_ideal(self) -> float:
+        """bubble / busiest compute time (0 when nothing computes)."""
+        busiest = self.busiest
+        return self.bubble / busiest if busiest > 0 else 0.0
+
+    @property
+    def span_per_rank(self) -> tuple[float, ...]:
+        """Each rank's own window: its last end − its first start."""
+        return tuple(e - s for s, e in zip(self.first_start_per_rank, self.last_end_per_rank, strict=True))
+
+    @property
+    def idle_in_span_per_rank(self) -> tuple[float, ...]:
+        """Idle time inside each rank's own window (span − busy)."""
+        return tuple(sp - bz for sp, bz in zip(self.span_per_rank, self.busy_per_rank, strict=True))
+
+    @property
+    def idle_per_rank(self) -> tuple[float, ...]:
+        return tuple(self.makespan - b for b in self.busy_per_rank)
+
+    @property
+    def max_idle_in_span(self) -> float:
+        return max(self.idle_in_span_per_rank)
+
+    @property
+    def p2p_messages(self) -> int:
+        return self.p2p_forward_messages + self.p2p_backward_messages
+
+
+@dataclass(frozen=True, slots=True)
 class Timeline:
     """The simulated step. Per-rank tuples are indexed by rank; `start`/`end` align with `schedule.actions`."""
 
@@ -132,6 +200,19 @@ class Timeline:
     @property
     def max_idle_in_span(self) -> float:
         return max(self.idle_in_span_per_rank)
+
+    def summary(self) -> RunSummary:
+        """The step without its per-action times: what `pplan.periodic.summarise` computes without simulating."""
+        return RunSummary(
+            makespan=self.makespan,
+            busy_per_rank=self.busy_per_rank,
+            first_start_per_rank=tuple(s[0] if s else 0.0 for s in self.start),
+            last_end_per_rank=tuple(e[-1] if e else 0.0 for e in self.end),
+            peak_in_flight_per_stage=self.peak_in_flight_per_stage,
+            peak_in_flight_per_rank=self.peak_in_flight_per_rank,
+            p2p_forward_messages=self.p2p_forward_messages,
+            p2p_backward_messages=self.p2p_backward_messages,
+        )
 
     def intervals(self, rank: int) -> Iterator[tuple[Action, float, float]]:
         """(action, start, end) for each action of `rank`, in the rank's order (which is time order)."""

@@ -58,6 +58,11 @@ def loop_placement(p: int, v: int) -> tuple[int, ...]:
     return tuple(s % p for s in range(p * v))
 
 
+def dual_placement(p: int) -> tuple[int, ...]:
+    """DualPipe's two pipelines: down stage k on rank k, up stage p + k on rank p − 1 − k."""
+    return tuple(range(p)) + tuple(p - 1 - k for k in range(p))
+
+
 def v_placement(p: int) -> tuple[int, ...]:
     """The V placement of ZB-V and DualPipeV: rank r holds stages r and 2p − 1 − r (stages p − 1, p share a rank)."""
     return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))

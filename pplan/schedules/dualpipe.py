@@ -34,7 +34,7 @@ chunk pass. Activations: PP + 1 micro-batches per device (Table 2).
 
 from __future__ import annotations
 
-from pplan.schedules.actions import Action, Kind, Schedule, make_schedule, v_placement
+from pplan.schedules.actions import Action, Kind, Schedule, dual_placement, make_schedule, v_placement
 from pplan.schedules.rules import need_m, need_p, need_positive, need_v
 
 
@@ -159,6 +159,6 @@ def dualpipe(p: int, m: int, v: int | None = None) -> Schedule:
         else:
             built.append(_dual_rank(n, p - 1 - r, half, up, down, half, 0))
     rows, pairs = [b[0] for b in built], [b[1] for b in built]
-    placement = tuple(range(p)) + tuple(p - 1 - k for k in range(p))
+    placement = dual_placement(p)
     chains = (tuple(range(p)), tuple(range(p, 2 * p)))
     return make_schedule("dualpipe", p, 2, m, placement, rows, chains, overlaps=pairs)

@@ -44,6 +44,20 @@ def megatron_order(m: int, v: int, group: int) -> list[tuple[int, int]]:
     return table
 
 
+def table_prefix_counts(m: int, v: int, group: int, n: int) -> tuple[int, ...]:
+    """Per chunk, how many of the first n entries of `megatron_order(m, v, group)` run it (without building it)."""
+    counts = [0] * v
+    for first in range(0, m, group):
+        size = min(group, m - first)
+        for chunk in range(v):
+            take = min(size, n)
+            counts[chunk] += take
+            n -= take
+            if n == 0:
+                return tuple(counts)
+    return tuple(counts)
+
+
 def valid_interleaved_m(p: int, m: int) -> bool:
     """torch's rule (ScheduleInterleaved1F1B): m must be a multiple of its number of rounds max(1, m // p)."""
     return m % max(1, m // p) == 0

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Literal
 
 from pplan.errors import ConfigError
-from pplan.schedules.actions import Schedule
+from pplan.schedules.actions import Schedule, dual_placement, loop_placement, v_placement
 from pplan.schedules.dualpipe import (
     dualpipe,
     dualpipe_m_problem,
@@ -39,7 +39,14 @@ from pplan.schedules.dualpipe import (
     dualpipev_m_problem,
 )
 from pplan.schedules.gpipe import gpipe
-from pplan.schedules.interleaved import interleaved_1f1b, interleaved_m_problem, interleaved_zb, looped_bfs
+from pplan.schedules.interleaved import (
+    default_group,
+    interleaved_1f1b,
+    interleaved_m_problem,
+    interleaved_zb,
+    looped_bfs,
+    table_prefix_counts,
+)
 from pplan.schedules.one_f_one_b import one_f_one_b
 from pplan.schedules.rules import MRule, PRule, any_m, any_p
 from pplan.schedules.zbv import zbv
@@ -50,8 +57,10 @@ Generator = Callable[[int, int, int | None], Schedule]
 Placement = Literal["loop", "v", "dual"]
 BubbleForm = Callable[[int, int, int, float, float, float], float]
 """(p, v, m, F, I, W) → idle time per rank per step, in the unit of F, I, W."""
-InFlightForm = Callable[[int, int, int], float]
-"""(p, v, m) → peak micro-batches in flight on the most loaded rank, in full-stage units."""
+Warmup = tuple[tuple[int, ...], ...]
+WarmupForm = Callable[[int, int, int], Warmup]
+"""(p, v, m) → per rank, per stage it holds (in increasing stage order), the micro-batches in flight when the
+rank's first backward starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +85,10 @@ class ScheduleFamily:
     bubble_idle: BubbleForm
     """The published closed form of the bubble: idle time per rank per step for uniform stages and free
     communication (fraction of ideal = idle / (m·(F+I+W))). Citations on each form below."""
-    in_flight: InFlightForm
-    """Closed-form peak of micro-batches in flight on the most loaded rank, in full-stage units: the search's
-    screening estimate (the simulated schedule, pplan.timeline, is exact)."""
+    warmup_in_flight: WarmupForm
+    """Closed form, read off the generator: per rank and stage, the micro-batches in flight when the rank's first
+    backward starts. No peak is lower, so the search screens memory with it as a proven lower bound (the exact
+    peak comes off the schedule, pplan.periodic.in_flight_profile)."""
     aliases: tuple[str, ...] = ()
     """Other accepted names (torch's class names and short forms among them); matched like the name:
     case-insensitive, with '_' or '-' or neither."""
@@ -89,6 +99,10 @@ class ScheduleFamily:
     (worded to follow the family's name). The generator checks m with this same function."""
     m_rule: str = ""
     """`m_problem` in words, without numbers ("" when every m runs), for reasons a search counts by."""
+    steady: Callable[[int], tuple[int, int]] | None = None
+    """p → (m0, Δ): for m ≥ m0 in m0's class mod Δ, each rank's list is a prefix, then copies of one period
+    (Δ more micro-batches per copy), then a suffix (pplan.periodic finds and checks the split from here); None
+    when the lists are blocks of every micro-batch instead (every F, then every B)."""
     torch_class: str | None = None
     """The torch.distributed.pipelining class that runs it (so torchtitan can name it), or None."""
     megatron: bool = False
@@ -103,6 +117,22 @@ class ScheduleFamily:
     def __post_init__(self) -> None:
         assert self.megatron != bool(self.why_not_megatron), self.name
         assert (self.torch_class is None) == bool(self.why_not_torch) == bool(self.fix_not_torch), self.name
+
+    def generator_v(self, v: int) -> int | None:
+        """The v to give the generator for a plan with v model chunks per rank (None: the family's own)."""
+        return None if self.placement == "dual" else v
+
+    def stage_ranks(self, p: int, v: int) -> tuple[int, ...]:
+        """The rank holding each virtual stage, for p ranks and v model chunks per rank."""
+        if self.placement == "loop":
+            return loop_placement(p, v)
+        return v_placement(p) if self.placement == "v" else dual_placement(p)
+
+    def chains(self, p: int, v: int) -> tuple[tuple[int, ...], ...]:
+        """The stage sequences micro-batches flow along: one chain, or DualPipe's two directions."""
+        if self.placement == "dual":
+            return (tuple(range(p)), tuple(range(p, 2 * p)))
+        return (tuple(range(p * v if self.placement == "loop" else 2 * p)),)
 
     @property
     def torch_short_name(self) -> str | None:
@@ -175,34 +205,57 @@ F = I = W (tests/test_registry.py keeps a strict xfail on the mismatch)."""
 # ------------------------------------------------------------------------------------------- peak in flight
 
 
-def _all_m(p: int, v: int, m: int) -> float:
-    """Every forward before any backward (GPipe, looped BFS): all m micro-batches."""
-    return m
+def _all_m(p: int, v: int, m: int) -> Warmup:
+    """GPipe and looped BFS: every forward of every chunk before the first backward."""
+    return tuple((m,) * v for _ in range(p))
 
 
-def _p_deep(p: int, v: int, m: int) -> float:
-    """1F1B, ZB-H1, ZB-V: p micro-batches on the first rank (ZB-V: 2p half-stage chunks)."""
-    return min(p, m)
+def _flush_warmup(p: int, v: int, m: int) -> Warmup:
+    """1F1B and ZB-H1: min(p − r − 1, m) warm-up forwards, then one more forward before the first B (or I)."""
+    return tuple((min(p - r, m),) for r in range(p))
 
 
-def _zb_h2_deep(p: int, v: int, m: int) -> float:
-    """ZB-H2: 2p − 1 micro-batches (its extra warm-up forwards)."""
-    return min(2 * p - 1, m)
+def _zb_h2_warmup(p: int, v: int, m: int) -> Warmup:
+    """ZB-H2: min(2(p − r) − 1, m) warm-up forwards (within its 2p − 1 cap), then the first I."""
+    return tuple((min(2 * (p - r) - 1, m),) for r in range(p))
 
 
-def _interleaved_deep(p: int, v: int, m: int) -> float:
-    """Interleaved 1F1B: p·(1 + (p−1)/(p·v)) stage units (Megatron's interleaving factor)."""
-    return min(m, p) * (1 + (p - 1) / (p * v))
+def _interleaved_warmup(p: int, v: int, m: int) -> Warmup:
+    """Interleaved 1F1B: 2(p − r − 1) + (v − 1)·G warm-up forwards, then one more, in Megatron's table order."""
+    g = default_group(p, m)
+    return tuple(
+        table_prefix_counts(m, v, g, min(2 * (p - r - 1) + (v - 1) * g + 1, m * v)) for r in range(p)
+    )
 
 
-def _interleaved_zb_deep(p: int, v: int, m: int) -> float:
-    """Interleaved zero bubble: interleaved 1F1B's count with a 10 % allowance for the deferred W's."""
-    return min(m, p) * (1 + (p - 1) / (p * v)) * 1.1
+def _interleaved_zb_warmup(p: int, v: int, m: int) -> Warmup:
+    """Interleaved zero bubble: (v − 1)·G + (p − 1 − r) warm-up forwards, then one more, then the first I."""
+    g = default_group(p, m)
+    return tuple(table_prefix_counts(m, v, g, min((v - 1) * g + (p - r), m * v)) for r in range(p))
 
 
-def _dual_deep(p: int, v: int, m: int) -> float:
-    """DualPipe and DualPipeV: PP + 1 micro-batches per device (DeepSeek-V3 report, Table 2)."""
-    return min(p + 1, m)
+def _zbv_warmup(p: int, v: int, m: int) -> Warmup:
+    """ZB-V (rank r holds chunks r and 2p − 1 − r): 2(p − r) − 1 forwards of the first chunk, r pairs of both,
+    then one more of the second before its first I (passes of micro-batches ≥ m dropped)."""
+    return tuple((min(2 * p - r - 1, m), min(r + 1, m)) for r in range(p))
+
+
+def _dualpipev_warmup(p: int, v: int, m: int) -> Warmup:
+    """DualPipeV: DeepSeek's steps 1-2, 2(p − r − 1) + r + 1 forwards of the first chunk and r + 1 of the second,
+    then the first backward; the last rank first runs one more forward (its first pair is not overlapped)."""
+    return tuple((2 * p - r - 1 + (r == p - 1), r + 1) for r in range(p))
+
+
+def _dualpipe_warmup(p: int, v: int, m: int) -> Warmup:
+    """DualPipe: each half of the ranks runs DualPipeV's program on p/2 ranks per direction; rank r's stages
+    (r, 2p − 1 − r) are (its own direction's, the other's) on the first half and the reverse on the second."""
+    n = p // 2
+    out = []
+    for r in range(p):
+        h = min(r, p - 1 - r)
+        own, other = 2 * n - h - 1 + (h == n - 1), h + 1
+        out.append((own, other) if r < n else (other, own))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------ the records
@@ -222,15 +275,17 @@ FAMILIES: dict[str, ScheduleFamily] = {
             why_not_megatron=_NOT_ON_MEGATRON,
         ),
         ScheduleFamily(
-            "1f1b", "1F1B (PipeDream-Flush)", one_f_one_b, "loop", 1, 1, False, _flush_bubble, _p_deep,
+            "1f1b", "1F1B (PipeDream-Flush)", one_f_one_b, "loop", 1, 1, False, _flush_bubble, _flush_warmup,
             aliases=("Schedule1F1B", "pipedream-flush"),
+            steady=lambda p: (max(1, p - 1), 1),
             torch_class="Schedule1F1B",
             megatron=True,
         ),
         ScheduleFamily(
             "interleaved-1f1b", "Interleaved 1F1B", interleaved_1f1b, "loop", None, 2, False,
-            _interleaved_bubble, _interleaved_deep,
+            _interleaved_bubble, _interleaved_warmup,
             aliases=("ScheduleInterleaved1F1B", "Interleaved1F1B", "interleaved"),
+            steady=lambda p: (2 * p, p),
             m_problem=interleaved_m_problem,
             m_rule=_INTERLEAVED_M_RULE,
             torch_class="ScheduleInterleaved1F1B",
@@ -238,8 +293,9 @@ FAMILIES: dict[str, ScheduleFamily] = {
         ),
         ScheduleFamily(
             "interleaved-zb", "Interleaved zero bubble", interleaved_zb, "loop", None, 2, True,
-            _UNPUBLISHED_BUBBLE, _interleaved_zb_deep,
+            _UNPUBLISHED_BUBBLE, _interleaved_zb_warmup,
             aliases=("ScheduleInterleavedZeroBubble", "InterleavedZeroBubble"),
+            steady=lambda p: (p, p),
             m_problem=interleaved_m_problem,
             m_rule=_INTERLEAVED_M_RULE,
             torch_class="ScheduleInterleavedZeroBubble",
@@ -252,33 +308,38 @@ FAMILIES: dict[str, ScheduleFamily] = {
             why_not_megatron=_NOT_ON_MEGATRON,
         ),
         ScheduleFamily(
-            "zb-h1", "Zero Bubble ZB-H1", zb_h1, "loop", 1, 1, True, _zb_h1_bubble, _p_deep,
+            "zb-h1", "Zero Bubble ZB-H1", zb_h1, "loop", 1, 1, True, _zb_h1_bubble, _flush_warmup,
+            steady=lambda p: (max(1, p - 1), 1),
             why_not_megatron=_ZB_NOT_ON_MEGATRON,
             why_not_torch="torch has no ZB-H1/ZB-H2 class, so torchtitan's pipeline_parallel_schedule cannot name it",
             fix_not_torch="use --schedule zbv or interleaved-zb, or --launcher megatron with --schedule 1f1b",
         ),
         ScheduleFamily(
-            "zb-h2", "Zero Bubble ZB-H2", zb_h2, "loop", 1, 1, True, _zb_h2_bubble, _zb_h2_deep,
+            "zb-h2", "Zero Bubble ZB-H2", zb_h2, "loop", 1, 1, True, _zb_h2_bubble, _zb_h2_warmup,
+            steady=lambda p: (2 * p, 1),
             why_not_megatron=_ZB_NOT_ON_MEGATRON,
             why_not_torch="torch has no ZB-H1/ZB-H2 class, so torchtitan's pipeline_parallel_schedule cannot name it",
             fix_not_torch="use --schedule zbv or interleaved-zb, or --launcher megatron with --schedule 1f1b",
         ),
         ScheduleFamily(
-            "zbv", "Zero Bubble ZB-V", zbv, "v", 2, 2, True, _zbv_bubble, _p_deep,
+            "zbv", "Zero Bubble ZB-V", zbv, "v", 2, 2, True, _zbv_bubble, _zbv_warmup,
             aliases=("ScheduleZBVZeroBubble", "ZBVZeroBubble", "zb-v"),
+            steady=lambda p: (2 * p - 1, 1),
             torch_class="ScheduleZBVZeroBubble",
             why_not_megatron=_ZB_NOT_ON_MEGATRON,
         ),
         ScheduleFamily(
-            "dualpipev", "DualPipeV", dualpipev, "v", 2, 2, True, _dualpipev_bubble, _dual_deep,
+            "dualpipev", "DualPipeV", dualpipev, "v", 2, 2, True, _dualpipev_bubble, _dualpipev_warmup,
             aliases=("ScheduleDualPipeV", "DualPipe-V"),
+            steady=lambda p: (2 * p, 1),
             m_problem=dualpipev_m_problem,
             m_rule="m ≥ 2p",
             torch_class="ScheduleDualPipeV",
             why_not_megatron=_DUALPIPE_NOT_ON_MEGATRON,
         ),
         ScheduleFamily(
-            "dualpipe", "DualPipe (bidirectional)", dualpipe, "dual", 1, 2, True, _dualpipe_bubble, _dual_deep,
+            "dualpipe", "DualPipe (bidirectional)", dualpipe, "dual", 1, 2, True, _dualpipe_bubble, _dualpipe_warmup,
+            steady=lambda p: (2 * p, 2),
             p_problem=dualpipe_p_problem,
             m_problem=dualpipe_m_problem,
             m_rule="p even, m even and m ≥ 2p",

@@ -1,0 +1,101 @@
+"""How `recommend` orders configurations and folds near-duplicates, and the exact evaluation it ranks by.
+
+Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then less peak memory
+on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
+the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage).
+Folding: walking that order, a configuration with the same cut and schedule as one already shown (t, p, v,
+schedule, recompute, ZeRO, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and
+d share the batch, and is counted instead of shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.memory import ActivationPeaks, RankMemory, plan_memory
+from pplan.pipeline_sim import activation_peaks
+from pplan.plan import Plan
+from pplan.search.space import Candidate
+from pplan.specs import HardwareSpec, ModelSpec
+from pplan.steptime import step_time, step_time_bound
+
+EQUIVALENT_RELATIVE = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A configuration checked for memory: exact per-stage memory, as `explain` computes it."""
+
+    candidate: Candidate
+    plan: Plan
+    index: int
+    """Position in the enumeration (the last tie-breaker)."""
+    peaks: ActivationPeaks
+    ranks: tuple[RankMemory, ...]
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(r.total_bytes for r in self.ranks)
+
+    def fits(self, headroom_fraction: float) -> bool:
+        usable = self.ranks[0].usable_bytes
+        return min(r.headroom_bytes for r in self.ranks) >= usable * headroom_fraction
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A configuration that fits, with its exact predicted throughput (the simulated step, as `explain`)."""
+
+    fitted: Fitted
+    tokens_per_s: float
+
+    @property
+    def candidate(self) -> Candidate:
+        return self.fitted.candidate
+
+    @property
+    def plan(self) -> Plan:
+        return self.fitted.plan
+
+    def key(self) -> tuple[float, int, int, int]:
+        """The documented order: ascending key = better first."""
+        return (-self.tokens_per_s, self.fitted.peak_bytes, self.candidate.replica, self.fitted.index)
+
+
+def fitted(model: ModelSpec, hw: HardwareSpec, plan: Plan, candidate: Candidate, index: int) -> Fitted:
+    """Exact memory of every stage (the same functions `explain` uses)."""
+    peaks = activation_peaks(model, plan)
+    return Fitted(candidate, plan, index, peaks, plan_memory(model, plan, hw.usable_hbm_bytes, peaks))
+
+
+def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
+    """A proven upper bound on the tokens/s `score` returns (pplan.steptime.step_time_bound)."""
+    return plan.global_batch * plan.seq_len / step_time_bound(model, hw, plan)
+
+
+def score(model: ModelSpec, hw: HardwareSpec, item: Fitted) -> Scored:
+    """The exact predicted throughput: the simulated step as `explain` computes it."""
+    return Scored(item, step_time(model, hw, item.plan, split_p2p=False).tokens_per_s)
+
+
+def equivalent(a: Scored, b: Scored) -> bool:
+    """Same cut and schedule, throughput within 0.1 %: only how b, cp and d share the batch differs."""
+    ca, cb = a.candidate, b.candidate
+    same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.zero, a.plan.layout.chunks) == (
+        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.zero, b.plan.layout.chunks,
+    )  # fmt: skip
+    return same and abs(a.tokens_per_s - b.tokens_per_s) <= EQUIVALENT_RELATIVE * b.tokens_per_s
+
+
+def distinct(ordered: list[Scored], n: int) -> tuple[list[Scored], list[Scored]]:
+    """Walking `ordered` (best first): (the first `n` not equivalent to one already taken, the folded ones)."""
+    kept: list[Scored] = []
+    folded: list[Scored] = []
+    for cand in ordered:
+        if len(kept) == n:
+            break
+        if any(equivalent(cand, k) for k in kept):
+            folded.append(cand)
+        else:
+            kept.append(cand)
+    return kept, folded

@@ -1,0 +1,235 @@
+"""The search space of `pplan recommend`: what a query asks for (`SearchRequest`), one configuration to try
+(`Candidate`), why a configuration is not in the answer (`Rejection`), and the enumeration of every
+configuration a query allows.
+
+Enumeration rules (each rejection counted under its reason): t divides the attention heads, the key/value heads
+and the FFN width, and stays inside a node unless allowed; cp divides the sequence (and t·cp divides it under
+sequence parallelism); t·p·cp divides the GPUs; b·d divides the global batch; p·v chunks split the layers evenly,
+or Llama 3's way with one layer fewer on the first and last chunk; every schedule family's rule on m (the
+registry's). Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
+and keeps less memory, so turning it off is dominated) and flash attention is assumed. Without a pipeline
+(p = 1) every schedule is the same plan, so only the first requested one is tried.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pplan.errors import ConfigError
+from pplan.plan import GradDtype, PlanRequest, Recompute
+from pplan.schedules.registry import ScheduleFamily, schedule_family
+from pplan.specs import HardwareSpec, ModelSpec
+
+DEFAULT_SCHEDULES = (
+    "1f1b",
+    "interleaved-1f1b",
+    "interleaved-zb",
+    "zb-h1",
+    "zb-h2",
+    "zbv",
+    "dualpipev",
+    "dualpipe",
+)
+"""GPipe (same time as 1F1B, more memory) and looped BFS are searched only when asked for."""
+MICRO_BATCHES = (1, 2, 4, 8)
+CONTEXT_PARALLEL = (1, 2, 4, 8)
+
+
+class Rejection(StrEnum):
+    """Why a configuration is not in the answer; the value is what the report prints."""
+
+    SEQUENCE_SPLIT = "sequence does not split over t·cp"
+    GPUS_TCP = "GPUs not a multiple of t·cp"
+    GPUS_TPCP = "GPUs not a multiple of t·p·cp"
+    STAGES_LAYERS = "more stages than layers"
+    BATCH_SPLIT = "global batch not a multiple of b·d"
+    FEW_MICROBATCHES = "fewer micro-batches than --min-microbatches"
+    P_RULE = "schedule's rule on p"
+    LAYER_SPLIT = "layers do not split into p·v chunks"
+    M_RULE = "schedule's rule on m"
+    LAUNCHER = "the launcher cannot run it"
+    INVALID = "refused by the plan's checks"
+    MEMORY = "out of memory"
+    BOUND = "slower than the top by a proven bound (not simulated)"
+    BELOW_TOP = "ranked below the top"
+    EQUIVALENT = "same as a shown one but for b·cp (equal throughput)"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    gpus: int
+    global_batch: int
+    seq_len: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    vp: int | None = None
+    max_vp: int = 8
+    micro_batch: int | None = None
+    schedules: tuple[str, ...] | None = None
+    recompute: tuple[Recompute, ...] = ("none", "selective", "full")
+    zero_stages: tuple[int, ...] = (0, 1)
+    grad_dtype: GradDtype = "fp32"
+    min_microbatches: int = 1
+    headroom_fraction: float = 0.0
+    """Keep this fraction of usable HBM free on every stage."""
+    launcher: str | None = None
+    allow_cross_node_tp: bool = False
+    top_n: int = 10
+    split_p2p: bool = True
+    """Separate exposed P2P time from the bubble in the shown candidates' breakdowns (one more simulation each;
+    the step time is the same either way)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One configuration of the search space (validated by the enumeration's rules)."""
+
+    family: ScheduleFamily
+    t: int
+    p: int
+    cp: int
+    d: int
+    v: int
+    b: int
+    m: int
+    first_layers: int | None
+    last_layers: int | None
+    recompute: Recompute
+    zero: int
+
+    @property
+    def replica(self) -> int:
+        """GPUs of one model replica, t·p·cp (the smaller wins a tie)."""
+        return self.t * self.p * self.cp
+
+    def request(self, req: SearchRequest, seq_len: int) -> PlanRequest:
+        return PlanRequest(
+            gpus=req.gpus, global_batch=req.global_batch, micro_batch=self.b, tp=self.t, pp=self.p,
+            vp=self.v if self.family.fixed_v is None else None, cp=self.cp, schedule=self.family.name,
+            seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=req.grad_dtype,
+            first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
+        )  # fmt: skip
+
+    def summary(self) -> str:
+        v = f" v={self.v}" if self.family.fixed_v is None else ""
+        trim = f" layers {self.first_layers}/…/{self.last_layers}" if self.first_layers is not None else ""
+        return (
+            f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
+            f"recompute={self.recompute} zero={self.zero}"
+        )
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of n in increasing order, by trial division up to √n."""
+    small, large = [], []
+    k = 1
+    while k * k <= n:
+        if n % k == 0:
+            small.append(k)
+            if k * k != n:
+                large.append(n // k)
+        k += 1
+    return small + large[::-1]
+
+
+def layer_splits(layers: int, chunks: int) -> list[tuple[int | None, int | None]]:
+    """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split."""
+    out: list[tuple[int | None, int | None]] = []
+    if layers % chunks == 0:
+        out.append((None, None))
+    if chunks >= 3 and (layers + 2) % chunks == 0 and (layers + 2) // chunks >= 2:
+        k = (layers + 2) // chunks
+        out.append((k - 1, k - 1))
+    return out
+
+
+def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> list[int]:
+    if fam.fixed_v is not None:
+        return [fam.fixed_v] if req.vp in (None, fam.fixed_v) else []
+    if req.vp is not None:
+        return [req.vp] if req.vp >= 2 else []
+    return [v for v in range(2, req.max_vp + 1) if layer_splits(layers, p * v)]
+
+
+def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
+    heads, kv, ffn = model.num_attention_heads, model.kv_heads, model.ffn_hidden_size
+    if req.tp:
+        if heads % req.tp or kv % req.tp or ffn % req.tp:
+            raise ConfigError("--tp", f"t={req.tp} does not divide the heads ({heads}), KV heads ({kv}) and FFN ({ffn})",
+                              "choose t dividing all three")  # fmt: skip
+        return [req.tp]
+    return [t for t in divisors(math.gcd(heads, kv, ffn)) if t <= hw.gpus_per_node or req.allow_cross_node_tp]
+
+
+def enumerate_candidates(
+    model: ModelSpec, hw: HardwareSpec, req: SearchRequest, seq: int, rejected: Counter[Rejection]
+) -> Iterator[Candidate]:
+    """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`."""
+    families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
+    cps = [req.cp] if req.cp else list(CONTEXT_PARALLEL)
+    bs = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+    for t in tensor_parallel_options(model, hw, req):
+        for cp in cps:
+            if seq % cp or (t > 1 and (seq // cp) % t):
+                rejected[Rejection.SEQUENCE_SPLIT] += 1
+                continue
+            if req.gpus % (t * cp):
+                rejected[Rejection.GPUS_TCP] += 1
+                continue
+            for p in [req.pp] if req.pp else divisors(req.gpus // (t * cp)):
+                if req.gpus % (t * cp * p):
+                    rejected[Rejection.GPUS_TPCP] += 1
+                    continue
+                if p > model.num_layers:
+                    rejected[Rejection.STAGES_LAYERS] += 1
+                    continue
+                d = req.gpus // (t * cp * p)
+                for b in bs:
+                    if req.global_batch % (b * d):
+                        rejected[Rejection.BATCH_SPLIT] += 1
+                        continue
+                    m = req.global_batch // (b * d)
+                    if m < req.min_microbatches:
+                        rejected[Rejection.FEW_MICROBATCHES] += 1
+                        continue
+                    yield from _pipelines(model, req, families, t, cp, p, d, b, m, rejected)
+
+
+def _pipelines(
+    model: ModelSpec,
+    req: SearchRequest,
+    families: list[ScheduleFamily],
+    t: int,
+    cp: int,
+    p: int,
+    d: int,
+    b: int,
+    m: int,
+    rejected: Counter[Rejection],
+) -> Iterator[Candidate]:
+    layers = model.num_layers
+    for fam in families if p > 1 else families[:1]:
+        fam_here = fam if p > 1 else schedule_family("1f1b")
+        for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
+            if p > 1 and fam.p_problem(p) is not None:
+                rejected[Rejection.P_RULE] += 1
+                continue
+            n_chunks = p if fam.placement == "dual" else p * v
+            splits = layer_splits(layers, n_chunks) if p > 1 else [(None, None)]
+            if not splits:
+                rejected[Rejection.LAYER_SPLIT] += 1
+                continue
+            if p > 1 and fam.m_problem(p, m) is not None:
+                rejected[Rejection.M_RULE] += 1
+                continue
+            for first, last in splits:
+                for recompute in req.recompute:
+                    for zero in req.zero_stages:
+                        if zero and d * cp == 1 and 0 in req.zero_stages:
+                            continue  # nothing to shard over: the same plan as ZeRO-0
+                        yield Candidate(fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero)

@@ -1,0 +1,148 @@
+"""`recommend`'s search is exact: its bounds are proven (never below what the simulation gives, memory equal to
+what the explicit schedule holds), its top N equals a brute-force ranking of every configuration, and pinning an
+axis never finds a faster plan than the unconstrained search."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pplan.catalog import load_hardware, load_model
+from pplan.errors import PplanError
+from pplan.memory import plan_memory
+from pplan.pipeline_sim import activation_peaks
+from pplan.plan import PlanRequest, make_plan
+from pplan.schedules import SCHEDULE_NAMES, schedule_family
+from pplan.search import SearchRequest, brute_force, search
+from pplan.search.rank import distinct, throughput_bound
+from pplan.search.space import Candidate
+from pplan.steptime import step_time
+from pplan.timeline import peak_in_flight
+
+H100 = load_hardware("h100-sxm-80gb")
+A100 = load_hardware("a100-sxm-80gb")
+
+
+def _random_plans(count: int, seed: int) -> list[tuple[str, PlanRequest]]:
+    rng = random.Random(seed)
+    out: list[tuple[str, PlanRequest]] = []
+    while len(out) < count:
+        model = rng.choice(["llama3-8b", "llama3-70b", "gpt3-175b", "gpt-1.7b"])
+        name = rng.choice(SCHEDULE_NAMES)
+        fam = schedule_family(name)
+        t, cp, p = rng.choice([1, 2, 4, 8]), rng.choice([1, 2]), rng.choice([1, 2, 3, 4, 6, 8])
+        d, b = rng.choice([1, 2, 4, 8]), rng.choice([1, 2])
+        m = rng.choice([1, 2, 3, p, 2 * p, 4 * p + 2, 6 * p, 16 * p])
+        v = rng.choice([2, 3, 4]) if fam.fixed_v is None else None
+        req = PlanRequest(
+            gpus=t * p * d * cp, global_batch=m * b * d, micro_batch=b, tp=t, pp=p, vp=v, cp=cp, schedule=name,
+            seq_len=rng.choice([2048, 4096]), recompute=rng.choice(["none", "selective", "full"]),
+            zero_stage=rng.choice([0, 1, 2, 3]), grad_dtype=rng.choice(["fp32", "bf16"]),
+            overlap_grad_reduce=rng.random() < 0.8,
+        )  # fmt: skip
+        try:
+            make_plan(load_model(model), req)
+        except PplanError:
+            continue
+        out.append((model, req))
+    return out
+
+
+@pytest.mark.parametrize(("model_name", "req"), _random_plans(120, seed=9))
+def test_bound_is_never_below_the_simulation(model_name: str, req: PlanRequest) -> None:
+    model = load_model(model_name)
+    hw = H100 if hash(req) % 2 else A100
+    plan = make_plan(model, req)
+    exact = step_time(model, hw, plan, split_p2p=False).tokens_per_s
+    assert throughput_bound(model, hw, plan) >= exact * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("model_name", "req"), _random_plans(40, seed=4))
+def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, req: PlanRequest) -> None:
+    # The in-flight peaks the search screens with, against a walk over the explicit action lists.
+    model = load_model(model_name)
+    plan = make_plan(model, req)
+    peaks = activation_peaks(model, plan)
+    schedule = plan.explicit_schedule()
+    from pplan import activations as act
+
+    per_layer = act.layer_activations(model, plan).total_bytes
+    layers = [plan.layout.chunks[c].layers * per_layer for c in plan.stage_chunks]
+    _, per_rank = peak_in_flight(schedule, layers)
+    assert peaks.activation_bytes == tuple(round(x) for x in per_rank)
+    per_stage, _ = peak_in_flight(schedule, [1.0] * len(plan.placement))
+    assert peaks.in_flight_per_stage == tuple(round(x) for x in per_stage)
+    ranks = plan_memory(model, plan, H100.usable_hbm_bytes, peaks)
+    assert all(r.activation_bytes == peaks.activation_bytes[r.rank] for r in ranks)
+
+
+SMALL_QUERIES = [
+    ("llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8)),
+    ("llama3-8b", H100, SearchRequest(gpus=16, global_batch=128, schedules=tuple(SCHEDULE_NAMES), max_vp=4)),
+    (
+        "gpt-1.7b",
+        A100,
+        SearchRequest(gpus=32, global_batch=256, seq_len=2048, top_n=12, zero_stages=(0, 1, 2, 3)),
+    ),
+    ("llama3-70b", H100, SearchRequest(gpus=64, global_batch=128, tp=8, headroom_fraction=0.1, max_vp=4)),
+]
+
+
+def _identity(c: Candidate) -> tuple[object, ...]:
+    return (
+        c.family.name,
+        c.t,
+        c.p,
+        c.cp,
+        c.d,
+        c.v,
+        c.b,
+        c.m,
+        c.first_layers,
+        c.last_layers,
+        c.recompute,
+        c.zero,
+    )
+
+
+@pytest.mark.parametrize(("model_name", "hw", "req"), SMALL_QUERIES)
+def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: SearchRequest) -> None:
+    model = load_model(model_name)
+    assert hw is H100 or hw is A100
+    found = search(model, hw, req)
+    reference, _ = distinct(brute_force(model, hw, req), req.top_n)
+    assert [_identity(r.candidate) for r in found.candidates] == [_identity(s.candidate) for s in reference]
+    for rec, ref in zip(found.candidates, reference, strict=True):
+        assert rec.report.performance is not None
+        assert rec.report.performance.tokens_per_s == pytest.approx(ref.tokens_per_s, rel=1e-12)
+    # every enumerated configuration is accounted for exactly once
+    assert found.enumerated == len(found.candidates) + sum(
+        n for reason, n in found.rejected.items() if reason.name not in ("SEQUENCE_SPLIT", "GPUS_TCP", "GPUS_TPCP",
+                                                                          "STAGES_LAYERS", "BATCH_SPLIT",
+                                                                          "FEW_MICROBATCHES", "P_RULE", "LAYER_SPLIT",
+                                                                          "M_RULE")
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("axis", ["tp", "pp", "cp", "micro_batch", "schedules", "recompute"])
+def test_pinning_an_axis_never_beats_the_unconstrained_best(axis: str) -> None:
+    model = load_model("llama3-8b")
+    base = SearchRequest(gpus=32, global_batch=128, top_n=1, split_p2p=False)
+    best = search(model, H100, base).candidates[0]
+    perf = best.report.performance
+    assert perf is not None
+    values: dict[str, list[object]] = {
+        "tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8], "cp": [1, 2, 4], "micro_batch": [1, 2, 4],
+        "schedules": [(n,) for n in ("1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev")],
+        "recompute": [("none",), ("selective",), ("full",)],
+    }  # fmt: skip
+    for value in values[axis]:
+        pinned = search(model, H100, SearchRequest(**{**_fields(base), axis: value}))
+        if pinned.candidates:
+            got = pinned.candidates[0].report.performance
+            assert got is not None and got.tokens_per_s <= perf.tokens_per_s * (1 + 1e-12), (axis, value)
+
+
+def _fields(req: SearchRequest) -> dict[str, object]:
+    return {name: getattr(req, name) for name in req.__dataclass_fields__}
