@@ -1,39 +1,121 @@
-"""Time `pplan recommend` on the issue's reference question (Llama 3 405B, 16,384 H100s, global batch 2,048 ×
-8,192 tokens): the whole command from a fresh process (start-up included), and the search alone with its
-configurations evaluated per second. Prints figures; asserts nothing.
+"""`pplan recommend` on a panel of queries: configurations enumerated, bounded and simulated, wall time of the
+whole command from a fresh process (interpreter start-up included, median of 3) and its peak RSS; with
+`--brute-force`, every enumerated configuration is also evaluated exactly (simulated, no bound used) and the
+report says whether recommend's top N is the brute-force top N. Prints figures; asserts nothing.
 
-    python benchmarks/bench_recommend.py
+    python benchmarks/bench_recommend.py [--brute-force] [--only 8b-8]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
-ARGS = ["recommend", "--model", "llama3-405b", "--gpus", "16384", "--global-batch", "2048"]
+
+@dataclass(frozen=True)
+class Query:
+    label: str
+    model: str
+    hardware: str
+    gpus: int
+    global_batch: int
+    seq_len: int | None = None
+
+    def args(self) -> list[str]:
+        out = ["--model", self.model, "--hardware", self.hardware, "--gpus", str(self.gpus)]
+        out += ["--global-batch", str(self.global_batch)]
+        return out + (["--seq-len", str(self.seq_len)] if self.seq_len else [])
+
+
+PANEL = (
+    Query("8b-8", "llama3-8b", "h100-sxm-80gb", 8, 128),
+    Query("8b-64", "llama3-8b", "h100-sxm-80gb", 64, 512),
+    Query("70b-64", "llama3-70b", "h100-sxm-80gb", 64, 1024),
+    Query("70b-2048", "llama3-70b", "h100-sxm-80gb", 2048, 1024),
+    Query("405b-1024", "llama3-405b", "h100-sxm-80gb", 1024, 2048),
+    Query("405b-4096", "llama3-405b", "h100-sxm-80gb", 4096, 2048),
+    Query("405b-16384", "llama3-405b", "h100-sxm-80gb", 16384, 2048),
+    Query("175b-4096-a100", "gpt3-175b", "a100-sxm-80gb", 4096, 1536, 2048),
+    Query("405b-100000", "llama3-405b", "h100-sxm-80gb", 100_000, 12_500),
+)
+PLAN_KEYS = ("schedule", "tp", "pp", "dp", "vp", "cp", "micro_batch", "recompute", "zero_stage", "layers_per_chunk")
+
+
+def _run(args: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, stdout) of one `python -m pplan` process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "pplan", *args], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        raise SystemExit(f"pplan {' '.join(args)} failed")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def _plan_id(plan: dict[str, object]) -> tuple[object, ...]:
+    return tuple(json.dumps(plan[k]) for k in PLAN_KEYS)
+
+
+def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
+    from pplan.catalog import load_hardware, load_model
+    from pplan.search import SearchRequest, brute_force
+    from pplan.search.rank import distinct
+
+    t0 = time.perf_counter()
+    scored = brute_force(load_model(q.model), load_hardware(q.hardware),
+                         SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n))  # fmt: skip
+    top, _ = distinct(scored, n)
+    ids = []
+    for s in top:
+        plan = s.plan
+        ids.append(tuple(json.dumps(x) for x in (plan.schedule, plan.tp, plan.pp, plan.dp, plan.vp, plan.cp,
+                                                 plan.micro_batch, plan.recompute, plan.zero_stage,
+                                                 [c.layers for c in plan.layout.chunks])))  # fmt: skip
+    return ids, len(scored), time.perf_counter() - t0
 
 
 def main() -> None:
-    walls = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pplan", *ARGS], check=True, capture_output=True)
-        walls.append(time.perf_counter() - t0)
-    print(f"pplan {' '.join(ARGS)}: wall {statistics.median(walls):.2f} s (median of 3, start-up included)")
-
-    from pplan.catalog import load_hardware, load_model
-    from pplan.search import SearchRequest, search
-
-    model, hw = load_model("llama3-405b"), load_hardware("h100-sxm-80gb")
-    t0 = time.perf_counter()
-    result = search(model, hw, SearchRequest(gpus=16384, global_batch=2048))
-    dt = time.perf_counter() - t0
-    print(
-        f"search: {result.enumerated:,} configurations enumerated and screened, {result.simulated} simulated, "
-        f"{dt:.2f} s: {result.enumerated / dt:,.0f} configurations/s"
-    )
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--brute-force", action="store_true", help="also rank every configuration exactly")
+    parser.add_argument("--only", help="comma list of query labels")
+    parser.add_argument("--top", type=int, default=10)
+    ns = parser.parse_args()
+    queries = [q for q in PANEL if not ns.only or q.label in ns.only.split(",")]
+    head = f"{'query':<16} {'enumerated':>10} {'bounded':>8} {'simulated':>9} {'wall s':>7} {'RSS MB':>7}  best (Mtok/s)"
+    if ns.brute_force:
+        head += "   brute force: fits, time, top N equal"
+    print(head)
+    for q in queries:
+        walls, rss = [], []
+        for _ in range(3):
+            wall, peak, _ = _run(["recommend", *q.args(), "--top", str(ns.top)])
+            walls.append(wall)
+            rss.append(peak)
+        _, _, out = _run(["recommend", *q.args(), "--top", str(ns.top), "--format", "json"])
+        doc = json.loads(out)
+        cands = doc["candidates"]
+        best = (
+            f"t{cands[0]['plan']['tp']} p{cands[0]['plan']['pp']} cp{cands[0]['plan']['cp']} "
+            f"{cands[0]['plan']['schedule']} {cands[0]['performance']['tokens_per_s'] / 1e6:.3f}"
+            if cands
+            else "none fits"
+        )
+        line = (
+            f"{q.label:<16} {doc['enumerated']:>10,} {doc['bounded']:>8,} {doc['simulated']:>9,} "
+            f"{statistics.median(walls):>7.2f} {max(rss):>7.0f}  {best}"
+        )
+        if ns.brute_force:
+            ids, fits, secs = _brute_top(q, ns.top)
+            same = ids == [_plan_id(c["plan"]) for c in cands]
+            line += f"   {fits:,}, {secs:.0f} s, {'yes' if same else 'NO'}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

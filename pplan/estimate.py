@@ -11,7 +11,7 @@ from pplan.comm import (
     p2p_message_bytes,
     tensor_parallel_traffic,
 )
-from pplan.memory import RankMemory, bytes_per_param, rank_memory
+from pplan.memory import RankMemory, bytes_per_param, plan_memory
 from pplan.params import params_per_layer, total_params
 from pplan.pipeline_sim import DurationModel, PipelineRun, simulate_plan
 from pplan.plan import Plan, PlanRequest, make_plan
@@ -41,26 +41,6 @@ BUBBLE_SOURCES = {
     "message time",
     "unit": "simulated schedule; uniform stages, unit passes F = I = W = 1, free hops",
 }
-
-
-def stage_memories(
-    model: ModelSpec, hardware: HardwareSpec, plan: Plan, run: PipelineRun
-) -> list[RankMemory]:
-    usable = hardware.usable_hbm_bytes
-    per_stage = run.in_flight_per_stage
-    return [
-        rank_memory(
-            model,
-            plan,
-            r,
-            usable,
-            activation_bytes=run.activation_bytes[r],
-            extra_activation_bytes=run.extra_activation_bytes[r],
-            in_flight_chunks=tuple(per_stage[s] for s in plan.pipeline.stages_of(r)),
-            in_flight_units=run.in_flight_stage_units[r],
-        )
-        for r in range(plan.pp)
-    ]
 
 
 def performance(
@@ -119,8 +99,8 @@ def explain_with_run(
     """`explain`, also returning the validated plan and its simulated run (for callers that refine it)."""
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)
-    timeline = run.timeline
-    ranks = stage_memories(model, hardware, plan, run)
+    timeline = run.summary
+    ranks = plan_memory(model, plan, hardware.usable_hbm_bytes, run.peaks)
     bpp = bytes_per_param(plan)
     layer = act.layer_activations(model, plan)
     tp = tensor_parallel_traffic(model, plan)
@@ -312,7 +292,7 @@ def _assumptions(
     return out
 
 
-def _advice(model: ModelSpec, plan: Plan, ranks: list[RankMemory], of_ideal: float) -> list[str]:
+def _advice(model: ModelSpec, plan: Plan, ranks: tuple[RankMemory, ...], of_ideal: float) -> list[str]:
     out: list[str] = []
     p, m = plan.pp, plan.num_microbatches
     for r in ranks:

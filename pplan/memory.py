@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan import activations as act
+from pplan.layout import Chunk
 from pplan.params import ParamItem, embedding_params, layer_params, output_params
 from pplan.plan import Plan
 from pplan.specs import ModelSpec
@@ -98,6 +100,20 @@ class RankMemory:
         return self.usable_bytes - self.total_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ActivationPeaks:
+    """Per rank, what its schedule keeps at the peak (bytes are per GPU)."""
+
+    activation_bytes: tuple[int, ...]
+    """Peak bytes of transformer-layer activations held at once."""
+    extra_activation_bytes: tuple[int, ...]
+    """What the embedding / output-layer / logits buffers add to that peak."""
+    in_flight_stage_units: tuple[float, ...]
+    """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
+    in_flight_per_stage: tuple[int, ...]
+    """Peak micro-batches in flight per virtual stage."""
+
+
 def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
     """ZeRO-3 (FSDP) materialises a layer's full weights to run it and prefetches the next: two layers of BF16
     weights (per tensor-parallel rank) beyond the shards; zero for ZeRO-0/1/2."""
@@ -109,21 +125,53 @@ def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
     """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
-    layout, t = plan.layout, plan.tp
+    layout = plan.layout
+    chunks = tuple(layout.chunks[c] for c in layout.rank_chunks[rank])
+    return _param_items(model, plan.tp, plan.pp > 1, chunks)
+
+
+@lru_cache(maxsize=16384)
+def _param_items(
+    model: ModelSpec, t: int, pipeline_parallel: bool, chunks: tuple[Chunk, ...]
+) -> tuple[tuple[str, float], ...]:
     totals: dict[str, float] = {}
 
     def add(items: tuple[ParamItem, ...], times: int) -> None:
         for item in items:
             totals[item.name] = totals.get(item.name, 0.0) + times * item.per_tp_rank(t)
 
-    for c in layout.rank_chunks[rank]:
-        chunk = layout.chunks[c]
+    for chunk in chunks:
         add(layer_params(model), chunk.layers)
         if chunk.has_embedding:
             add(embedding_params(model), 1)
         if chunk.has_output:
-            add(output_params(model, pipeline_parallel=plan.pp > 1), 1)
+            add(output_params(model, pipeline_parallel=pipeline_parallel), 1)
     return tuple(totals.items())
+
+
+def rank_params(model: ModelSpec, plan: Plan, rank: int) -> float:
+    """Parameters one GPU of `rank` holds, after tensor parallelism, before data-parallel sharding."""
+    return sum(n for _, n in rank_param_items(model, plan, rank))
+
+
+def plan_memory(
+    model: ModelSpec, plan: Plan, usable_bytes: int, peaks: ActivationPeaks
+) -> tuple[RankMemory, ...]:
+    """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak."""
+    per_stage = peaks.in_flight_per_stage
+    return tuple(
+        rank_memory(
+            model,
+            plan,
+            r,
+            usable_bytes,
+            activation_bytes=peaks.activation_bytes[r],
+            extra_activation_bytes=peaks.extra_activation_bytes[r],
+            in_flight_chunks=tuple(per_stage[s] for s in plan.stages_of(r)),
+            in_flight_units=peaks.in_flight_stage_units[r],
+        )
+        for r in range(plan.pp)
+    )
 
 
 def rank_memory(
@@ -150,7 +198,7 @@ def rank_memory(
         optimizer_bytes=math.ceil(params * bpp.optimizer),
         activation_bytes=activation_bytes,
         extra_activation_bytes=extra_activation_bytes,
-        recompute_working_bytes=act.recompute_working_bytes(model, plan),
+        recompute_working_bytes=act.recompute_working_bytes(model, plan.shape),
         gathered_weights_bytes=gathered_weights_bytes(model, plan),
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,

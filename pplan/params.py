@@ -11,6 +11,7 @@ replicated, the vocabulary split by t in the embedding and output layer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.specs import ModelSpec
 
@@ -31,6 +32,7 @@ class ParamItem:
         return self.sharded / t + self.replicated
 
 
+@lru_cache(maxsize=64)
 def layer_params(model: ModelSpec) -> tuple[ParamItem, ...]:
     """Itemised parameters of one transformer layer (whole layer, before tensor parallelism)."""
     h, a, g, dh, f = (
@@ -57,6 +59,7 @@ def norm_params(model: ModelSpec) -> int:
     return 2 * model.hidden_size if model.norm == "layernorm" else model.hidden_size
 
 
+@lru_cache(maxsize=64)
 def embedding_params(model: ModelSpec) -> tuple[ParamItem, ...]:
     """The first stage's extra parameters: the token embedding (split by t) and a learned position table."""
     items = [ParamItem("embedding/tokens", model.vocab_size * model.hidden_size)]
@@ -65,6 +68,7 @@ def embedding_params(model: ModelSpec) -> tuple[ParamItem, ...]:
     return tuple(items)
 
 
+@lru_cache(maxsize=64)
 def output_params(model: ModelSpec, pipeline_parallel: bool) -> tuple[ParamItem, ...]:
     """The last stage's extra parameters: the final norm and the output layer.
 

@@ -26,10 +26,12 @@ softmax over the logits (memory-bound); the embedding lookup is memory-bound and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.flops import layer_flops, logits_flops
+from pplan.layout import Chunk
 from pplan.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
-from pplan.plan import LayerSetting, Plan
+from pplan.plan import LayerSetting, Plan, Shape
 from pplan.specs import HardwareSpec, ModelSpec
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
@@ -170,11 +172,19 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
 
 
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
-    """F, I, W per model chunk (virtual stage), in model order."""
-    layer = layer_pass_times(model, hw, plan)
-    out = output_pass_times(model, hw, plan)
+    """F, I, W per model chunk, in model order."""
+    return layout_pass_times(model, hw, plan.shape, plan.layout.chunks)
+
+
+@lru_cache(maxsize=8192)
+def layout_pass_times(
+    model: ModelSpec, hw: HardwareSpec, shape: Shape, chunks: tuple[Chunk, ...]
+) -> tuple[PassTimes, ...]:
+    """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often)."""
+    layer = layer_pass_times(model, hw, shape)
+    out = output_pass_times(model, hw, shape)
     result = []
-    for chunk in plan.layout.chunks:
+    for chunk in chunks:
         times = layer.scaled(chunk.layers)
         if chunk.has_output:
             times = times.plus(out)

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from pplan.errors import ConfigError
 from pplan.layout import Layout, make_layout
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
-from pplan.schedules.rules import nearest_valid
+from pplan.schedules.rules import nearest_valid, need_p
 from pplan.specs import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
@@ -109,12 +109,52 @@ class Plan:
     """Gradient synchronisation runs behind the last backward passes (Megatron --overlap-grad-reduce)."""
     overlap_param_gather: bool
     """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
-    pipeline: Schedule
-    """The explicit per-rank action lists (pplan.schedules)."""
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def shape(self) -> Shape:
+        """What one layer's activations and pass times depend on, as a hashable record."""
+        return Shape(
+            self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
+            self.recompute, self.activation_model,
+        )  # fmt: skip
+
+    @property
+    def placement(self) -> tuple[int, ...]:
+        """The pipeline rank holding each virtual stage of the schedule."""
+        return self.kind.stage_ranks(self.pp, self.vp)
+
+    @property
+    def chains(self) -> tuple[tuple[int, ...], ...]:
+        """The stage sequences micro-batches flow along (two for DualPipe)."""
+        return self.kind.chains(self.pp, self.vp)
+
+    @property
+    def stage_chunks(self) -> tuple[int, ...]:
+        """The model chunk each virtual stage runs (DualPipe's up stage p + k runs chunk k)."""
+        n = len(self.layout.chunks)
+        return tuple(s % n for s in range(len(self.placement)))
+
+    def stages_of(self, rank: int) -> tuple[int, ...]:
+        """The virtual stages rank `rank` holds, in increasing order."""
+        return tuple(s for s, r in enumerate(self.placement) if r == rank)
+
+    @property
+    def microbatches_per_stage(self) -> int:
+        """Micro-batches through each virtual stage per step (m, or m/2 per DualPipe direction)."""
+        return self.num_microbatches // len(self.chains)
+
+    @property
+    def generator_v(self) -> int | None:
+        """v as the schedule generator takes it (pplan.schedules.get_schedule)."""
+        return self.kind.generator_v(self.vp)
+
+    def explicit_schedule(self) -> Schedule:
+        """The per-rank action lists (O(p·v·m) to build: for drawings and exports, not for planning)."""
+        return get_schedule(self.kind.name, self.pp, self.num_microbatches, self.generator_v)
 
     @property
     def schedule(self) -> str:
@@ -164,13 +204,15 @@ def _chunks_per_rank(kind: ScheduleFamily, vp: int | None) -> int:
     return vp
 
 
-def _pipeline(kind: ScheduleFamily, p: int, v: int, m: int, per_microbatch: int) -> Schedule:
-    """The explicit schedule for a plan, or a ConfigError: on --pp from the family's rule on p, on the global batch
-    (with the nearest valid m) from its rule on m.
+def _check_pipeline(kind: ScheduleFamily, p: int, m: int, per_microbatch: int) -> None:
+    """Nothing when the family runs p ranks and m micro-batches, else a ConfigError: on --pp from the family's
+    rule on p, on the global batch (with the nearest valid m) from its rule on m. Checked by the rules alone: the
+    explicit schedule (O(p·v·m) actions) is built only when something draws or exports it.
 
     `per_microbatch` = b·d sequences per micro-batch step, so m ↦ global batch = m·b·d in the suggestion.
     """
-    problem = None if kind.p_problem(p) is not None else kind.m_problem(p, m)
+    need_p(kind.name, p, kind.p_problem)
+    problem = kind.m_problem(p, m)
     if problem is not None:
         lower, upper = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
         options = [c for c in (lower, upper) if c is not None]
@@ -180,7 +222,6 @@ def _pipeline(kind: ScheduleFamily, p: int, v: int, m: int, per_microbatch: int)
             f"m = {m} micro-batches breaks {kind.name}'s rule at p={p}: {kind.name} {problem}",
             f"use {fix}" if fix else "choose another global batch",
         )
-    return get_schedule(kind.name, p, m, None if kind.placement == "dual" else v)
 
 
 def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
@@ -244,7 +285,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         )
     m = req.global_batch // per_step
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
-    pipeline = _pipeline(kind, p, v, m, per_step)
+    _check_pipeline(kind, p, m, per_step)
     return Plan(
         tp=t,
         pp=p,
@@ -265,5 +306,4 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         layout=layout,
         overlap_grad_reduce=req.overlap_grad_reduce,
         overlap_param_gather=req.overlap_param_gather,
-        pipeline=pipeline,
     )

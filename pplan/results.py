@@ -248,10 +248,13 @@ class RecommendReport(_Out):
     schema_: str = Field(RECOMMEND_SCHEMA, alias="schema")
     inputs: RecommendInputs
     candidates: list[RecommendCandidate]
-    """Best first: predicted tokens/s, ties to less peak memory, then the smaller model replica (t·p·cp)."""
+    """The exact top N, best first: predicted tokens/s, ties to less peak memory, then the smaller model replica
+    (t·p·cp), then enumeration order."""
     rejected: dict[str, int]
     """Configurations not shown, counted per reason."""
     closest_misses: list[ClosestMiss]
     """The configurations that missed usable memory by the least."""
     enumerated: int
+    bounded: int
+    """Configurations whose exact memory and proven throughput bound were computed."""
     simulated: int

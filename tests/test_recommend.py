@@ -12,7 +12,7 @@ from pplan.catalog import load_hardware, load_model
 from pplan.errors import PplanError
 from pplan.estimate import explain
 from pplan.plan import PlanRequest
-from pplan.search import SearchRequest, search
+from pplan.search import Rejection, SearchRequest, search
 from tests.cli_run import run_pplan
 
 H100 = load_hardware("h100-sxm-80gb")
@@ -88,19 +88,14 @@ def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> 
 def test_rejections_account_for_every_configuration() -> None:
     model = load_model("llama3-70b")
     res = search(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
-    after_enumeration = res.rejected["out of memory (screened)"]
-    assert res.enumerated == after_enumeration + res.screened_feasible
-    tail = sum(
-        res.rejected[k]
-        for k in (
-            "ranked below the top",
-            "out of memory (simulated)",
-            "same as a shown one but for b·cp (equal throughput)",
-        )
-    )
-    tail += sum(v for k, v in res.rejected.items() if k.startswith("invalid"))
-    assert res.simulated == len(res.candidates) + tail
-    assert res.screened_feasible == res.simulated + res.rejected["not simulated (screened lower)"]
+    after_enumeration = (
+        Rejection.MEMORY, Rejection.BOUND, Rejection.BELOW_TOP, Rejection.EQUIVALENT, Rejection.INVALID,
+    )  # fmt: skip
+    assert res.enumerated == len(res.candidates) + sum(res.rejected[r] for r in after_enumeration)
+    assert res.bounded >= res.rejected[Rejection.MEMORY] + res.simulated
+    # every simulated configuration is shown, folded into a shown one, or ranked below the top
+    simulated_out = res.rejected[Rejection.EQUIVALENT] + res.rejected[Rejection.BELOW_TOP]
+    assert res.simulated == len(res.candidates) + simulated_out
 
 
 def test_search_is_deterministic() -> None:

@@ -52,8 +52,8 @@ def test_exposed_all_reduce_without_overlap_by_hand() -> None:
             2 * (n - 1) * ib.latency_us * 1e-6
             + 2 * (n - 1) / n * params * 4 / (ib.bandwidth_gb_per_s * 1e9 * ib.efficiency)
         )
-    tl = st.run.timeline
-    ends = [max(tl.end[r]) for r in range(4)]
+    tl = st.run.summary
+    ends = list(tl.last_end_per_rank)
     expected = max(e + x for e, x in zip(ends, per_rank, strict=True)) - tl.makespan
     assert st.breakdown_s["dp_comm"] == pytest.approx(expected, rel=1e-9)
 

@@ -58,12 +58,13 @@ def recommend_report(
             )
             for i, c in enumerate(result.candidates, 1)
         ],
-        rejected=dict(result.rejected),
+        rejected={str(reason): n for reason, n in result.rejected.items()},
         closest_misses=[
             ClosestMiss(plan=m.summary, need_bytes=m.need_bytes, usable_bytes=m.usable_bytes)
             for m in result.closest_misses
         ],
         enumerated=result.enumerated,
+        bounded=result.bounded,
         simulated=result.simulated,
     )
 
@@ -140,8 +141,8 @@ def recommend(
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("simulating the best candidates", total=None)
 
-            def tick(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
+            def tick(done: int) -> None:
+                bar.update(task, completed=done)
 
             result = search(model_spec, hardware_spec, request, tick, launcher_reason)
     else:

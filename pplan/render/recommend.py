@@ -59,7 +59,7 @@ def rejection_table(result: SearchResult) -> Table:
     table.add_column("reason")
     table.add_column("configurations", justify="right")
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
-        table.add_row(reason, f"{count:,}")
+        table.add_row(str(reason), f"{count:,}")
     return table
 
 
@@ -71,8 +71,9 @@ def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> Rend
         parts.append(Text("No configuration fits. Closest misses below.", style="bold red"))
     parts.append(
         Text(
-            f"{result.enumerated:,} configurations enumerated, {result.screened_feasible:,} passed screening, "
-            f"{result.simulated} simulated in {elapsed_s:.2f} s.",
+            f"{result.enumerated:,} configurations enumerated, {result.bounded:,} bounded (exact memory, proven "
+            f"throughput bound), {result.simulated:,} simulated: the exact top {len(result.candidates)}, in "
+            f"{elapsed_s:.2f} s.",
             style="grey62",
         )
     )
@@ -82,7 +83,8 @@ def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> Rend
         for miss in result.closest_misses:
             parts.append(
                 Text(
-                    f"  • {miss.summary}: needs {miss.need_bytes / 1e9:.1f} GB of {miss.usable_bytes / 1e9:.1f} GB usable"
+                    f"  • {miss.summary}: needs {'' if miss.exact else 'at least '}{miss.need_bytes / 1e9:.1f} GB of "
+                    f"{miss.usable_bytes / 1e9:.1f} GB usable"
                 )
             )
     return Group(*parts)

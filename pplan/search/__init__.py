@@ -66,7 +66,10 @@ class Miss:
 
     summary: str
     need_bytes: float
+    """Memory the most loaded stage needs (plus any requested headroom): exact, or at least this much."""
     usable_bytes: float
+    exact: bool = True
+    """False when `need_bytes` is the proven lower bound the search rejected it with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +147,14 @@ class _Search:
         return launcher_reason(self.req.launcher, c.request(self.req, self.seq), c.m) is not None
 
     def fit(self, c: Candidate, index: int) -> Fitted:
-        return fitted(self.model, self.hw, make_plan(self.model, c.request(self.req, self.seq)), c, index)
+        """The plan with a proven lower bound on its memory (no schedule built)."""
+        return fitted(
+            self.model, self.hw, make_plan(self.model, c.request(self.req, self.seq)), c, index, False
+        )
+
+    def fit_exactly(self, item: Fitted) -> Fitted:
+        """The same plan with its exact memory (the schedule's in-flight peaks)."""
+        return fitted(self.model, self.hw, item.plan, item.candidate, item.index, True)
 
 
 def search(
@@ -180,15 +190,17 @@ def search(
                 continue
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
-                result.rejected[Rejection.MEMORY] += 1
-                need = fit.peak_bytes + fit.ranks[0].usable_bytes * req.headroom_fraction
-                misses.append(Miss(item.summary(), need, fit.ranks[0].usable_bytes))
+                _miss(result, misses, fit, req.headroom_fraction)
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, 0, 0, index, fit))
         elif level == _BOUND:
             assert isinstance(item, Fitted)
-            scored = score(model, hw, item)
+            fit = state.fit_exactly(item)
+            if not fit.fits(req.headroom_fraction):
+                _miss(result, misses, fit, req.headroom_fraction)
+                continue
+            scored = score(model, hw, fit)
             result.simulated += 1
             if progress:
                 progress(result.simulated)
@@ -221,7 +233,7 @@ def brute_force(
         if state.launcher_refuses(cand, launcher_reason):
             continue
         try:
-            fit = state.fit(cand, index)
+            fit = state.fit_exactly(state.fit(cand, index))
         except PplanError:
             continue
         if fit.fits(req.headroom_fraction):
@@ -237,6 +249,13 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
     return Recommendation(s.candidate, request, report)
+
+
+def _miss(result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float) -> None:
+    result.rejected[Rejection.MEMORY] += 1
+    usable = fit.ranks[0].usable_bytes
+    need = fit.peak_bytes + usable * headroom_fraction
+    misses.append(Miss(fit.candidate.summary(), need, usable, fit.exact))
 
 
 def _nearest(misses: list[Miss]) -> list[Miss]:

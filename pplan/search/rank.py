@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.memory import ActivationPeaks, RankMemory, plan_memory
-from pplan.pipeline_sim import activation_peaks
+from pplan.pipeline_sim import activation_peaks, warmup_peaks
 from pplan.plan import Plan
 from pplan.search.space import Candidate
 from pplan.specs import HardwareSpec, ModelSpec
@@ -32,6 +32,9 @@ class Fitted:
     """Position in the enumeration (the last tie-breaker)."""
     peaks: ActivationPeaks
     ranks: tuple[RankMemory, ...]
+    exact: bool
+    """True: the memory `explain` shows; False: a proven lower bound on it (what ranks hold at their first
+    backward, pplan.pipeline_sim.warmup_peaks)."""
 
     @property
     def peak_bytes(self) -> int:
@@ -62,10 +65,12 @@ class Scored:
         return (-self.tokens_per_s, self.fitted.peak_bytes, self.candidate.replica, self.fitted.index)
 
 
-def fitted(model: ModelSpec, hw: HardwareSpec, plan: Plan, candidate: Candidate, index: int) -> Fitted:
-    """Exact memory of every stage (the same functions `explain` uses)."""
-    peaks = activation_peaks(model, plan)
-    return Fitted(candidate, plan, index, peaks, plan_memory(model, plan, hw.usable_hbm_bytes, peaks))
+def fitted(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, candidate: Candidate, index: int, exact: bool
+) -> Fitted:
+    """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it."""
+    peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
+    return Fitted(candidate, plan, index, peaks, plan_memory(model, plan, hw.usable_hbm_bytes, peaks), exact)
 
 
 def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
