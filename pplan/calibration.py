@@ -15,6 +15,7 @@ from typing import Any
 
 from pplan.flops import hardware_flops_per_step
 from pplan.plan import PlanRequest, make_plan
+from pplan.schedules import megatron_family
 from pplan.specs import HardwareSpec, ModelSpec
 from pplan.steptime import step_time
 
@@ -51,16 +52,16 @@ class ValidationSet:
 def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any]) -> PlanRequest:
     pp = int(row["pp"])
     vp = row.get("vp")
-    schedule = "interleaved-1f1b" if vp and vp > 1 else "1f1b"
+    family = megatron_family(vp)
     return PlanRequest(
         gpus=int(row["gpus"]),
         global_batch=int(row["global_batch"]),
         micro_batch=int(row.get("micro_batch", assumed.get("micro_batch", 1))),
         tp=int(row["tp"]),
         pp=pp,
-        vp=vp if schedule != "1f1b" else None,
+        vp=vp if family.fixed_v is None else None,
         cp=int(row.get("cp", 1)),
-        schedule=schedule,
+        schedule=family.name,
         seq_len=int(stated["seq_len"]),
         recompute=row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))),
         sequence_parallel=bool(assumed.get("sequence_parallel", True)),

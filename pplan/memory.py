@@ -159,19 +159,21 @@ def plan_memory(
 ) -> tuple[RankMemory, ...]:
     """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak."""
     per_stage = peaks.in_flight_per_stage
-    return tuple(
-        rank_memory(
-            model,
-            plan,
-            r,
-            usable_bytes,
-            activation_bytes=peaks.activation_bytes[r],
-            extra_activation_bytes=peaks.extra_activation_bytes[r],
-            in_flight_chunks=tuple(per_stage[s] for s in plan.stages_of(r)),
-            in_flight_units=peaks.in_flight_stage_units[r],
+    bpp = bytes_per_param(plan)
+    working = act.recompute_working_bytes(model, plan.shape)
+    gathered = gathered_weights_bytes(model, plan)
+    out = []
+    for r in range(plan.pp):
+        chunks = tuple(per_stage[s] for s in plan.stages_of(r))
+        items = rank_param_items(model, plan, r)
+        acts = (
+            peaks.activation_bytes[r],
+            peaks.extra_activation_bytes[r],
+            chunks,
+            peaks.in_flight_stage_units[r],
         )
-        for r in range(plan.pp)
-    )
+        out.append(_rank_memory(plan, r, items, bpp, working, gathered, usable_bytes, *acts))
+    return tuple(out)
 
 
 def rank_memory(
@@ -185,9 +187,27 @@ def rank_memory(
     in_flight_units: float,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`, given the activations its schedule keeps at the peak."""
-    items = rank_param_items(model, plan, rank)
+    return _rank_memory(
+        plan, rank, rank_param_items(model, plan, rank), bytes_per_param(plan),
+        act.recompute_working_bytes(model, plan.shape), gathered_weights_bytes(model, plan), usable_bytes,
+        activation_bytes, extra_activation_bytes, in_flight_chunks, in_flight_units,
+    )  # fmt: skip
+
+
+def _rank_memory(
+    plan: Plan,
+    rank: int,
+    items: tuple[tuple[str, float], ...],
+    bpp: BytesPerParam,
+    working: int,
+    gathered: int,
+    usable_bytes: int,
+    activation_bytes: int,
+    extra_activation_bytes: int,
+    in_flight_chunks: tuple[int, ...],
+    in_flight_units: float,
+) -> RankMemory:
     params = sum(n for _, n in items)
-    bpp = bytes_per_param(plan)
     return RankMemory(
         rank=rank,
         layers=plan.layout.rank_layers(rank),
@@ -198,8 +218,8 @@ def rank_memory(
         optimizer_bytes=math.ceil(params * bpp.optimizer),
         activation_bytes=activation_bytes,
         extra_activation_bytes=extra_activation_bytes,
-        recompute_working_bytes=act.recompute_working_bytes(model, plan.shape),
-        gathered_weights_bytes=gathered_weights_bytes(model, plan),
+        recompute_working_bytes=working,
+        gathered_weights_bytes=gathered,
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,
         usable_bytes=usable_bytes,

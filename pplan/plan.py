@@ -140,7 +140,7 @@ class Plan:
 
     def stages_of(self, rank: int) -> tuple[int, ...]:
         """The virtual stages rank `rank` holds, in increasing order."""
-        return tuple(s for s, r in enumerate(self.placement) if r == rank)
+        return self.kind.rank_stages(self.pp, self.vp)[rank]
 
     @property
     def microbatches_per_stage(self) -> int:

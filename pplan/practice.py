@@ -18,6 +18,7 @@ from pplan.errors import PplanError
 from pplan.estimate import explain
 from pplan.launchers import request_unsupported_reason
 from pplan.plan import PlanRequest, Recompute
+from pplan.schedules import megatron_family
 from pplan.search import SearchRequest, search
 from pplan.specs import HardwareSpec, ModelSpec
 
@@ -91,11 +92,11 @@ def practice_rows(
     for row in data["rows"]:
         model = load_model(row["model"])
         vp = row.get("vp")
-        schedule = "interleaved-1f1b" if vp and vp > 1 else "1f1b"
+        family = megatron_family(vp)
         base = PlanRequest(
             gpus=int(row["gpus"]), global_batch=int(row["global_batch"]), micro_batch=int(row.get("micro_batch", 1)),
-            tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if schedule != "1f1b" else None, cp=int(row.get("cp", 1)),
-            schedule=schedule, seq_len=seq,
+            tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if family.fixed_v is None else None, cp=int(row.get("cp", 1)),
+            schedule=family.name, seq_len=seq,
         )  # fmt: skip
         found = search(
             model,

@@ -19,16 +19,20 @@ from pplan.schedules.actions import (
     v_placement,
 )
 from pplan.schedules.registry import (
+    DEFAULT_SCHEDULES,
     FAMILIES,
     SCHEDULE_NAMES,
     ScheduleFamily,
     canonical_name,
     get_schedule,
+    megatron_family,
     schedule_family,
+    without_pipeline,
 )
 from pplan.schedules.torch_csv import to_torch_csv
 
 __all__ = [
+    "DEFAULT_SCHEDULES",
     "FAMILIES",
     "KINDS",
     "SCHEDULE_NAMES",
@@ -42,8 +46,10 @@ __all__ = [
     "get_schedule",
     "loop_placement",
     "make_schedule",
+    "megatron_family",
     "parse",
     "schedule_family",
     "to_torch_csv",
     "v_placement",
+    "without_pipeline",
 ]

@@ -99,6 +99,9 @@ class ScheduleFamily:
     (worded to follow the family's name). The generator checks m with this same function."""
     m_rule: str = ""
     """`m_problem` in words, without numbers ("" when every m runs), for reasons a search counts by."""
+    searched_by_default: bool = True
+    """`recommend` tries it unless --schedule says otherwise (GPipe runs as long as 1F1B with more memory, and
+    looped BFS holds every micro-batch: both only when asked for)."""
     steady: Callable[[int], tuple[int, int]] | None = None
     """p → (m0, Δ): for m ≥ m0 in m0's class mod Δ, each rank's list is a prefix, then copies of one period
     (Δ more micro-batches per copy), then a suffix (pplan.periodic finds and checks the split from here); None
@@ -124,15 +127,15 @@ class ScheduleFamily:
 
     def stage_ranks(self, p: int, v: int) -> tuple[int, ...]:
         """The rank holding each virtual stage, for p ranks and v model chunks per rank."""
-        if self.placement == "loop":
-            return loop_placement(p, v)
-        return v_placement(p) if self.placement == "v" else dual_placement(p)
+        return _stage_ranks(self.placement, p, v)
+
+    def rank_stages(self, p: int, v: int) -> tuple[tuple[int, ...], ...]:
+        """Per rank, the virtual stages it holds, in increasing order."""
+        return _rank_stages(self.placement, p, v)
 
     def chains(self, p: int, v: int) -> tuple[tuple[int, ...], ...]:
         """The stage sequences micro-batches flow along: one chain, or DualPipe's two directions."""
-        if self.placement == "dual":
-            return (tuple(range(p)), tuple(range(p, 2 * p)))
-        return (tuple(range(p * v if self.placement == "loop" else 2 * p)),)
+        return _chains(self.placement, p, v)
 
     @property
     def torch_short_name(self) -> str | None:
@@ -144,6 +147,26 @@ class ScheduleFamily:
         """The launchers (pplan.launchers) that run it."""
         runs = {"megatron": self.megatron, "torchtitan": self.torch_class is not None}
         return tuple(launcher for launcher, ok in runs.items() if ok)
+
+
+@lru_cache(maxsize=1024)
+def _stage_ranks(placement: Placement, p: int, v: int) -> tuple[int, ...]:
+    if placement == "loop":
+        return loop_placement(p, v)
+    return v_placement(p) if placement == "v" else dual_placement(p)
+
+
+@lru_cache(maxsize=1024)
+def _rank_stages(placement: Placement, p: int, v: int) -> tuple[tuple[int, ...], ...]:
+    ranks = _stage_ranks(placement, p, v)
+    return tuple(tuple(s for s, r in enumerate(ranks) if r == rank) for rank in range(p))
+
+
+@lru_cache(maxsize=1024)
+def _chains(placement: Placement, p: int, v: int) -> tuple[tuple[int, ...], ...]:
+    if placement == "dual":
+        return (tuple(range(p)), tuple(range(p, 2 * p)))
+    return (tuple(range(p * v if placement == "loop" else 2 * p)),)
 
 
 # ------------------------------------------------------------------------------------- closed forms of the bubble
@@ -270,6 +293,7 @@ FAMILIES: dict[str, ScheduleFamily] = {
     for f in (
         ScheduleFamily(
             "gpipe", "GPipe", gpipe, "loop", 1, 1, False, _flush_bubble, _all_m,
+            searched_by_default=False,
             aliases=("ScheduleGPipe",),
             torch_class="ScheduleGPipe",
             why_not_megatron=_NOT_ON_MEGATRON,
@@ -303,6 +327,7 @@ FAMILIES: dict[str, ScheduleFamily] = {
         ),
         ScheduleFamily(
             "looped-bfs", "Looped BFS", looped_bfs, "loop", None, 2, False, _UNPUBLISHED_BUBBLE, _all_m,
+            searched_by_default=False,
             aliases=("ScheduleLoopedBFS", "LoopedBFS"),
             torch_class="ScheduleLoopedBFS",
             why_not_megatron=_NOT_ON_MEGATRON,
@@ -372,6 +397,21 @@ def canonical_name(name: str) -> str:
             "--schedule", f"unknown schedule {name!r}", f"choose one of {', '.join(SCHEDULE_NAMES)}"
         )
     return found
+
+
+DEFAULT_SCHEDULES: tuple[str, ...] = tuple(f.name for f in FAMILIES.values() if f.searched_by_default)
+"""What `recommend` searches when --schedule is not given."""
+
+
+def without_pipeline() -> ScheduleFamily:
+    """The family a plan with one pipeline rank is written with: no schedule runs, and 1F1B is every launcher's
+    default."""
+    return FAMILIES["1f1b"]
+
+
+def megatron_family(v: int | None) -> ScheduleFamily:
+    """The family Megatron-LM runs for v model chunks per rank: interleaved 1F1B when v > 1, else 1F1B."""
+    return FAMILIES["interleaved-1f1b"] if v and v > 1 else FAMILIES["1f1b"]
 
 
 def schedule_family(name: str) -> ScheduleFamily:

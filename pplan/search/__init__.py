@@ -36,7 +36,6 @@ from pplan.results import ExplainReport
 from pplan.schedules import ScheduleFamily
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
-    DEFAULT_SCHEDULES,
     Candidate,
     Rejection,
     SearchRequest,
@@ -45,7 +44,6 @@ from pplan.search.space import (
 from pplan.specs import HardwareSpec, ModelSpec
 
 __all__ = [
-    "DEFAULT_SCHEDULES",
     "Candidate",
     "Miss",
     "Recommendation",

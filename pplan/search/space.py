@@ -21,20 +21,9 @@ from enum import StrEnum
 
 from pplan.errors import ConfigError
 from pplan.plan import GradDtype, PlanRequest, Recompute
-from pplan.schedules.registry import ScheduleFamily, schedule_family
+from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 from pplan.specs import HardwareSpec, ModelSpec
 
-DEFAULT_SCHEDULES = (
-    "1f1b",
-    "interleaved-1f1b",
-    "interleaved-zb",
-    "zb-h1",
-    "zb-h2",
-    "zbv",
-    "dualpipev",
-    "dualpipe",
-)
-"""GPipe (same time as 1F1B, more memory) and looped BFS are searched only when asked for."""
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 
@@ -214,7 +203,7 @@ def _pipelines(
 ) -> Iterator[Candidate]:
     layers = model.num_layers
     for fam in families if p > 1 else families[:1]:
-        fam_here = fam if p > 1 else schedule_family("1f1b")
+        fam_here = fam if p > 1 else without_pipeline()
         for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
             if p > 1 and fam.p_problem(p) is not None:
                 rejected[Rejection.P_RULE] += 1
