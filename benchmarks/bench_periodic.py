@@ -1,6 +1,15 @@
-"""Full simulation against pplan.periodic.summarise, side by side, for growing m.
+"""Full simulation against pplan.periodic.summarise, side by side: cold calls as the search makes them, then
+growing m.
 
-Run: python benchmarks/bench_periodic.py. Per case (schedule, p, v, m):
+Run: python benchmarks/bench_periodic.py [cold|growth]. The cold table, per case (schedule, p, v, m) with
+F = I = W = 1 on every stage but 1.3 on the last and a latency matrix (0.01 within a node of 8 ranks, 0.05
+across):
+- cold ms: `summarise` + `in_flight_profile` after clearing every cache (pplan.periodic's, the registry's
+  generated lists, the timeline's compiled ones), best of 3;
+- gen ms: of that, generating the lists the call generated (`get_schedule` alone, caches cleared);
+- full ms: `simulate(get_schedule(...)).summary()` + `peak_in_flight`, cold;
+- route and max rel diff as below.
+The growth table, per case (schedule, p, v, m):
 - full s: generate the schedule, compile it and simulate it, what `simulate(get_schedule(...)).summary()` costs
   the first time; skipped (and said so) when the time predicted from the previous m of the case passes 20 s;
 - cold s: `summarise` after `pplan.periodic.clear_caches()` (period or block detection, short lists, their
@@ -13,11 +22,25 @@ Run: python benchmarks/bench_periodic.py. Per case (schedule, p, v, m):
 
 from __future__ import annotations
 
+import gc
+import sys
 import time
 
-from pplan import periodic
-from pplan.schedules import get_schedule
-from pplan.timeline import Durations, RunSummary, simulate
+from pplan import periodic, timeline
+from pplan.schedules import get_schedule, registry
+from pplan.timeline import Durations, RunSummary, peak_in_flight, simulate
+
+COLD_CASES: list[tuple[str, int, int | None, int]] = [
+    ("zbv", 32, None, 256),
+    ("interleaved-zb", 32, 2, 256),
+    ("dualpipe", 64, None, 512),
+    ("zb-h1", 64, None, 512),
+    ("dualpipev", 32, None, 256),
+    ("interleaved-zb", 16, 4, 128),
+    ("zbv", 32, None, 1024),
+    ("1f1b", 64, None, 1024),
+]
+COLD_REPEAT = 3
 
 CASES: list[tuple[str, int, int | None]] = [
     ("interleaved-1f1b", 16, 4),
@@ -104,7 +127,74 @@ def _row(name: str, p: int, v: int | None, m: int, seconds_per_action: float | N
     return seconds_per_action
 
 
-def main() -> None:
+def _clear() -> None:
+    periodic.clear_caches()
+    registry._cached.cache_clear()
+    timeline._CACHE.clear()
+    timeline._DELTAS.clear()
+    gc.collect()
+
+
+def _search_inputs(name: str, p: int, v: int | None, m: int) -> tuple[Durations, list[list[float]]]:
+    """Equal passes but a heavier last stage (the output layer); hops 0.01 within a node of 8 ranks, 0.05 across."""
+    f = [1.0] * get_schedule(name, p, m, v).num_stages
+    f[-1] = 1.3
+    lat = [[0.0 if a == b else 0.01 if a // 8 == b // 8 else 0.05 for b in range(p)] for a in range(p)]
+    return Durations(f, f, f), lat
+
+
+def cold() -> None:
+    print(
+        f"{'schedule':<17}{'p':>3}{'v':>3}{'m':>6}{'cold ms':>9}{'gen ms':>8}{'full ms':>9}"
+        f"{'route':>10}{'max rel diff':>14}"
+    )
+    for name, p, v, m in COLD_CASES:
+        d, lat = _search_inputs(name, p, v, m)
+        generated: list[int] = []
+
+        def spy(
+            name_: str, p_: int, m_: int, v_: int | None = None, generated: list[int] = generated
+        ) -> object:
+            generated.append(m_)
+            return get_schedule(name_, p_, m_, v_)
+
+        best = float("inf")
+        for _ in range(COLD_REPEAT):
+            _clear()
+            generated.clear()
+            periodic.get_schedule = spy  # type: ignore[assignment]
+            try:
+                t0 = time.perf_counter()
+                fast, how = periodic.summarise_with_route(name, p, v, m, d, lat)
+                periodic.in_flight_profile(name, p, v, m)
+                best = min(best, time.perf_counter() - t0)
+            finally:
+                periodic.get_schedule = get_schedule
+        gen = float("inf")
+        for _ in range(COLD_REPEAT):
+            _clear()
+            with periodic._collector_paused():  # as the route generates them
+                t0 = time.perf_counter()
+                for mg in generated:
+                    get_schedule(name, p, mg, v)
+                gen = min(gen, time.perf_counter() - t0)
+        full_s = float("inf")
+        for _ in range(2):
+            _clear()
+            t0 = time.perf_counter()
+            schedule = get_schedule(name, p, m, v)
+            full = simulate(schedule, d, lat).summary()
+            peak_in_flight(schedule, [1.0] * schedule.num_stages)
+            full_s = min(full_s, time.perf_counter() - t0)
+        route = f"k={how.k} c={how.c}" if how.fast else "full"
+        print(
+            f"{name:<17}{p:>3}{v or get_schedule(name, p, m, v).v:>3}{m:>6}{best * 1e3:>9.1f}{gen * 1e3:>8.1f}"
+            f"{full_s * 1e3:>9.1f}{route:>10}{_difference(fast, full):>14}",
+            flush=True,
+        )
+
+
+def growth() -> None:
     print(
         f"{'schedule':<17}{'p':>3}{'v':>3}{'m':>7}{'actions':>10}{'full s':>9}{'cold s':>9}{'warm ms':>9}"
         f"{'route':>10}{'max rel diff':>14}"
@@ -113,6 +203,15 @@ def main() -> None:
         per_action: float | None = None
         for m in MS:
             per_action = _row(name, p, v, m, per_action)
+
+
+def main() -> None:
+    which = sys.argv[1:] or ["cold", "growth"]
+    if "cold" in which:
+        cold()
+    if "growth" in which:
+        print()
+        growth()
 
 
 if __name__ == "__main__":

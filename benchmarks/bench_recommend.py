@@ -42,9 +42,20 @@ PANEL = (
     Query("405b-4096", "llama3-405b", "h100-sxm-80gb", 4096, 2048),
     Query("405b-16384", "llama3-405b", "h100-sxm-80gb", 16384, 2048),
     Query("175b-4096-a100", "gpt3-175b", "a100-sxm-80gb", 4096, 1536, 2048),
-    Query("405b-100000", "llama3-405b", "h100-sxm-80gb", 100_000, 12_500),
+    Query("70b-100000", "llama3-70b", "h100-sxm-80gb", 100_000, 25_000),
 )
-PLAN_KEYS = ("schedule", "tp", "pp", "dp", "vp", "cp", "micro_batch", "recompute", "zero_stage", "layers_per_chunk")
+PLAN_KEYS = (
+    "schedule",
+    "tp",
+    "pp",
+    "dp",
+    "vp",
+    "cp",
+    "micro_batch",
+    "recompute",
+    "zero_stage",
+    "layers_per_chunk",
+)
 
 
 def _run(args: list[str]) -> tuple[float, float, str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pplan import activations as act
-from pplan.layout import Chunk
+from pplan.layout import Chunk, Layout
 from pplan.params import ParamItem, embedding_params, layer_params, output_params
 from pplan.plan import Plan
 from pplan.specs import ModelSpec
@@ -125,9 +125,18 @@ def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
     """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
-    layout = plan.layout
-    chunks = tuple(layout.chunks[c] for c in layout.rank_chunks[rank])
-    return _param_items(model, plan.tp, plan.pp > 1, chunks)
+    return _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)[rank]
+
+
+@lru_cache(maxsize=4096)
+def _layout_param_items(
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout
+) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """`rank_param_items` of every rank of a layout."""
+    return tuple(
+        _param_items(model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held))
+        for held in layout.rank_chunks
+    )
 
 
 @lru_cache(maxsize=16384)
@@ -162,17 +171,19 @@ def plan_memory(
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape)
     gathered = gathered_weights_bytes(model, plan)
+    items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)
+    layers = _rank_layers(plan.layout)
+    stages = plan.kind.rank_stages(plan.pp, plan.vp)
     out = []
     for r in range(plan.pp):
-        chunks = tuple(per_stage[s] for s in plan.stages_of(r))
-        items = rank_param_items(model, plan, r)
+        chunks = tuple(per_stage[s] for s in stages[r])
         acts = (
             peaks.activation_bytes[r],
             peaks.extra_activation_bytes[r],
             chunks,
             peaks.in_flight_stage_units[r],
         )
-        out.append(_rank_memory(plan, r, items, bpp, working, gathered, usable_bytes, *acts))
+        out.append(_rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
     return tuple(out)
 
 
@@ -188,15 +199,20 @@ def rank_memory(
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`, given the activations its schedule keeps at the peak."""
     return _rank_memory(
-        plan, rank, rank_param_items(model, plan, rank), bytes_per_param(plan),
+        rank, plan.layout.rank_layers(rank), rank_param_items(model, plan, rank), bytes_per_param(plan),
         act.recompute_working_bytes(model, plan.shape), gathered_weights_bytes(model, plan), usable_bytes,
         activation_bytes, extra_activation_bytes, in_flight_chunks, in_flight_units,
     )  # fmt: skip
 
 
+@lru_cache(maxsize=4096)
+def _rank_layers(layout: Layout) -> tuple[int, ...]:
+    return tuple(layout.rank_layers(r) for r in range(layout.num_ranks))
+
+
 def _rank_memory(
-    plan: Plan,
     rank: int,
+    layers: int,
     items: tuple[tuple[str, float], ...],
     bpp: BytesPerParam,
     working: int,
@@ -210,7 +226,7 @@ def _rank_memory(
     params = sum(n for _, n in items)
     return RankMemory(
         rank=rank,
-        layers=plan.layout.rank_layers(rank),
+        layers=layers,
         params=params,
         param_items=items,
         weights_bytes=math.ceil(params * bpp.weights),

@@ -6,46 +6,61 @@ weights), `route` (which path answered) and the one table of schedule periods (`
 Symbols: p ranks, v stages per rank, S stages, m micro-batches, Δ the period in micro-batches; times in the unit
 of the durations given (seconds if seconds).
 
-Two routes, both read off the generators' lists mechanically (never hand-written per family), both exact.
+Three routes, all read off the generators' lists mechanically (never hand-written per family), all exact.
 
 A. One period (1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, interleaved-1f1b, interleaved-zb). For m ≥ m0
 rank r's list is
     P_r · Q_r(0) · Q_r(1) ··· Q_r(K−1) · S_r(K),   m = m0 + K·Δ,
 a prefix, K copies of a period and a suffix: copy j is Q_r(0) with its micro-batches shifted by j·σ, the suffix
-S_r(0) shifted by K·σ (σ per chain, micro-batches counted within their chain: σ = Δ for one chain, 1 for each of
-DualPipe's two directions). Found for m0 = the first m of m's class mod Δ where the lists at m0 and m0 + Δ split
-as P·S and P·Q·S(shifted) (longest common prefix, longest common shifted suffix), checked at m0 + 2Δ, m0 + 3Δ and
-on every list this module plays. Measured m0 for p ≥ 2: 1f1b and zb-h1 p − 1 (warm-up F's, then (F, B) resp.
-(F, I, W) steps, then the drain); zb-h2 2p (its W-filled skeleton repeats after the warm-up); zbv 2p − 1 and
-dualpipev 2p (step 4 of their programs repeats one micro-batch at a time); dualpipe 2p with Δ = 2 (one
-micro-batch more per direction; odd m is invalid); interleaved-1f1b 2p and interleaved-zb p with Δ = p (m a
-multiple of p gives groups G = p, one more group per period). The other valid interleaved m (m < p², torch's
-rounds rule, G = m/rounds ≠ p) have no period in m and are simulated in full, as is every m ≤ m0 + 3Δ (5Δ for
-zb-h2), where the list is as short as the lists the fast path plays.
+S_r(0) shifted by K·σ (micro-batches counted within their chain: σ = Δ for one chain, 1 for each of DualPipe's
+two directions; chains growing unequally are simulated in full). Each action is one integer, its code:
+index·4S + kind·S + stage, so a shift by j copies adds j·σ·4S. The split is read off the lists at m0 and
+m0 + Δ (longest common prefix; the rest a common suffix moved by one period), with m0 the first m of m's class
+mod Δ from the family record's m0 (pplan.schedules.registry) where that works, and checked against the lists
+at m0 + 2Δ and m0 + 3Δ (_CHECK_COPIES). Every list played beyond those is built from the split, not generated:
+rows(K) = P·Q^K·S is trusted for every K from these four lists, the per-family argument below and the tests
+(tests/test_periodic.py compares it with the generator far beyond the lists read). Measured m0 for p ≥ 2:
+1f1b and zb-h1 p − 1 (warm-up F's, then (F, B) resp. (F, I, W) steps, then the drain: loops whose counts are
+affine in m); zb-h2 2p (its W-filled skeleton repeats after the warm-up); zbv 2p − 1 and dualpipev 2p (step 4 of
+their programs repeats one micro-batch at a time); dualpipe 2p with Δ = 2 (one micro-batch more per direction;
+odd m is invalid); interleaved-1f1b 2p and interleaved-zb p with Δ = p (m a multiple of p gives groups G = p,
+one more group per period). The other valid interleaved m (m < p², torch's rounds rule, G = m/rounds ≠ p) have
+no period in m and are simulated in full, as is every m with too few copies for a certificate.
+
+Dependencies, by arithmetic. The timeline's cross-stage dependency of an action is the same micro-batch's pass
+on the neighbouring stage (F: the previous stage's F; I or B: the next stage's I, else its B), i.e. its code
+plus an offset that depends only on code mod 4S. A code c + jσ·4S of copy j reads code t + jσ·4S; when some
+action of the period has t's residue mod σ·4S (residues are distinct, checked), with code c′, that action in
+copy j − δ, δ = (c′ − t)/σ·4S, is the one read, for every j. Label rank r's copy j with J = j + o_r, offsets
+o_r from difference constraints (Bellman–Ford) so that every cross-rank read between copies points to the same
+or an earlier label, at most R labels back (all o_r = 0 and R ≤ 2 for every family above).
 
 Exactness of A. The simulator is max-plus linear and homogeneous: end(a) = d(a) + max(end(previous on the rank),
 end(dependency) + hop, ...), so shifting every input time by μ shifts every output by μ. A dependency on an
 earlier action of the same rank costs nothing and never binds (ends do not decrease along a rank), so only the
-rank order and the cross-rank edges matter. Label rank r's copy j with J = j + o_r, offsets o_r from difference
-constraints (Bellman–Ford) so that every cross-rank edge between copies points to the same or an earlier label,
-at most R labels back (all o_r = 0 and R ≤ 2 for every family above). Then, all checked on the list played:
-1. the prefix and labels < k are closed under dependencies, so they have the same times with k copies as with
-   any K ≥ k (the K-list is the k-list's prefix, then more copies);
-2. label J ≥ O + R (O = max o_r) reads only labels J − R..J: the same passes, durations and hops for every copy,
-   so the window X_J = (labels J − R' + 1..J), R' ≥ R, evolves as X_{J+1} = G(X_J) with one max-plus map G;
-3. certificate: with k copies, X_{k−1} = X_{k−1−c} + μ on every action (one constant μ, cyclicity c ≥ 1, to
-   1e-12 of the makespan). By homogeneity and induction X_{J+c} = X_J + μ for every later J, so for K ≡ k (mod c)
-   the last R' + c labels of the K-list are the k-list's plus q·μ, q = (K − k)/c, and so is the suffix, which
-   reads only those labels and itself (R' is widened until it does);
-4. hence each rank's last end (+ q·μ), first start (unchanged), busy time (+ (K − k)·one copy's work), makespan,
-   bubble and spans. G is non-expansive in the max norm, so a tolerance ε on the certificate moves the answer by
-   at most q·ε (relative error ≲ 1e-12·k).
-With no certificate at k copies (a long transient: near-tied critical cycles), k doubles (and moves to k ≡ K mod
-c when c does not divide K − k); at k ≥ K the real list is played. An unproven number is never returned.
-Peaks in flight depend only on each rank's order: a copy that is net zero per stage (checked) adds no new in-flight
-count vector for K ≥ 1, so the k-list's peaks are the K-list's. P2P messages grow by one copy's count per copy.
-An overlapped F&B pair reads its partner's input; no segment may end inside a pair (checked), so that stays
-shift-invariant.
+rank order and the cross-rank reads matter.
+1. The prefix and labels < k are closed under dependencies (labels read the same or earlier labels; the head,
+   the prefix with labels < head_labels = O + R, is simulated on its own and would stall on any other read), so
+   they have the same times with k copies as with any K ≥ k. A label J ≥ O + R reads only labels J − R..J, at
+   the same places for every J: one fixed play list (the same passes, durations and hops for every copy) plays
+   it, so the window X_J = (labels J − R' + 1..J), R' ≥ R, evolves as X_{J+1} = G(X_J) with one max-plus map G.
+2. Certificate at k copies, checked after every label: X_{k−1} = X_{k−1−c} + μ on every action (one constant μ,
+   cyclicity c ≥ 1, to 1e-12 of the latest label's ends; c = 1 and the c seen before at every k, every c at
+   powers of two). By homogeneity and induction X_{J+c} = X_J + μ for every later J, so for K ≡ k (mod c) the
+   last R' + c labels of the K-list are the k-list's plus q·μ, q = (K − k)/c, and so is the tail (the copies
+   with labels ≥ k, then the suffix), which reads only those labels and itself: R' = max(R, its reach) with
+   the reach fixed for every k ≥ k0, k0 being where no tail action can read the prefix any more (each reads its
+   own micro-batch, whose index grows with k; the residue argument gives the rest).
+3. Hence each rank's last end (+ q·μ), first start (unchanged), busy time (fixed part + K copies' work),
+   makespan, bubble and spans. G is non-expansive in the max norm, so a tolerance ε on the certificate moves the
+   answer by at most q·ε (relative error ≲ 1e-12·K).
+With no certificate below K copies (a long transient: near-tied critical cycles) the generator's list at m is
+simulated in full. An unproven number is never returned. The head and the tail are simulated directly (ends per
+stage and micro-batch, as in C); a head or tail whose lists stall sends the call to C too.
+Peaks in flight depend only on each rank's order: a copy that is net zero per stage (checked) adds no new
+in-flight count vector for K ≥ 1, so the list at m0 + Δ has the K-list's peaks. P2P messages grow by one copy's
+count per copy. An overlapped F&B pair reads its partner's input; no segment may end inside a pair (checked),
+so that stays shift-invariant.
 
 B. Phase blocks (gpipe, looped-bfs: every F of a chunk, chunk after chunk, then every B). Each rank's list is a
 sequence of blocks, one (stage, kind) over all m micro-batches in ascending or descending order (read at m = 3
@@ -57,46 +72,58 @@ envelope of start + (j+1)·d and the lines (a + hop + d, max(b, d)): exact longe
 moving point where looped BFS's second chunk stops waiting for the first chunk's last rank, which no bounded
 certificate could cover, is just where two lines cross. In-flight counts change by whole blocks (m at a time).
 
+C. The full list, simulated directly (`_simulated`): ranks advance round after round as far as their inputs
+have arrived, ends kept per stage and micro-batch, with the timeline's recurrence and its order of float
+operations, so the summary is bit for bit `simulate(...).summary()`; deadlocks are left to `simulate`, which
+names the stuck actions. Besides the cases above, a cold call takes C when the list at m has at most
+_FULL_BELOW (0.7) times the micro-batches route A works through cold (the lists at m0..m0 + 3Δ and about one
+more to compile and play): it then costs no more.
+
 Nothing here depends on published bubble formulas (Narayanan et al. 2021; Qi et al. 2024, arXiv 2401.10241);
 those live with the generators and `pplan.timeline`, whose definitions `RunSummary` reuses.
 
-Cost: what is duration-independent (decompositions, blocks, the compiled short lists and their labels, in-flight
-profiles) is cached by (name, p, v, class of m mod Δ). A warm call plays one list of m0 + k·Δ micro-batches
-(k = 3 usually, more after long transients), or evaluates O(S²) lines, for any m.
+Cost. Cold, route A generates the four lists (most of its time: the generators and `make_schedule`'s check),
+reads them as whole-list slices, compiles the period's play list and the head and tail, and plays; route C
+generates the list at m once. What is duration-independent (the structure of a class: split, play lists, head
+and tail, in-flight profile; the full lists read for C) is cached by (name, p, v, class of m) resp. by m. A warm
+call simulates the head and tail, plays the labels up to the certificate (a few periods usually, up to ~100
+after long transients) and extrapolates, for any m; the garbage collector is paused while lists are generated
+and read (hundreds of thousands of short-lived objects).
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
-from bisect import bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
-from operator import mul
+from operator import add, and_, attrgetter, floordiv, mod, mul, sub
 
 from pplan.errors import ConfigError
 from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family
-from pplan.timeline import (
-    Durations,
-    Latency,
-    RunSummary,
-    _compiled,
-    _deltas,
-    _latency_matrix,
-    simulate,
-)
+from pplan.timeline import Durations, Latency, RunSummary, _latency_matrix, simulate
 
 Token = tuple[int, int, int, int]
 """One action as data that survives shifting: (stage, kind code F=0 I=1 W=2 B=3, index of its micro-batch
 within its chain, 1 when it opens an overlapped F&B pair else 0)."""
 Rows = tuple[tuple[Token, ...], ...]
+Codes = tuple[tuple[int, ...], ...]
+"""Per rank, each action as one integer: index·4S + kind·S + stage (S stages). Moving a copy by one period adds
+σ·4S; the timeline's dependency of an action is its code plus an offset that depends only on code mod 4S."""
 
 _KIND = {"F": 0, "I": 1, "W": 2, "B": 3}
-_HEAD = -(10**9)  # label of prefix actions
-_TAIL = 10**9  # label of suffix actions
-_TOLERANCE = 1e-12  # certificate tolerance, relative to the short list's makespan
+_TOLERANCE = 1e-12  # certificate tolerance, relative to the latest label's ends
 _DETECT_SPAN = 8  # candidate m0 run from the record's m0 up to 8 periods further
-_MAX_STRUCTURE_COPIES = 64
+_CHECK_COPIES = (2, 3)  # the split read at m0 and m0 + Δ is checked against the lists at m0 + 2Δ and m0 + 3Δ
+_FULL_BELOW = 0.7
+"""Cold route choice: simulate the list at m in full when it has at most this share of the micro-batches the
+periodic route works through cold (the lists it generates, at m0, m0 + Δ and the checked ones, and about one
+more list's worth to compile and play its head and tail): measured, either route then costs about the same."""
+_CACHE_LIMIT = 128
+_NONE = -(1 << 62)  # added to a code: negative, so never an action's code
 
 
 def period(name: str, p: int) -> int | None:
@@ -114,117 +141,240 @@ def _first_m0(name: str, p: int, residue: int) -> int:
     return m0 + (residue - m0) % delta
 
 
-# ----------------------------------------------------------------------------------------- tokens and periods
+# --------------------------------------------------------------------------------------------- reading lists
+
+_STAGE = attrgetter("stage")
+_KIND_OF = attrgetter("kind")
+_MICROBATCH = attrgetter("microbatch")
 
 
-def _tokens(schedule: Schedule) -> tuple[Rows, tuple[int, ...], tuple[int, ...]]:
-    """Each rank's list as tokens, the micro-batches per chain, and each stage's chain."""
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    """One generated list as three channels per rank, compared whole (slices): each action's stage, kind, and
+    the index of its micro-batch within its chain; the positions opening an overlapped F&B pair per rank; the
+    micro-batches per chain and the schedule's shape."""
+
+    stage: tuple[list[int], ...]
+    kind: tuple[list[str], ...]
+    index: tuple[list[int], ...]
+    pairs: tuple[frozenset[int], ...]
+    sizes: tuple[int, ...]
+    chain_of: tuple[int, ...]
+    placement: tuple[int, ...]
+    chains: tuple[tuple[int, ...], ...]
+
+    def codes(self, r: int, lo: int = 0, hi: int | None = None) -> list[int]:
+        """Codes of rank r's actions lo..hi − 1."""
+        n = len(self.chain_of)
+        base = {kind: code * n for kind, code in _KIND.items()}
+        return list(
+            map(
+                add,
+                map(mul, self.index[r][lo:hi], itertools.repeat(4 * n)),
+                map(add, map(base.__getitem__, self.kind[r][lo:hi]), self.stage[r][lo:hi]),
+            )
+        )
+
+    def kind_stage(self, r: int) -> list[int]:
+        """kind·S + stage of rank r's actions (the flat duration table's index)."""
+        n = len(self.chain_of)
+        base = {kind: code * n for kind, code in _KIND.items()}
+        return list(map(add, map(base.__getitem__, self.kind[r]), self.stage[r]))
+
+
+def _read(schedule: Schedule) -> _Sample:
     chain_of = [0] * schedule.num_stages
     for c, chain in enumerate(schedule.chains):
         for s in chain:
             chain_of[s] = c
-    members: list[set[int]] = [set() for _ in schedule.chains]
-    for row in schedule.actions:
-        for a in row:
-            if a.kind == "F" and schedule.chains[chain_of[a.stage]][0] == a.stage:
-                members[chain_of[a.stage]].add(a.microbatch)
-    index = [{mb: i for i, mb in enumerate(sorted(ms))} for ms in members]
-    rows = []
-    for r, row in enumerate(schedule.actions):
-        opens = set(schedule.overlaps[r]) if schedule.overlaps else set()
-        rows.append(
-            tuple(
-                (a.stage, _KIND[a.kind], index[chain_of[a.stage]][a.microbatch], int(i in opens))
-                for i, a in enumerate(row)
+    members = []
+    for chain in schedule.chains:
+        row = schedule.actions[schedule.placement[chain[0]]]
+        members.append(sorted(a.microbatch for a in row if a.stage == chain[0] and a.kind == "F"))
+    stage = tuple(list(map(_STAGE, row)) for row in schedule.actions)
+    kind = tuple(list(map(_KIND_OF, row)) for row in schedule.actions)
+    if all(ms == list(range(ms[0], ms[0] + len(ms))) for ms in members if ms):
+        low = [members[c][0] if members[c] else 0 for c in chain_of]
+        if any(low):
+            index = tuple(
+                list(map(sub, map(_MICROBATCH, row), map(low.__getitem__, st)))
+                for row, st in zip(schedule.actions, stage, strict=True)
             )
-        )
-    return tuple(rows), tuple(len(ms) for ms in members), tuple(chain_of)
+        else:
+            index = tuple(list(map(_MICROBATCH, row)) for row in schedule.actions)
+    else:  # a chain's micro-batches are not consecutive: number them
+        number = [{mb: i for i, mb in enumerate(ms)} for ms in members]
+        index = tuple([number[chain_of[a.stage]][a.microbatch] for a in row] for row in schedule.actions)
+    pairs = tuple(map(frozenset, schedule.overlaps)) if schedule.overlaps else (frozenset(),) * schedule.p
+    return _Sample(
+        stage,
+        kind,
+        index,
+        pairs,
+        tuple(map(len, members)),
+        tuple(chain_of),
+        schedule.placement,
+        schedule.chains,
+    )
+
+
+def _decode(codes: Iterable[int], pairs: Iterable[int], num_stages: int) -> tuple[Token, ...]:
+    flags = dict.fromkeys(pairs, 1)
+    unit = 4 * num_stages
+    return tuple(
+        (c % num_stages, c % unit // num_stages, c // unit, flags.get(n, 0)) for n, c in enumerate(codes)
+    )
+
+
+def _tokens(schedule: Schedule) -> tuple[Rows, tuple[int, ...], tuple[int, ...]]:
+    """Each rank's list as tokens, the micro-batches per chain, and each stage's chain."""
+    got = _read(schedule)
+    rows = tuple(_decode(got.codes(r), got.pairs[r], schedule.num_stages) for r in range(schedule.p))
+    return rows, got.sizes, got.chain_of
 
 
 @dataclass(frozen=True, slots=True)
 class _Decomposition:
-    """rows(K) = P_r · Q_r(0..K−1) · S_r(K) for m = m0 + K·delta (see the module docstring)."""
+    """rows(K) = P_r · Q_r(0..K−1) · S_r(K) for m = m0 + K·delta (see the module docstring), as codes; one σ
+    for every chain (copy j's codes are copy 0's plus j·σ·4S)."""
 
     m0: int
     delta: int
-    sigma: tuple[int, ...]  # per chain: micro-batch index shift per copy
-    chain_of: tuple[int, ...]  # per stage
-    prefix: Rows
-    body: Rows  # Q_r(0)
-    suffix: Rows  # S_r(0)
+    sigma: int  # micro-batch index shift per copy, in every chain
+    num_stages: int
+    prefix: Codes
+    body: Codes  # Q_r(0)
+    suffix: Codes  # S_r(0)
+    pairs: tuple[tuple[frozenset[int], frozenset[int], frozenset[int]], ...]  # per rank, per segment
 
-    def shift(self, tokens: Sequence[Token], copies: int) -> tuple[Token, ...]:
-        sig, ch = self.sigma, self.chain_of
-        return tuple((s, k, i + copies * sig[ch[s]], o) for s, k, i, o in tokens)
+    @property
+    def step(self) -> int:
+        """What one copy adds to a code."""
+        return self.sigma * 4 * self.num_stages
 
     def expand(self, copies: int) -> Rows:
-        return tuple(
-            pre
-            + tuple(itertools.chain.from_iterable(self.shift(q, j) for j in range(copies)))
-            + self.shift(suf, copies)
-            for pre, q, suf in zip(self.prefix, self.body, self.suffix, strict=True)
-        )
+        """The tokens of the list with `copies` copies (for tests)."""
+        out = []
+        for r, (pre, q, suf) in enumerate(zip(self.prefix, self.body, self.suffix, strict=True)):
+            pp, pq, ps = self.pairs[r]
+            codes = list(pre)
+            flags = list(pp)
+            for j in range(copies):
+                flags += [len(codes) + i for i in pq]
+                codes += [c + j * self.step for c in q]
+            flags += [len(codes) + i for i in ps]
+            codes += [c + copies * self.step for c in suf]
+            out.append(_decode(codes, flags, self.num_stages))
+        return tuple(out)
 
     def m_of(self, copies: int) -> int:
         return self.m0 + copies * self.delta
 
 
-def _split(a: tuple[Token, ...], b: tuple[Token, ...], shifted_a: tuple[Token, ...]) -> int | None:
-    """The longest prefix length n with a = a[:n]·a[n:] and b = a[:n]·Q·shift(a[n:]), or None."""
-    n = 0
-    while n < len(a) and a[n] == b[n]:
-        n += 1
-    tail = 0
-    while tail < len(a) and shifted_a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
-        tail += 1
-    return n if n + tail >= len(a) and len(b) > len(a) else None
+def _lcp(x: Sequence[object], y: Sequence[object]) -> int:
+    """Length of the longest common prefix of two lists (slice comparisons, bisected)."""
+    n = min(len(x), len(y))
+    if x[:n] == y[:n]:
+        return n
+    lo, hi = 0, n  # x[:lo] == y[:lo], x[:hi] != y[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if x[lo:mid] == y[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
-_Sample = tuple[Rows, tuple[int, ...], tuple[int, ...]] | None
+def _moved(codes: Sequence[int], by: int) -> list[int]:
+    return list(map(add, codes, itertools.repeat(by)))
 
 
-def _sample(name: str, p: int, v: int | None, m: int, memo: dict[int, _Sample]) -> _Sample:
-    """The tokens of the list at m (None when m is not valid for the family), memoised for one detection."""
+_Got = _Sample | None
+
+
+def _sample(name: str, p: int, v: int | None, m: int, memo: dict[int, _Got]) -> _Got:
+    """The list at m read into codes (None when m is not valid for the family), memoised for one detection."""
     if m not in memo:
         try:
-            memo[m] = _tokens(get_schedule(name, p, m, v))
+            memo[m] = _read(get_schedule(name, p, m, v))
         except ConfigError:
             memo[m] = None
     return memo[m]
 
 
 def _detect_at(
-    name: str, p: int, v: int | None, m0: int, delta: int, memo: dict[int, _Sample]
+    name: str, p: int, v: int | None, m0: int, delta: int, memo: dict[int, _Got]
 ) -> _Decomposition | None:
-    """Split the lists at m0 and m0 + Δ into prefix, period and suffix; check the split at m0 + 2Δ, m0 + 3Δ."""
-    a_sample, b_sample = _sample(name, p, v, m0, memo), _sample(name, p, v, m0 + delta, memo)
-    if a_sample is None or b_sample is None:
+    """Split the lists at m0 and m0 + Δ into prefix, period and suffix (the longest common prefix; the rest a
+    common suffix moved by one period); check the split on the lists at m0 + jΔ, j in _CHECK_COPIES."""
+    a, b = _sample(name, p, v, m0, memo), _sample(name, p, v, m0 + delta, memo)
+    if a is None or b is None:
         return None
-    (a_rows, a_sizes, chain_of), (b_rows, b_sizes, _) = a_sample, b_sample
-    sigma = tuple(y - x for x, y in zip(a_sizes, b_sizes, strict=True))
-    if any(s <= 0 for s in sigma):
-        return None
-    probe = _Decomposition(m0, delta, sigma, chain_of, (), (), ())
-    prefix, body, suffix = [], [], []
-    for a, b in zip(a_rows, b_rows, strict=True):
-        n = _split(a, b, probe.shift(a, 1))
-        if n is None:
+    sigmas = {y - x for x, y in zip(a.sizes, b.sizes, strict=True)}
+    if len(sigmas) != 1 or min(sigmas) <= 0:
+        return None  # chains that grow unequally are simulated in full
+    (sigma,) = sigmas
+    cuts: list[tuple[int, int]] = []  # per rank: (prefix length, period length)
+    for r in range(p):
+        lb = len(b.stage[r]) - len(a.stage[r])
+        if lb <= 0:
             return None
-        prefix.append(a[:n])
-        body.append(b[n : n + len(b) - len(a)])
-        suffix.append(a[n:])
-    dec = _Decomposition(m0, delta, sigma, chain_of, tuple(prefix), tuple(body), tuple(suffix))
-    for j in (2, 3):
+        n = min(_lcp(a.stage[r], b.stage[r]), _lcp(a.kind[r], b.kind[r]), _lcp(a.index[r], b.index[r]))
+        n = min([n, *(i for i in a.pairs[r] ^ b.pairs[r] if i < n)])
+        if (
+            b.stage[r][n + lb :] != a.stage[r][n:]
+            or b.kind[r][n + lb :] != a.kind[r][n:]
+            or b.index[r][n + lb :] != _moved(a.index[r][n:], sigma)
+        ):
+            return None
+        if {i - lb for i in b.pairs[r] if i >= n + lb} != {i for i in a.pairs[r] if i >= n}:
+            return None
+        cuts.append((n, lb))
+    for j in _CHECK_COPIES:
         later = _sample(name, p, v, m0 + j * delta, memo)
-        if later is None or dec.expand(j) != later[0]:
+        if later is None or later.sizes != tuple(x + j * sigma for x in a.sizes):
             return None
-    return dec
+        for r, (n, lb) in enumerate(cuts):
+            body = slice(n, n + lb)
+            index = a.index[r][:n]
+            for c in range(j):
+                index += _moved(b.index[r][body], c * sigma)
+            if (
+                later.stage[r] != a.stage[r][:n] + b.stage[r][body] * j + a.stage[r][n:]
+                or later.kind[r] != a.kind[r][:n] + b.kind[r][body] * j + a.kind[r][n:]
+                or later.index[r] != index + _moved(a.index[r][n:], j * sigma)
+            ):
+                return None
+            flags = {i for i in a.pairs[r] if i < n}
+            flags.update(i + c * lb for c in range(j) for i in b.pairs[r] if n <= i < n + lb)
+            flags.update(i + j * lb for i in a.pairs[r] if i >= n)
+            if later.pairs[r] != flags:
+                return None
+    return _Decomposition(
+        m0,
+        delta,
+        sigma,
+        len(a.chain_of),
+        tuple(tuple(a.codes(r, 0, n)) for r, (n, _) in enumerate(cuts)),
+        tuple(tuple(b.codes(r, n, n + lb)) for r, (n, lb) in enumerate(cuts)),
+        tuple(tuple(a.codes(r, n)) for r, (n, _) in enumerate(cuts)),
+        tuple(
+            (
+                frozenset(i for i in a.pairs[r] if i < n),
+                frozenset(i - n for i in b.pairs[r] if n <= i < n + lb),
+                frozenset(i - n for i in a.pairs[r] if i >= n),
+            )
+            for r, (n, lb) in enumerate(cuts)
+        ),
+    )
 
 
-def _detect(name: str, p: int, v: int | None, residue: int, delta: int) -> _Decomposition | None:
+def _detect(
+    name: str, p: int, v: int | None, residue: int, delta: int, memo: dict[int, _Got]
+) -> _Decomposition | None:
     """The first m0 ≡ residue (mod Δ) from the record's m0, up to 8 periods further, where the lists split into
     prefix, period and suffix."""
-    memo: dict[int, _Sample] = {}
     m0 = max(_first_m0(name, p, residue), 1)
     last = m0 + _DETECT_SPAN * delta
     while m0 <= last:
@@ -236,132 +386,74 @@ def _detect(name: str, p: int, v: int | None, residue: int, delta: int) -> _Deco
     return None
 
 
-# ------------------------------------------------------------------------------------- the short lists, compiled
+# ---------------------------------------------------------------------------------- the structure, compiled
+
+
+_Row = tuple[list[int], list[int], frozenset[int]]
+"""One rank's actions to simulate directly: kind·S + stage of each (the flat duration table's index), the
+index of its micro-batch within its chain, and the positions that open an overlapped F&B pair."""
 
 
 @dataclass(slots=True)
-class _Run:
-    """The real list with k copies (m = m0 + k·Δ), flattened for repeated play, and its labels.
+class _Tail:
+    """The actions after label k − 1 (the copies with labels ≥ k, then the suffix) for every k ≥ k0, with their
+    indices at k = 0 (k·σ is added)."""
 
-    Positions follow the timeline's dependency-respecting order; index n is a sentinel whose end is 0.0, so a
-    missing predecessor reads 0.0 and a missing hop costs 0.0."""
-
-    k: int
-    schedule: Schedule
-    n: int
-    prev: list[int]
-    dep: list[int]  # cross-rank dependency (same-rank ones never bind), or n
-    hop: list[int]  # index into the flattened p×p latency matrix, p·p (a 0.0) when none
-    dep2: list[int]
-    hop2: list[int]
-    second: tuple[tuple[int, int, int], ...]
-    """(position, dep2, hop2) of each position with a second cross-rank dependency, then (n, n, p·p)."""
-    dur: list[int]  # index into the flattened (kind, stage) duration table
-    first: tuple[int, ...]  # per rank: position of its first action (n when none)
-    last: tuple[int, ...]
-    work: tuple[tuple[tuple[int, int], ...], ...]  # per rank: (duration index, count) over its whole list
-    groups: dict[int, list[int]]
-    """Label J (complete ones: O ≤ J ≤ k − 1) → its positions, ordered by (rank, index in the copy)."""
-    sound: bool  # labels < k read only labels < k; labels ≥ O + R read only the R labels before them
-    tail_reach: int  # suffix actions depend on labels ≥ k − tail_reach (and on the suffix)
-    p2p_fwd: int
-    p2p_bwd: int
-    peak_stage: tuple[int, ...]
-    peak_rank: tuple[int, ...]
+    k0: int
+    rows: list[_Row]
+    reach: int  # they read labels ≥ k − reach, and themselves
+    top: int  # largest index at k = 0, plus one
 
 
 @dataclass(slots=True)
 class _Structure:
-    """Everything duration-independent about one (name, p, v, class of m)."""
+    """Everything duration-independent about one (name, p, v, class of m).
+
+    The labels' ends go into one flat list E: label J (rank r's copy J − o_r, rank after rank) at J·L. The
+    head (prefix and labels < head_labels) and the tail are simulated directly (ends per stage and index), the
+    head writing its labels' ends into E, the tail reading the last labels' ends from E."""
 
     name: str
     p: int
     v: int | None
+    num_stages: int
     dec: _Decomposition
+    rules: _Rules
     offset: tuple[int, ...]  # o_r
     lead: int  # O = max o_r
     reach: int  # R: a copy's cross-rank dependencies lie at most R labels back
+    label: int  # L: actions per label (one copy per rank)
+    head_labels: int  # the head plays the prefix and labels < head_labels
+    head: list[_Row]
+    head_top: int  # largest index in the head, plus one
+    carry: list[tuple[int, int, int, int]]
+    """Per slot u of a label holding an F, I or B: (u, kind·S + stage, index in copy 0, o_r): where the tail finds
+    the label's ends (`_stream`)."""
+    body_top: int  # largest index in copy 0, plus one
+    steady: list[tuple[int, int, int, int, int, int, int]]
+    """Any label J ≥ head_labels: per action, in a dependency-respecting order, (slot u within the label,
+    distance back in E to prev, to dep, hop, distance to dep2, hop2, duration index)."""
+    paired: bool
+    tail: _Tail
+    min_k: int  # the least k a certificate can be read at
+    fixed_work: tuple[
+        tuple[tuple[int, int], ...], ...
+    ]  # per rank: (duration index, count) of prefix + suffix
     body_work: tuple[tuple[tuple[int, int], ...], ...]  # per rank: (duration index, count) of one copy
+    fixed_fwd: int  # P2P forward messages of prefix + suffix
+    fixed_bwd: int
     body_fwd: int  # P2P forward messages per copy
     body_bwd: int
-    start_k: int
-    runs: dict[int, _Run] = field(default_factory=dict)
-
-    def run(self, k: int) -> _Run | None:
-        hit = self.runs.get(k)
-        if hit is None:
-            hit = _build_run(self, k)
-            if hit is None:
-                return None
-            if len(self.runs) >= 16:
-                self.runs.pop(next(iter(self.runs)))
-            self.runs[k] = hit
-        return hit
+    profile: InFlightProfile  # of every list with K ≥ 1 copies
 
 
-def _where(dec: _Decomposition, k: int) -> list[list[tuple[int, int]]]:
-    """Per rank, per position: (copy j or −1 prefix / k suffix, index within the copy)."""
-    out = []
-    for pre, q, suf in zip(dec.prefix, dec.body, dec.suffix, strict=True):
-        row = [(-1, i) for i in range(len(pre))]
-        row += [(j, i) for j in range(k) for i in range(len(q))]
-        row += [(k, i) for i in range(len(suf))]
-        out.append(row)
-    return out
-
-
-def _real(dec: _Decomposition, name: str, p: int, v: int | None, k: int) -> Schedule | None:
-    """The generator's list for k copies, if it is the decomposition's expansion."""
-    try:
-        schedule = get_schedule(name, p, dec.m_of(k), v)
-    except ConfigError:
-        return None
-    return schedule if _tokens(schedule)[0] == dec.expand(k) else None
-
-
-def _edges(schedule: Schedule) -> list[tuple[int, int, int]]:
-    """(gid, target gid, slot) of every cross-rank dependency, in global ids (rank-major)."""
-    comp = _compiled(schedule)
-    out = []
-    for pos, gid in enumerate(comp.order):
-        if comp.dep_src_rank[pos] >= 0:
-            out.append((gid, comp.order[comp.dep[pos]], 0))
-        if comp.dep2_src_rank[pos] >= 0:
-            out.append((gid, comp.order[comp.dep2[pos]], 1))
-    return out
-
-
-def _locate(offsets: Sequence[int], gid: int) -> tuple[int, int]:
-    """(rank, index in its list) of a global id."""
-    r = bisect_right(offsets, gid) - 1
-    return r, gid - offsets[r]
-
-
-def _offsets(dec: _Decomposition, name: str, p: int, v: int | None) -> tuple[tuple[int, ...], int] | None:
-    """Per-rank label offsets o_r and the reach R, from the copy distances δ of every cross-rank edge."""
-    k = 4
-    while k <= _MAX_STRUCTURE_COPIES:
-        schedule = _real(dec, name, p, v, k)
-        if schedule is None:
-            return None
-        where = _where(dec, k)
-        offsets = _compiled(schedule).offsets
-        seen: dict[tuple[int, int, int], tuple[int, int]] = {}  # (rank, index in Q, slot) → (δ, target rank)
-        needed: set[tuple[int, int, int]] = set()
-        for gid, tgt, slot in _edges(schedule):
-            r, i = _locate(offsets, gid)
-            j, qi = where[r][i]
-            if not 0 <= j < k:
-                continue
-            needed.add((r, qi, slot))
-            rt, it = _locate(offsets, tgt)
-            jt = where[rt][it][0]
-            if 0 <= jt < k and seen.setdefault((r, qi, slot), (j - jt, rt)) != (j - jt, rt):
-                return None  # not shift-invariant: no period after all
-        if needed <= set(seen):
-            return _solve_offsets(p, [(r, rt, d) for (r, _, _), (d, rt) in seen.items()])
-        k *= 2
-    return None
+def _links(placement: Sequence[int], chains: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    prev_stage = [-1] * len(placement)
+    next_stage = [-1] * len(placement)
+    for chain in chains:
+        for up, down in itertools.pairwise(chain):
+            next_stage[up], prev_stage[down] = down, up
+    return prev_stage, next_stage
 
 
 def _solve_offsets(p: int, edges: list[tuple[int, int, int]]) -> tuple[tuple[int, ...], int] | None:
@@ -382,215 +474,562 @@ def _solve_offsets(p: int, edges: list[tuple[int, int, int]]) -> tuple[tuple[int
     return None
 
 
-def _work(schedule_tokens: Sequence[Token], num_stages: int) -> tuple[tuple[int, int], ...]:
-    counts: dict[int, int] = {}
-    for s, kind, _, _ in schedule_tokens:
-        key = kind * num_stages + s
-        counts[key] = counts.get(key, 0) + 1
-    return tuple(sorted(counts.items()))
+class _Rules:
+    """The timeline's dependencies on codes: the cross-stage dependency of an action with code c is the first
+    of c + first[c mod 4S], c + second[c mod 4S] that exists (F: the previous stage's F; I or B: the next
+    stage's I, else its B; W: none — its I is its own stage's, earlier on the rank: it never binds)."""
+
+    def __init__(self, placement: Sequence[int], chains: Sequence[Sequence[int]]) -> None:
+        n = len(placement)
+        self.num_stages = n
+        self.p = max(placement) + 1
+        self.unit = 4 * n
+        self.placement = placement
+        self.prev_stage, self.next_stage = _links(placement, chains)
+        self.first = [_NONE] * self.unit
+        self.second = [_NONE] * self.unit
+        self.source = [-1] * self.unit  # rank of the dependency's stage, −1: none
+        self.fwd = [0] * self.unit  # messages received, as the timeline counts them
+        self.bwd = [0] * self.unit
+        for s in range(n):
+            ps, ns = self.prev_stage[s], self.next_stage[s]
+            if ps >= 0:
+                self.first[s] = ps - s
+                self.source[s] = placement[ps]
+                self.fwd[s] = int(placement[ps] != placement[s])
+            if ns >= 0:
+                for kind in (1, 3):
+                    sk = kind * n + s
+                    self.first[sk] = n + ns - sk  # the next stage's I
+                    self.second[sk] = 3 * n + ns - sk  # its B
+                    self.source[sk] = placement[ns]
+                    self.bwd[sk] = int(placement[ns] != placement[s])
 
 
-def _net_zero(dec: _Decomposition, rows: Rows) -> bool:
-    """Whether one copy leaves every stage's in-flight count unchanged (F enters; W, or an unsplit B, leaves)."""
-    split = {(s, i) for row in rows for s, kind, i, _ in row if kind == 1}
-    net: dict[int, int] = {}
+def _work(codes: Iterable[int], unit: int) -> tuple[tuple[int, int], ...]:
+    """(duration index, count): the code mod 4S is kind·S + stage, the flat duration table's index."""
+    return tuple(sorted(Counter(map(mod, codes, itertools.repeat(unit))).items()))
+
+
+def _messages(work: Iterable[tuple[int, int]], rules: _Rules) -> tuple[int, int]:
+    fwd = bwd = 0
+    for sk, n in work:
+        fwd += n * rules.fwd[sk]
+        bwd += n * rules.bwd[sk]
+    return fwd, bwd
+
+
+def _net_zero(dec: _Decomposition) -> bool:
+    """Whether one copy leaves every stage's in-flight count unchanged (F enters; W, or a B, leaves: a valid list
+    never has both B and I for one micro-batch)."""
+    n = dec.num_stages
+    net = [0] * n
     for q in dec.body:
-        for s, kind, i, _ in q:
-            step = 1 if kind == 0 else -1 if kind == 2 or (kind == 3 and (s, i) not in split) else 0
-            net[s] = net.get(s, 0) + step
-    return all(x == 0 for x in net.values())
+        for c in q:
+            kind = c % (4 * n) // n
+            net[c % n] += 1 if kind == 0 else 0 if kind == 1 else -1
+    return not any(net)
 
 
 def _pair_cut(dec: _Decomposition) -> bool:
     """Whether a segment ends with the F of an overlapped F&B pair: its partner (and so its dependency) would
     then change with the number of copies."""
-    return any(seg and seg[-1][3] for rows in (dec.prefix, dec.body, dec.suffix) for seg in rows)
+    return any(
+        len(seg) - 1 in flags
+        for segs, flags3 in zip(zip(dec.prefix, dec.body, dec.suffix, strict=True), dec.pairs, strict=True)
+        for seg, flags in zip(segs, flags3, strict=True)
+    )
 
 
-def _body_messages(schedule: Schedule, dec: _Decomposition) -> tuple[int, int]:
-    """P2P messages one copy sends (the timeline's count: an F whose previous stage, an I or B whose next stage
-    lives on another rank)."""
-    prev_stage: dict[int, int] = {}
-    next_stage: dict[int, int] = {}
-    for chain in schedule.chains:
-        for up, down in itertools.pairwise(chain):
-            next_stage[up], prev_stage[down] = down, up
-    place = schedule.placement
-    fwd = bwd = 0
-    for r, q in enumerate(dec.body):
-        for s, kind, _, _ in q:
-            fwd += kind == 0 and s in prev_stage and place[prev_stage[s]] != r
-            bwd += kind in (1, 3) and s in next_stage and place[next_stage[s]] != r
-    return fwd, bwd
+class _Layout:
+    """Where label J's copies sit in E: rank r's copy J − o_r at J·L + (rank r's start within a label)."""
+
+    def __init__(self, dec: _Decomposition, rules: _Rules, offset: Sequence[int]) -> None:
+        self.dec = dec
+        self.rules = rules
+        self.p = len(dec.body)
+        self.offset = offset
+        self.lead = max(offset)
+        self.body_base = list(itertools.accumulate((len(x) for x in dec.body), initial=0))
+        self.label = self.body_base[-1]
+
+
+def _residues(lay: _Layout) -> dict[int, tuple[int, int, int]] | None:
+    """Body code mod σ·4S → (rank, position in the copy, code): the copy of the period holding any code of the
+    same residue (None when two share a residue: a list with copies enough would repeat a pass)."""
+    step = lay.dec.step
+    out: dict[int, tuple[int, int, int]] = {}
+    for r, q in enumerate(lay.dec.body):
+        for n, c in enumerate(q):
+            out[c % step] = (r, n, c)
+    return out if len(out) == lay.label else None
+
+
+_Links = list[list[tuple[int, int, int] | None]]
+"""Per rank, per action of the period: (rank, position, δ) of its cross-stage dependency, or None."""
+
+
+def _body_links(lay: _Layout, res: dict[int, tuple[int, int, int]]) -> _Links | None:
+    """Action c of copy j reads the action with code c + offset (`_Rules`) in the list; when that code's residue
+    mod σ·4S is the period's (rank, position, code c′), it sits in copy j − δ of the period for every j, with
+    δ = (c′ − c − offset)/σ·4S. None when some dependency is not in the period."""
+    rules, step = lay.rules, lay.dec.step
+    unit, first, second, source = rules.unit, rules.first, rules.second, rules.source
+    out: _Links = []
+    for q in lay.dec.body:
+        row: list[tuple[int, int, int] | None] = []
+        for c in q:
+            sk = c % unit
+            if source[sk] < 0:
+                row.append(None)
+                continue
+            t = c + first[sk]
+            got = res.get(t % step)
+            if got is None and second[sk] != _NONE:
+                t = c + second[sk]
+                got = res.get(t % step)
+            if got is None:
+                return None
+            row.append((got[0], got[1], (got[2] - t) // step))
+        out.append(row)
+    return out
+
+
+def _steady(lay: _Layout, links: _Links, reach: int) -> list[tuple[int, int, int, int, int, int, int]] | None:
+    """The play list of a label J ≥ O + R (see `_Structure.steady`): its dependencies are in labels J − R..J,
+    at the same places for every such J; ordered to respect those inside the label."""
+    rules, p, big_l = lay.rules, lay.p, lay.label
+    unit = rules.unit
+    zero = p * p
+    entries: list[tuple[int, int, int, int, int, int, int]] = []
+    waits: list[tuple[int, int]] = []  # per slot: the slots of the same label it reads (big_l: none)
+    for r, (q, row) in enumerate(zip(lay.dec.body, links, strict=True)):
+        base = lay.body_base[r]
+        deps: list[tuple[int | None, int, int]] = []  # (distance back in E, hop, slot when in the same label)
+        for n, got in enumerate(row):
+            if got is None:
+                deps.append((None, zero, big_l))
+                continue
+            rt, nt, delta = got
+            back = delta + lay.offset[r] - lay.offset[rt]  # labels back
+            if not 0 <= back <= reach:
+                return None
+            ut = lay.body_base[rt] + nt
+            if rt == r:
+                if back == 0 and nt >= n:
+                    return None  # would wait for a later action of its own rank
+                deps.append((None, zero, big_l))
+            else:
+                deps.append((back * big_l + base + n - ut, rt * p + r, ut if back == 0 else big_l))
+        pairs = lay.dec.pairs[r][1]
+        for n, c in enumerate(q):
+            pd = 1 if n else big_l - len(q) + 1
+            dist, hop, within = deps[n]
+            d2, h2, w2 = (
+                (deps[n + 1][0], deps[n + 1][1], deps[n + 1][2]) if n in pairs else (None, zero, big_l)
+            )
+            if d2 is not None:
+                d2 -= 1  # the partner's distance, from one slot earlier
+            waits.append((within, w2))
+            entries.append(
+                (base + n, pd, pd if dist is None else dist, hop, pd if d2 is None else d2, h2, c % unit)
+            )
+    done = bytearray(big_l + 1)
+    done[big_l] = 1
+    heads = list(lay.body_base[:-1])
+    ends = lay.body_base[1:]
+    order: list[int] = []
+    live = list(range(p))
+    while live:
+        still = []
+        moved = False
+        for r in live:
+            h = start = heads[r]
+            while h < ends[r] and done[waits[h][0]] and done[waits[h][1]]:
+                done[h] = 1
+                h += 1
+            if h != start:
+                order += range(start, h)
+                heads[r] = h
+                moved = True
+            if h < ends[r]:
+                still.append(r)
+        if not moved:
+            return None
+        live = still
+    return [entries[u] for u in order]
+
+
+def _tail(lay: _Layout, res: dict[int, tuple[int, int, int]], start: int) -> _Tail | None:
+    """The tail's actions at the least k0 ≥ `start` from which none can read the prefix: each reads the token of
+    its own micro-batch, whose index grows with k past every index the prefix holds for that stage and kind.
+    From there on each reads the same place relative to label k for every k (the residue argument of
+    `_body_links`), which gives the reach. None when a dependency is nowhere to be found."""
+    rules, dec = lay.rules, lay.dec
+    unit, step, first, second, source = rules.unit, dec.step, rules.first, rules.second, rules.source
+    codes = sorted(itertools.chain.from_iterable(dec.prefix))
+    top = dict(
+        zip(map(mod, codes, itertools.repeat(unit)), codes, strict=True)
+    )  # largest code per kind·S + stage
+    rows_codes = [
+        [c - x * step for x in range(lay.offset[r], 0, -1) for c in dec.body[r]] + list(dec.suffix[r])
+        for r in range(lay.p)
+    ]
+    moving = sorted(itertools.chain.from_iterable(rows_codes), reverse=True)
+    low = dict(zip(map(mod, moving, itertools.repeat(unit)), moving, strict=True))  # smallest code per class
+    k0 = start
+    for sk, c in low.items():
+        for off in (first[sk], second[sk]):
+            if off != _NONE and (c + off) % unit in top:
+                k0 = max(k0, (top[(c + off) % unit] - c - off) // step + 1)
+    inside = set(moving)
+    reach = 1  # a rank's first tail action follows its copy in label k − 1
+    for c in moving:
+        sk = c % unit
+        if source[sk] < 0:
+            continue
+        for off in (first[sk], second[sk]):
+            if off == _NONE:
+                continue
+            t = c + off
+            if t in inside:
+                break
+            got = res.get(t % step)
+            if got is not None and t < got[2]:  # in copy j = k + (t − c′)/σ·4S < k of rank got[0]
+                reach = max(reach, -((t - got[2]) // step + lay.offset[got[0]]))
+                break
+        else:
+            return None
+    rows: list[_Row] = []
+    for r, tail_codes in enumerate(rows_codes):
+        pq, ps = dec.pairs[r][1], dec.pairs[r][2]
+        size = len(dec.body[r])
+        pairs = [x * size + i for x in range(lay.offset[r]) for i in pq]
+        pairs += [lay.offset[r] * size + i for i in ps]
+        rows.append(
+            (
+                list(map(mod, tail_codes, itertools.repeat(unit))),
+                list(map(floordiv, tail_codes, itertools.repeat(unit))),
+                frozenset(pairs),
+            )
+        )
+    return _Tail(k0, rows, reach, max((max(row[1]) + 1 for row in rows if row[1]), default=0))
 
 
 def _structure(name: str, p: int, v: int | None, residue: int) -> _Structure | None:
-    """Detect the period of one class of m and everything duration-independent about it (None: none)."""
+    """Detect the period of one class of m and compile everything duration-independent about it (None: none)."""
     delta = period(name, p)
     if delta is None:
         return None
-    dec = _detect(name, p, v, residue, delta)
+    memo: dict[int, _Got] = {}
+    dec = _detect(name, p, v, residue, delta, memo)
     # Every rank works in every copy, a copy leaves in-flight counts unchanged, no segment splits an F&B pair.
-    if dec is None or not all(dec.body) or not _net_zero(dec, dec.expand(2)) or _pair_cut(dec):
+    if dec is None or not all(dec.body) or not _net_zero(dec) or _pair_cut(dec):
         return None
-    solved = _offsets(dec, name, p, v)
+    one = memo.get(dec.m_of(1))
+    assert one is not None
+    rules = _Rules(one.placement, one.chains)
+    lay = _Layout(dec, rules, (0,) * p)
+    res = _residues(lay)
+    links = None if res is None else _body_links(lay, res)
+    if res is None or links is None:
+        return None
+    edges = [
+        (r, got[0], got[2]) for r, row in enumerate(links) for got in row if got is not None and got[0] != r
+    ]
+    solved = _solve_offsets(p, edges)
     if solved is None:
         return None
-    off, reach = solved
-    schedule = get_schedule(name, p, dec.m0, v)
-    fwd, bwd = _body_messages(schedule, dec)
-    work = tuple(_work(q, schedule.num_stages) for q in dec.body)
-    lead = max(off)
-    return _Structure(name, p, v, dec, off, lead, reach, work, fwd, bwd, start_k=lead + 2 * reach + 1)
-
-
-@lru_cache(maxsize=256)
-def _structure_cached(name: str, p: int, v: int | None, residue: int) -> _Structure | None:
-    return _structure(name, p, v, residue)
-
-
-def _build_run(struct: _Structure, k: int) -> _Run | None:
-    dec, p = struct.dec, struct.p
-    schedule = _real(dec, struct.name, p, struct.v, k)
-    if schedule is None:
+    offset, reach = solved
+    lay = _Layout(dec, rules, offset)
+    steady = _steady(lay, links, reach)
+    if steady is None:
         return None
-    comp = _compiled(schedule)
-    n = len(comp.order)
-    stages = schedule.num_stages
-    where = _where(dec, k)
-    label_of_gid = []
-    for r, row in enumerate(where):
-        for j, _ in row:
-            label_of_gid.append(_HEAD if j < 0 else _TAIL if j >= k else j + struct.offset[r])
-    label = [label_of_gid[g] for g in comp.order]
-    for pos in range(n):
-        if label[pos] >= k:
-            label[pos] = _TAIL  # copies beyond label k − 1 belong to the suffix
-
-    prev = [x if x >= 0 else n for x in comp.prev]
-    dep = [d if src >= 0 else n for d, src in zip(comp.dep, comp.dep_src_rank, strict=True)]
-    dep2 = [d if src >= 0 else n for d, src in zip(comp.dep2, comp.dep2_src_rank, strict=True)]
-    none = p * p
-    hop = [src * p + dst if src >= 0 else none for src, dst in zip(comp.dep_src_rank, comp.rank, strict=True)]
-    hop2 = [
-        src * p + dst if src >= 0 else none for src, dst in zip(comp.dep2_src_rank, comp.rank, strict=True)
+    lead = max(offset)
+    head_labels = lead + reach
+    unit = rules.unit
+    head: list[_Row] = []
+    for r in range(p):
+        codes = list(dec.prefix[r])
+        pairs = list(dec.pairs[r][0])
+        for j in range(head_labels - offset[r]):
+            pairs += [len(codes) + i for i in dec.pairs[r][1]]
+            codes += _moved(dec.body[r], j * dec.step)
+        head.append(
+            (
+                list(map(mod, codes, itertools.repeat(unit))),
+                list(map(floordiv, codes, itertools.repeat(unit))),
+                frozenset(pairs),
+            )
+        )
+    tail = _tail(lay, res, head_labels + 1)
+    if tail is None:
+        return None
+    carry = [
+        (lay.body_base[r] + n, c % unit, c // unit, offset[r])
+        for r, q in enumerate(dec.body)
+        for n, c in enumerate(q)
+        if c % unit // dec.num_stages != 2
     ]
-    dur = [kind * stages + s for kind, s in zip(comp.kind, comp.stage, strict=True)]
+    fixed = tuple(_work(pre + suf, unit) for pre, suf in zip(dec.prefix, dec.suffix, strict=True))
+    body = tuple(_work(q, unit) for q in dec.body)
+    fixed_fwd, fixed_bwd = _messages(itertools.chain.from_iterable(fixed), rules)
+    body_fwd, body_bwd = _messages(itertools.chain.from_iterable(body), rules)
+    return _Structure(
+        name=name,
+        p=p,
+        v=v,
+        num_stages=dec.num_stages,
+        dec=dec,
+        rules=rules,
+        offset=offset,
+        lead=lead,
+        reach=reach,
+        label=lay.label,
+        head_labels=head_labels,
+        head=head,
+        head_top=max((max(row[1]) + 1 for row in head if row[1]), default=0),
+        carry=carry,
+        body_top=max((x[2] + 1 for x in carry), default=0),
+        steady=steady,
+        paired=any(h2 != p * p for *_, h2, _ in steady),
+        tail=tail,
+        min_k=max(tail.k0, head_labels, lead + reach + 1),
+        fixed_work=fixed,
+        body_work=body,
+        fixed_fwd=fixed_fwd,
+        fixed_bwd=fixed_bwd,
+        body_fwd=body_fwd,
+        body_bwd=body_bwd,
+        profile=_profile_rows([one.kind_stage(r) for r in range(p)], one.placement, p),
+    )
 
-    sound, tail_reach = True, 0
-    steady = struct.lead + struct.reach
-    for pos in range(n):
-        targets = [t for t in (dep[pos], dep2[pos], prev[pos]) if t < n]
-        here = label[pos]
-        if here < k:
-            # closure, and the recurrence of step 2: a label ≥ O + R reads only labels J − R..J
-            sound &= all(label[t] < k for t in targets)
-            if here >= steady:
-                sound &= all(0 <= here - label[t] <= struct.reach for t in targets)
-        else:
-            for t in targets:
-                if label[t] < k:
-                    tail_reach = max(tail_reach, k - label[t])
-    pos_of = [0] * n
-    for pos, gid in enumerate(comp.order):
-        pos_of[gid] = pos
-    groups: dict[int, list[int]] = {big_j: [] for big_j in range(struct.lead, k)}
-    for r, row in enumerate(where):
-        base = comp.offsets[r]
-        for idx, (j, _) in enumerate(row):
-            big_j = j + struct.offset[r]
-            if 0 <= j < k and struct.lead <= big_j < k:
-                groups[big_j].append(pos_of[base + idx])
-    first = tuple(pos_of[comp.offsets[r]] if comp.offsets[r + 1] > comp.offsets[r] else n for r in range(p))
-    last = tuple(
-        pos_of[comp.offsets[r + 1] - 1] if comp.offsets[r + 1] > comp.offsets[r] else n for r in range(p)
-    )
-    rows = dec.expand(k)
-    return _Run(
-        k=k,
-        schedule=schedule,
-        n=n,
-        prev=prev,
-        dep=dep,
-        hop=hop,
-        dep2=dep2,
-        hop2=hop2,
-        second=(*((k, dep2[k], hop2[k]) for k in range(n) if dep2[k] < n), (n, n, none)),
-        dur=dur,
-        first=first,
-        last=last,
-        work=tuple(_work(row, stages) for row in rows),
-        groups=groups,
-        sound=sound,
-        tail_reach=tail_reach,
-        p2p_fwd=comp.p2p_fwd,
-        p2p_bwd=comp.p2p_bwd,
-        peak_stage=comp.peak_stage,
-        peak_rank=comp.peak_rank,
-    )
+
+_STRUCTURES: dict[tuple[str, int, int | None, int], _Structure | None] = {}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while lists are generated and read: that allocates hundreds of
+    thousands of objects, and each automatic collection would walk the ones alive (10-20% of the time).
+    Nothing is lost: whatever cycles appear are collected once it runs again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _structure_cached(name: str, p: int, v: int | None, residue: int) -> _Structure | None:
+    key = (name, p, v, residue)
+    if key not in _STRUCTURES:
+        if len(_STRUCTURES) >= _CACHE_LIMIT:
+            _STRUCTURES.pop(next(iter(_STRUCTURES)))
+        with _collector_paused():
+            _STRUCTURES[key] = _structure(name, p, v, residue)
+    return _STRUCTURES[key]
 
 
 # ------------------------------------------------------------------------------------------- playing and proving
 
 
-def _play(run: _Run, table: Sequence[float], lat: Sequence[float]) -> list[float]:
-    """End time of every position: the timeline's recurrence with same-rank dependencies dropped (they never
-    bind); the few positions with a second cross-rank dependency (overlapped F&B pairs) are played apart."""
-    end = [0.0] * (run.n + 1)
-    d = [table[x] for x in run.dur]
-    h = [lat[x] for x in run.hop]
-    prev, dep = run.prev, run.dep
-    begin = 0
-    for stop, dep2, hop2 in run.second:
-        for k in range(begin, stop):
-            t = end[prev[k]]
-            x = end[dep[k]] + h[k]
-            end[k] = (t if t >= x else x) + d[k]
-        if stop < run.n:
-            t = end[prev[stop]]
-            x = end[dep[stop]] + h[stop]
-            if x > t:
-                t = x
-            x = end[dep2] + lat[hop2]
-            if x > t:
-                t = x
-            end[stop] = t + d[stop]
-        begin = stop + 1
-    return end
+_Rule = tuple[list[float] | None, int, float, list[float] | None, int, float]
 
 
-def _start(run: _Run, end: Sequence[float], lat: Sequence[float], pos: int) -> float:
-    """Start of the action at `pos` (recomputed exactly as the timeline computes it)."""
-    if pos >= run.n:
-        return 0.0
-    t = end[run.prev[pos]]
-    t = max(t, end[run.dep[pos]] + lat[run.hop[pos]])
-    return max(t, end[run.dep2[pos]] + lat[run.hop2[pos]])
+def _rulebook(
+    rules: _Rules, table: Sequence[float], lat: Sequence[float], width: int
+) -> tuple[list[_Rule], list[float], list[float]]:
+    """Per kind·S + stage: (ends it reads or None, offset, hop, ends it writes or None, offset, duration), over
+    fresh tables of ends per (stage, index), `width` indices per stage, −1.0 for not yet played: forwards, and
+    backwards (I or B). A dependency on the rank itself is read with no hop (it never binds, but must have run:
+    the timeline waits for it). W is read by nothing across stages."""
+    n, p = rules.num_stages, rules.p
+    fwd = [-1.0] * (n * width)
+    bwd = [-1.0] * (n * width)
+    book: list[_Rule] = []
+    for sk in range(rules.unit):
+        kind, s = divmod(sk, n)
+        if kind == 2:
+            book.append((None, 0, 0.0, None, 0, table[sk]))
+            continue
+        t = rules.prev_stage[s] if kind == 0 else rules.next_stage[s]
+        r, src = rules.placement[s], rules.placement[t] if t >= 0 else -1
+        hop = lat[src * p + r] if t >= 0 and src != r else 0.0
+        reads = None if t < 0 else fwd if kind == 0 else bwd
+        book.append((reads, t * width, hop, fwd if kind == 0 else bwd, s * width, table[sk]))
+    return book, fwd, bwd
 
 
-def _certificate(struct: _Structure, run: _Run, end: Sequence[float], tol: float) -> tuple[int, float] | None:
-    """(c, μ) with labels J + c = labels J + μ on the last window (see the module docstring), or None."""
-    if not run.sound:
-        return None
-    k = run.k
-    for c in range(1, k):
-        width = max(struct.reach, run.tail_reach - c)
-        lo = k - c - width
-        if lo < struct.lead or k - c < struct.lead + struct.reach:
+def _advance(
+    rows: Sequence[_Row], book: list[_Rule], shift: int, last: list[float], keep: list[list[float]] | None
+) -> list[float] | None:
+    """Simulate each rank's actions after the end last[r] of its previous one (updated to its last end), round
+    after round, each rank as far as its inputs have arrived: the timeline's recurrence end = max(previous end,
+    input end + hop, partner's input end + hop) + duration, inputs found in `book`'s tables by index + `shift`.
+    Appends every end to keep[r] when given. The start of each rank's first action, or None when the ranks
+    stall (their lists wait on each other, or on actions not simulated)."""
+    p = len(rows)
+    heads = [0] * p
+    first = [0.0] * p
+    live = [r for r in range(p) if rows[r][0]]
+    while live:
+        still = []
+        moved = False
+        for r in live:
+            sks, idx, pairs = rows[r]
+            out = None if keep is None else keep[r]
+            h = start = heads[r]
+            size = len(sks)
+            t_end = last[r]
+            while h < size:
+                i = idx[h] + shift
+                reads, at, hop, writes, put, d = book[sks[h]]
+                t = t_end
+                if reads is not None:
+                    x = reads[at + i]
+                    if x < 0.0:
+                        break
+                    x += hop
+                    if x > t:
+                        t = x
+                if pairs and h in pairs:  # an F&B pair also waits for its partner's input
+                    reads, at, hop, *_ = book[sks[h + 1]]
+                    if reads is not None:
+                        x = reads[at + idx[h + 1] + shift]
+                        if x < 0.0:
+                            break
+                        x += hop
+                        if x > t:
+                            t = x
+                if h == 0:
+                    first[r] = t
+                t_end = t + d
+                if writes is not None:
+                    writes[put + i] = t_end
+                if out is not None:
+                    out.append(t_end)
+                h += 1
+            if h != start:
+                heads[r] = h
+                last[r] = t_end
+                moved = True
+            if h < size:
+                still.append(r)
+        if not moved:
             return None
-        first = run.groups[lo]
-        mu = end[run.groups[lo + c][0]] - end[first[0]]
-        if all(
-            abs(end[b] - end[a] - mu) <= tol
-            for big_j in range(lo, k - c)
-            for a, b in zip(run.groups[big_j], run.groups[big_j + c], strict=True)
-        ):
-            return c, mu
-    return None
+        live = still
+    return first
 
 
-def _busy(work: Sequence[Sequence[tuple[int, int]]], table: Sequence[float]) -> list[float]:
-    return [sum(table[x] * count for x, count in row) for row in work]
+def _window(struct: _Structure, k: int, c: int) -> int | None:
+    """First label of the window a cyclicity-c certificate compares at k copies: it spans the R′ + c last
+    labels, R′ = max(R, tail reach − c) (the tail reads labels ≥ k − tail reach); None when it does not fit
+    above the first complete label O, or label k − c does not follow the steady recurrence (k − c ≥ O + R)."""
+    lo = k - c - max(struct.reach, struct.tail.reach - c)
+    return lo if lo >= struct.lead and k - c >= struct.lead + struct.reach else None
+
+
+def _certificate(struct: _Structure, end: Sequence[float], k: int, c: int, lo: int) -> float | None:
+    """μ with labels J + c = labels J + μ, action by action, for J in lo..k − c − 1 (module docstring, step
+    3), to a tolerance relative to the latest label's ends; None when that fails. Checks one action per label
+    first (a subset of the same conditions), then all of them."""
+    big_l = struct.label
+    tol = _TOLERANCE * max(end[(k - 1) * big_l : k * big_l])
+    mu = end[(lo + c) * big_l] - end[lo * big_l]
+    for u in (0, big_l - 1):
+        seq = end[lo * big_l + u : k * big_l : big_l]
+        diffs = list(map(sub, seq[c:], seq[:-c]))
+        if max(diffs) - mu > tol or mu - min(diffs) > tol:
+            return None
+    diffs = list(map(sub, end[(lo + c) * big_l : k * big_l], end[lo * big_l : (k - c) * big_l]))
+    return mu if max(diffs) - mu <= tol and mu - min(diffs) <= tol else None
+
+
+def _stream(
+    struct: _Structure, table: Sequence[float], lat: Sequence[float], big_k: int
+) -> tuple[int, int, float, list[float], list[float]] | str:
+    """Simulate the head, then play label after label (labels < k are closed under dependencies, so their ends
+    are the same for any number of copies after them) until a certificate holds at k copies with K ≡ k (mod c):
+    c = 1 and the cyclicities seen before at every k, every c at powers of two. Then simulate the tail of the
+    list with k copies. (k, c, μ, first start and last end per rank), or why not."""
+    big_l, p, dec = struct.label, struct.p, struct.dec
+    book, _, _ = _rulebook(struct.rules, table, lat, struct.head_top)
+    last = [0.0] * p
+    keep: list[list[float]] = [[] for _ in range(p)]
+    first = _advance(struct.head, book, 0, last, keep)
+    if first is None:
+        return "the head's lists wait on each other"
+    end = [0.0] * (struct.head_labels * big_l)
+    base = [0, *itertools.accumulate(len(q) for q in dec.body)]
+    for r, ends in enumerate(keep):
+        n, size = len(dec.prefix[r]), len(dec.body[r])
+        for j in range(struct.head_labels - struct.offset[r]):
+            at = (j + struct.offset[r]) * big_l + base[r]
+            end[at : at + size] = ends[n + j * size : n + (j + 1) * size]
+    steady = [(u, pd, dd, lat[h], d2, lat[h2], table[du]) for u, pd, dd, h, d2, h2, du in struct.steady]
+    zeros = [0.0] * big_l
+    seen: list[int] = []  # cyclicities that held before, with K − k not a multiple
+    k = struct.head_labels
+    while k < big_k:
+        if k >= struct.min_k:
+            for c in range(1, k) if k & (k - 1) == 0 else (1, *seen):
+                lo = _window(struct, k, c)
+                if lo is None:
+                    break
+                mu = _certificate(struct, end, k, c, lo)
+                if mu is None:
+                    continue
+                if (big_k - k) % c == 0:
+                    final = _tail_ends(struct, end, k, table, lat)
+                    if final is None:
+                        return "the tail's lists wait on each other"
+                    return k, c, mu, first, final
+                if c not in seen:
+                    seen.append(c)
+        x0 = k * big_l
+        end.extend(zeros)
+        if struct.paired:
+            for u, pd, dd, hop, d2, hop2, dur in steady:
+                x = x0 + u
+                t = end[x - pd]
+                y = end[x - dd] + hop
+                if y > t:
+                    t = y
+                y = end[x - d2] + hop2
+                if y > t:
+                    t = y
+                end[x] = t + dur
+        else:
+            for u, pd, dd, hop, _, _, dur in steady:
+                x = x0 + u
+                t = end[x - pd]
+                y = end[x - dd] + hop
+                if y > t:
+                    t = y
+                end[x] = t + dur
+        k += 1
+    return "no certificate below K copies"
+
+
+def _tail_ends(
+    struct: _Structure, end: Sequence[float], k: int, table: Sequence[float], lat: Sequence[float]
+) -> list[float] | None:
+    """Simulate the tail of the list with k copies from the ends of labels k − tail reach..k − 1; each rank's
+    last end (None: the tail stalls)."""
+    tail, big_l, sigma = struct.tail, struct.label, struct.dec.sigma
+    book, _, _ = _rulebook(struct.rules, table, lat, max(tail.top, struct.body_top) + (k + 1) * sigma)
+    for label in range(k - tail.reach, k):
+        x0 = label * big_l
+        for u, sk, i0, o in struct.carry:
+            if label >= o:  # rank r's copy label − o_r
+                _, _, _, writes, put, _ = book[sk]
+                assert writes is not None
+                writes[put + i0 + (label - o) * sigma] = end[x0 + u]
+    base = [0, *itertools.accumulate(len(q) for q in struct.dec.body)]
+    last = [end[(k - 1) * big_l + base[r + 1] - 1] for r in range(struct.p)]  # copy k − o_r − 1's last action
+    return None if _advance(tail.rows, book, k * sigma, last, None) is None else last
 
 
 # ------------------------------------------------------------------------- phase blocks (gpipe, looped-bfs)
@@ -816,34 +1255,120 @@ def _phases_cached(name: str, p: int, v: int | None) -> _Phases | None:
 # --------------------------------------------------------------------------------------------------- the API
 
 
-def _tables(schedule: Schedule, durations: Durations, latency: Latency) -> tuple[list[float], list[float]]:
+def _tables(
+    num_stages: int, p: int, durations: Durations, latency: Latency
+) -> tuple[list[float], list[float]]:
     """Flat (kind, stage) durations (F, I, W, B = I + W) and the flat p×p latency matrix plus a trailing 0.0."""
-    f, i, w = durations.per_stage(schedule.num_stages)
+    f, i, w = durations.per_stage(num_stages)
     b = [x + y for x, y in zip(i, w, strict=True)]
-    lat = [x for row in _latency_matrix(latency, schedule.p) for x in row] + [0.0]
+    lat = [x for row in _latency_matrix(latency, p) for x in row] + [0.0]
     return [*f, *i, *w, *b], lat
 
 
 def _block_tables(ph: _Phases, durations: Durations, latency: Latency) -> tuple[list[float], list[float]]:
-    f, i, w = durations.per_stage(ph.num_stages)
-    b = [x + y for x, y in zip(i, w, strict=True)]
-    lat = [x for row in _latency_matrix(latency, ph.p) for x in row] + [0.0]
-    return [*f, *i, *w, *b], lat
+    return _tables(ph.num_stages, ph.p, durations, latency)
+
+
+@dataclass(frozen=True, slots=True)
+class _Lists:
+    """One generated list, read for `_advance` (duration-independent, cached by (name, p, v, m))."""
+
+    rows: list[_Row]
+    rules: _Rules
+    width: int  # micro-batches per chain, at most
+    fwd: int  # P2P messages
+    bwd: int
+    profile: InFlightProfile
+
+
+def _lists(schedule: Schedule) -> _Lists:
+    got = _read(schedule)
+    rules = _Rules(schedule.placement, schedule.chains)
+    rows = [(got.kind_stage(r), got.index[r], got.pairs[r]) for r in range(schedule.p)]
+    return _Lists(
+        rows,
+        rules,
+        max(got.sizes, default=0),
+        sum(sum(map(rules.fwd.__getitem__, row[0])) for row in rows),
+        sum(sum(map(rules.bwd.__getitem__, row[0])) for row in rows),
+        _profile_rows([row[0] for row in rows], schedule.placement, schedule.p),
+    )
+
+
+def _simulated(lists: _Lists, num_stages: int, durations: Durations, latency: Latency) -> RunSummary | None:
+    """`simulate(schedule, durations, latency).summary()`, the same floats, without compiling: `_advance` over
+    the whole lists (busy time summed in list order, as the timeline does). None when the lists deadlock."""
+    p = len(lists.rows)
+    table, lat = _tables(num_stages, p, durations, latency)
+    book, _, _ = _rulebook(lists.rules, table, lat, lists.width)
+    last = [0.0] * p
+    first = _advance(lists.rows, book, 0, last, None)
+    if first is None:
+        return None
+    profile = lists.profile
+    return RunSummary(
+        makespan=max((t for t, row in zip(last, lists.rows, strict=True) if row[0]), default=0.0),
+        busy_per_rank=tuple(sum(map(table.__getitem__, row[0])) for row in lists.rows),
+        first_start_per_rank=tuple(first),
+        last_end_per_rank=tuple(last),
+        peak_in_flight_per_stage=profile.peak_per_stage,
+        peak_in_flight_per_rank=profile.unit_peak_per_rank(),
+        p2p_forward_messages=lists.fwd,
+        p2p_backward_messages=lists.bwd,
+    )
+
+
+_PROFILES: dict[tuple[str, int, int | None, int], InFlightProfile] = {}
+_LISTS: dict[tuple[str, int, int | None, int], _Lists] = {}
+_LISTS_LIMIT = 16
+
+
+def _full_lists(name: str, p: int, v: int | None, m: int) -> tuple[_Lists, Schedule]:
+    key = (name, p, v, m)
+    schedule = get_schedule(name, p, m, v)
+    if key not in _LISTS:
+        with _collector_paused():
+            if len(_LISTS) >= _LISTS_LIMIT:
+                _LISTS.pop(next(iter(_LISTS)))
+            _LISTS[key] = _lists(schedule)
+        _keep_profile(key, _LISTS[key].profile)
+    return _LISTS[key], schedule
 
 
 def _full(name: str, p: int, v: int | None, m: int, durations: Durations, latency: Latency) -> RunSummary:
-    return simulate(get_schedule(name, p, m, v), durations, latency).summary()
+    """The full simulation of the list at m (read once; its profile kept for `in_flight_profile`)."""
+    lists, schedule = _full_lists(name, p, v, m)
+    summary = _simulated(lists, schedule.num_stages, durations, latency)
+    return simulate(schedule, durations, latency).summary() if summary is None else summary  # raises
 
 
-def _fast_structure(name: str, p: int, v: int | None, m: int) -> tuple[_Structure, int] | None:
-    """The cached structure for m's class and m's number of copies K, when the fast path applies."""
+def _keep_profile(key: tuple[str, int, int | None, int], profile: InFlightProfile) -> None:
+    if len(_PROFILES) >= _CACHE_LIMIT:
+        _PROFILES.pop(next(iter(_PROFILES)))
+    _PROFILES[key] = profile
+
+
+def _plan(name: str, p: int, v: int | None, m: int, least: int | None) -> tuple[_Structure, int] | str:
+    """The structure of m's class and m's number of copies K ≥ `least` (None: the structure's least k, plus one),
+    or why the full list is played instead. Cold, the list at m is played in full when it is not much longer
+    than the lists the periodic route would generate (_FULL_BELOW)."""
     delta = period(name, p)
-    if delta is None:
-        return None
-    struct = _structure_cached(name, p, v, m % delta)
+    assert delta is not None
+    residue = m % delta
+    if (name, p, v, residue) not in _STRUCTURES:
+        m0 = max(_first_m0(name, p, residue), 1)
+        if m < m0:
+            return "m below m0 or outside the periodic class"
+        worked = sum(m0 + j * delta for j in (0, 1, 1, *_CHECK_COPIES))
+        if m <= _FULL_BELOW * worked:
+            return "the list at m is about as short as the lists read off"
+    struct = _structure_cached(name, p, v, residue)
     if struct is None or m < struct.dec.m0 or (m - struct.dec.m0) % delta:
-        return None
-    return struct, (m - struct.dec.m0) // delta
+        return "m below m0 or outside the periodic class"
+    big_k = (m - struct.dec.m0) // delta
+    if big_k < (struct.min_k + 1 if least is None else least):
+        return "m within a few periods of m0"
+    return struct, big_k
 
 
 def summarise(
@@ -857,7 +1382,8 @@ def summarise(
     """`simulate(get_schedule(name, p, m, v), durations, latency).summary()` at a cost independent of m.
 
     Exact (the certificate in the module docstring); gpipe, looped-bfs, m below the family's m0 and m outside
-    its periodic class are simulated in full. Raises what `get_schedule` and `simulate` raise.
+    its periodic class are simulated in full, as is an m whose list is about as short as the lists the periodic
+    route reads. Raises what `get_schedule` and `simulate` raise.
     """
     return _summarise(canonical_name(name), p, v, m, durations, latency)[0]
 
@@ -898,58 +1424,44 @@ def _summarise(
             return _full(name, p, v, m, durations, latency), Route(False, 0, 0, "m < 1")  # raises
         table, lat = _block_tables(phases, durations, latency)
         return _summarise_phases(phases, m, table, lat), Route(True, 0, 0, "phase blocks")
-    found = _fast_structure(name, p, v, m)
-    if found is None:
-        return _full(name, p, v, m, durations, latency), Route(
-            False, 0, 0, "m below m0 or outside the periodic class"
-        )
-    struct, big_k = found
-    k = struct.start_k
-    if big_k <= k:
-        return _full(name, p, v, m, durations, latency), Route(False, 0, 0, "m within a few periods of m0")
-    while k < big_k:
-        run = struct.run(k)
-        if run is None:
-            break
-        table, lat = _tables(run.schedule, durations, latency)
-        end = _play(run, table, lat)
-        cert = _certificate(struct, run, end, _TOLERANCE * max(end))
-        if cert is None:
-            k *= 2
-            continue
-        c, mu = cert
-        if (big_k - k) % c:
-            k += (big_k - k) % c
-            continue
-        summary = _extrapolate(struct, run, end, table, lat, big_k, (big_k - k) // c * mu)
-        return summary, Route(True, k, c, "certificate")
-    why = "no certificate below K copies" if k >= big_k else "short list not the expansion"
-    return _full(name, p, v, m, durations, latency), Route(False, 0, 0, why)
+    plan = _plan(name, p, v, m, None)
+    if isinstance(plan, str):
+        return _full(name, p, v, m, durations, latency), Route(False, 0, 0, plan)
+    struct, big_k = plan
+    table, lat = _tables(struct.num_stages, p, durations, latency)
+    played = _stream(struct, table, lat, big_k)
+    if isinstance(played, str):
+        return _full(name, p, v, m, durations, latency), Route(False, 0, 0, played)
+    k, c, mu, first, last = played
+    summary = _extrapolate(struct, first, last, table, big_k, (big_k - k) // c * mu)
+    return summary, Route(True, k, c, "certificate")
 
 
 def _extrapolate(
     struct: _Structure,
-    run: _Run,
-    end: Sequence[float],
+    first: list[float],
+    last: list[float],
     table: Sequence[float],
-    lat: Sequence[float],
     big_k: int,
     shift: float,
 ) -> RunSummary:
-    extra = big_k - run.k
-    busy = [
-        x + extra * y for x, y in zip(_busy(run.work, table), _busy(struct.body_work, table), strict=True)
-    ]
-    last = tuple(end[pos] + shift if pos < run.n else 0.0 for pos in run.last)
+    """The list with K copies from the one with k: each rank's last end + q·μ, first start unchanged, busy time
+    and messages counted (fixed part + K copies), peaks in flight those of any K ≥ 1."""
+    ends = tuple(x + shift for x in last)
+    busy = tuple(
+        sum(table[x] * n for x, n in fixed) + big_k * sum(table[x] * n for x, n in body)
+        for fixed, body in zip(struct.fixed_work, struct.body_work, strict=True)
+    )
+    profile = struct.profile
     return RunSummary(
-        makespan=max(last),
-        busy_per_rank=tuple(busy),
-        first_start_per_rank=tuple(_start(run, end, lat, pos) for pos in run.first),
-        last_end_per_rank=last,
-        peak_in_flight_per_stage=run.peak_stage,
-        peak_in_flight_per_rank=run.peak_rank,
-        p2p_forward_messages=run.p2p_fwd + extra * struct.body_fwd,
-        p2p_backward_messages=run.p2p_bwd + extra * struct.body_bwd,
+        makespan=max(ends),
+        busy_per_rank=busy,
+        first_start_per_rank=tuple(first),
+        last_end_per_rank=ends,
+        peak_in_flight_per_stage=profile.peak_per_stage,
+        peak_in_flight_per_rank=profile.unit_peak_per_rank(),
+        p2p_forward_messages=struct.fixed_fwd + big_k * struct.body_fwd,
+        p2p_backward_messages=struct.fixed_bwd + big_k * struct.body_bwd,
     )
 
 
@@ -982,9 +1494,21 @@ class InFlightProfile:
             out.append(max([0.0] + [sum(map(mul, vec, w)) for vec in vectors]))
         return tuple(out)
 
+    def unit_peak_per_rank(self) -> tuple[int, ...]:
+        """Most stage-micro-batches per rank (every weight 1), as the timeline counts them."""
+        return tuple(max([0] + [sum(vec) for vec in vectors]) for vectors in self.frontier)
+
 
 def _pareto(vectors: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
     """The vectors no other vector dominates (≥ in every entry), in a stable order."""
+    if vectors and len(next(iter(vectors))) == 2:  # a sweep: by the first entry, then the second, descending
+        kept2: list[tuple[int, ...]] = []
+        best = min(vec[1] for vec in vectors) - 1
+        for vec in sorted(vectors, reverse=True):
+            if vec[1] > best:
+                kept2.append(vec)
+                best = vec[1]
+        return tuple(sorted(kept2, key=lambda x: (-sum(x), x)))
     ordered = sorted(vectors, key=lambda x: (-sum(x), x))
     kept: list[tuple[int, ...]] = []
     for vec in ordered:
@@ -993,48 +1517,73 @@ def _pareto(vectors: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
     return tuple(kept)
 
 
-def _profile_of(schedule: Schedule) -> InFlightProfile:
-    stages_per_rank = tuple(schedule.stages_of(r) for r in range(schedule.p))
-    frontier = []
-    for r, row in enumerate(_deltas(schedule)):
-        slot = {s: i for i, s in enumerate(stages_per_rank[r])}
-        cur = [0] * len(slot)
-        seen: set[tuple[int, ...]] = set()
-        for s, sign in row:
-            cur[slot[s]] += sign
-            if sign > 0:
-                seen.add(tuple(cur))
-        frontier.append(_pareto(seen))
-    peak_stage = _compiled(schedule).peak_stage
-    return InFlightProfile(schedule.num_stages, peak_stage, stages_per_rank, tuple(frontier))
+def _profile_rows(rows: Sequence[Sequence[int]], placement: Sequence[int], p: int) -> InFlightProfile:
+    """The profile of lists given as kind·S + stage per action. On each rank the vector of in-flight counts per
+    stage (F enters; W, or a B, leaves: a valid list never has both B and I for one micro-batch) is kept packed
+    in one integer, `width` bits per stage (counts are never negative), so one running sum follows all of them;
+    the distinct values right after each F are unpacked (every peak, per stage or weighted, is at one)."""
+    num_stages = len(placement)
+    stages_per_rank = tuple(tuple(s for s, r in enumerate(placement) if r == rank) for rank in range(p))
+    peak = [0] * num_stages
+    frontier: list[tuple[tuple[int, ...], ...]] = []
+    for r, row in enumerate(rows):
+        stages = stages_per_rank[r]
+        width = len(row).bit_length() + 1
+        step: dict[int, int] = {}
+        for n, s in enumerate(stages):
+            unit = 1 << (width * n)
+            step.update({s: unit, 2 * num_stages + s: -unit, 3 * num_stages + s: -unit})
+        forward = dict.fromkeys(stages, True)
+        packed = set(
+            itertools.compress(
+                itertools.accumulate(map(step.get, row, itertools.repeat(0))),
+                map(forward.get, row, itertools.repeat(False)),
+            )
+        )
+        mask = (1 << width) - 1
+        if len(stages) == 1:
+            peak[stages[0]] = max(packed, default=0)
+            frontier.append(((peak[stages[0]],),) if packed else ())
+        elif len(stages) == 2:  # packed = c0 + c1·2^width: descending is by c1, then c0; sweep on c0
+            peak[stages[0]] = max(map(and_, packed, itertools.repeat(mask)), default=0)
+            peak[stages[1]] = max(packed, default=0) >> width
+            kept: list[tuple[int, ...]] = []
+            for x in sorted(packed, reverse=True):
+                if not kept or x & mask > kept[-1][0]:
+                    kept.append((x & mask, x >> width))
+            frontier.append(tuple(sorted(kept, key=lambda vec: (-sum(vec), vec))))
+        else:
+            vectors = {tuple(x >> (width * n) & mask for n in range(len(stages))) for x in packed}
+            for n, s in enumerate(stages):
+                peak[s] = max((vec[n] for vec in vectors), default=0)
+            frontier.append(_pareto(vectors))
+    return InFlightProfile(num_stages, tuple(peak), stages_per_rank, tuple(frontier))
 
 
-@lru_cache(maxsize=256)
-def _profile_class(name: str, p: int, v: int | None, residue: int) -> InFlightProfile | None:
-    """The profile shared by every m ≥ m0 + Δ of one class (None when the short list cannot be built)."""
-    struct = _structure_cached(name, p, v, residue)
-    run = None if struct is None else struct.run(struct.start_k)
-    return None if run is None else _profile_of(run.schedule)
-
-
-@lru_cache(maxsize=256)
 def _profile_full(name: str, p: int, v: int | None, m: int) -> InFlightProfile:
-    return _profile_of(get_schedule(name, p, m, v))
+    key = (name, p, v, m)
+    if key not in _PROFILES:
+        with _collector_paused():
+            schedule = get_schedule(name, p, m, v)
+            got = _read(schedule)
+            profile = _profile_rows([got.kind_stage(r) for r in range(p)], schedule.placement, p)
+        _keep_profile(key, profile)
+    return _PROFILES[key]
 
 
 def clear_caches() -> None:
-    """Forget every cached structure, short list and profile (for cold-start measurements)."""
-    _structure_cached.cache_clear()
+    """Forget every cached structure and profile (for cold-start measurements)."""
+    _STRUCTURES.clear()
     _phases_cached.cache_clear()
-    _profile_class.cache_clear()
-    _profile_full.cache_clear()
+    _PROFILES.clear()
+    _LISTS.clear()
 
 
 def in_flight_profile(name: str, p: int, v: int | None, m: int) -> InFlightProfile:
-    """The in-flight profile of `get_schedule(name, p, m, v)`. For m ≥ m0 + Δ of a periodic class it comes from
-    a short list with the same in-flight moments (a copy of the period is net zero per stage, so copies beyond
-    the first add no new vectors) and is cached by (name, p, v, class of m); otherwise from the list itself,
-    cached by m."""
+    """The in-flight profile of `get_schedule(name, p, m, v)`. For m ≥ m0 + Δ of a periodic class whose list is
+    long enough for the periodic route, it is the class's (read off the list at m0 + Δ when the period was
+    detected: a copy of the period is net zero per stage, so copies beyond the first add no new vectors);
+    otherwise from the list itself, cached by m."""
     name = canonical_name(name)
     phases = _phases_cached(name, p, v) if period(name, p) is None and m >= 1 else None
     if phases is not None:
@@ -1044,9 +1593,8 @@ def in_flight_profile(name: str, p: int, v: int | None, m: int) -> InFlightProfi
             phases.stages_per_rank,
             tuple(tuple(tuple(m * x for x in vec) for vec in vectors) for vectors in phases.frontier),
         )
-    found = _fast_structure(name, p, v, m)
-    if found is not None and found[1] >= 1:
-        profile = _profile_class(name, p, v, m % found[0].dec.delta)
-        if profile is not None:
-            return profile
+    if period(name, p) is not None:
+        plan = _plan(name, p, v, m, 1)
+        if not isinstance(plan, str):
+            return plan[0].profile
     return _profile_full(name, p, v, m)

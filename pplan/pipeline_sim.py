@@ -21,11 +21,13 @@ from typing import Literal
 
 from pplan import activations as act
 from pplan.comm import p2p_message_bytes
+from pplan.layout import Layout
 from pplan.links import p2p_message_matrix
 from pplan.memory import ActivationPeaks
 from pplan.passtime import PassTimes, chunk_pass_times
 from pplan.periodic import in_flight_profile, summarise
 from pplan.plan import Plan, Shape
+from pplan.schedules import ScheduleFamily
 from pplan.specs import HardwareSpec, ModelSpec
 from pplan.timeline import Durations, RunSummary
 
@@ -104,30 +106,38 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     """What every rank holds when its first backward starts (the family's closed form,
     `ScheduleFamily.warmup_in_flight`): no peak of the step is lower, so memory computed from it is a proven
     lower bound on the memory `activation_peaks` gives, at no cost in m."""
-    chunks = plan.layout.chunks
-    of_stage = plan.stage_chunks
     per_layer, emb, out = _bytes_per_microbatch(model, plan.shape)
+    counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
     unit_layers = model.num_layers / plan.pp
-    warm = plan.kind.warmup_in_flight(plan.pp, plan.vp, plan.num_microbatches)
-    per_stage = [0] * len(of_stage)
-    layers, extra, units = [], [], []
-    for r, counts in enumerate(warm):
-        held = tuple(zip(plan.stages_of(r), counts, strict=True))
-        for s, n in held:
+    return ActivationPeaks(
+        tuple(layers * per_layer for layers, _, _ in counts),
+        tuple(e * emb + o * out for _, e, o in counts),
+        tuple(layers / unit_layers for layers, _, _ in counts),
+        per_stage,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _warmup_counts(
+    family: ScheduleFamily, p: int, v: int, m: int, layout: Layout
+) -> tuple[tuple[tuple[int, int, int], ...], tuple[int, ...]]:
+    """Per rank at its first backward: (layers, embedding ends, output ends) summed over the micro-batches it
+    holds; and per stage, the micro-batches it holds then."""
+    chunks = layout.chunks
+    n_chunks = len(chunks)
+    stages = family.rank_stages(p, v)
+    per_stage = [0] * sum(len(x) for x in stages)
+    per_rank = []
+    for r, held in enumerate(family.warmup_in_flight(p, v, m)):
+        layers = ends_e = ends_o = 0
+        for s, n in zip(stages[r], held, strict=True):
             per_stage[s] = n
-        layer_bytes = sum(n * chunks[of_stage[s]].layers * per_layer for s, n in held)
-        end_bytes = sum(
-            n
-            * (
-                (emb if chunks[of_stage[s]].has_embedding else 0)
-                + (out if chunks[of_stage[s]].has_output else 0)
-            )
-            for s, n in held
-        )
-        layers.append(layer_bytes)
-        extra.append(end_bytes)
-        units.append(sum(n * chunks[of_stage[s]].layers / unit_layers for s, n in held))
-    return ActivationPeaks(tuple(layers), tuple(extra), tuple(units), tuple(per_stage))
+            c = chunks[s % n_chunks]
+            layers += n * c.layers
+            ends_e += n * c.has_embedding
+            ends_o += n * c.has_output
+        per_rank.append((layers, ends_e, ends_o))
+    return tuple(per_rank), tuple(per_stage)
 
 
 @lru_cache(maxsize=4096)

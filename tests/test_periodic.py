@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import pytest
 
 import pplan.periodic as periodic
+import pplan.schedules.actions as actions
 from pplan.errors import ConfigError
 from pplan.periodic import in_flight_profile, period, route, summarise, summarise_with_route
-from pplan.schedules import SCHEDULE_NAMES, Schedule, get_schedule
-from pplan.timeline import Durations, Latency, RunSummary, peak_in_flight, simulate
+from pplan.schedules import SCHEDULE_NAMES, Action, Schedule, get_schedule, make_schedule
+from pplan.timeline import DeadlockError, Durations, Latency, RunSummary, peak_in_flight, simulate
 
 REL = 1e-9
 LOOPED = ("interleaved-1f1b", "interleaved-zb", "looped-bfs")
@@ -109,8 +110,16 @@ def _full(name: str, p: int, v: int | None, m: int, d: Durations, lat: Latency) 
     return simulate(get_schedule(name, p, m, v), d, lat).summary()
 
 
+@pytest.fixture
+def periodic_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the periodic route wherever the structure allows it (by default a list about as short as the lists
+    the periodic route reads is simulated in full), so that the grid exercises it."""
+    monkeypatch.setattr(periodic, "_FULL_BELOW", 0.0)
+    periodic.clear_caches()
+
+
 @pytest.mark.parametrize(("name", "p", "v"), GRID)
-def test_summary_equals_full_simulation(name: str, p: int, v: int | None) -> None:
+def test_summary_equals_full_simulation(name: str, p: int, v: int | None, periodic_route: None) -> None:
     """...and the fast path answers: always for the phase-block families (gpipe, looped-bfs), for most of these
     calls past 8p + Δ for the others."""
     rng = random.Random(f"{name}-{p}-{v}")
@@ -132,7 +141,9 @@ def test_summary_equals_full_simulation(name: str, p: int, v: int | None) -> Non
 
 
 @pytest.mark.parametrize(("name", "p", "v"), GRID)
-def test_in_flight_profile_equals_peak_in_flight(name: str, p: int, v: int | None) -> None:
+def test_in_flight_profile_equals_peak_in_flight(
+    name: str, p: int, v: int | None, periodic_route: None
+) -> None:
     rng = random.Random(f"flight-{name}-{p}-{v}")
     for m in _ms(name, p, v)[-4:]:
         schedule = get_schedule(name, p, m, v)
@@ -222,7 +233,9 @@ def test_near_tie_without_certificate_falls_back_exactly() -> None:
     _assert_same(summarise("zb-h1", 2, None, 200, d), _full("zb-h1", 2, None, 200, d, 0.0))
 
 
-def test_refused_certificates_fall_back_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refused_certificates_fall_back_exactly(
+    monkeypatch: pytest.MonkeyPatch, periodic_route: None
+) -> None:
     """With every certificate refused (negative tolerance) each call must still be exact, via the full list."""
     monkeypatch.setattr(periodic, "_TOLERANCE", -1.0)
     rng = random.Random(7)
@@ -230,7 +243,8 @@ def test_refused_certificates_fall_back_exactly(monkeypatch: pytest.MonkeyPatch)
         m = 16 * p
         stages = get_schedule(name, p, m, v).num_stages
         d, lat = _inputs(rng, stages, p, 1)
-        assert not route(name, p, v, m, d, lat).fast
+        how = route(name, p, v, m, d, lat)
+        assert not how.fast and how.why == "no certificate below K copies"
         _assert_same(summarise(name, p, v, m, d, lat), _full(name, p, v, m, d, lat))
 
 
@@ -244,6 +258,95 @@ def test_detected_period_reproduces_the_generator(name: str, p: int, v: int | No
     for copies in (5, 17, 40):
         rows = periodic._tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
         assert struct.dec.expand(copies) == rows
+
+
+@pytest.mark.parametrize(
+    ("name", "v"),
+    [(name, 2 if name in LOOPED else None) for name in SCHEDULE_NAMES if period(name, 4) is not None],
+)
+@pytest.mark.parametrize("p", [6, 8, 16])
+def test_played_lists_are_the_generators_at_larger_p(name: str, p: int, v: int | None) -> None:
+    """The lists the periodic route plays are built from the split read at m0..m0 + 3Δ, never generated: at
+    larger p too, the split is the generator's list at every number of copies the route plays (2..k, and a
+    few beyond)."""
+    try:
+        get_schedule(name, p, 8 * p, v)
+    except ConfigError:
+        pytest.skip("p not valid for the family")
+    struct = periodic._structure_cached(name, p, v, 0)
+    assert struct is not None
+    for copies in (4, 9, 2 * p + 1):
+        rows = periodic._tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
+        assert struct.dec.expand(copies) == rows
+
+
+def test_full_route_is_bit_identical_to_the_timeline() -> None:
+    """Route C (the full list simulated directly) returns the timeline's summary float for float: same
+    recurrence, same order of operations, busy time summed in list order; with F&B pairs, a latency matrix with
+    a non-zero diagonal (same-rank hops cost nothing) and uneven stages."""
+    rng = random.Random(11)
+    for name, p, v in GRID:
+        for m in _ms(name, p, v)[::3]:
+            schedule = get_schedule(name, p, m, v)
+            stages = schedule.num_stages
+            d = Durations(
+                [rng.uniform(0.5, 2.0) for _ in range(stages)],
+                [rng.uniform(0.5, 2.0) for _ in range(stages)],
+                [rng.uniform(0.0, 1.5) for _ in range(stages)],
+            )
+            lat = [[rng.uniform(0.0, 0.3) for _ in range(p)] for _ in range(p)]
+            got = periodic._simulated(periodic._lists(schedule), stages, d, lat)
+            assert got == simulate(schedule, d, lat).summary(), (name, p, v, m)
+
+
+def test_full_route_leaves_deadlocks_to_the_timeline() -> None:
+    rows = [
+        [Action(0, "F", 0), Action(0, "B", 0), Action(0, "F", 1), Action(0, "B", 1)],
+        [Action(1, "F", 1), Action(1, "B", 1), Action(1, "F", 0), Action(1, "B", 0)],
+    ]
+    schedule = make_schedule("hand-made", 2, 1, 2, (0, 1), rows)
+    assert periodic._simulated(periodic._lists(schedule), 2, Durations(), 0.0) is None
+    with pytest.raises(DeadlockError):
+        simulate(schedule)
+
+
+def test_short_lists_are_simulated_in_full_when_cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold, a list not much longer than the four the periodic route generates is simulated in full (route C),
+    which then also answers `in_flight_profile` without generating anything again; a long one takes the
+    periodic route, generating only the lists at m0..m0 + 3Δ. Both exact."""
+    periodic.clear_caches()
+    seen: list[int] = []
+
+    def spy(name_: str, p_: int, m_: int, v_: int | None = None) -> Schedule:
+        seen.append(m_)
+        return get_schedule(name_, p_, m_, v_)
+
+    monkeypatch.setattr("pplan.periodic.get_schedule", spy)
+    d = Durations([1.0] * 15 + [1.3], 1.0, 1.0)
+    lat = [[0.0 if a == b else 0.01 if a // 4 == b // 4 else 0.05 for b in range(8)] for a in range(8)]
+    short, how = summarise_with_route("zbv", 8, None, 40, d, lat)
+    assert not how.fast and how.why == "the list at m is about as short as the lists read off"
+    assert seen == [40]
+    _assert_same(short, _full("zbv", 8, None, 40, d, lat))
+    in_flight_profile("zbv", 8, None, 40)
+    assert seen == [40]
+    seen.clear()
+    long, how = summarise_with_route("zbv", 8, None, 400, d, lat)
+    assert how.fast
+    m0 = periodic._first_m0("zbv", 8, 0)
+    assert sorted(seen) == [m0, m0 + 1, m0 + 2, m0 + 3]
+    _assert_same(long, _full("zbv", 8, None, 400, d, lat))
+
+
+@pytest.mark.parametrize("m", [200, 201])
+def test_cyclicity_two(m: int) -> None:
+    """DualPipeV with very uneven passes settles into a two-period cycle (c = 2): the certificate needs
+    K ≡ k (mod 2), so k moves with the parity of m; either way the answer is the full simulation's."""
+    f = [3.0, 7.0, 7.0, 1.0, 3.0, 1.0, 7.0, 1.0]
+    d = Durations(f, [5.0, 5.0, 5.0, 5.0, 1.0, 1.0, 5.0, 5.0], [9.0, 9.0, 9.0, 0.0, 9.0, 2.0, 0.0, 9.0])
+    got, how = summarise_with_route("dualpipev", 4, None, m, d, 3.0)
+    assert how.fast and how.c == 2 and (m - 8 - how.k) % 2 == 0
+    _assert_same(got, _full("dualpipev", 4, None, m, d, 3.0))
 
 
 def test_timeline_summary_matches_timeline() -> None:
@@ -276,3 +379,56 @@ def test_invalid_inputs_raise_like_the_generator() -> None:
         summarise("1f1b", 4, None, 400, Durations(f=[1.0, 2.0]))
     with pytest.raises(ConfigError):
         in_flight_profile("1f1b", 4, None, 400).peak_per_rank([1.0])
+
+
+def test_fast_check_accepts_exactly_what_the_walk_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make_schedule`'s check (run on every list the periodic route generates) first tries a lighter pass and
+    walks action by action only when that fails. On valid lists and on mutated ones (swapped, re-kinded,
+    dropped, repeated, moved or renumbered actions) the lighter pass accepts exactly what the walk accepts."""
+    rng = random.Random(5)
+    bases = [get_schedule(name, p, m, v) for name, p, v in GRID[::3] for m in _ms(name, p, v)[:4]]
+
+    def verdict(schedule: Schedule) -> str | None:
+        try:
+            actions.check(schedule)
+        except Exception as err:  # the walk may raise KeyError on an unknown kind: same for both
+            return f"{type(err).__name__}: {err}"
+        return None
+
+    for trial in range(3000):
+        base = rng.choice(bases)
+        rows = [list(row) for row in base.actions]
+        for _ in range(rng.randint(0, 2)):
+            r = rng.randrange(len(rows))
+            if not rows[r]:
+                continue
+            i, a = rng.randrange(len(rows[r])), rows[r][rng.randrange(len(rows[r]))]
+            op = rng.randrange(6)
+            if op == 0:
+                j = rng.randrange(len(rows[r]))
+                rows[r][i], rows[r][j] = rows[r][j], rows[r][i]
+            elif op == 1:
+                rows[r][i] = Action(a.stage, rng.choice("FIWB"), a.microbatch)  # type: ignore[arg-type]
+            elif op == 2:
+                del rows[r][i]
+            elif op == 3:
+                rows[r].insert(i, a)
+            elif op == 4:
+                rows[r][i] = Action(rng.randrange(-1, base.num_stages + 1), a.kind, a.microbatch)
+            else:
+                rows[r][i] = Action(a.stage, a.kind, rng.randrange(-1, base.m + 2))
+        mutated = Schedule(
+            base.name,
+            base.p,
+            base.v,
+            base.m + (trial % 17 == 0),
+            base.placement,
+            tuple(tuple(row) for row in rows),
+            base.chains,
+            base.splits_backward,
+            base.overlaps if rows == [list(row) for row in base.actions] else (),
+        )
+        fast = verdict(mutated)
+        monkeypatch.setattr(actions, "_passes", lambda schedule: False)
+        assert verdict(mutated) == fast
+        monkeypatch.undo()

@@ -15,12 +15,14 @@ import re
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 from pplan.errors import ConfigError
 
 Kind = Literal["F", "I", "W", "B"]
 KINDS: tuple[Kind, ...] = ("F", "I", "W", "B")
+_KIND_SET = frozenset(KINDS)
 
 _ACTION_RE = re.compile(r"^\s*(\d+)([FIWB])(\d+)\s*$")
 
@@ -179,6 +181,8 @@ def check(schedule: Schedule) -> None:
         raise ScheduleError(
             "schedule", f"chains {schedule.chains} must cover stages 0..{s_count - 1} once each"
         )
+    if _passes(schedule):
+        return
     done: dict[tuple[int, int], str] = {}
     for rank, row in enumerate(schedule.actions):
         for a in row:
@@ -238,3 +242,37 @@ def check(schedule: Schedule) -> None:
         raise ScheduleError(
             "schedule", f"stage {s} micro-batch {mb} never finishes its backward (no B, or I without W)"
         )
+
+
+_KIND_OF = attrgetter("kind")
+_SEQUENCES = frozenset(("FB", "FIW"))
+
+
+def _passes(schedule: Schedule) -> bool:
+    """Whether the per-action part of `check` passes, decided in one lighter pass (the walk below it stays the
+    reference: any False here re-runs that walk, which raises the precise error). True exactly when every
+    action's stage lives on its rank; each (stage, micro-batch)'s kinds, in the rank's list order, spell FB or
+    FIW; every stage of a chain runs the micro-batches of the chain's first stage; and the chains' sets
+    partition 0..m−1. (A stage's actions all sit on one rank, so list order there is `check`'s order.)"""
+    spelt: list[dict[int, str]] = [{} for _ in schedule.placement]
+    for rank, row in enumerate(schedule.actions):
+        if not set(map(_KIND_OF, row)) <= _KIND_SET:
+            return False
+        mine = {s: spelt[s] for s, r in enumerate(schedule.placement) if r == rank}
+        try:
+            for a in row:
+                d = mine[a.stage]
+                mb = a.microbatch
+                d[mb] = d.get(mb, "") + a.kind
+        except (KeyError, TypeError):
+            return False
+    seen: set[int] = set()
+    count = 0
+    for chain in schedule.chains:
+        mbs = spelt[chain[0]].keys()
+        count += len(mbs)
+        seen.update(mbs)
+        for s in chain:
+            if spelt[s].keys() != mbs or not set(spelt[s].values()) <= _SEQUENCES:
+                return False
+    return count == schedule.m and seen == set(range(schedule.m))
