@@ -13,6 +13,7 @@ each end; Megatron's `--decoder-first/last-pipeline-num-layers`); the rest must 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.errors import ConfigError
 from pplan.schedules.registry import ScheduleFamily
@@ -78,6 +79,7 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
     return (*head, *([rest_layers // rest_chunks] * rest_chunks), *tail)
 
 
+@lru_cache(maxsize=8192)
 def make_layout(
     kind: ScheduleFamily, num_layers: int, p: int, v: int, first: int | None = None, last: int | None = None
 ) -> Layout:

@@ -160,7 +160,19 @@ def _param_items(
 
 def rank_params(model: ModelSpec, plan: Plan, rank: int) -> float:
     """Parameters one GPU of `rank` holds, after tensor parallelism, before data-parallel sharding."""
-    return sum(n for _, n in rank_param_items(model, plan, rank))
+    return plan_rank_params(model, plan)[rank]
+
+
+def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
+    """`rank_params` of every pipeline rank."""
+    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout)
+
+
+@lru_cache(maxsize=4096)
+def _layout_params(model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout) -> tuple[float, ...]:
+    return tuple(
+        sum(n for _, n in items) for items in _layout_param_items(model, t, pipeline_parallel, layout)
+    )
 
 
 def plan_memory(
@@ -210,6 +222,24 @@ def _rank_layers(layout: Layout) -> tuple[int, ...]:
     return tuple(layout.rank_layers(r) for r in range(layout.num_ranks))
 
 
+def _param_bytes(params: float, bpp: BytesPerParam) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) bytes of `params` parameters, each rounded up."""
+    return math.ceil(params * bpp.weights), math.ceil(params * bpp.grads), math.ceil(params * bpp.optimizer)
+
+
+def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> tuple[int, ...]:
+    """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
+    thousands of plans against usable memory with it)."""
+    bpp = bytes_per_param(plan)
+    fixed = act.recompute_working_bytes(model, plan.shape) + gathered_weights_bytes(model, plan)
+    return tuple(
+        sum(_param_bytes(params, bpp)) + act_bytes + extra + fixed
+        for params, act_bytes, extra in zip(
+            plan_rank_params(model, plan), peaks.activation_bytes, peaks.extra_activation_bytes, strict=True
+        )
+    )
+
+
 def _rank_memory(
     rank: int,
     layers: int,
@@ -224,14 +254,15 @@ def _rank_memory(
     in_flight_units: float,
 ) -> RankMemory:
     params = sum(n for _, n in items)
+    weights, grads, optimizer = _param_bytes(params, bpp)
     return RankMemory(
         rank=rank,
         layers=layers,
         params=params,
         param_items=items,
-        weights_bytes=math.ceil(params * bpp.weights),
-        grads_bytes=math.ceil(params * bpp.grads),
-        optimizer_bytes=math.ceil(params * bpp.optimizer),
+        weights_bytes=weights,
+        grads_bytes=grads,
+        optimizer_bytes=optimizer,
         activation_bytes=activation_bytes,
         extra_activation_bytes=extra_activation_bytes,
         recompute_working_bytes=working,

@@ -160,11 +160,25 @@ def simulate_plan(
     """The plan's step, simulated with `duration_model` (free hops on request, to separate exposed P2P time)."""
     peaks = activation_peaks(model, plan)
     if duration_model == "unit":
-        summary = summarise(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
+        summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
         return PipelineRun(summary, duration_model, None, peaks)
     inputs = stage_inputs(model, hardware, plan)
     latency = 0.0 if free_hops else inputs.latency
-    summary = summarise(
+    summary = _summary(
         plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
     )
     return PipelineRun(summary, duration_model, inputs.chunk_times, peaks)
+
+
+@lru_cache(maxsize=1024)
+def _summary(
+    name: str,
+    p: int,
+    v: int | None,
+    m: int,
+    durations: Durations,
+    latency: float | tuple[tuple[float, ...], ...],
+) -> RunSummary:
+    """`pplan.periodic.summarise`, remembered: configurations that differ only in what the pipeline does not see
+    (ZeRO stage, gradient dtype) and the `explain` of the shown ones simulate the same step."""
+    return summarise(name, p, v, m, durations, latency)

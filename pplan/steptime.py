@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pplan.bounds import makespan_lower_bound
 from pplan.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.links import all_gather_s, all_reduce_s, dp_group
-from pplan.memory import GRAD_BYTES, WEIGHT_BYTES, rank_params
+from pplan.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
 from pplan.passtime import PassTimes
 from pplan.pipeline_sim import PipelineRun, simulate_plan, stage_inputs
 from pplan.plan import Plan
@@ -90,8 +90,7 @@ def rank_tails(
     """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
     n_chunks = len(chunk_times)
     out = []
-    for r in range(plan.pp):
-        params = rank_params(model, plan, r)
+    for r, params in enumerate(plan_rank_params(model, plan)):
         sync, gather = _rank_dp_s(hw, plan, params)
         window = 0.0
         if plan.overlap_grad_reduce:

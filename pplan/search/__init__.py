@@ -251,7 +251,7 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
 
 def _miss(result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float) -> None:
     result.rejected[Rejection.MEMORY] += 1
-    usable = fit.ranks[0].usable_bytes
+    usable = fit.usable_bytes
     need = fit.peak_bytes + usable * headroom_fraction
     misses.append(Miss(fit.candidate.summary(), need, usable, fit.exact))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.memory import ActivationPeaks, RankMemory, plan_memory
+from pplan.memory import plan_memory_totals
 from pplan.pipeline_sim import activation_peaks, warmup_peaks
 from pplan.plan import Plan
 from pplan.search.space import Candidate
@@ -30,19 +30,20 @@ class Fitted:
     plan: Plan
     index: int
     """Position in the enumeration (the last tie-breaker)."""
-    peaks: ActivationPeaks
-    ranks: tuple[RankMemory, ...]
+    totals: tuple[int, ...]
+    """Bytes per GPU of each pipeline rank (`RankMemory.total_bytes`)."""
+    usable_bytes: int
     exact: bool
     """True: the memory `explain` shows; False: a proven lower bound on it (what ranks hold at their first
     backward, pplan.pipeline_sim.warmup_peaks)."""
 
     @property
     def peak_bytes(self) -> int:
-        return max(r.total_bytes for r in self.ranks)
+        return max(self.totals)
 
     def fits(self, headroom_fraction: float) -> bool:
-        usable = self.ranks[0].usable_bytes
-        return min(r.headroom_bytes for r in self.ranks) >= usable * headroom_fraction
+        """Every rank keeps `headroom_fraction` of usable memory free (`RankMemory.headroom_bytes`)."""
+        return self.usable_bytes - self.peak_bytes >= self.usable_bytes * headroom_fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ def fitted(
 ) -> Fitted:
     """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it."""
     peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
-    return Fitted(candidate, plan, index, peaks, plan_memory(model, plan, hw.usable_hbm_bytes, peaks), exact)
+    return Fitted(candidate, plan, index, plan_memory_totals(model, plan, peaks), hw.usable_hbm_bytes, exact)
 
 
 def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
