@@ -195,26 +195,8 @@ def plan_memory(
             chunks,
             peaks.in_flight_stage_units[r],
         )
-        out.append(_rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
+        out.append(rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
     return tuple(out)
-
-
-def rank_memory(
-    model: ModelSpec,
-    plan: Plan,
-    rank: int,
-    usable_bytes: int,
-    activation_bytes: int,
-    extra_activation_bytes: int,
-    in_flight_chunks: tuple[int, ...],
-    in_flight_units: float,
-) -> RankMemory:
-    """Memory of one GPU of pipeline rank `rank`, given the activations its schedule keeps at the peak."""
-    return _rank_memory(
-        rank, plan.layout.rank_layers(rank), rank_param_items(model, plan, rank), bytes_per_param(plan),
-        act.recompute_working_bytes(model, plan.shape), gathered_weights_bytes(model, plan), usable_bytes,
-        activation_bytes, extra_activation_bytes, in_flight_chunks, in_flight_units,
-    )  # fmt: skip
 
 
 @lru_cache(maxsize=4096)
@@ -240,7 +222,7 @@ def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> 
     )
 
 
-def _rank_memory(
+def rank_memory(
     rank: int,
     layers: int,
     items: tuple[tuple[str, float], ...],
@@ -253,6 +235,8 @@ def _rank_memory(
     in_flight_chunks: tuple[int, ...],
     in_flight_units: float,
 ) -> RankMemory:
+    """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
+    bytes each, the activations its schedule keeps at the peak, and the per-plan transients."""
     params = sum(n for _, n in items)
     weights, grads, optimizer = _param_bytes(params, bpp)
     return RankMemory(

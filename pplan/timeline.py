@@ -82,8 +82,30 @@ class Durations:
         return out[0], out[1], out[2]
 
 
+class _StepFigures:
+    """Figures derived the same way from a full `Timeline` and from its `RunSummary`."""
+
+    __slots__ = ()
+    makespan: float
+    busy_per_rank: tuple[float, ...]
+    p2p_forward_messages: int
+    p2p_backward_messages: int
+
+    @property
+    def busiest(self) -> float:
+        return max(self.busy_per_rank)
+
+    @property
+    def idle_per_rank(self) -> tuple[float, ...]:
+        return tuple(self.makespan - b for b in self.busy_per_rank)
+
+    @property
+    def p2p_messages(self) -> int:
+        return self.p2p_forward_messages + self.p2p_backward_messages
+
+
 @dataclass(frozen=True, slots=True)
-class RunSummary:
+class RunSummary(_StepFigures):
     """What a planner needs from a simulated step, without the per-action times (see `Timeline.summary`).
 
     Per-rank tuples are indexed by rank. The derived properties have exactly `Timeline`'s definitions. Produced
@@ -106,10 +128,6 @@ class RunSummary:
     """Activations sent between ranks per step."""
     p2p_backward_messages: int
     """Gradients sent between ranks per step."""
-
-    @property
-    def busiest(self) -> float:
-        return max(self.busy_per_rank)
 
     @property
     def bubble(self) -> float:
@@ -138,20 +156,12 @@ class RunSummary:
         return tuple(sp - bz for sp, bz in zip(self.span_per_rank, self.busy_per_rank, strict=True))
 
     @property
-    def idle_per_rank(self) -> tuple[float, ...]:
-        return tuple(self.makespan - b for b in self.busy_per_rank)
-
-    @property
     def max_idle_in_span(self) -> float:
         return max(self.idle_in_span_per_rank)
 
-    @property
-    def p2p_messages(self) -> int:
-        return self.p2p_forward_messages + self.p2p_backward_messages
-
 
 @dataclass(frozen=True, slots=True)
-class Timeline:
+class Timeline(_StepFigures):
     """The simulated step. Per-rank tuples are indexed by rank; `start`/`end` align with `schedule.actions`."""
 
     schedule: Schedule
@@ -184,18 +194,6 @@ class Timeline:
     """Activations sent between ranks per step (one per cross-rank stage boundary per micro-batch)."""
     p2p_backward_messages: int
     """Gradients sent between ranks per step."""
-
-    @property
-    def p2p_messages(self) -> int:
-        return self.p2p_forward_messages + self.p2p_backward_messages
-
-    @property
-    def busiest(self) -> float:
-        return max(self.busy_per_rank)
-
-    @property
-    def idle_per_rank(self) -> tuple[float, ...]:
-        return tuple(self.makespan - b for b in self.busy_per_rank)
 
     @property
     def max_idle_in_span(self) -> float:

@@ -146,3 +146,21 @@ def test_pinning_an_axis_never_beats_the_unconstrained_best(axis: str) -> None:
 
 def _fields(req: SearchRequest) -> dict[str, object]:
     return {name: getattr(req, name) for name in req.__dataclass_fields__}
+
+
+def test_cheap_bound_is_above_the_proven_bound_and_the_exact_value() -> None:
+    from collections import Counter
+
+    from pplan.search import Query
+    from pplan.search.space import enumerate_candidates
+
+    model = load_model("llama3-70b")
+    req = SearchRequest(gpus=256, global_batch=512, schedules=tuple(SCHEDULE_NAMES), max_vp=4)
+    query = Query(model, H100, req)
+    cands = list(enumerate_candidates(model, H100, req, query.seq, Counter()))
+    rng = random.Random(7)
+    for index, cand in enumerate(rng.sample(cands, 150)):
+        plan = make_plan(model, cand.request(req, query.seq))
+        proven = throughput_bound(model, H100, plan)
+        exact = step_time(model, H100, plan, split_p2p=False).tokens_per_s
+        assert query.cheap_bound(cand) >= proven * (1 - 1e-12) >= exact * (1 - 2e-12), (index, cand.summary())

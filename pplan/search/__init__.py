@@ -46,6 +46,7 @@ from pplan.specs import HardwareSpec, ModelSpec
 __all__ = [
     "Candidate",
     "Miss",
+    "Query",
     "Recommendation",
     "Rejection",
     "SearchRequest",
@@ -97,7 +98,7 @@ BOUND_SLACK = 1e-9
 value it bounds (where the bound is tight, e.g. 1F1B with uniform stages, both are the same sum in another order)."""
 
 
-class _Search:
+class Query:
     """One query's state: the model, hardware, request and the caches of its cheap bound."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> None:
@@ -164,7 +165,7 @@ def search(
 ) -> SearchResult:
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation."""
-    state = _Search(model, hw, req)
+    state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, int, int, int, object]] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
@@ -225,7 +226,7 @@ def brute_force(
 ) -> list[Scored]:
     """Every enumerated configuration that fits, each simulated, in the documented order (no bound used): the
     reference `search` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
-    state = _Search(model, hw, req)
+    state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):
         if state.launcher_refuses(cand, launcher_reason):
