@@ -126,3 +126,67 @@ def test_a_user_model_file_works(capsys: pytest.CaptureFixture[str], tmp_path: P
                     "--global-batch", "8")  # fmt: skip
     assert res.code == 0, res.err
     assert res.json()["plan"]["dp"] == 2
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_3(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pplan.cli.recommend as command
+
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(command, "search", broken)
+    monkeypatch.delenv("PPLAN_DEBUG", raising=False)
+    res = run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8")
+    assert res.code == 3
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.err
+    assert lines[0].startswith("pplan: internal error in pplan.cli.recommend:")
+    assert "ZeroDivisionError" in lines[0] and "PPLAN_DEBUG=1" in lines[0]
+    monkeypatch.setenv("PPLAN_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8")
+
+
+def test_control_characters_in_an_error_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "explain", "--model", "evil\x1b[2Jname\nsecond")
+    assert res.code == 2
+    assert "\x1b" not in res.err and res.err.count("\n") == 1
+    assert "\\x1b[2J" in res.err and "\\n" in res.err
+
+
+def test_json_output_is_strict() -> None:
+    import math
+
+    from pplan.cli.app import json_text
+
+    assert json_text({"bubble": 0.25}) == '{\n  "bubble": 0.25\n}'
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError):
+            json_text({"x": bad})
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--tp", "0"), "--tp"), (("--pp", "-4"), "--pp"), (("--cp", "0"), "--cp"),
+        (("--micro-batch", "0"), "--micro-batch"), (("--seq-len", "0"), "--seq-len"), (("--vp", "0"), "--vp"),
+        (("--gpus", "1000000000"), "--gpus"), (("--headroom", "nan"), "--headroom"), (("--top", "0"), "--top"),
+        (("--zero-stage", "4"), "--zero-stage"), (("--min-microbatches", "0"), "--min-microbatches"),
+    ],
+)  # fmt: skip
+def test_recommend_refuses_zero_negative_and_absurd_values(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+) -> None:
+    # Zero and negative values were read as "not set"; 10^9 GPUs spun for ever.
+    _one_line_error(run_pplan(capsys, "recommend", *args), flag)
+
+
+def test_the_api_refuses_what_the_cli_refuses() -> None:
+    from pplan.errors import ConfigError
+    from pplan.search import SearchRequest
+
+    with pytest.raises(ConfigError) as err:
+        SearchRequest(gpus=64, global_batch=64, tp=0)
+    assert err.value.field == "--tp"

@@ -1,12 +1,16 @@
 """The command-line interface: the only package that knows typer, terminals and exit codes.
 
 Each command lives in its own module and registers itself on `app`; `main` turns every `PplanError` and every
-usage error (unknown option, bad choice) into one line on stderr and exit code 2, never a traceback.
+usage error (unknown option, bad choice) into one line on stderr and exit code 2, never a traceback. Anything
+else is a bug: one line naming where it happened and exit code 3, with the traceback only when `PPLAN_DEBUG=1`.
+Every line is printed with control characters escaped, so a profile key cannot drive the terminal.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
 from pplan.cli.app import app, err_console
 from pplan.errors import PplanError
@@ -15,6 +19,37 @@ from pplan.errors import PplanError
 from pplan.cli import bench, explain, profiles, recommend, schedule, validate  # noqa: F401  isort: skip
 
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+DEBUG_ENV = "PPLAN_DEBUG"
+
+
+def printable(text: str) -> str:
+    """`text` on one line with every control or otherwise unprintable character escaped (`\\x1b`, `\\n`)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _where(err: BaseException) -> str:
+    """The innermost pplan function the exception passed through, as module:function."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f"{os.sep}pplan{os.sep}" in f.filename]
+    if not frames:
+        return "pplan"
+    frame = frames[-1]
+    module = frame.filename.rsplit(f"{os.sep}pplan{os.sep}", 1)[1].removesuffix(".py").replace(os.sep, ".")
+    return f"pplan.{module}:{frame.name}"
+
+
+def _internal_error(err: BaseException) -> None:
+    if os.environ.get(DEBUG_ENV) == "1":
+        raise err
+    print(
+        printable(
+            f"pplan: internal error in {_where(err)}: {type(err).__name__}: {err}; please report it with this "
+            f"command ({DEBUG_ENV}=1 shows the traceback)"
+        ),
+        file=sys.stderr,
+    )
+    sys.exit(EXIT_INTERNAL)
 
 
 def _is_a(err: BaseException, class_name: str) -> bool:
@@ -27,16 +62,19 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="pplan", standalone_mode=False)
     except PplanError as err:
-        print(f"pplan: error: {err.one_line()}", file=sys.stderr)
+        print(printable(f"pplan: error: {err.one_line()}"), file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        print("pplan: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as err:
         if _is_a(err, "NoArgsIsHelpError"):
             err_console.print(err.ctx.get_help())  # type: ignore[attr-defined]
             sys.exit(0)
         if _is_a(err, "ClickException"):
             message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
-            print(f"pplan: error: {message}", file=sys.stderr)
+            print(printable(f"pplan: error: {message}"), file=sys.stderr)
             sys.exit(getattr(err, "exit_code", EXIT_USAGE))
         if _is_a(err, "Abort"):
             sys.exit(1)
-        raise
+        _internal_error(err)

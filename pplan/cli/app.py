@@ -1,8 +1,10 @@
-"""The typer application object, the consoles and the option choices every command shares."""
+"""The typer application object, the consoles, JSON output and the option choices every command shares."""
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -24,3 +26,9 @@ class Launcher(StrEnum):
 
     megatron = "megatron"
     torchtitan = "torchtitan"
+
+
+def json_text(doc: Any, ensure_ascii: bool = True) -> str:
+    """`doc` as strict JSON (RFC 8259): NaN and infinities are refused here rather than written as the `NaN` /
+    `Infinity` tokens that JavaScript's JSON.parse and most launchers reject."""
+    return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=ensure_ascii)

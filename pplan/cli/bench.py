@@ -10,7 +10,6 @@ passes and writes it (`--out`). Under torchrun the command runs as one rank and 
 
 from __future__ import annotations
 
-import json
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -24,7 +23,7 @@ from rich.text import Text
 from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
 from pplan.bench.config import BenchConfig, require_torch
 from pplan.catalog import load_hardware
-from pplan.cli.app import app, console
+from pplan.cli.app import app, console, json_text
 from pplan.cli.schedule import _write, timeline_json
 from pplan.errors import ConfigError
 from pplan.render.schedule import timeline_renderable, timeline_svg
@@ -277,11 +276,11 @@ def bench(
             "out": str(out),
         }
     if report is not None:
-        _write(report, json.dumps(doc, indent=2) + "\n", "--report")
+        _write(report, json_text(doc) + "\n", "--report")
     if svg is not None:
         _write(svg, both_svg(result), "--svg")
     if as_json:
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc))
         return
     console.print(Text(config.describe(), style="bold"))
     console.print(Text(f"Measured ({result.device}, {result.backend})", style="bold underline"))

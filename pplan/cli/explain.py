@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated, TypeVar
 
@@ -11,7 +10,7 @@ from pydantic import BaseModel
 
 from pplan import launchers
 from pplan.catalog import load_hardware, load_model
-from pplan.cli.app import Launcher, app, console
+from pplan.cli.app import Launcher, app, console, json_text
 from pplan.errors import ConfigError
 from pplan.estimate import explain as explain_plan
 from pplan.plan import PlanRequest, make_plan
@@ -158,7 +157,7 @@ def explain(
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
         report = report.model_copy(update={"assumptions": [note, *report.assumptions]})
     if as_json:
-        print(json.dumps(report.model_dump(mode="json", by_alias=True), indent=2))
+        print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
 
@@ -171,4 +170,4 @@ def schema(
     schemas: dict[str, type[BaseModel]] = {"explain": ExplainReport, "recommend": RecommendReport}
     if name not in schemas:
         raise ConfigError("schema", f"unknown document {name!r}", f"use one of: {', '.join(schemas)}")
-    print(json.dumps(schemas[name].model_json_schema(by_alias=True), indent=2))
+    print(json_text(schemas[name].model_json_schema(by_alias=True)))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
 from pplan.catalog import KINDS, ProfileKind, list_profiles, load_hardware, load_model, profile_source
-from pplan.cli.app import app, console
+from pplan.cli.app import app, console, json_text
 from pplan.errors import ProfileError
 from pplan.render.profiles import hardware_table, models_table, profile_detail
 from pplan.specs import HardwareSpec, ModelSpec
@@ -71,4 +70,4 @@ def _load(kind: ProfileKind, ref: str) -> HardwareSpec | ModelSpec:
 
 
 def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    typer.echo(json_text(data, ensure_ascii=False))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from enum import StrEnum
@@ -13,7 +12,7 @@ from rich.progress import Progress
 
 from pplan import launchers
 from pplan.catalog import load_hardware, load_model
-from pplan.cli.app import Launcher, app, console, err_console
+from pplan.cli.app import Launcher, app, console, err_console, json_text
 from pplan.errors import ConfigError
 from pplan.plan import GradDtype, PlanRequest, Recompute, make_plan
 from pplan.render.recommend import render_recommend
@@ -105,17 +104,8 @@ def recommend(
     ] = Format.table,
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO) and rank what fits by predicted throughput."""
-    if top < 1:
-        raise ConfigError("--top", f"must be ≥ 1, got {top}", "e.g. --top 10")
-    if not 0 <= headroom < 1:
-        raise ConfigError(
-            "--headroom", f"must be a fraction in [0, 1), got {headroom:g}", "e.g. --headroom 0.1"
-        )
     if grad_dtype not in ("fp32", "bf16"):
         raise ConfigError("--grad-dtype", f"unknown dtype {grad_dtype!r}", "use fp32 or bf16")
-    for flag, value in (("--gpus", gpus), ("--global-batch", global_batch), ("--max-vp", max_vp)):
-        if value < 1:
-            raise ConfigError(flag, f"must be a positive integer, got {value}", f"pass {flag} ≥ 1")
     if launcher is None and output in (Format.megatron, Format.torchtitan):
         launcher = Launcher(output.value)  # emit only what that launcher can run
     model_spec = load_model(model)
@@ -158,7 +148,7 @@ def recommend(
     )
     if output is Format.json:
         doc = recommend_report(result, inputs, model, hardware).model_dump(mode="json", by_alias=True)
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc))
         return
     if output in (Format.megatron, Format.torchtitan):
         if not result.candidates:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from pplan.catalog import load_stage_durations
-from pplan.cli.app import app, console
+from pplan.cli.app import app, console, json_text
 from pplan.errors import ConfigError, PplanError
 from pplan.render.schedule import bubble_renderable, bubble_svg, timeline_renderable, timeline_svg
 from pplan.schedules import get_schedule, to_torch_csv
@@ -117,7 +116,7 @@ def schedule(
     if svg is not None:
         _write(svg, timeline_svg(timeline), "--svg")
     if as_json:
-        print(json.dumps(timeline_json(timeline), indent=2))
+        print(json_text(timeline_json(timeline)))
         return
     console.print(timeline_renderable(timeline))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +10,7 @@ from rich.text import Text
 
 from pplan.calibration import ValidationSet, fit_matmul, validate_set
 from pplan.catalog import load_hardware, load_model, load_published_runs
-from pplan.cli.app import app, console
+from pplan.cli.app import app, console, json_text
 from pplan.practice import GAP, TOP, PracticeRow, practice_rows
 
 
@@ -120,4 +119,4 @@ def validate(
                 console.print(_practice_table(rows, data["name"]))
             console.print()
     if as_json:
-        print(json.dumps({"schema": "pplan.validate/1", "sets": docs}, indent=2))
+        print(json_text({"schema": "pplan.validate/1", "sets": docs}))

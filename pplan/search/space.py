@@ -24,6 +24,8 @@ from pplan.plan import GradDtype, PlanRequest, Recompute
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 from pplan.specs import HardwareSpec, ModelSpec
 
+MAX_GPUS = 10**7
+"""The largest cluster a query may name (well above any machine built; keeps enumeration bounded)."""
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 
@@ -72,6 +74,27 @@ class SearchRequest:
     split_p2p: bool = True
     """Separate exposed P2P time from the bubble in the shown candidates' breakdowns (one more simulation each;
     the step time is the same either way)."""
+
+    def __post_init__(self) -> None:
+        """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
+        for flag, value, least in (
+            ("--gpus", self.gpus, 1), ("--global-batch", self.global_batch, 1), ("--seq-len", self.seq_len, 1),
+            ("--tp", self.tp, 1), ("--pp", self.pp, 1), ("--cp", self.cp, 1), ("--vp", self.vp, 1),
+            ("--max-vp", self.max_vp, 1), ("--micro-batch", self.micro_batch, 1),
+            ("--min-microbatches", self.min_microbatches, 1), ("--top", self.top_n, 1),
+        ):  # fmt: skip
+            if value is not None and value < least:
+                raise ConfigError(flag, f"must be at least {least}, got {value}", f"pass {flag} ≥ {least}")
+        if self.gpus > MAX_GPUS:
+            raise ConfigError(
+                "--gpus", f"{self.gpus:,} GPUs is beyond what pplan plans for", f"use at most {MAX_GPUS:,}"
+            )
+        if not 0 <= self.headroom_fraction < 1:
+            raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.headroom_fraction:g}",
+                              "e.g. --headroom 0.1")  # fmt: skip
+        if not self.zero_stages or any(z not in (0, 1, 2, 3) for z in self.zero_stages):
+            raise ConfigError("--zero-stage", f"stages must be among 0, 1, 2, 3, got {self.zero_stages}",
+                              "e.g. --zero-stage 0,1")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +170,7 @@ def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> 
 
 def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
     heads, kv, ffn = model.num_attention_heads, model.kv_heads, model.ffn_hidden_size
-    if req.tp:
+    if req.tp is not None:
         if heads % req.tp or kv % req.tp or ffn % req.tp:
             raise ConfigError("--tp", f"t={req.tp} does not divide the heads ({heads}), KV heads ({kv}) and FFN ({ffn})",
                               "choose t dividing all three")  # fmt: skip
@@ -160,8 +183,8 @@ def enumerate_candidates(
 ) -> Iterator[Candidate]:
     """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
-    cps = [req.cp] if req.cp else list(CONTEXT_PARALLEL)
-    bs = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+    cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
+    bs = [req.micro_batch] if req.micro_batch is not None else list(MICRO_BATCHES)
     for t in tensor_parallel_options(model, hw, req):
         for cp in cps:
             if seq % cp or (t > 1 and (seq // cp) % t):
@@ -170,7 +193,7 @@ def enumerate_candidates(
             if req.gpus % (t * cp):
                 rejected[Rejection.GPUS_TCP] += 1
                 continue
-            for p in [req.pp] if req.pp else divisors(req.gpus // (t * cp)):
+            for p in [req.pp] if req.pp is not None else divisors(req.gpus // (t * cp)):
                 if req.gpus % (t * cp * p):
                     rejected[Rejection.GPUS_TPCP] += 1
                     continue
