@@ -27,6 +27,7 @@ import sys
 import time
 
 from pplan import periodic, timeline
+from pplan.periodic import _common
 from pplan.schedules import get_schedule, registry
 from pplan.timeline import Durations, RunSummary, peak_in_flight, simulate
 
@@ -162,18 +163,18 @@ def cold() -> None:
         for _ in range(COLD_REPEAT):
             _clear()
             generated.clear()
-            periodic.get_schedule = spy  # type: ignore[assignment]
+            _common.get_schedule = spy  # type: ignore[assignment]
             try:
                 t0 = time.perf_counter()
                 fast, how = periodic.summarise_with_route(name, p, v, m, d, lat)
                 periodic.in_flight_profile(name, p, v, m)
                 best = min(best, time.perf_counter() - t0)
             finally:
-                periodic.get_schedule = get_schedule
+                _common.get_schedule = get_schedule
         gen = float("inf")
         for _ in range(COLD_REPEAT):
             _clear()
-            with periodic._collector_paused():  # as the route generates them
+            with _common.collector_paused():  # as the route generates them
                 t0 = time.perf_counter()
                 for mg in generated:
                     get_schedule(name, p, mg, v)

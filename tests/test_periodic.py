@@ -15,7 +15,16 @@ import pytest
 import pplan.periodic as periodic
 import pplan.schedules.actions as actions
 from pplan.errors import ConfigError
-from pplan.periodic import in_flight_profile, period, route, summarise, summarise_with_route
+from pplan.periodic import (
+    direct,
+    in_flight_profile,
+    period,
+    route,
+    split,
+    structure,
+    summarise,
+    summarise_with_route,
+)
 from pplan.schedules import SCHEDULE_NAMES, Action, Schedule, get_schedule, make_schedule
 from pplan.timeline import DeadlockError, Durations, Latency, RunSummary, peak_in_flight, simulate
 
@@ -179,7 +188,7 @@ def test_cost_does_not_grow_with_m(name: str, p: int, v: int | None, monkeypatch
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic.get_schedule", spy)
+    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
     r_mid, r_big = route(name, p, v, m_mid, d), route(name, p, v, m_big, d)
     assert r_mid.fast and r_big.fast and r_mid.k == r_big.k
     assert max(seen, default=0) <= 64 * p
@@ -204,7 +213,7 @@ def test_phase_block_families_cost_nothing_in_m(name: str, monkeypatch: pytest.M
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic.get_schedule", spy)
+    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
     periodic.clear_caches()
     got, how = summarise_with_route(name, p, v, 100_000, d)
     assert how.fast and how.why == "phase blocks"
@@ -237,7 +246,7 @@ def test_refused_certificates_fall_back_exactly(
     monkeypatch: pytest.MonkeyPatch, periodic_route: None
 ) -> None:
     """With every certificate refused (negative tolerance) each call must still be exact, via the full list."""
-    monkeypatch.setattr(periodic, "_TOLERANCE", -1.0)
+    monkeypatch.setattr("pplan.periodic.play._TOLERANCE", -1.0)
     rng = random.Random(7)
     for name, p, v in [("1f1b", 4, None), ("interleaved-zb", 2, 3), ("dualpipe", 4, None)]:
         m = 16 * p
@@ -253,10 +262,10 @@ def test_detected_period_reproduces_the_generator(name: str, p: int, v: int | No
     """The measured prefix · period^K · suffix is the generator's list far beyond the lists it was read from."""
     delta = period(name, p)
     assert delta is not None
-    struct = periodic._structure_cached(name, p, v, 0)
+    struct = structure.structure_cached(name, p, v, 0)
     assert struct is not None
     for copies in (5, 17, 40):
-        rows = periodic._tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
+        rows = split.tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
         assert struct.dec.expand(copies) == rows
 
 
@@ -273,10 +282,10 @@ def test_played_lists_are_the_generators_at_larger_p(name: str, p: int, v: int |
         get_schedule(name, p, 8 * p, v)
     except ConfigError:
         pytest.skip("p not valid for the family")
-    struct = periodic._structure_cached(name, p, v, 0)
+    struct = structure.structure_cached(name, p, v, 0)
     assert struct is not None
     for copies in (4, 9, 2 * p + 1):
-        rows = periodic._tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
+        rows = split.tokens(get_schedule(name, p, struct.dec.m_of(copies), v))[0]
         assert struct.dec.expand(copies) == rows
 
 
@@ -295,7 +304,7 @@ def test_full_route_is_bit_identical_to_the_timeline() -> None:
                 [rng.uniform(0.0, 1.5) for _ in range(stages)],
             )
             lat = [[rng.uniform(0.0, 0.3) for _ in range(p)] for _ in range(p)]
-            got = periodic._simulated(periodic._lists(schedule), stages, d, lat)
+            got = direct.simulated(direct.lists(schedule), stages, d, lat)
             assert got == simulate(schedule, d, lat).summary(), (name, p, v, m)
 
 
@@ -305,7 +314,7 @@ def test_full_route_leaves_deadlocks_to_the_timeline() -> None:
         [Action(1, "F", 1), Action(1, "B", 1), Action(1, "F", 0), Action(1, "B", 0)],
     ]
     schedule = make_schedule("hand-made", 2, 1, 2, (0, 1), rows)
-    assert periodic._simulated(periodic._lists(schedule), 2, Durations(), 0.0) is None
+    assert direct.simulated(direct.lists(schedule), 2, Durations(), 0.0) is None
     with pytest.raises(DeadlockError):
         simulate(schedule)
 
@@ -321,7 +330,7 @@ def test_short_lists_are_simulated_in_full_when_cold(monkeypatch: pytest.MonkeyP
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic.get_schedule", spy)
+    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
     d = Durations([1.0] * 15 + [1.3], 1.0, 1.0)
     lat = [[0.0 if a == b else 0.01 if a // 4 == b // 4 else 0.05 for b in range(8)] for a in range(8)]
     short, how = summarise_with_route("zbv", 8, None, 40, d, lat)
@@ -333,7 +342,7 @@ def test_short_lists_are_simulated_in_full_when_cold(monkeypatch: pytest.MonkeyP
     seen.clear()
     long, how = summarise_with_route("zbv", 8, None, 400, d, lat)
     assert how.fast
-    m0 = periodic._first_m0("zbv", 8, 0)
+    m0 = split.first_m0("zbv", 8, 0)
     assert sorted(seen) == [m0, m0 + 1, m0 + 2, m0 + 3]
     _assert_same(long, _full("zbv", 8, None, 400, d, lat))
 
