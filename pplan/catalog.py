@@ -5,12 +5,19 @@ Hugging Face `config.json` (any `.json` file). Bundled profiles live in the inst
 `pplan/profiles/{hardware,models}` and, in a source checkout or editable install, in the repository's
 top-level `hardware/` and `models/`. Every failure is a one-line `ProfileError` naming the file, the field
 and the fix.
+
+Files are bounded before they are parsed: at most `MAX_FILE_BYTES` (1 MiB; the largest bundled profile is a
+few KiB) and at most `MAX_NESTING` (64) levels of brackets, inline tables or dotted-key parts, so no parser
+recurses deeply or builds a quadratic structure. Paths that cannot be used (too long, `~user` with no such
+user, a folder, no permission) are `ProfileError`s naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -21,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from pplan.errors import ProfileError
 from pplan.hf_config import model_spec_from_hf_config
-from pplan.specs import HardwareSpec, ModelSpec, StageDurationsSpec
+from pplan.specs import HardwareSpec, ModelSpec, StageDurationsSpec, spec_problems
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons
     import tomllib
@@ -33,6 +40,23 @@ KINDS: tuple[ProfileKind, ...] = get_args(ProfileKind)
 
 _SpecT = TypeVar("_SpecT", bound=BaseModel)
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+MAX_FILE_BYTES = 2**20
+"""Largest profile, config.json or durations file read (1 MiB)."""
+MAX_NESTING = 64
+"""Deepest nesting of arrays, tables/objects and dotted-key parts accepted in a file."""
+_LONG_NUMBER = re.compile(r"\d{4301}")
+# The tokens nesting depends on; strings and comments, which may hold any brackets, are matched whole.
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""'  # multi-line basic string
+    r"|'''(?:[^']|'(?!''))*'''"  # multi-line literal string
+    r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # basic string
+    r"|'[^'\n]*'"  # literal string
+    r"|#[^\n]*"  # comment
+    r"|[\[\]{}.=,\n]",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -60,9 +84,7 @@ def load_hardware(ref: str) -> HardwareSpec:
 
 def load_stage_durations(ref: str) -> StageDurationsSpec:
     """Per-stage pass durations from a `.toml` or `.json` file (keys f, b, w, comm)."""
-    path = Path(ref).expanduser()
-    if not path.is_file():
-        raise ProfileError("--durations", f"{ref}: no such file", "give the path of a .toml or .json file")
+    path = _existing_file(ref, "--durations", "give the path of a .toml or .json file")
     data = _read_json(path, ref) if path.suffix.lower() == ".json" else _read_toml(path, ref)
     return _validate(StageDurationsSpec, data, ref)
 
@@ -130,13 +152,7 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
     if not ref.strip():
         raise ProfileError(field, "empty profile name", f"give a bundled name (see `pplan profiles {kind}`)")
     if _looks_like_path(ref):
-        path = Path(ref).expanduser()
-        if not path.exists():
-            raise ProfileError(
-                field, f"{ref}: no such file", "check the path, or give a bundled profile name"
-            )
-        if not path.is_file():
-            raise ProfileError(field, f"{ref}: not a file", "give the path of a profile file")
+        path = _existing_file(ref, field, "check the path, or give a bundled profile name")
         allowed = {".toml", ".json"} if kind == "models" else {".toml"}
         if path.suffix.lower() not in allowed:
             wanted = (
@@ -154,19 +170,86 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
     return path, _shown_bundled(kind, path)
 
 
-def _read_text(path: Path, shown: str) -> str:
+def _existing_file(ref: str, field: str, fix: str) -> Path:
+    """The regular file `ref` names (`~` expanded), or a `ProfileError` naming the path and the fix."""
     try:
-        return path.read_bytes().decode("utf-8")
+        path = Path(ref).expanduser()
+    except RuntimeError as err:  # `~user` with no such user, or no home directory
+        home = ref.replace("\\", "/").split("/")[0]
+        raise ProfileError(
+            field, f"{ref}: cannot expand {home} (no such user or home folder)", "write the path out in full"
+        ) from err
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError) as err:
+        raise ProfileError(field, f"{ref}: no such file", fix) from err
+    except ValueError as err:  # an embedded NUL
+        raise ProfileError(field, f"{ref!r}: not a usable path ({err})", "check the path") from err
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            message = f"{ref[:60]}...: path too long ({len(ref)} characters)"
+            raise ProfileError(field, message, "use a shorter path") from err
+        raise ProfileError(field, f"{ref}: cannot use the path ({err.strerror})", _fix_for(err)) from err
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ProfileError(field, f"{ref}: {what}", "give the path of a profile file")
+    return path
+
+
+def _fix_for(err: OSError) -> str:
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "check the permissions of the file and its folders"
+    return "check the path"
+
+
+def _read_text(path: Path, shown: str) -> str:
+    """The file's text: at most `MAX_FILE_BYTES`, UTF-8."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ProfileError(shown, f"cannot read the file ({err.strerror})", _fix_for(err)) from err
+    if len(data) > MAX_FILE_BYTES:
+        raise ProfileError(
+            shown,
+            f"larger than {MAX_FILE_BYTES // 2**20} MiB, the most pplan reads from a profile",
+            "give the profile itself (a few KiB), not some other file",
+        )
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ProfileError(
             shown, f"not UTF-8 text ({err.reason} at byte {err.start})", "save it as UTF-8"
         ) from err
-    except OSError as err:
-        raise ProfileError(shown, f"cannot read the file ({err.strerror})", "check the path") from err
+
+
+def _check_nesting(text: str, shown: str, tokens: re.Pattern[str]) -> None:
+    """Refuse more than `MAX_NESTING` open brackets, or dotted-key parts in a row, before a parser sees them."""
+    if sum(text.count(c) for c in "[{.") <= MAX_NESTING:
+        return
+    depth = dots = 0
+    for match in tokens.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+        elif token in ("]", "}"):
+            depth -= 1
+        elif token == ".":
+            dots += 1
+        elif token in ("=", ",", "\n"):
+            dots = 0
+        if depth > MAX_NESTING or dots >= MAX_NESTING:
+            line = text.count("\n", 0, match.start()) + 1
+            raise ProfileError(
+                f"{shown}: line {line}",
+                f"nested more than {MAX_NESTING} levels deep",
+                "flatten it; no profile needs more than a few levels",
+            )
 
 
 def _read_toml(path: Path, shown: str) -> dict[str, Any]:
     text = _read_text(path, shown)
+    _check_nesting(text, shown, _TOML_TOKENS)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -177,10 +260,15 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
             message = message[: match.start()]
             where = f"line {match.group(1)}, column {match.group(2)}"
         raise ProfileError(f"{shown}: {where}", f"invalid TOML: {message}", "fix the syntax there") from err
+    except ValueError as err:  # int() refusing a number of more than 4,300 digits
+        raise _number_too_long(shown, text) from err
+    except RecursionError as err:  # a backstop: _check_nesting refuses what nests this deep
+        raise _too_deep(shown) from err
 
 
 def _read_json(path: Path, shown: str) -> dict[str, Any]:
     text = _read_text(path, shown)
+    _check_nesting(text, shown, _JSON_TOKENS)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -189,9 +277,28 @@ def _read_json(path: Path, shown: str) -> dict[str, Any]:
             f"invalid JSON: {err.msg}",
             "fix the syntax there",
         ) from err
+    except ValueError as err:  # int() refusing a number of more than 4,300 digits
+        raise _number_too_long(shown, text) from err
+    except RecursionError as err:  # a backstop: _check_nesting refuses what nests this deep
+        raise _too_deep(shown) from err
     if not isinstance(data, dict):
         raise ProfileError(shown, "the JSON is not an object", "give a Hugging Face config.json")
     return data
+
+
+def _number_too_long(shown: str, text: str) -> ProfileError:
+    long = _LONG_NUMBER.search(text)
+    return ProfileError(
+        f"{shown}: line {text.count(chr(10), 0, long.start()) + 1}" if long else shown,
+        "a number has more digits than Python reads (4,300)",
+        "write the number within its field's range",
+    )
+
+
+def _too_deep(shown: str) -> ProfileError:
+    return ProfileError(
+        shown, "nested too deeply to read", "flatten it; no profile needs more than a few levels"
+    )
 
 
 def _model_from_hf_json(path: Path, shown: str) -> ModelSpec:
@@ -208,22 +315,15 @@ def _validate(spec_type: type[_SpecT], data: dict[str, Any], shown: str) -> _Spe
     try:
         return spec_type.model_validate(data)
     except ValidationError as err:
-        raise _validation_error(err, shown) from err
+        raise _validation_error(spec_type, err, shown) from err
+    except RecursionError as err:  # a backstop: files are depth-checked before parsing
+        raise _too_deep(shown) from err
 
 
-def _validation_error(err: ValidationError, shown: str) -> ProfileError:
+def _validation_error(spec_type: type[BaseModel], err: ValidationError, shown: str) -> ProfileError:
     """One line for a pydantic error: the file, the first bad field's dotted path, its message, the fix."""
-    errors = err.errors(include_url=False)
-    first = errors[0]
-    loc = ".".join(str(part) for part in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    if len(errors) > 1:
-        others = ", ".join(".".join(str(p) for p in e["loc"]) or "(whole profile)" for e in errors[1:])
-        message += f" (also wrong: {others})"
-    if first["type"] == "missing":
-        fix = f"add {loc} to the file"
-    elif first["type"] == "extra_forbidden":
-        fix = "remove it or correct its spelling"
-    else:
-        fix = "fix the value in the file"
-    return ProfileError(f"{shown}: {loc}" if loc else shown, message, fix)
+    first, *others = spec_problems(spec_type, err)
+    message = first.message
+    if others:
+        message += f" (also wrong: {', '.join(p.field or '(whole profile)' for p in others)})"
+    return ProfileError(f"{shown}: {first.field}" if first.field else shown, message, first.fix)

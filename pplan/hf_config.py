@@ -4,7 +4,8 @@ Each supported `model_type` names its fields differently (`num_hidden_layers` / 
 `n_embd`, ...) and leaves some facts to its config class's defaults (GPT-2 and BLOOM tie their embeddings
 unless told otherwise; BLOOM's MLP is always 4h). The architecture facts a config does not carry (MLP and
 norm kind, biases, position embedding) are per family, below. Problems are `ProfileError`s naming the config
-key.
+key: a value out of `ModelSpec`'s stated ranges is named by the key it came from (`num_hidden_layers`, not
+`num_layers`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from pplan.errors import ProfileError
-from pplan.specs import MlpKind, ModelSpec, NormKind, PositionKind
+from pplan.specs import MlpKind, ModelSpec, NormKind, PositionKind, spec_problems
 
 BiasRule = Literal["config", "qkv-only", "all"]
 
@@ -77,28 +78,41 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
     if family is None:
         raise ProfileError(
             "model_type",
-            f"unsupported model_type {model_type!r}",
+            f"unsupported model_type {_shown(model_type)}",
             f"supported types: {supported}; for another model write a .toml model profile",
         )
 
-    layers = _required_int(config, _LAYERS)[0]
-    hidden = _required_int(config, _HIDDEN)[0]
-    heads = _required_int(config, _HEADS)[0]
+    layers, layers_key = _required_int(config, _LAYERS)
+    hidden, hidden_key = _required_int(config, _HIDDEN)
+    heads, heads_key = _required_int(config, _HEADS)
     vocab = _required_int(config, ("vocab_size",))[0]
     kv_heads = _optional_int(config, "num_key_value_heads")
     head_dim = _optional_int(config, "head_dim")
+    # The config key each ModelSpec field comes from, to name it when the value is out of range.
+    keys = {
+        "num_layers": layers_key,
+        "hidden_size": hidden_key,
+        "num_attention_heads": heads_key,
+        "vocab_size": "vocab_size",
+        "num_kv_heads": "num_key_value_heads",
+        "head_dim": "head_dim",
+    }
 
     if model_type == "bloom":
         ffn = 4 * hidden  # BloomMLP is always 4h; `n_inner` in its configs is unused
+        keys["ffn_hidden_size"] = f"{hidden_key} (the MLP is 4 × {hidden_key})"
     elif family.ffn_defaults_to_4h:
-        ffn = _optional_int(config, "n_inner") or 4 * hidden
+        inner = _optional_int(config, "n_inner")
+        ffn = inner or 4 * hidden
+        keys["ffn_hidden_size"] = "n_inner" if inner else f"{hidden_key} (the MLP is 4 × {hidden_key})"
     else:
-        ffn = _required_int(config, ("intermediate_size",))[0]
+        ffn, keys["ffn_hidden_size"] = _required_int(config, ("intermediate_size",))
 
     found = _find_int(config, _SEQ)
     if found is not None:
         seq_len, seq_key = found
         seq_note = f"seq_len {seq_len} = the config's {seq_key}, not capped"
+        keys["seq_len"] = keys["max_position_embeddings"] = seq_key
     elif family.fallback_seq_len is not None:
         seq_len = family.fallback_seq_len
         seq_note = f"seq_len {seq_len} assumed ({model_type} configs carry no length)"
@@ -106,9 +120,7 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         seq_len = _required_int(config, _SEQ)[0]  # raises: names the missing key
         seq_note = ""
 
-    tied = config.get("tie_word_embeddings", family.tied_by_default)
-    if not isinstance(tied, bool):
-        raise ProfileError("tie_word_embeddings", f"must be true or false, got {tied!r}", "fix the config")
+    tied = _flag(config, "tie_word_embeddings", family.tied_by_default)
 
     qkv_bias, linear_bias = _biases(config, family.biases)
     fields: dict[str, Any] = {
@@ -135,10 +147,9 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"]) or "config"
-        message = first["msg"].removeprefix("Value error, ")
-        raise ProfileError(field, message, "fix the config, or write a .toml model profile") from err
+        first = spec_problems(ModelSpec, err, where="the config")[0]
+        field = keys.get(first.field, first.field) or "config"
+        raise ProfileError(field, first.message, f"{first.fix}, or write a .toml model profile") from err
 
 
 def _find_int(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[int, str] | None:
@@ -149,7 +160,7 @@ def _find_int(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[int, str] 
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ProfileError(
-                key, f"must be a positive integer, got {value!r}", "fix the value in the config"
+                key, f"must be a positive integer, got {_shown(value)}", "fix the value in the config"
             )
         return value, key
     return None
@@ -176,8 +187,22 @@ def _biases(config: dict[str, Any], rule: BiasRule) -> tuple[bool, bool]:
         return True, False
     if rule == "all":
         # GPT-NeoX may switch off its attention biases; its MLP keeps them.
-        return bool(config.get("attention_bias", True)), True
-    return bool(config.get("attention_bias", False)), bool(config.get("mlp_bias", False))
+        return _flag(config, "attention_bias", True), True
+    return _flag(config, "attention_bias", False), _flag(config, "mlp_bias", False)
+
+
+def _flag(config: dict[str, Any], key: str, default: bool) -> bool:
+    """A true/false key (absent: `default`); anything else, such as the string "false" or null, is refused."""
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise ProfileError(key, f"must be true or false, got {_shown(value)}", "fix the config")
+    return value
+
+
+def _shown(value: object) -> str:
+    """A config value for a message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def _dropout(config: dict[str, Any], always: bool) -> bool:

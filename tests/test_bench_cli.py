@@ -4,12 +4,15 @@ the keys of `pplan schedule --json`, --report, --svg, --calibrate writing a prof
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from pplan.catalog import load_hardware
+from pplan.cli.bench import MAX_BENCH_MICROBATCHES, MAX_BENCH_RANKS
 from tests.cli_run import CliResult, run_pplan
 
 
@@ -54,11 +57,54 @@ def test_bad_input_is_one_line(
     _one_line_error(run_pplan(capsys, "bench", *args), *needles)
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--pp", "20000"), "--pp"),
+        (("--pp", str(MAX_BENCH_RANKS + 1), "--runtime", "csv"), "--pp"),
+        (("--microbatches", "1000000"), "--microbatches"),
+        (("--schedule", "interleaved-1f1b", "--vp", "100000", "--microbatches", "8"), "--vp"),
+        (("--steps", str(10**9)), "--steps"),
+        (("--warmup", str(10**9)), "--warmup"),
+        (("--f-ms", "nan"), "--f-ms"),
+        (("--i-ms", "inf"), "--i-ms"),
+        (("--w-ms", "1e300"), "--w-ms"),
+        (("--timeout", "nan"), "--timeout"),
+        (("--timeout", "inf"), "--timeout"),
+        (("--timeout", "0"), "--timeout"),
+    ],
+)
+def test_sizes_and_times_are_capped_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+) -> None:
+    start = time.perf_counter()
+    _one_line_error(run_pplan(capsys, "bench", *args), flag)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_bench_caps_are_stated(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "bench", "--pp", "20000")
+    _one_line_error(res, f"cap of {MAX_BENCH_RANKS}", f"--pp {MAX_BENCH_RANKS} or less")
+    res = run_pplan(capsys, "bench", "--microbatches", str(MAX_BENCH_MICROBATCHES + 1))
+    _one_line_error(res, f"--microbatches {MAX_BENCH_MICROBATCHES} or less")
+
+
 def test_without_torch_says_how_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
     _one_line_error(run_pplan(capsys, "bench", "--schedule", "1f1b"), "torch", 'pip install "pplan[bench]"')
+
+
+def slow_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
+    """The H100 profile with a peak of 0.25 TFLOP/s: tiny blocks on a CPU (or a launch-bound GPU) then fit a GEMM
+    efficiency of a few percent, like a real device's, rather than about 1e-5 against the H100's own peak."""
+    text = run_pplan(capsys, "profiles", "hardware", "h100-sxm-80gb", "--source").out
+    text = re.sub(r"peak_bf16_tflops = [0-9.]+", "peak_bf16_tflops = 0.25", text)
+    text = re.sub(r"peak_fp8_tflops = [0-9.]+", "peak_fp8_tflops = 0.5", text)
+    path = tmp_path / "slow-gpu.toml"
+    path.write_text(text)
+    return str(path)
 
 
 def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -74,7 +120,7 @@ def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
         "bench",
         "--calibrate",
         "--hardware",
-        "h100-sxm-80gb",
+        slow_gpu(capsys, tmp_path),
         "--out",
         str(out),
         "--schedule",
@@ -141,3 +187,31 @@ def test_a_failing_rank_is_one_line(
     _one_line_error(
         run_pplan(capsys, "bench", "--steps", "1"), "bench: rank", "RuntimeError: injected failure"
     )
+
+
+def test_a_fit_outside_the_profile_ranges_is_refused_and_nothing_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A GEMM efficiency a profile cannot hold (here forced above the peak) is one line on --calibrate, not a file
+    that `pplan` then refuses to read."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.pipelining")
+    import dataclasses
+
+    import pplan.bench.calibrate as calibrate
+
+    real = calibrate.fit_matmul
+
+    def impossible(result: object, hw: object) -> calibrate.Calibration:
+        cal = real(result, hw)  # type: ignore[arg-type]
+        eff = cal.hardware.efficiency.model_copy(update={"matmul": 1.5})
+        return dataclasses.replace(
+            cal, matmul=1.5, hardware=cal.hardware.model_copy(update={"efficiency": eff})
+        )
+
+    monkeypatch.setattr(calibrate, "fit_matmul", impossible)
+    out = tmp_path / "fitted.toml"
+    res = run_pplan(capsys, "bench", "--calibrate", "--hardware", slow_gpu(capsys, tmp_path), "--out", str(out),
+                    "--schedule", "gpipe", "--microbatches", "2", "--steps", "1")  # fmt: skip
+    _one_line_error(res, "--calibrate", "efficiency.matmul", "1.5")
+    assert not out.exists()

@@ -87,3 +87,21 @@ def test_explain_emits_launcher_settings(capsys: pytest.CaptureFixture[str]) -> 
     assert toml["parallelism"]["pipeline_parallel_degree"] == 4
     res = run_pplan(capsys, "explain", "--schedule", "zb-h1", "--format", "megatron")
     assert res.code == 2 and "--launcher" in res.err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "1e30"])
+def test_train_tokens_must_be_finite_and_positive(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    res = run_pplan(capsys, "explain", "--train-tokens", value, "--json")
+    assert res.code == 2, (res.out, res.err)
+    lines = res.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pplan: error: --train-tokens: "), res.err
+
+
+def test_train_tokens_reports_a_finite_time(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "explain", "--train-tokens", "15e12", "--json")
+    assert res.code == 0, res.err
+
+    def reject(token: str) -> None:
+        raise ValueError(token)
+
+    json.loads(res.out, parse_constant=reject)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.cli_run import run_pplan
+from pplan.cli.schedule import MAX_BUBBLE_WORK, MAX_PIPELINE_RANKS, MAX_STAGE_MICROBATCHES, bubble_work
+from tests.cli_run import CliResult, run_pplan
 
 
 def test_1f1b_json_matches_the_textbook(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,3 +89,81 @@ def test_durations_list_of_the_wrong_length(capsys: pytest.CaptureFixture[str], 
     dfile.write_text('{"f": [1, 2]}')
     res = run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--durations", str(dfile))
     assert res.code == 2 and "4 stages" in res.err
+
+
+def _one_line(res: CliResult, *needles: str) -> str:
+    assert res.code == 2, (res.code, res.out, res.err)
+    lines = res.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pplan: error: "), res.err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--f", "--b", "--w", "--comm"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e300", "-0.5"])
+def test_durations_must_be_finite_and_in_range(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    _one_line(run_pplan(capsys, "schedule", "1f1b", flag, value, "--json"), flag, "finite")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("d.toml", "f = nan\n"),
+        ("d.toml", "comm = inf\n"),
+        ("d.toml", "w = [1.0, 1.0, -inf, 1.0]\n"),
+        ("d.json", '{"b": [1, NaN, 1, 1]}'),
+        ("d.json", '{"f": Infinity}'),
+        ("d.json", '{"comm": 1e400}'),
+        ("d.json", '{"f": 1e300}'),
+    ],
+)
+def test_durations_files_must_be_finite(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, text: str
+) -> None:
+    dfile = tmp_path / name
+    dfile.write_text(text)
+    _one_line(run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--durations", str(dfile)), "--durations")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("schedule", "1f1b", "--pp", "4", "--microbatches", "1000000"), "--microbatches"),
+        (("schedule", "1f1b", "--pp", "4", "--microbatches", "1000000", "--json"), "--microbatches"),
+        (("schedule", "dualpipe", "--pp", "4", "--microbatches", "10000"), "--microbatches"),
+        (("schedule", "interleaved-1f1b", "--pp", "4", "--vp", "100000", "--microbatches", "8"), "--vp"),
+        (("schedule", "zbv", "--pp", "20000", "--microbatches", "1"), "--pp"),
+        (("schedule", "1f1b", "--pp", str(10**30)), "--pp"),
+        (("bubble", "--pp", "256"), "--pp"),
+        (("bubble", "--pp", "20000"), "--pp"),
+        (("bubble", "--pp", "4", "--microbatches", "8,1000000"), "--microbatches"),
+        (("bubble", "--pp", "4", "--microbatches", "9" * 5000), "--microbatches"),
+    ],
+)
+def test_problem_size_caps_refuse_at_once(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+) -> None:
+    start = time.perf_counter()
+    _one_line(run_pplan(capsys, *args), flag)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_caps_are_stated_in_the_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _one_line(run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--microbatches", "1000000"))
+    assert f"{MAX_STAGE_MICROBATCHES:,}" in line and "--microbatches 12,500 or fewer" in line
+    line = _one_line(run_pplan(capsys, "bubble", "--pp", "256"))
+    assert f"{MAX_BUBBLE_WORK:,}" in line
+    line = _one_line(run_pplan(capsys, "schedule", "1f1b", "--pp", "257"))
+    assert f"--pp {MAX_PIPELINE_RANKS} or fewer" in line
+
+
+def test_the_largest_schedule_allowed_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    m = MAX_STAGE_MICROBATCHES // 4
+    doc = run_pplan(capsys, "schedule", "1f1b", "--pp", "4", "--microbatches", str(m), "--json").json()
+    assert doc["microbatches"] == m and len(doc["actions"][0]) == 2 * m
+    assert (
+        bubble_work(32, [32 * k for k in (1, 2, 4, 8, 16)]) <= MAX_BUBBLE_WORK
+    )  # the default chart to p = 32

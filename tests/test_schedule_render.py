@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 
 import pytest
 from rich.console import Console
 
 from pplan.render.schedule import (
+    _nice_ticks,
     bubble_curves,
+    bubble_curves_svg,
+    bubble_group,
     bubble_renderable,
     bubble_svg,
+    in_window_fraction_of_ideal,
     timeline_renderable,
     timeline_svg,
 )
@@ -80,3 +85,28 @@ def test_bubble_svg_and_table() -> None:
     console.print(bubble_renderable(4, [4, 8, 16, 32]))
     out = console.export_text()
     assert "18.8%" in out and "ZB-H2" in out and "interleaved v=4" in out
+
+
+@pytest.mark.parametrize("durations", [(0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)])
+def test_all_zero_durations_draw_with_zero_fractions(durations: tuple[float, float, float, float]) -> None:
+    """Nothing computes: every fraction of the ideal is 0 (not a division by zero), and both drawings work."""
+    f, i, w, latency = durations
+    t = simulate(get_schedule("zb-h2", 4, 8), Durations(f, i, w), latency=latency)
+    assert in_window_fraction_of_ideal(t) == 0.0
+    assert ET.fromstring(timeline_svg(t)).tag == f"{SVG}svg"
+    console = Console(width=100, record=True, color_system=None)
+    console.print(timeline_renderable(t))
+    assert "rank 3" in console.export_text()
+
+
+@pytest.mark.parametrize("top", [math.nan, math.inf, -math.inf, 0.0, -1.0])
+def test_axis_ticks_of_a_degenerate_span_are_just_zero(top: float) -> None:
+    assert _nice_ticks(top, 5) == [0.0]
+
+
+def test_one_simulation_feeds_the_table_and_the_svg() -> None:
+    curves = bubble_curves(4, [4, 8])
+    console = Console(width=120, record=True, color_system=None)
+    console.print(bubble_group(curves, 4))
+    assert "37.5%" in console.export_text()  # 1F1B at m = 8: 3/8
+    assert bubble_curves_svg(curves, 4) == bubble_svg(4, [4, 8])

@@ -6,16 +6,24 @@ error), checks that torch is installed (else: pip install "pplan[bench]"), launc
 a table of measured against predicted with the error. `--json` prints the pplan.bench/1 document; `--report`
 writes it; `--svg` draws both timelines; `--calibrate` fits a hardware profile's GEMM efficiency to the measured
 passes and writes it (`--out`). Under torchrun the command runs as one rank and only rank 0 prints.
+
+Before anything starts, the sizes are capped (`MAX_BENCH_RANKS`, `MAX_BENCH_MICROBATCHES`, `MAX_BENCH_STEPS` and
+`pplan schedule`'s p·v·m cap), every time must be finite and within `MAX_BENCH_PASS_MS` / `MAX_BENCH_TIMEOUT_S`,
+and the output files are checked (`pplan.cli.files`): none may be an input (`--hardware`, `--model` files) or
+another output, nor a symbolic link without `--force`. Files are written atomically.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -24,9 +32,80 @@ from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
 from pplan.bench.config import BenchConfig, require_torch
 from pplan.catalog import load_hardware
 from pplan.cli.app import app, console, json_text
-from pplan.cli.schedule import _write, timeline_json
+from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
+from pplan.cli.schedule import check_schedule_size, timeline_json
 from pplan.errors import ConfigError
 from pplan.render.schedule import timeline_renderable, timeline_svg
+from pplan.specs import HardwareSpec
+
+if TYPE_CHECKING:
+    from pplan.bench.calibrate import Calibration
+
+MAX_BENCH_RANKS = 64
+"""Most pipeline ranks `pplan bench` launches: each is a process on this machine (with its own CUDA context when
+there are GPUs), so more than a large node's worth only exhausts memory and file handles."""
+
+MAX_BENCH_MICROBATCHES = 1024
+"""Most micro-batches per step `pplan bench` runs (each rank keeps activations and timings for every one)."""
+
+MAX_BENCH_STEPS = 1000
+"""Most measured steps, and most warm-up steps, one `pplan bench` runs."""
+
+MAX_BENCH_PASS_MS = 60_000.0
+"""Longest sleep per pass (--f-ms, --i-ms, --w-ms), in ms: a minute."""
+
+MAX_BENCH_TIMEOUT_S = 86_400.0
+"""Longest --timeout a rank waits on another, in seconds: a day."""
+
+
+def _check_bench_limits(
+    pp: int, microbatches: int, steps: int, warmup: int, times_ms: dict[str, float], timeout: float
+) -> None:
+    """Refuse, as one `ConfigError` naming the flag, sizes over the caps and times that are not finite."""
+    for flag, count, most in (
+        ("--pp", pp, MAX_BENCH_RANKS),
+        ("--microbatches", microbatches, MAX_BENCH_MICROBATCHES),
+        ("--steps", steps, MAX_BENCH_STEPS),
+        ("--warmup", warmup, MAX_BENCH_STEPS),
+    ):
+        if count > most:
+            raise ConfigError(
+                flag, f"{count:,} is over pplan bench's cap of {most:,}", f"use {flag} {most} or less"
+            )
+    for flag, value in times_ms.items():
+        if not (math.isfinite(value) and 0 <= value <= MAX_BENCH_PASS_MS):
+            raise ConfigError(
+                flag,
+                f"must be a finite number of ms from 0 to {MAX_BENCH_PASS_MS:g}, got {value:g}",
+                "e.g. 6",
+            )
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_BENCH_TIMEOUT_S):
+        raise ConfigError(
+            "--timeout",
+            f"must be a finite number of seconds above 0 and at most {MAX_BENCH_TIMEOUT_S:g}, got {timeout:g}",
+            "e.g. --timeout 120",
+        )
+
+
+def fitted_profile_text(calibration: Calibration) -> str:
+    """The fitted profile as TOML, refused (one `ConfigError` on --calibrate) when pplan could not read it back:
+    a fit far outside the profile's ranges (e.g. tiny blocks on a CPU against a GPU's peak) is not a profile."""
+    from pplan.bench.calibrate import hardware_toml
+
+    text = hardware_toml(calibration)
+    try:
+        HardwareSpec.model_validate(tomllib.loads(text))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(
+            "--calibrate",
+            f"the fitted profile would not load ({where}: {first['msg']}; fitted GEMM efficiency "
+            f"{calibration.matmul:.3g} of {calibration.hardware.name}'s peak)",
+            "calibrate on the device --hardware describes, with blocks large enough for their GEMMs to dominate "
+            "(--hidden, --seq-len, --micro-batch)",
+        ) from err
+    return text
 
 
 class ModeChoice(StrEnum):
@@ -219,6 +298,7 @@ def bench(
     out: Annotated[
         Path | None, typer.Option(help="Where --calibrate writes the fitted profile (TOML).")
     ] = None,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
 ) -> None:
     """Run a schedule on real PyTorch pipeline stages and compare the measured step with pplan's prediction."""
     if calibrate:
@@ -232,6 +312,14 @@ def bench(
             raise ConfigError("--mode", "calibration needs real compute, not sleeps", "use --mode compute")
     elif hardware is not None or out is not None:
         raise ConfigError("--hardware", "--hardware and --out belong to --calibrate", "add --calibrate")
+    times = {"--f-ms": f_ms, "--i-ms": i_ms, "--w-ms": w_ms}
+    _check_bench_limits(pp, microbatches, steps, warmup, times, timeout)
+    check_schedule_size(schedule, pp, microbatches, vp, MAX_BENCH_RANKS)
+    check_outputs(
+        {"--out": out, "--report": report, "--svg": svg},
+        {"--hardware": input_path(hardware), "--model": input_path(model)},
+        force,
+    )
     config = BenchConfig(
         schedule=schedule,
         pp=pp,
@@ -264,23 +352,24 @@ def bench(
     doc = result_json(result, timeline_json)
     calibration = None
     if hw is not None:
-        from pplan.bench.calibrate import fit_matmul, hardware_toml
+        from pplan.bench.calibrate import fit_matmul
 
         calibration = fit_matmul(result, hw)
         assert out is not None
-        _write(out, hardware_toml(calibration), "--out")
+        write_output(out, fitted_profile_text(calibration), "--out", force)
         doc["calibration"] = {
             "hardware": calibration.hardware.name,
             "matmul": calibration.matmul,
             "measured_busy_ms": calibration.measured_s * 1e3,
             "out": str(out),
         }
+    text = json_text(doc)  # refused here, before any file is written, if a number is not finite
     if report is not None:
-        _write(report, json_text(doc) + "\n", "--report")
+        write_output(report, text + "\n", "--report", force)
     if svg is not None:
-        _write(svg, both_svg(result), "--svg")
+        write_output(svg, both_svg(result), "--svg", force)
     if as_json:
-        print(json_text(doc))
+        print(text)
         return
     console.print(Text(config.describe(), style="bold"))
     console.print(Text(f"Measured ({result.device}, {result.backend})", style="bold underline"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, TypeVar
 
@@ -18,6 +19,10 @@ from pplan.render.explain import render_explain
 from pplan.results import ExplainReport, RecommendReport
 
 T = TypeVar("T")
+
+MAX_TRAIN_TOKENS = 1e18
+"""Largest --train-tokens explain takes: a million times Llama 3's 15 T tokens, so the time to train stays a
+finite, meaningful number."""
 
 # The default example: the seed's Llama-3-70B shape on H100s, t = 8, p = 4, d = 64, m = 16.
 DEFAULT_MODEL = "llama3-70b"
@@ -116,6 +121,14 @@ def explain(
     ] = None,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
+    if train_tokens is not None and not (
+        math.isfinite(train_tokens) and 0 < train_tokens <= MAX_TRAIN_TOKENS
+    ):
+        raise ConfigError(
+            "--train-tokens",
+            f"must be a finite number above 0 and at most {MAX_TRAIN_TOKENS:g}, got {train_tokens:g}",
+            "e.g. --train-tokens 15e12",
+        )
     used: list[str] = []
     model_spec = load_model(_pick("--model", model, DEFAULT_MODEL, used))
     hardware_spec = load_hardware(_pick("--hardware", hardware, DEFAULT_HARDWARE, used))
@@ -144,10 +157,6 @@ def explain(
         overlap_grad_reduce=overlap_grad_reduce,
         overlap_param_gather=overlap_param_gather,
     )
-    if train_tokens is not None and train_tokens <= 0:
-        raise ConfigError(
-            "--train-tokens", f"must be positive, got {train_tokens:g}", "e.g. --train-tokens 15e12"
-        )
     if launcher_format is not None:
         plan = make_plan(model_spec, request)
         print(launchers.launcher_text(launcher_format.value, model_spec, plan))

@@ -1,7 +1,13 @@
-"""`pplan schedule`: draw one schedule's simulated timeline; `pplan bubble`: bubble against m for several schedules."""
+"""`pplan schedule`: draw one schedule's simulated timeline; `pplan bubble`: bubble against m for several schedules.
+
+Inputs are checked before any work: durations finite and within `MAX_DURATION`, the problem within
+`MAX_PIPELINE_RANKS`, `MAX_STAGE_MICROBATCHES` (`schedule`) and `MAX_BUBBLE_WORK` (`bubble`), and the output
+files by `pplan.cli.files.check_outputs`; each refusal is one `ConfigError` naming the flag.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -11,12 +17,40 @@ import typer
 
 from pplan.catalog import load_stage_durations
 from pplan.cli.app import app, console, json_text
-from pplan.errors import ConfigError, PplanError
-from pplan.render.schedule import bubble_renderable, bubble_svg, timeline_renderable, timeline_svg
-from pplan.schedules import get_schedule, to_torch_csv
+from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
+from pplan.errors import ConfigError, PplanError, ProfileError
+from pplan.render.schedule import (
+    DEFAULT_CURVES,
+    bubble_curves,
+    bubble_curves_svg,
+    bubble_group,
+    in_window_fraction_of_ideal,
+    timeline_renderable,
+    timeline_svg,
+)
+from pplan.schedules import get_schedule, schedule_family, to_torch_csv
+from pplan.specs import StageDurationsSpec
 from pplan.timeline import Durations, Timeline, simulate
 
 SCHEDULE_SCHEMA = "pplan.schedule/1"
+
+MAX_PIPELINE_RANKS = 256
+"""Most pipeline ranks p `pplan schedule` and `pplan bubble` simulate. Far above any pipeline trained in practice
+(tens of ranks); building some schedules grows faster than p² (ZBV at p = 1,024 takes about 9 s), so the cap
+keeps every run within a few seconds."""
+
+MAX_STAGE_MICROBATCHES = 50_000
+"""Most stage-micro-batches p·v·m one `pplan schedule` simulates, draws and exports (each is two or three
+actions: F and B, or F, I and W). At the cap, --json, --svg and --csv together take about 5 s and 400 MB; the
+explicit action list and the SVG (one rectangle per action) grow linearly with it."""
+
+MAX_BUBBLE_WORK = 300_000
+"""Most stage-micro-batches `pplan bubble` simulates over all its points: the sum over its schedules (v = 1, 2, 4,
+1, 1) and its m values of p·v·m. The default m values (p, 2p, ... 16p) fit up to p = 32 (about 3 s)."""
+
+MAX_DURATION = 1e12
+"""Largest pass duration or hop latency `pplan schedule` takes, in whatever unit the durations are given (a
+trillion: 1,000 s in nanoseconds). Keeps every start, end and sum over a step finite."""
 
 
 class Measure(StrEnum):
@@ -24,19 +58,71 @@ class Measure(StrEnum):
     step = "step"
 
 
-def _write(path: Path, text: str, flag: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError as err:
-        raise PplanError(flag, f"cannot write {path} ({err.strerror})", "give a writable path") from err
+def check_duration(flag: str, value: float, what: str = "") -> None:
+    """Refuse a duration that is not a finite number in [0, MAX_DURATION] (`what` names it inside a file)."""
+    if math.isfinite(value) and 0 <= value <= MAX_DURATION:
+        return
+    name = f"{what} " if what else ""
+    raise ConfigError(
+        flag,
+        f"{name}must be a finite number from 0 to {MAX_DURATION:g}, got {value:g}",
+        f"give {what or flag} as a time ≥ 0 in one consistent unit",
+    )
 
 
-def _per_stage(value: float | list[float], stages: int, name: str) -> float | list[float]:
-    if isinstance(value, list) and len(value) != stages:
-        raise ConfigError(
-            "--durations", f"{name} lists {len(value)} durations for {stages} stages", f"give {stages} values"
-        )
+def _check_file_durations(value: float | list[float], stages: int, name: str) -> float | list[float]:
+    """A durations-file entry: one number or one per stage, each checked like the flags."""
+    if isinstance(value, list):
+        if len(value) != stages:
+            raise ConfigError(
+                "--durations",
+                f"{name} lists {len(value)} durations for {stages} stages",
+                f"give {stages} values",
+            )
+        for k, x in enumerate(value):
+            check_duration("--durations", x, f"{name}[{k}]")
+    else:
+        check_duration("--durations", value, name)
     return value
+
+
+def _load_durations(path: Path) -> StageDurationsSpec:
+    """The durations file, its errors named after `--durations` (the loader names the file and the key)."""
+    try:
+        return load_stage_durations(str(path))
+    except PplanError as err:
+        if err.field == "--durations":
+            raise
+        raise ProfileError("--durations", err.one_line()) from err
+
+
+def check_schedule_size(name: str, pp: int, microbatches: int, vp: int | None, max_ranks: int) -> None:
+    """Refuse, before building anything, a schedule over `max_ranks` ranks or `MAX_STAGE_MICROBATCHES`
+    stage-micro-batches (v is `vp`, else the family's own). Values below 1 are left to the registry's rules."""
+    if pp > max_ranks:
+        raise ConfigError(
+            "--pp",
+            f"{pp:,} pipeline ranks is over pplan's cap of {max_ranks}",
+            f"use --pp {max_ranks} or fewer",
+        )
+    if pp < 1 or microbatches < 1 or (vp is not None and vp < 1):
+        return
+    v = vp if vp is not None else schedule_family(name).default_v
+    size = pp * v * microbatches
+    if size <= MAX_STAGE_MICROBATCHES:
+        return
+    most = MAX_STAGE_MICROBATCHES // (pp * v)
+    flag, fix = (
+        ("--microbatches", f"use --microbatches {most:,} or fewer at p = {pp}, v = {v}")
+        if most >= 1
+        else ("--vp" if vp is not None else "--pp", "use fewer ranks or stages per rank")
+    )
+    raise ConfigError(
+        flag,
+        f"p·v·m = {pp}·{v}·{microbatches} = {size:,} stage-micro-batches is over pplan's cap of "
+        f"{MAX_STAGE_MICROBATCHES:,} for simulating, drawing and exporting one schedule",
+        fix,
+    )
 
 
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
@@ -51,7 +137,7 @@ def timeline_json(timeline: Timeline) -> dict[str, Any]:
         "makespan": timeline.makespan,
         "bubble_fraction_of_step": timeline.bubble_fraction_of_step,
         "bubble_fraction_of_ideal": timeline.bubble_fraction_of_ideal,
-        "bubble_in_window_fraction_of_ideal": timeline.max_idle_in_span / timeline.busiest,
+        "bubble_in_window_fraction_of_ideal": in_window_fraction_of_ideal(timeline),
         "busy_per_rank": list(timeline.busy_per_rank),
         "peak_in_flight_microbatches": list(timeline.peak_in_flight_per_rank),
         "peak_in_flight_per_stage": list(timeline.peak_in_flight_per_stage),
@@ -78,8 +164,10 @@ def schedule(
     name: Annotated[
         str, typer.Argument(help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, ...")
     ],
-    pp: Annotated[int, typer.Option(help="Pipeline ranks p.")] = 4,
-    microbatches: Annotated[int, typer.Option(help="Micro-batches m per step.")] = 8,
+    pp: Annotated[int, typer.Option(help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS}).")] = 4,
+    microbatches: Annotated[
+        int, typer.Option(help=f"Micro-batches m per step (p·v·m at most {MAX_STAGE_MICROBATCHES:,}).")
+    ] = 8,
     vp: Annotated[
         int | None, typer.Option(help="Stages per rank v (interleaved: ≥ 2; V schedules: 2).")
     ] = None,
@@ -95,28 +183,37 @@ def schedule(
     csv: Annotated[
         Path | None, typer.Option(help="Write the schedule as torch's _load_csv compute-only CSV.")
     ] = None,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.schedule/1 JSON document.")] = False,
 ) -> None:
-    """Build a schedule, simulate it, and draw its timeline (durations in any consistent unit)."""
+    """Build a schedule, simulate it, and draw its timeline (durations in any consistent unit).
+
+    With every duration zero the bubble fractions are 0 (nothing computes, so nothing is idle for lack of work).
+    """
     for flag, value in (("--f", f), ("--b", b), ("--w", w), ("--comm", comm)):
-        if value < 0:
-            raise ConfigError(flag, f"must be ≥ 0, got {value:g}", f"pass {flag} 0 or more")
+        check_duration(flag, value)
+    check_schedule_size(name, pp, microbatches, vp, MAX_PIPELINE_RANKS)
+    check_outputs({"--csv": csv, "--svg": svg}, {"--durations": input_path(durations)}, force)
     sched = get_schedule(name, pp, microbatches, vp)
     fs: float | list[float] = f
     bs: float | list[float] = b
     ws: float | list[float] = w
     if durations is not None:
-        spec = load_stage_durations(str(durations))
+        spec = _load_durations(durations)
         n = sched.num_stages
-        fs, bs, ws = _per_stage(spec.f, n, "f"), _per_stage(spec.b, n, "b"), _per_stage(spec.w, n, "w")
+        fs, bs, ws = (
+            _check_file_durations(x, n, k) for x, k in ((spec.f, "f"), (spec.b, "b"), (spec.w, "w"))
+        )
+        check_duration("--durations", spec.comm, "comm")
         comm = spec.comm
     timeline = simulate(sched, Durations(fs, bs, ws), comm)
+    doc = json_text(timeline_json(timeline)) if as_json else None  # refused here, before any file is written
     if csv is not None:
-        _write(csv, to_torch_csv(sched), "--csv")
+        write_output(csv, to_torch_csv(sched), "--csv", force)
     if svg is not None:
-        _write(svg, timeline_svg(timeline), "--svg")
-    if as_json:
-        print(json_text(timeline_json(timeline)))
+        write_output(svg, timeline_svg(timeline), "--svg", force)
+    if doc is not None:
+        print(doc)
         return
     console.print(timeline_renderable(timeline))
 
@@ -124,20 +221,26 @@ def schedule(
 def _parse_ms(text: str | None) -> Sequence[int] | None:
     if text is None:
         return None
+    shown = repr(text if len(text) <= 60 else text[:57] + "...")
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as err:
+    except ValueError as err:  # also an integer too long to convert
         raise ConfigError(
-            "--microbatches", f"not a comma-separated list of integers: {text!r}", "e.g. 4,8,16"
+            "--microbatches", f"not a comma-separated list of integers: {shown}", "e.g. 4,8,16"
         ) from err
     if not values or min(values) < 1:
-        raise ConfigError("--microbatches", f"need positive micro-batch counts, got {text!r}", "e.g. 4,8,16")
+        raise ConfigError("--microbatches", f"need positive micro-batch counts, got {shown}", "e.g. 4,8,16")
     return sorted(set(values))
+
+
+def bubble_work(pp: int, ms: Sequence[int]) -> int:
+    """Stage-micro-batches `pplan bubble` simulates: Σ over its schedules and m values of p·v·m."""
+    return sum(pp * (v or 1) * m for _, _, v in DEFAULT_CURVES for m in ms)
 
 
 @app.command()
 def bubble(
-    pp: Annotated[int, typer.Option(help="Pipeline ranks p.")] = 4,
+    pp: Annotated[int, typer.Option(help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS}).")] = 4,
     microbatches: Annotated[
         str | None, typer.Option(help="Comma-separated m values (default p, 2p, ... 16p).")
     ] = None,
@@ -146,11 +249,29 @@ def bubble(
         typer.Option(help="span: idle inside each rank's window (Qi et al.); step: the synchronous step."),
     ] = Measure.span,
     svg: Annotated[Path | None, typer.Option(help="Also write the chart as an SVG file.")] = None,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
 ) -> None:
     """Bubble against m for 1F1B, interleaved (v = 2, 4), ZB-H1 and ZB-H2 at p ranks, by simulation."""
     if pp < 1:
         raise ConfigError("--pp", f"must be ≥ 1, got {pp}", "pass --pp 2 or more")
-    ms = _parse_ms(microbatches) or [pp * k for k in (1, 2, 4, 8, 16)]
-    console.print(bubble_renderable(pp, ms, measure.value))
+    if pp > MAX_PIPELINE_RANKS:
+        raise ConfigError(
+            "--pp",
+            f"{pp:,} pipeline ranks is over pplan's cap of {MAX_PIPELINE_RANKS}",
+            f"use --pp {MAX_PIPELINE_RANKS} or fewer",
+        )
+    given = _parse_ms(microbatches)
+    ms = list(given or [pp * k for k in (1, 2, 4, 8, 16)])
+    work = bubble_work(pp, ms)
+    if work > MAX_BUBBLE_WORK:
+        raise ConfigError(
+            "--microbatches" if given else "--pp",
+            f"the chart would simulate {work:,} stage-micro-batches (Σ p·v·m over its schedules and m values), "
+            f"over pplan's cap of {MAX_BUBBLE_WORK:,}",
+            "pass fewer or smaller --microbatches values" + ("" if given else ", or a smaller --pp"),
+        )
+    check_outputs({"--svg": svg}, force=force)
+    curves = bubble_curves(pp, ms, measure=measure.value)
+    console.print(bubble_group(curves, pp, measure.value))
     if svg is not None:
-        _write(svg, bubble_svg(pp, ms, measure.value), "--svg")
+        write_output(svg, bubble_curves_svg(curves, pp, measure.value), "--svg", force)

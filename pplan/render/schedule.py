@@ -69,13 +69,20 @@ def _kinds_used(timeline: Timeline) -> list[str]:
     return [k for k in ("F", "B", "I", "W") if k in used]
 
 
+def in_window_fraction_of_ideal(timeline: Timeline) -> float:
+    """The largest idle time inside one rank's own window ÷ the busiest rank's compute time; 0 when nothing
+    computes (every duration zero), like `Timeline.bubble_fraction_of_ideal`."""
+    busiest = timeline.busiest
+    return timeline.max_idle_in_span / busiest if busiest > 0 else 0.0
+
+
 def _summary(timeline: Timeline, unit: str) -> str:
     s = timeline.schedule
     u = f" {unit}" if unit else ""
     v = f", v={s.v}" if s.v > 1 else ""
     span = ""
     if abs(timeline.max_idle_in_span - timeline.bubble) > 1e-9 * max(1.0, timeline.makespan):
-        span = f" (inside rank windows {timeline.max_idle_in_span / timeline.busiest:.1%})"
+        span = f" (inside rank windows {in_window_fraction_of_ideal(timeline):.1%})"
     return (
         f"{s.name}: p={s.p}{v}, m={s.m}; step {timeline.makespan:.4g}{u}; bubble "
         f"{timeline.bubble_fraction_of_step:.1%} of step, {timeline.bubble_fraction_of_ideal:.1%} of ideal{span}; "
@@ -183,8 +190,9 @@ def timeline_renderable(timeline: Timeline, unit: str = "") -> TimelineView:
 
 
 def _nice_ticks(top: float, count: int) -> list[float]:
-    """Round tick values from 0 to `top`, about `count` of them."""
-    if top <= 0:
+    """Round tick values from 0 to `top`, about `count` of them (just 0 when `top` is not a positive finite
+    number)."""
+    if not (math.isfinite(top) and top > 0):
         return [0.0]
     raw = top / max(1, count)
     mag = 10 ** math.floor(math.log10(raw))
@@ -343,7 +351,11 @@ def bubble_table(curves: Sequence[BubbleCurve], p: int) -> Table:
 
 def bubble_renderable(p: int, microbatches: Sequence[int] | None = None, measure: Measure = "span") -> Group:
     """The terminal bubble-versus-m chart for the default schedules at p ranks."""
-    curves = bubble_curves(p, microbatches, measure=measure)
+    return bubble_group(bubble_curves(p, microbatches, measure=measure), p, measure)
+
+
+def bubble_group(curves: Sequence[BubbleCurve], p: int, measure: Measure = "span") -> Group:
+    """The terminal bubble-versus-m chart of curves already simulated (`bubble_curves`)."""
     note = Text(
         "bubble = idle inside each rank's own window ÷ ideal (Qi et al.)"
         if measure == "span"
