@@ -4,8 +4,10 @@ about it. Adding a schedule touches its generator module and its record here.
 A record (`ScheduleFamily`) holds the family's names (canonical name, torch's class names and short forms as
 aliases), its title, its generator and its rules on p and m (one function each, which the generator, the planner
 `pplan.plan`, the launchers and the search all call), how it places model chunks on ranks, whether it splits the
-backward, the published closed form of its bubble (with citations), the closed-form peak in flight the search
-screens with, the torch.distributed.pipelining class that runs it and whether Megatron-LM main does.
+backward, the published closed form of its bubble (with citations), what each rank holds when its first backward
+starts (the search's proven lower bound on memory), the period its lists repeat with (pplan.periodic), whether
+`recommend` searches it by default, the torch.distributed.pipelining class that runs it and whether Megatron-LM
+main does.
 
 The rules on m, for reference:
 - gpipe, 1f1b, looped-bfs, zb-h1, zb-h2, zbv: any m ≥ 1 (with m < p a stage holds at most m micro-batches; ZB-H1/H2
