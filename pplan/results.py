@@ -13,7 +13,16 @@ EXPLAIN_SCHEMA = "pplan.explain/1"
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, populate_by_name=True)
+    """Output documents: no keys beyond the documented ones, and every key (the `schema` version included) is
+    required in the published JSON Schema (`pplan schema`, serialization mode)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        use_attribute_docstrings=True,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_serialization_defaults_required=True,
+    )
 
 
 class Derivation(_Out):

@@ -166,3 +166,17 @@ def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -
     schema = run_pplan(capsys, "schema", "recommend").json()
     assert {"schema", "inputs", "candidates", "rejected", "closest_misses"} <= schema["properties"].keys()
     assert doc["candidates"][0]["explain_command"].startswith("pplan explain --model llama3-70b")
+
+
+def test_published_schemas_are_closed_and_require_their_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pydantic import ValidationError
+
+    from pplan.results import RecommendReport
+
+    for name in ("explain", "recommend"):
+        schema = run_pplan(capsys, "schema", name).json()
+        assert "schema" in schema["required"] and schema["additionalProperties"] is False
+        assert all(d.get("additionalProperties") is False for d in schema.get("$defs", {}).values())
+    doc = _json(capsys, "--top", "1")
+    with pytest.raises(ValidationError):
+        RecommendReport.model_validate({**doc, "unexpected": 1})

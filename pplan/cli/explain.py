@@ -179,4 +179,4 @@ def schema(
     schemas: dict[str, type[BaseModel]] = {"explain": ExplainReport, "recommend": RecommendReport}
     if name not in schemas:
         raise ConfigError("schema", f"unknown document {name!r}", f"use one of: {', '.join(schemas)}")
-    print(json_text(schemas[name].model_json_schema(by_alias=True)))
+    print(json_text(schemas[name].model_json_schema(by_alias=True, mode="serialization")))
