@@ -52,15 +52,18 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
             f"{num_chunks} pipeline chunks for {num_layers} layers leaves a chunk with no layer",
             f"use at most {num_layers} chunks (pp × vp)",
         )
+    for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
+        if value is not None and value < 0:
+            raise ConfigError(flag, f"must be ≥ 0, got {value}", "pass a layer count ≥ 0")
+        if value is not None and num_chunks == 1:
+            raise ConfigError(flag, "sets the first or last chunk of a pipeline, but there is one chunk",
+                              "drop it, or use --pp 2 or more")  # fmt: skip
     if num_chunks == 1:
         return (num_layers,)
     head = [] if first is None else [first]
     tail = [] if last is None else [last]
     rest_layers = num_layers - sum(head) - sum(tail)
     rest_chunks = num_chunks - len(head) - len(tail)
-    for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
-        if value is not None and value < 0:
-            raise ConfigError(flag, f"must be ≥ 0, got {value}", "pass a layer count ≥ 0")
     if rest_chunks == 0:
         if rest_layers != 0:
             raise ConfigError(

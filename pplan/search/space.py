@@ -26,6 +26,8 @@ from pplan.specs import HardwareSpec, ModelSpec
 
 MAX_GPUS = 10**7
 """The largest cluster a query may name (well above any machine built; keeps enumeration bounded)."""
+MAX_VP = 10**4
+"""The largest --max-vp accepted: a model has at most 10^4 layers (pplan.specs), one per chunk at most."""
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 
@@ -85,6 +87,9 @@ class SearchRequest:
         ):  # fmt: skip
             if value is not None and value < least:
                 raise ConfigError(flag, f"must be at least {least}, got {value}", f"pass {flag} ≥ {least}")
+        if self.max_vp > MAX_VP:
+            raise ConfigError("--max-vp", f"{self.max_vp:,} chunks per rank is beyond any model's layers",
+                              f"use at most {MAX_VP:,}")  # fmt: skip
         if self.gpus > MAX_GPUS:
             raise ConfigError(
                 "--gpus", f"{self.gpus:,} GPUs is beyond what pplan plans for", f"use at most {MAX_GPUS:,}"
@@ -165,7 +170,7 @@ def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> 
         return [fam.fixed_v] if req.vp in (None, fam.fixed_v) else []
     if req.vp is not None:
         return [req.vp] if req.vp >= 2 else []
-    return [v for v in range(2, req.max_vp + 1) if layer_splits(layers, p * v)]
+    return [v for v in range(2, min(req.max_vp, layers // p) + 1) if layer_splits(layers, p * v)]
 
 
 def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
