@@ -15,7 +15,7 @@ from pplan.errors import ConfigError
 from pplan.layout import Layout, make_layout
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
-from pplan.specs import ModelSpec
+from pplan.specs import MAX_SEQ, ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 GradDtype = Literal["bf16", "fp32"]
@@ -161,9 +161,32 @@ class Plan:
         return self.kind.name
 
 
-def _positive(field: str, value: int) -> None:
-    if value < 1:
-        raise ConfigError(field, f"must be a positive integer, got {value}", f"pass {field} ≥ 1")
+COUNT_LIMITS: dict[str, int] = {
+    "--gpus": 10**7,
+    "--global-batch": 10**12,
+    "--micro-batch": 10**6,
+    "--tp": 10**7,
+    "--pp": 10**7,
+    "--cp": 10**7,
+    "--vp": 10**4,
+    "--max-vp": 10**4,
+    "--seq-len": MAX_SEQ,
+    "--min-microbatches": 10**12,
+    "--top": 10**4,
+}
+"""The largest value each count a plan or a search is asked for may take: beyond any machine, model or batch
+that exists, small enough that every figure derived from it stays a finite float (a model has at most 10^4 layers,
+so at most 10^4 chunks per rank; sequences as in pplan.specs)."""
+
+
+def check_count(field: str, value: int) -> None:
+    """One count a user gave: an integer from 1 to `COUNT_LIMITS[field]`, else a ConfigError on `field`."""
+    limit = COUNT_LIMITS[field]
+    if not 1 <= value <= limit:
+        shown = str(value) if abs(value) < 10**15 else f"a {len(str(abs(value)))}-digit number"
+        raise ConfigError(
+            field, f"must be an integer from 1 to {limit:,}, got {shown}", f"pass {field} in that range"
+        )
 
 
 def _divisors_near(n: int, target: int) -> list[int]:
@@ -234,9 +257,11 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         ("--pp", req.pp),
         ("--cp", req.cp),
     ):
-        _positive(field, value)
+        check_count(field, value)
     if req.seq_len is not None:
-        _positive("--seq-len", req.seq_len)
+        check_count("--seq-len", req.seq_len)
+    if req.vp is not None:
+        check_count("--vp", req.vp)
     if req.zero_stage not in (0, 1, 2, 3):
         raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
     kind = schedule_family(req.schedule)

@@ -7,7 +7,7 @@ All byte counts are per GPU unless the name says otherwise; bubble fractions nam
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 EXPLAIN_SCHEMA = "pplan.explain/1"
 
@@ -49,8 +49,8 @@ class ModelSummary(_Out):
 class HardwareSummary(_Out):
     name: str
     gpu: str
-    hbm_bytes: int
-    usable_bytes: int
+    hbm_bytes: NonNegativeInt
+    usable_bytes: NonNegativeInt
     gpus_per_node: int
 
 
@@ -94,33 +94,33 @@ class StageMemory(_Out):
     """Model chunks (virtual stages) this rank holds."""
     params: float
     """Parameters one GPU of this rank holds (after tensor parallelism)."""
-    weights_bytes: int
-    grads_bytes: int
-    optimizer_bytes: int
-    activation_bytes: int
+    weights_bytes: NonNegativeInt
+    grads_bytes: NonNegativeInt
+    optimizer_bytes: NonNegativeInt
+    activation_bytes: NonNegativeInt
     """Transformer layers' activations for every micro-batch in flight."""
-    extra_activation_bytes: int
+    extra_activation_bytes: NonNegativeInt
     """Embedding, output-layer, logits and loss buffers in flight."""
-    recompute_working_bytes: int
+    recompute_working_bytes: NonNegativeInt
     """Transient of one recomputed layer (0 without recomputation)."""
-    gathered_weights_bytes: int = 0
+    gathered_weights_bytes: NonNegativeInt = 0
     """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
     in_flight_microbatches: float
     """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]
     """Per chunk the rank holds: its own peak of micro-batches in flight (peaks need not coincide)."""
-    total_bytes: int
+    total_bytes: NonNegativeInt
     headroom_bytes: int
     fits: bool
 
 
 class MemoryOut(_Out):
-    usable_bytes: int
+    usable_bytes: NonNegativeInt
     """HBM minus the profile's reserve and fragmentation allowance."""
     fits: bool
     """True when every stage fits."""
     bytes_per_param: BytesPerParamOut
-    activation_bytes_per_layer: int
+    activation_bytes_per_layer: NonNegativeInt
     """One layer, one micro-batch, under the plan's activation model."""
     activation_items_per_layer: dict[str, int]
     in_flight_source: str
@@ -159,22 +159,22 @@ class PipelineOut(_Out):
     """Peak micro-batches in flight per virtual stage (chunk), measured off the schedule."""
     chunk_pass_times: list[ChunkPassTimes]
     """Per model chunk (analytic durations only)."""
-    p2p_message_bytes: int
+    p2p_message_bytes: NonNegativeInt
     """One activation (or gradient) message across a stage boundary."""
     p2p_messages_per_step: int
     """Cross-rank forward plus backward messages over the whole pipeline per step, counted off the schedule."""
-    p2p_bytes_per_step: int
+    p2p_bytes_per_step: NonNegativeInt
 
 
 class CommunicationOut(_Out):
-    tp_bytes_per_microbatch: int
+    tp_bytes_per_microbatch: NonNegativeInt
     """Tensor-parallel bytes one GPU sends per micro-batch over all L layers (the seed's whole-model figure)."""
-    tp_bytes_per_microbatch_per_stage: list[int]
+    tp_bytes_per_microbatch_per_stage: list[NonNegativeInt]
     """Per pipeline rank: its own layers plus its model ends."""
     tp_collectives_per_layer: int
-    dp_bytes_per_step: int
+    dp_bytes_per_step: NonNegativeInt
     """Data-parallel bytes one GPU sends per step, worst rank."""
-    dp_bytes_per_step_per_stage: list[int]
+    dp_bytes_per_step_per_stage: list[NonNegativeInt]
 
 
 class SensitivityOut(_Out):
@@ -248,9 +248,9 @@ class RecommendCandidate(_Out):
 
 class ClosestMiss(_Out):
     plan: str
-    need_bytes: float
+    need_bytes: NonNegativeFloat
     """Memory the most loaded stage needs (plus any requested headroom)."""
-    usable_bytes: float
+    usable_bytes: NonNegativeFloat
 
 
 class RecommendReport(_Out):

@@ -219,6 +219,13 @@ CASES: tuple[Case, ...] = (
         (*EXPLAIN, "--first-stage-layers", "-1"),
         REFUSED,
     ),
+    Case("explain-json-and-format", ("explain", "--format", "megatron", "--json"), REFUSED),
+    Case(
+        "recommend-seq-len-400-digits",
+        ("recommend", "--model", "gpt3-175b", "--seq-len", "1" + "0" * 400),
+        REFUSED,
+    ),
+    Case("explain-global-batch-400-digits", ("explain", "--global-batch", "9" * 400), REFUSED),
     # --- sane answers the probes must still give ----------------------------------------------------------
     Case("explain-small-json", (*EXPLAIN, "--json")),
     Case("recommend-small-json", (*RECOMMEND, "--format", "json", "--top", "3")),

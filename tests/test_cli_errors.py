@@ -28,8 +28,8 @@ BAD_ARGS = [
     (("--pp", "3", "--gpus", "1536"), ("--pp", "do not split evenly", "--first-stage-layers")),
     (("--global-batch", "1000"), ("--global-batch", "[960, 1024]")),
     (("--gpus", "2000"), ("--gpus", "[1984, 2016]")),
-    (("--gpus", "0"), ("--gpus", "positive")),
-    (("--gpus", "-8"), ("--gpus", "positive")),
+    (("--gpus", "0"), ("--gpus", "from 1 to")),
+    (("--gpus", "-8"), ("--gpus", "from 1 to")),
     (("--micro-batch", "0"), ("--micro-batch",)),
     (
         ("--schedule", "interleaved-1f1b", "--vp", "2", "--global-batch", "576"),

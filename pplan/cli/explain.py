@@ -158,6 +158,11 @@ def explain(
         overlap_param_gather=overlap_param_gather,
     )
     if launcher_format is not None:
+        if as_json:
+            raise ConfigError(
+                "--json", f"asks for the JSON document, --format {launcher_format.value} for launcher settings",
+                "drop one of them",
+            )  # fmt: skip
         plan = make_plan(model_spec, request)
         print(launchers.launcher_text(launcher_format.value, model_spec, plan))
         return

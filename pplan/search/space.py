@@ -20,14 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pplan.errors import ConfigError
-from pplan.plan import GradDtype, PlanRequest, Recompute
+from pplan.plan import GradDtype, PlanRequest, Recompute, check_count
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 from pplan.specs import HardwareSpec, ModelSpec
 
-MAX_GPUS = 10**7
-"""The largest cluster a query may name (well above any machine built; keeps enumeration bounded)."""
-MAX_VP = 10**4
-"""The largest --max-vp accepted: a model has at most 10^4 layers (pplan.specs), one per chunk at most."""
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 
@@ -79,21 +75,13 @@ class SearchRequest:
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
-        for flag, value, least in (
-            ("--gpus", self.gpus, 1), ("--global-batch", self.global_batch, 1), ("--seq-len", self.seq_len, 1),
-            ("--tp", self.tp, 1), ("--pp", self.pp, 1), ("--cp", self.cp, 1), ("--vp", self.vp, 1),
-            ("--max-vp", self.max_vp, 1), ("--micro-batch", self.micro_batch, 1),
-            ("--min-microbatches", self.min_microbatches, 1), ("--top", self.top_n, 1),
+        for flag, value in (
+            ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--seq-len", self.seq_len),
+            ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--vp", self.vp), ("--max-vp", self.max_vp),
+            ("--micro-batch", self.micro_batch), ("--min-microbatches", self.min_microbatches), ("--top", self.top_n),
         ):  # fmt: skip
-            if value is not None and value < least:
-                raise ConfigError(flag, f"must be at least {least}, got {value}", f"pass {flag} ≥ {least}")
-        if self.max_vp > MAX_VP:
-            raise ConfigError("--max-vp", f"{self.max_vp:,} chunks per rank is beyond any model's layers",
-                              f"use at most {MAX_VP:,}")  # fmt: skip
-        if self.gpus > MAX_GPUS:
-            raise ConfigError(
-                "--gpus", f"{self.gpus:,} GPUs is beyond what pplan plans for", f"use at most {MAX_GPUS:,}"
-            )
+            if value is not None:
+                check_count(flag, value)
         if not 0 <= self.headroom_fraction < 1:
             raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.headroom_fraction:g}",
                               "e.g. --headroom 0.1")  # fmt: skip
