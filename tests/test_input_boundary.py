@@ -34,19 +34,10 @@ from pplan.params import total_params
 from pplan.plan import PlanRequest
 from pplan.specs import HardwareSpec, ModelSpec
 from tests.cli_run import run_pplan
+from tests.regression_corpus import HF_LLAMA
 
 H100 = load_hardware("h100-sxm-80gb")
 LLAMA = load_model("llama3-8b")
-HF_LLAMA: dict[str, Any] = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 8192,
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-}
 
 
 def _toml_value(value: object) -> str:
