@@ -1,10 +1,10 @@
-"""Full simulation against pplan.periodic.summarise, side by side: cold calls as the search makes them, then
+"""Full simulation against pplan.schedules.periodic.summarise, side by side: cold calls as the search makes them, then
 growing m.
 
 Run: python benchmarks/bench_periodic.py [cold|growth]. The cold table, per case (schedule, p, v, m) with
 F = I = W = 1 on every stage but 1.3 on the last and a latency matrix (0.01 within a node of 8 ranks, 0.05
 across):
-- cold ms: `summarise` + `in_flight_profile` after clearing every cache (pplan.periodic's, the registry's
+- cold ms: `summarise` + `in_flight_profile` after clearing every cache (pplan.schedules.periodic's, the registry's
   generated lists, the timeline's compiled ones), best of 3;
 - gen ms: of that, generating the lists the call generated (`get_schedule` alone, caches cleared);
 - full ms: `simulate(get_schedule(...)).summary()` + `peak_in_flight`, cold;
@@ -12,7 +12,7 @@ across):
 The growth table, per case (schedule, p, v, m):
 - full s: generate the schedule, compile it and simulate it, what `simulate(get_schedule(...)).summary()` costs
   the first time; skipped (and said so) when the time predicted from the previous m of the case passes 20 s;
-- cold s: `summarise` after `pplan.periodic.clear_caches()` (period or block detection, short lists, their
+- cold s: `summarise` after `pplan.schedules.periodic.clear_caches()` (period or block detection, short lists, their
   compilation, one play; the registry's own cache of generated lists is not cleared);
 - warm ms: mean over 10 calls, each with new per-stage durations and a new latency matrix;
 - route: k copies and cyclicity c of the certificate, "blocks" for the phase-block closed form, "full";
@@ -26,10 +26,9 @@ import gc
 import sys
 import time
 
-from pplan import periodic, timeline
-from pplan.periodic import _common
-from pplan.schedules import get_schedule, registry
-from pplan.timeline import Durations, RunSummary, peak_in_flight, simulate
+from pplan.schedules import get_schedule, periodic, registry, timeline
+from pplan.schedules.periodic import _common
+from pplan.schedules.timeline import Durations, RunSummary, peak_in_flight, simulate
 
 COLD_CASES: list[tuple[str, int, int | None, int]] = [
     ("zbv", 32, None, 256),

@@ -75,7 +75,7 @@ def _plan_id(plan: dict[str, object]) -> tuple[object, ...]:
 
 
 def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
-    from pplan.catalog import load_hardware, load_model
+    from pplan.profiles.catalog import load_hardware, load_model
     from pplan.search import SearchRequest, brute_force
     from pplan.search.rank import distinct
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from pplan.schedules import FAMILIES
-from pplan.timeline import Durations, simulate
+from pplan.schedules.timeline import Durations, simulate
 
 CASES = [
     ("interleaved-1f1b", 16, 128, 4),

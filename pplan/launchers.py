@@ -22,7 +22,7 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
 - Megatron-LM main: 1F1B and interleaved 1F1B only. The zero-bubble schedules (ZB-H1/H2, ZB-V, interleaved
   ZB) live in the sail-sg fork; DualPipe/DualPipeV and GPipe are not Megatron-LM schedules. Its interleaved
   schedule takes micro-batches in groups of p, so m must be a multiple of p (Narayanan et al. 2021 §2.2; see
-  `pplan.schedules.interleaved` for what goes wrong otherwise). ZeRO-2/3 are not Megatron options here: its
+  `pplan.schedules.families.interleaved` for what goes wrong otherwise). ZeRO-2/3 are not Megatron options here: its
   distributed optimizer (`--use-distributed-optimizer`) shards the optimizer states (ZeRO-1).
 - torchtitan runs torch.distributed.pipelining's classes: GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
   InterleavedZeroBubble, ZBVZeroBubble and DualPipeV, with torch's rules on m (torch-pipelining-notes.md §1):
@@ -46,10 +46,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pplan.errors import ConfigError
-from pplan.plan import Plan, PlanRequest
+from pplan.plan.configuration import Plan, PlanRequest
+from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
-from pplan.specs import ModelSpec
 
 LAUNCHERS: tuple[str, ...] = ("megatron", "torchtitan")
 

@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from pplan.activations import itemised_layer, korthikanti_layer, output_end
-from pplan.catalog import load_model
-from pplan.plan import PlanRequest, make_plan
+from pplan.model.activations import itemised_layer, korthikanti_layer, output_end
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_model
 
 GPT3 = load_model("gpt3-175b")
 LLAMA = load_model("llama3-70b")

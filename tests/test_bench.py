@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from pplan.activations import itemised_layer
 from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, analyse
 from pplan.bench.config import BenchConfig
-from pplan.plan import Shape
+from pplan.model.activations import itemised_layer
+from pplan.plan.configuration import Shape
 
 pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")

@@ -1,7 +1,7 @@
 """The benchmark's analysis and calibration on synthetic records (no torch, no processes).
 
 A "measured" run is manufactured from a known model: every pass takes its stage's F, I or W, the runtime spends
-`o` before each pass and a message takes `c` between ranks. Played by hand here (not by `pplan.timeline`), the
+`o` before each pass and a message takes `c` between ranks. Played by hand here (not by `pplan.schedules.timeline`), the
 records must give back o and c, and the prediction must then equal the measurement.
 """
 
@@ -22,10 +22,10 @@ from pplan.bench.analysis import (
 from pplan.bench.calibrate import fit_matmul, hardware_toml, model_step_s
 from pplan.bench.config import BenchConfig, scaled_model
 from pplan.bench.records import OpRecord, RankRecord, StepRecord
-from pplan.catalog import load_hardware, load_model
 from pplan.errors import ConfigError
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import Action, get_schedule
-from pplan.timeline import Durations, simulate, timeline_from_records
+from pplan.schedules.timeline import Durations, simulate, timeline_from_records
 
 MS = 1_000_000  # ns
 

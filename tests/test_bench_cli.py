@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pplan.catalog import load_hardware
 from pplan.cli.bench import MAX_BENCH_MICROBATCHES, MAX_BENCH_RANKS
+from pplan.profiles.catalog import load_hardware
 from tests.cli_run import CliResult, run_pplan
 
 
@@ -112,7 +112,7 @@ def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
     pytest.importorskip("torch.distributed.pipelining")
     from pplan.cli.schedule import timeline_json
     from pplan.schedules import get_schedule
-    from pplan.timeline import simulate
+    from pplan.schedules.timeline import simulate
 
     out, report, svg = tmp_path / "fitted.toml", tmp_path / "report.json", tmp_path / "run.svg"
     res = run_pplan(

@@ -1,4 +1,4 @@
-"""The makespan lower bounds (pplan.bounds) against hand derivations and the simulator: never above the
+"""The makespan lower bounds (pplan.schedules.bounds) against hand derivations and the simulator: never above the
 simulated makespan, exact where the docstring says so, and the coefficient form equal to the general one."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from pplan.bounds import makespan_lower_bound, zero_latency_coefficients, zero_latency_makespan
 from pplan.schedules import SCHEDULE_NAMES, get_schedule, schedule_family
-from pplan.timeline import Durations, simulate
+from pplan.schedules.bounds import makespan_lower_bound, zero_latency_coefficients, zero_latency_makespan
+from pplan.schedules.timeline import Durations, simulate
 
 
 def _free(p: int) -> list[list[float]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.calibration import fit_matmul, validate_set
-from pplan.catalog import load_hardware, load_model, load_published_runs
+from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
+from pplan.validation.published import fit_matmul, validate_set
 
 SETS = {s["name"]: s for s in load_published_runs()["sets"]}
 

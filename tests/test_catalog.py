@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pplan.catalog import list_profiles, load_hardware, load_model, profile_source
 from pplan.errors import ProfileError
-from pplan.specs import GIB, ModelSpec
+from pplan.profiles.catalog import list_profiles, load_hardware, load_model, profile_source
+from pplan.profiles.specs import GIB, ModelSpec
 from tests.cli_run import run_pplan
 
 HARDWARE = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.catalog import load_model
-from pplan.flops import hardware_flops_per_step, layer_flops, model_flops_per_step
+from pplan.model.flops import hardware_flops_per_step, layer_flops, model_flops_per_step
+from pplan.profiles.catalog import load_model
 
 GPT3 = load_model("gpt3-175b")
 

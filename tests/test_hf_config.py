@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pplan.catalog import load_model
 from pplan.errors import ProfileError
-from pplan.hf_config import SUPPORTED_MODEL_TYPES, model_spec_from_hf_config
+from pplan.profiles.catalog import load_model
+from pplan.profiles.hf_config import SUPPORTED_MODEL_TYPES, model_spec_from_hf_config
 
 # meta-llama/Meta-Llama-3-8B config.json (abridged: the keys that shape the model, plus a few others).
 LLAMA3_8B: dict[str, Any] = {

@@ -20,7 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pplan.catalog import (
+from pplan.errors import PplanError, ProfileError
+from pplan.explain import explain
+from pplan.model.params import total_params
+from pplan.plan.configuration import PlanRequest
+from pplan.profiles.catalog import (
     MAX_FILE_BYTES,
     MAX_NESTING,
     load_hardware,
@@ -28,11 +32,7 @@ from pplan.catalog import (
     load_stage_durations,
     profile_source,
 )
-from pplan.errors import PplanError, ProfileError
-from pplan.estimate import explain
-from pplan.params import total_params
-from pplan.plan import PlanRequest
-from pplan.specs import HardwareSpec, ModelSpec
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from tests.cli_run import run_pplan
 from tests.regression_corpus import HF_LLAMA
 

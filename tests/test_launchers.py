@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pplan.catalog import load_model
 from pplan.errors import ConfigError
 from pplan.launchers import (
     LAUNCHERS,
@@ -23,9 +22,10 @@ from pplan.launchers import (
     torchtitan_toml,
     unsupported_reason,
 )
-from pplan.plan import Plan, PlanRequest, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, make_plan
+from pplan.profiles.catalog import load_model
+from pplan.profiles.specs import ModelSpec
 from pplan.schedules import SCHEDULE_NAMES
-from pplan.specs import ModelSpec
 
 # Names typed from shared/reference/launchers.md (Megatron-LM megatron/training/arguments.py; torchtitan config).
 MEGATRON_FLAGS = {

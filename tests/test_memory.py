@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model
-from pplan.estimate import explain
-from pplan.memory import bytes_per_param
-from pplan.params import total_params
-from pplan.plan import PlanRequest, make_plan
+from pplan.cost.memory import bytes_per_param
+from pplan.explain import explain
+from pplan.model.params import total_params
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 
 LLAMA = load_model("llama3-70b")
 GPT3 = load_model("gpt3-175b")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import pplan
-from pplan.catalog import bundled_dir, list_profiles, load_hardware, load_model
+from pplan.profiles.catalog import bundled_dir, list_profiles, load_hardware, load_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def test_wheel_ships_the_profiles_and_reads_them_when_installed(tmp_path: Path) 
     probe = textwrap.dedent(
         """
         import pplan
-        from pplan.catalog import load_hardware, list_profiles
+        from pplan.profiles.catalog import load_hardware, list_profiles
         spec = load_hardware("h100-sxm-80gb")
         print(pplan.__file__)
         print(spec.gpu.peak_bf16_tflops)

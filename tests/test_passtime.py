@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pplan.catalog import load_hardware, load_model
-from pplan.flops import layer_flops
-from pplan.passtime import layer_pass_times
-from pplan.plan import PlanRequest, make_plan
+from pplan.cost.passtime import layer_pass_times
+from pplan.model.flops import layer_flops
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 
 LLAMA = load_model("llama3-70b")
 H100 = load_hardware("h100-sxm-80gb")

@@ -1,7 +1,7 @@
-"""pplan.periodic against the full simulation: every family, uneven stages, any latency, m past the period.
+"""pplan.schedules.periodic against the full simulation: every family, uneven stages, any latency, m past the period.
 
-Every expected value here is computed independently of pplan.periodic: by generating the explicit schedule
-(`get_schedule`) and playing all of it (`pplan.timeline.simulate`, `peak_in_flight`). Random inputs are seeded.
+Every expected value here is computed independently of pplan.schedules.periodic: by generating the explicit schedule
+(`get_schedule`) and playing all of it (`pplan.schedules.timeline.simulate`, `peak_in_flight`). Random inputs are seeded.
 Symbols: p ranks, v stages per rank, m micro-batches, Δ the family's period in micro-batches.
 """
 
@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import pplan.periodic as periodic
 import pplan.schedules.actions as actions
+import pplan.schedules.periodic as periodic
 from pplan.errors import ConfigError
-from pplan.periodic import (
+from pplan.schedules import SCHEDULE_NAMES, Action, Schedule, get_schedule, make_schedule
+from pplan.schedules.periodic import (
     direct,
     in_flight_profile,
     period,
@@ -25,8 +26,7 @@ from pplan.periodic import (
     summarise,
     summarise_with_route,
 )
-from pplan.schedules import SCHEDULE_NAMES, Action, Schedule, get_schedule, make_schedule
-from pplan.timeline import DeadlockError, Durations, Latency, RunSummary, peak_in_flight, simulate
+from pplan.schedules.timeline import DeadlockError, Durations, Latency, RunSummary, peak_in_flight, simulate
 
 REL = 1e-9
 LOOPED = ("interleaved-1f1b", "interleaved-zb", "looped-bfs")
@@ -188,7 +188,7 @@ def test_cost_does_not_grow_with_m(name: str, p: int, v: int | None, monkeypatch
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
+    monkeypatch.setattr("pplan.schedules.periodic._common.get_schedule", spy)
     r_mid, r_big = route(name, p, v, m_mid, d), route(name, p, v, m_big, d)
     assert r_mid.fast and r_big.fast and r_mid.k == r_big.k
     assert max(seen, default=0) <= 64 * p
@@ -213,7 +213,7 @@ def test_phase_block_families_cost_nothing_in_m(name: str, monkeypatch: pytest.M
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
+    monkeypatch.setattr("pplan.schedules.periodic._common.get_schedule", spy)
     periodic.clear_caches()
     got, how = summarise_with_route(name, p, v, 100_000, d)
     assert how.fast and how.why == "phase blocks"
@@ -246,7 +246,7 @@ def test_refused_certificates_fall_back_exactly(
     monkeypatch: pytest.MonkeyPatch, periodic_route: None
 ) -> None:
     """With every certificate refused (negative tolerance) each call must still be exact, via the full list."""
-    monkeypatch.setattr("pplan.periodic.play._TOLERANCE", -1.0)
+    monkeypatch.setattr("pplan.schedules.periodic.play._TOLERANCE", -1.0)
     rng = random.Random(7)
     for name, p, v in [("1f1b", 4, None), ("interleaved-zb", 2, 3), ("dualpipe", 4, None)]:
         m = 16 * p
@@ -330,7 +330,7 @@ def test_short_lists_are_simulated_in_full_when_cold(monkeypatch: pytest.MonkeyP
         seen.append(m_)
         return get_schedule(name_, p_, m_, v_)
 
-    monkeypatch.setattr("pplan.periodic._common.get_schedule", spy)
+    monkeypatch.setattr("pplan.schedules.periodic._common.get_schedule", spy)
     d = Durations([1.0] * 15 + [1.3], 1.0, 1.0)
     lat = [[0.0 if a == b else 0.01 if a // 4 == b // 4 else 0.05 for b in range(8)] for a in range(8)]
     short, how = summarise_with_route("zbv", 8, None, 40, d, lat)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model, load_published_runs
-from pplan.practice import GAP, TOP, practice_rows
+from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
+from pplan.validation.practice import GAP, TOP, practice_rows
 
 SETS = {s["name"]: s for s in load_published_runs()["sets"]}
 

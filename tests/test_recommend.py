@@ -8,10 +8,10 @@ import tomllib
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model
 from pplan.errors import PplanError
-from pplan.estimate import explain
-from pplan.plan import PlanRequest
+from pplan.explain import explain
+from pplan.plan.configuration import PlanRequest
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import Rejection, SearchRequest, search
 from tests.cli_run import run_pplan
 
@@ -159,7 +159,7 @@ def test_printed_explain_command_reproduces_the_best(capsys: pytest.CaptureFixtu
 
 
 def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    from pplan.results import RecommendReport
+    from pplan.documents.explain import RecommendReport
 
     doc = _json(capsys, "--top", "2")
     RecommendReport.model_validate(doc)  # the document parses back into its own schema
@@ -171,7 +171,7 @@ def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -
 def test_published_schemas_are_closed_and_require_their_version(capsys: pytest.CaptureFixture[str]) -> None:
     from pydantic import ValidationError
 
-    from pplan.results import RecommendReport
+    from pplan.documents.explain import RecommendReport
 
     for name in ("explain", "recommend"):
         schema = run_pplan(capsys, "schema", name).json()

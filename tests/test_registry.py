@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
-from pplan.closed_forms import bubble_fractions
 from pplan.errors import ConfigError
-from pplan.layout import make_layout
+from pplan.plan.layout import make_layout
 from pplan.schedules import FAMILIES, SCHEDULE_NAMES, ScheduleFamily, canonical_name, schedule_family
-from pplan.timeline import Durations, simulate
+from pplan.schedules.closed_forms import bubble_fractions
+from pplan.schedules.timeline import Durations, simulate
 
 EQUAL = Durations(1.0, 1.0, 1.0)
 FAMILY_LIST = list(FAMILIES.values())

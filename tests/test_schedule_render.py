@@ -20,7 +20,7 @@ from pplan.render.schedule import (
     timeline_svg,
 )
 from pplan.schedules import get_schedule
-from pplan.timeline import Durations, simulate
+from pplan.schedules.timeline import Durations, simulate
 
 SVG = "{http://www.w3.org/2000/svg}"
 CASES = [

@@ -8,17 +8,17 @@ import random
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model
+from pplan.cost.memory import plan_memory
+from pplan.cost.pipeline import activation_peaks
+from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
-from pplan.memory import plan_memory
-from pplan.pipeline_sim import activation_peaks
-from pplan.plan import PlanRequest, make_plan
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import SCHEDULE_NAMES, schedule_family
+from pplan.schedules.timeline import peak_in_flight
 from pplan.search import SearchRequest, brute_force, search
 from pplan.search.rank import distinct, throughput_bound
 from pplan.search.space import Candidate
-from pplan.steptime import step_time
-from pplan.timeline import peak_in_flight
 
 H100 = load_hardware("h100-sxm-80gb")
 A100 = load_hardware("a100-sxm-80gb")
@@ -65,7 +65,7 @@ def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, re
     plan = make_plan(model, req)
     peaks = activation_peaks(model, plan)
     schedule = plan.explicit_schedule()
-    from pplan import activations as act
+    from pplan.model import activations as act
 
     per_layer = act.layer_activations(model, plan).total_bytes
     layers = [plan.layout.chunks[c].layers * per_layer for c in plan.stage_chunks]

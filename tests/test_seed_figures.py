@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model
-from pplan.closed_forms import bubble_fractions
-from pplan.estimate import explain
-from pplan.layout import make_layout
-from pplan.params import params_per_layer, total_params
-from pplan.plan import PlanRequest
-from pplan.results import ExplainReport
+from pplan.documents.explain import ExplainReport
+from pplan.explain import explain
+from pplan.model.params import params_per_layer, total_params
+from pplan.plan.configuration import PlanRequest
+from pplan.plan.layout import make_layout
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import FAMILIES
+from pplan.schedules.closed_forms import bubble_fractions
 from tests.cli_run import run_pplan
 
 S, H, T, L = 8192, 8192, 8, 80  # the seed's "our shape": s = 8192, h = 8192, t = 8, L = 80, b = 1

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.catalog import load_hardware, load_model
-from pplan.memory import rank_param_items
-from pplan.plan import PlanRequest, make_plan
-from pplan.steptime import step_time
+from pplan.cost.memory import rank_param_items
+from pplan.cost.steptime import step_time
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 from tests.cli_run import run_pplan
 
 LLAMA = load_model("llama3-70b")

@@ -11,7 +11,7 @@ import pytest
 
 from pplan.errors import ConfigError
 from pplan.schedules import Action, get_schedule, make_schedule
-from pplan.timeline import DeadlockError, Durations, simulate
+from pplan.schedules.timeline import DeadlockError, Durations, simulate
 
 EQUAL = Durations(1.0, 1.0, 1.0)
 PM = [(2, 2), (2, 8), (3, 5), (4, 4), (4, 8), (4, 16), (4, 32), (8, 8), (8, 24), (16, 8)]

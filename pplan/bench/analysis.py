@@ -1,7 +1,7 @@
 """From what the ranks recorded to measured against predicted: the comparison `pplan bench` reports. Pure.
 
 Measured, per step:
-- the per-pass timeline as a `Timeline` (`pplan.timeline.timeline_from_records`; milliseconds from the moment
+- the per-pass timeline as a `Timeline` (`pplan.schedules.timeline.timeline_from_records`; milliseconds from the moment
   the first rank left the pre-step barrier), summarised and drawn like a simulated one: both bubble
   conventions, busy time per rank, step time;
 - micro-batches in flight per stage and per rank, from the saved-tensor lifetimes autograd really had (a
@@ -11,7 +11,7 @@ Measured, per step:
 - two kinds of idle gap (over all steps, `measure_gaps`): the dispatch gap, from the end of a pass to the start
   of the rank's next one when its input was already there (the runtime's own work between passes), and the hop
   gap, from the end of a pass to the start of the pass on another rank that was idle waiting for its output.
-Predicted, per step (`predict`): `pplan.timeline.simulate` on pplan's own schedule with that step's F, I and W
+Predicted, per step (`predict`): `pplan.schedules.timeline.simulate` on pplan's own schedule with that step's F, I and W
 per stage (`stage_durations`), the dispatch time (mean gap) charged in front of every pass, and a hop latency of
 the (trimmed) mean hop gap less the dispatch time; bytes per message b·s·h·dtype; activation bytes per
 micro-batch as measured, so peak bytes follow from the predicted in-flight counts.
@@ -31,7 +31,7 @@ from typing import Any
 from pplan.bench.config import BenchConfig
 from pplan.bench.records import RankRecord, StepRecord
 from pplan.schedules import Action, Schedule
-from pplan.timeline import Durations, Timeline, simulate, timeline_from_records
+from pplan.schedules.timeline import Durations, Timeline, simulate, timeline_from_records
 
 BUBBLE_TOLERANCE = 0.05
 """Largest |measured − predicted| bubble, as a fraction of the step, accepted for p ≤ 4."""

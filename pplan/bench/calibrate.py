@@ -1,8 +1,8 @@
 """Close the loop: fit a hardware profile's GEMM efficiency to measured pass times, and write it as a profile.
 
 `fit_matmul(result, hardware)` takes a real-compute benchmark (`mode="compute"`) and finds the one number
-e_matmul for which pplan's own pass-time model (`pplan.passtime.layer_pass_times`: GEMM FLOPs from
-`pplan.flops` over peak × e_matmul, the attention core at the profile's attention/matmul ratio, memory-bound
+e_matmul for which pplan's own pass-time model (`pplan.cost.passtime.layer_pass_times`: GEMM FLOPs from
+`pplan.model.flops` over peak × e_matmul, the attention core at the profile's attention/matmul ratio, memory-bound
 kernels at the profile's HBM bandwidth, a fixed overhead per kernel) reproduces the measured busy time of the
 step: Σ over every pass the ranks ran of its modelled time = Σ of its measured time. The model time falls as
 e_matmul rises, so bisection finds it. Everything the model does not separate (Python dispatch, the loss, what a
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pplan.bench.analysis import BenchResult
+from pplan.cost.passtime import layer_pass_times
 from pplan.errors import ConfigError
-from pplan.passtime import layer_pass_times
-from pplan.plan import Shape
-from pplan.specs import HardwareSpec
+from pplan.plan.configuration import Shape
+from pplan.profiles.specs import HardwareSpec
 
 
 @dataclass(frozen=True)

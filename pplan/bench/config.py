@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from pplan.catalog import load_model
 from pplan.errors import ConfigError
+from pplan.profiles.catalog import load_model
+from pplan.profiles.specs import ModelSpec
 from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family, to_torch_csv
-from pplan.specs import ModelSpec
 
 Mode = Literal["sleep", "compute"]
 Runtime = Literal["auto", "torch", "csv"]
@@ -218,7 +218,7 @@ class BenchConfig:
         return self.microbatches * self.micro_batch
 
     def message_bytes(self) -> int:
-        """Bytes of one activation or gradient crossing a stage boundary: b·s·h elements (pplan.comm's P2P
+        """Bytes of one activation or gradient crossing a stage boundary: b·s·h elements (pplan.cost.comm's P2P
         message, s·b·h·bytes, at this run's dtype)."""
         return self.micro_batch * self.seq_len * self.hidden * self.dtype_bytes
 

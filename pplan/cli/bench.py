@@ -30,13 +30,13 @@ from rich.text import Text
 
 from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
 from pplan.bench.config import BenchConfig, require_torch
-from pplan.catalog import load_hardware
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.schedule import check_schedule_size, timeline_json
 from pplan.errors import ConfigError
+from pplan.profiles.catalog import load_hardware
+from pplan.profiles.specs import HardwareSpec
 from pplan.render.schedule import timeline_renderable, timeline_svg
-from pplan.specs import HardwareSpec
 
 if TYPE_CHECKING:
     from pplan.bench.calibrate import Calibration

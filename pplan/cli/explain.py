@@ -10,13 +10,13 @@ import typer
 from pydantic import BaseModel
 
 from pplan import launchers
-from pplan.catalog import load_hardware, load_model
 from pplan.cli.app import Launcher, app, console, json_text
+from pplan.documents.explain import ExplainReport, RecommendReport
 from pplan.errors import ConfigError
-from pplan.estimate import explain as explain_plan
-from pplan.plan import PlanRequest, make_plan
+from pplan.explain import explain as explain_plan
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.explain import render_explain
-from pplan.results import ExplainReport, RecommendReport
 
 T = TypeVar("T")
 

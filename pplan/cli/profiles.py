@@ -6,11 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
-from pplan.catalog import KINDS, ProfileKind, list_profiles, load_hardware, load_model, profile_source
 from pplan.cli.app import app, console, json_text
 from pplan.errors import ProfileError
+from pplan.profiles.catalog import (
+    PROFILE_KINDS,
+    ProfileKind,
+    list_profiles,
+    load_hardware,
+    load_model,
+    profile_source,
+)
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.render.profiles import hardware_table, models_table, profile_detail
-from pplan.specs import HardwareSpec, ModelSpec
 
 
 @app.command()
@@ -29,7 +36,7 @@ def profiles(
     ] = False,
 ) -> None:
     """List the bundled hardware and model profiles, or show every field of one."""
-    kinds = KINDS if kind is None else (_kind(kind),)
+    kinds = PROFILE_KINDS if kind is None else (_kind(kind),)
     if name is not None:
         one = kinds[0]
         if source:
@@ -59,10 +66,10 @@ def profiles(
 
 
 def _kind(kind: str) -> ProfileKind:
-    for known in KINDS:
+    for known in PROFILE_KINDS:
         if kind == known:
             return known
-    raise ProfileError("kind", f"unknown profile kind {kind!r}", f"use one of: {', '.join(KINDS)}")
+    raise ProfileError("kind", f"unknown profile kind {kind!r}", f"use one of: {', '.join(PROFILE_KINDS)}")
 
 
 def _load(kind: ProfileKind, ref: str) -> HardwareSpec | ModelSpec:

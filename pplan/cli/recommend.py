@@ -11,12 +11,12 @@ import typer
 from rich.progress import Progress
 
 from pplan import launchers
-from pplan.catalog import load_hardware, load_model
 from pplan.cli.app import Launcher, app, console, err_console, json_text
+from pplan.documents.explain import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
-from pplan.plan import GradDtype, PlanRequest, Recompute, make_plan
+from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.recommend import render_recommend
-from pplan.results import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
 

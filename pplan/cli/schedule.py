@@ -15,10 +15,11 @@ from typing import Annotated, Any
 
 import typer
 
-from pplan.catalog import load_stage_durations
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.errors import ConfigError, PplanError, ProfileError
+from pplan.profiles.catalog import load_stage_durations
+from pplan.profiles.specs import StageDurationsSpec
 from pplan.render.schedule import (
     DEFAULT_CURVES,
     bubble_curves,
@@ -29,8 +30,7 @@ from pplan.render.schedule import (
     timeline_svg,
 )
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
-from pplan.specs import StageDurationsSpec
-from pplan.timeline import Durations, Timeline, simulate
+from pplan.schedules.timeline import Durations, Timeline, simulate
 
 SCHEDULE_SCHEMA = "pplan.schedule/1"
 

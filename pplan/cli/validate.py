@@ -8,10 +8,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from pplan.calibration import ValidationSet, fit_matmul, validate_set
-from pplan.catalog import load_hardware, load_model, load_published_runs
 from pplan.cli.app import app, console, json_text
-from pplan.practice import GAP, TOP, PracticeRow, practice_rows
+from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
+from pplan.validation.practice import GAP, TOP, PracticeRow, practice_rows
+from pplan.validation.published import ValidationSet, fit_matmul, validate_set
 
 
 def _table(result: ValidationSet, matmul: float, fitted: bool) -> Table:

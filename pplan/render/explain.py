@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.results import ExplainReport, StageMemory
+from pplan.documents.explain import ExplainReport, StageMemory
 
 
 def gb(n: float) -> str:

@@ -15,7 +15,7 @@ from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResul
 from rich.measure import Measurement
 from rich.table import Table
 
-from pplan.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 
 _NONE = "—"
 _SpecT = TypeVar("_SpecT", HardwareSpec, ModelSpec)

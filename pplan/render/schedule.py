@@ -1,7 +1,7 @@
 """Drawings of simulated pipeline schedules: a terminal Gantt chart (rich), the same picture as standalone SVG,
 and the bubble-versus-micro-batches chart for several schedules.
 
-Owns only presentation: every number drawn comes from `pplan.timeline.simulate`. Colours: one hue per pass
+Owns only presentation: every number drawn comes from `pplan.schedules.timeline.simulate`. Colours: one hue per pass
 kind (F blue, B green, I light green, W ochre), lighter for a rank's later chunks; idle time is left blank (dots
 in the terminal).
 """
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from pplan.errors import ConfigError
 from pplan.schedules import get_schedule
-from pplan.timeline import Durations, Timeline, simulate
+from pplan.schedules.timeline import Durations, Timeline, simulate
 
 BASE_COLOURS = {"F": "#4C78A8", "B": "#3C8D3A", "I": "#7FC97F", "W": "#D9912B"}
 KIND_NAMES = {

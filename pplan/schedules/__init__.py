@@ -1,13 +1,15 @@
 """Pipeline schedules as data: per-rank action lists for every schedule family pplan knows.
 
-Owns the action notation (torch's `2F0`, `1I3`, `1W3`, `0B5`), the `Schedule` type, one generator module per
-family (gpipe, one_f_one_b, interleaved, zero_bubble, zbv, dualpipe), the family registry (`ScheduleFamily`: names,
-rules, closed forms, launchers; pplan.schedules.registry) and the torch CSV export.
-Timing lives in `pplan.timeline`; drawing in `pplan.render.schedule`. Pure: no I/O, no rich, no torch.
+Owns the action notation (torch's `2F0`, `1I3`, `1W3`, `0B5`) and the `Schedule` type (`actions`), one generator
+module per family (`families/`: gpipe, one_f_one_b, interleaved, zero_bubble, zbv, dualpipe), the family registry
+(`registry`: names, rules, closed forms, launchers), the rules on p, v and m (`rules`), the published closed-form
+bubbles (`closed_forms`), the simulator (`timeline`: when each action runs), its summary at any m at a cost
+independent of m (`periodic/`), proven makespan lower bounds (`bounds`) and the torch CSV export (`torch_csv`).
+Drawing lives in `pplan.render.schedule`. Pure: no I/O, no rich, no torch.
 """
 
 from pplan.schedules.actions import (
-    KINDS,
+    ACTION_KINDS,
     Action,
     Kind,
     Schedule,
@@ -32,9 +34,9 @@ from pplan.schedules.registry import (
 from pplan.schedules.torch_csv import to_torch_csv
 
 __all__ = [
+    "ACTION_KINDS",
     "DEFAULT_SCHEDULES",
     "FAMILIES",
-    "KINDS",
     "SCHEDULE_NAMES",
     "Action",
     "Kind",

@@ -21,8 +21,8 @@ from typing import Literal
 from pplan.errors import ConfigError
 
 Kind = Literal["F", "I", "W", "B"]
-KINDS: tuple[Kind, ...] = ("F", "I", "W", "B")
-_KIND_SET = frozenset(KINDS)
+ACTION_KINDS: tuple[Kind, ...] = ("F", "I", "W", "B")
+_KIND_SET = frozenset(ACTION_KINDS)
 
 _ACTION_RE = re.compile(r"^\s*(\d+)([FIWB])(\d+)\s*$")
 
@@ -51,7 +51,7 @@ def parse(text: str) -> Action:
             "action", f"cannot read {text!r}", "write <stage><F|I|W|B><micro-batch>, e.g. 2F0 or 1I3"
         )
     kind = match.group(2)
-    assert kind in KINDS
+    assert kind in ACTION_KINDS
     return Action(int(match.group(1)), kind, int(match.group(3)))
 
 
@@ -144,7 +144,7 @@ def is_checked(schedule: Schedule) -> bool:
 def check(schedule: Schedule) -> None:
     """Raise `ScheduleError` unless every stage runs every micro-batch of its chain exactly once forward and
     once backward (one B, or one I and one W), on the rank the placement says, with F before I/B before W on
-    that rank. Whether the lists can run without deadlock is the timeline's business (`pplan.timeline`).
+    that rank. Whether the lists can run without deadlock is the timeline's business (`pplan.schedules.timeline`).
     """
     s_count = len(schedule.placement)
     if len(schedule.actions) != schedule.p:

@@ -3,9 +3,9 @@ about it. Adding a schedule touches its generator module and its record here.
 
 A record (`ScheduleFamily`) holds the family's names (canonical name, torch's class names and short forms as
 aliases), its title, its generator and its rules on p and m (one function each, which the generator, the planner
-`pplan.plan`, the launchers and the search all call), how it places model chunks on ranks, whether it splits the
+`pplan.plan.configuration`, the launchers and the search all call), how it places model chunks on ranks, whether it splits the
 backward, the published closed form of its bubble (with citations), what each rank holds when its first backward
-starts (the search's proven lower bound on memory), the period its lists repeat with (pplan.periodic), whether
+starts (the search's proven lower bound on memory), the period its lists repeat with (pplan.schedules.periodic), whether
 `recommend` searches it by default, the torch.distributed.pipelining class that runs it and whether Megatron-LM
 main does.
 
@@ -13,7 +13,7 @@ The rules on m, for reference:
 - gpipe, 1f1b, looped-bfs, zb-h1, zb-h2, zbv: any m ≥ 1 (with m < p a stage holds at most m micro-batches; ZB-H1/H2
   are Qi et al. 2024's handcrafted schedules for m ≥ p, and zbv's lists are cut from 2p − 1 micro-batches).
 - interleaved-1f1b, interleaved-zb: v ≥ 2 chunks per rank in the loop placement; m a multiple of torch's rounds
-  max(1, m // p) (a multiple of p, Megatron-LM's rule, always is; see `pplan.schedules.interleaved`).
+  max(1, m // p) (a multiple of p, Megatron-LM's rule, always is; see `pplan.schedules.families.interleaved`).
 - dualpipev: DualPipe folded into a V, two chunks per rank; m ≥ 2p (torch's ScheduleDualPipeV).
 - dualpipe: bidirectional, p even, rank r holds stage r and stage p−1−r (two copies of the parameters), m even
   and m ≥ 2p (DeepSeek-V3 technical report §3.2.1; the reference implementation's assertion).
@@ -33,15 +33,15 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Schedule, dual_placement, loop_placement, v_placement
-from pplan.schedules.dualpipe import (
+from pplan.schedules.families.dualpipe import (
     dualpipe,
     dualpipe_m_problem,
     dualpipe_p_problem,
     dualpipev,
     dualpipev_m_problem,
 )
-from pplan.schedules.gpipe import gpipe
-from pplan.schedules.interleaved import (
+from pplan.schedules.families.gpipe import gpipe
+from pplan.schedules.families.interleaved import (
     default_group,
     interleaved_1f1b,
     interleaved_m_problem,
@@ -49,10 +49,10 @@ from pplan.schedules.interleaved import (
     looped_bfs,
     table_prefix_counts,
 )
-from pplan.schedules.one_f_one_b import one_f_one_b
+from pplan.schedules.families.one_f_one_b import one_f_one_b
+from pplan.schedules.families.zbv import zbv
+from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
 from pplan.schedules.rules import MRule, PRule, any_m, any_p
-from pplan.schedules.zbv import zbv
-from pplan.schedules.zero_bubble import zb_h1, zb_h2
 
 Generator = Callable[[int, int, int | None], Schedule]
 """(p, m, v or None) → the checked schedule."""
@@ -75,7 +75,7 @@ class ScheduleFamily:
     """Human title for reports."""
     generator: Generator
     placement: Placement
-    """How model chunks sit on ranks (pplan.layout): loop (chunk c on rank c mod p), v (rank r holds chunks r and
+    """How model chunks sit on ranks (pplan.plan.layout): loop (chunk c on rank c mod p), v (rank r holds chunks r and
     2p−1−r) or dual (p stages, rank r holds stage r and p−1−r: two parameter copies)."""
     fixed_v: int | None
     """Model chunks per rank the planner uses (None: the user's --vp, at least 2). DualPipe's two stage copies
@@ -90,7 +90,7 @@ class ScheduleFamily:
     warmup_in_flight: WarmupForm
     """Closed form, read off the generator: per rank and stage, the micro-batches in flight when the rank's first
     backward starts. No peak is lower, so the search screens memory with it as a proven lower bound (the exact
-    peak comes off the schedule, pplan.periodic.in_flight_profile)."""
+    peak comes off the schedule, pplan.schedules.periodic.in_flight_profile)."""
     aliases: tuple[str, ...] = ()
     """Other accepted names (torch's class names and short forms among them); matched like the name:
     case-insensitive, with '_' or '-' or neither."""
@@ -106,7 +106,7 @@ class ScheduleFamily:
     looped BFS holds every micro-batch: both only when asked for)."""
     steady: Callable[[int], tuple[int, int]] | None = None
     """p → (m0, Δ): for m ≥ m0 in m0's class mod Δ, each rank's list is a prefix, then copies of one period
-    (Δ more micro-batches per copy), then a suffix (pplan.periodic finds and checks the split from here); None
+    (Δ more micro-batches per copy), then a suffix (pplan.schedules.periodic finds and checks the split from here); None
     when the lists are blocks of every micro-batch instead (every F, then every B)."""
     torch_class: str | None = None
     """The torch.distributed.pipelining class that runs it (so torchtitan can name it), or None."""

@@ -3,11 +3,11 @@
 Four steps, each in its own module:
 1. enumerate (pplan.search.space): every (t, p, d, v, cp, schedule, b, layer split, recompute, ZeRO) the query
    allows, as typed `Candidate` records; rule breaks are counted under a `Rejection`.
-2. bound (pplan.search.rank, pplan.steptime.step_time_bound): exact memory of every stage (the same functions
+2. bound (pplan.search.rank, pplan.cost.steptime.step_time_bound): exact memory of every stage (the same functions
    `explain` uses: in-flight peaks depend only on the schedule's order, not on durations) and a proven upper
    bound on throughput, without simulating. A cheaper bound comes first: no step is shorter than the busiest
    rank's pass work, m·max_r Σ_{s on r} (F_s + I_s + W_s)·n_s/m.
-3. simulate: the exact throughput, the simulated step as `explain` computes it (pplan.periodic: a cost
+3. simulate: the exact throughput, the simulated step as `explain` computes it (pplan.schedules.periodic: a cost
    independent of m).
 4. summarise: the top N in the documented order (pplan.search.rank), folding configurations that differ only
    in how b, cp and d share the batch; rejection counts and the nearest misses on memory.
@@ -26,14 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from pplan.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
+from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
-from pplan.estimate import explain_with_run, performance
-from pplan.layout import make_layout
-from pplan.passtime import layer_pass_times, output_pass_times
-from pplan.plan import PlanRequest, Recompute, Shape, make_plan
-from pplan.results import ExplainReport
+from pplan.explain import explain_with_run, performance
+from pplan.plan.configuration import PlanRequest, Recompute, Shape, make_plan
+from pplan.plan.layout import make_layout
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
+from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
     Candidate,
@@ -41,7 +42,6 @@ from pplan.search.space import (
     SearchRequest,
     enumerate_candidates,
 )
-from pplan.specs import HardwareSpec, ModelSpec
 
 __all__ = [
     "Candidate",
@@ -107,7 +107,7 @@ class Query:
         self.tokens = req.global_batch * self.seq
 
     def cheap_bound(self, c: Candidate) -> float:
-        """tokens / the free-hop makespan bound (pplan.bounds.zero_latency_makespan): no step is shorter."""
+        """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter."""
         f, b, layer, out = self._layer_times(c.t, c.cp, c.b, c.recompute)
         ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
         return self.tokens / zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.memory import plan_memory_totals
-from pplan.pipeline_sim import activation_peaks, warmup_peaks
-from pplan.plan import Plan
+from pplan.cost.memory import plan_memory_totals
+from pplan.cost.pipeline import activation_peaks, warmup_peaks
+from pplan.cost.steptime import step_time, step_time_bound
+from pplan.plan.configuration import Plan
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search.space import Candidate
-from pplan.specs import HardwareSpec, ModelSpec
-from pplan.steptime import step_time, step_time_bound
 
 EQUIVALENT_RELATIVE = 1e-3
 
@@ -35,7 +35,7 @@ class Fitted:
     usable_bytes: int
     exact: bool
     """True: the memory `explain` shows; False: a proven lower bound on it (what ranks hold at their first
-    backward, pplan.pipeline_sim.warmup_peaks)."""
+    backward, pplan.cost.pipeline.warmup_peaks)."""
 
     @property
     def peak_bytes(self) -> int:
@@ -75,7 +75,7 @@ def fitted(
 
 
 def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
-    """A proven upper bound on the tokens/s `score` returns (pplan.steptime.step_time_bound)."""
+    """A proven upper bound on the tokens/s `score` returns (pplan.cost.steptime.step_time_bound)."""
     return plan.global_batch * plan.seq_len / step_time_bound(model, hw, plan)
 
 

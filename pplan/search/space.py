@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pplan.errors import ConfigError
-from pplan.plan import GradDtype, PlanRequest, Recompute, check_count
+from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, check_count
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
-from pplan.specs import HardwareSpec, ModelSpec
 
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_PARALLEL = (1, 2, 4, 8)

@@ -1,0 +1,2 @@
+"""What a plan costs: memory per rank, bytes on the wire and where they travel, seconds per pass, the simulated
+pipeline, the step time and its sensitivity to the hardware figures."""

@@ -1,0 +1,106 @@
+"""Bytes on the wire: pipeline point-to-point messages, tensor-parallel collectives, data-parallel gradient sync.
+
+Symbols as in activations.py; B_act = 2 bytes (BF16).
+- P2P (Megatron `get_tensor_shapes`): one message per stage boundary per micro-batch per direction, of
+  (s/cp)·b·h·B_act bytes, ÷ t under sequence parallelism. Cross-rank crossings per step, each direction: m per
+  boundary between chunks on different ranks (loop placement: p·v − 1 boundaries; V placement: the middle one is
+  local; DualPipe: p − 1 per direction of travel, each micro-batch travelling one way).
+- Tensor parallel (Narayanan et al. 2021 §3.3; Korthikanti et al. 2022 §4.2.2): per layer 2 collectives in the
+  forward and 2 in the backward (all-reduces, or all-gather + reduce-scatter pairs of the same volume under
+  sequence parallelism), each on the (s/cp)·b·h·B_act activation; full recompute re-runs the forward's 2. A ring
+  moves 2(t−1)/t of the buffer per GPU for an all-reduce and (t−1)/t for an all-gather or a reduce-scatter.
+  The ends add the embedding's forward all-reduce (first stage) and, on the last stage, the output layer's input
+  gather and its backward reduce-scatter.
+- Data parallel (per step, per GPU, over the N = d·cp replicas): a ring all-reduce of the gradients moves
+  2(N−1)/N × gradient bytes; with ZeRO-1/2 that is a reduce-scatter ((N−1)/N) plus a BF16 parameter all-gather
+  ((N−1)/N × 2 bytes per parameter); ZeRO-3 gathers the parameters again for the backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES
+from pplan.plan.configuration import Plan
+from pplan.profiles.specs import ModelSpec
+
+ACT_BYTES = 2
+
+
+def p2p_message_bytes(model: ModelSpec, plan: Plan) -> int:
+    """Bytes of one activation (or gradient) message across a stage boundary."""
+    tokens = plan.seq_len // plan.cp * plan.micro_batch
+    sp = plan.tp if plan.sequence_parallel else 1
+    return tokens * model.hidden_size * ACT_BYTES // sp
+
+
+def p2p_boundaries(plan: Plan) -> int:
+    """Cross-rank chunk boundaries a micro-batch crosses in one direction of travel."""
+    p, v = plan.pp, plan.vp
+    if p == 1:
+        return 0
+    if plan.kind.placement == "v":
+        return 2 * p - 2
+    if plan.kind.placement == "dual":
+        return p - 1
+    return p * v - 1
+
+
+def p2p_messages_per_step(plan: Plan) -> int:
+    """Messages per step over the whole pipeline: forward activations plus backward gradients."""
+    return 2 * plan.num_microbatches * p2p_boundaries(plan)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorParallelTraffic:
+    """Bytes one GPU sends per micro-batch for tensor parallelism."""
+
+    per_layer_bytes: int
+    collectives_per_layer: int
+    layers_bytes: int
+    """All L layers (what one GPU of a TP group moves as one micro-batch passes through the whole model)."""
+    per_rank_bytes: tuple[int, ...]
+    """Per pipeline rank, its own layers plus its model ends."""
+
+
+def _ring_allreduce(buffer_bytes: int, n: int) -> int:
+    return 2 * (n - 1) * buffer_bytes // n
+
+
+def tensor_parallel_traffic(model: ModelSpec, plan: Plan) -> TensorParallelTraffic:
+    t = plan.tp
+    buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * ACT_BYTES
+    collectives = 6 if plan.recompute == "full" else 4
+    per_collective = _ring_allreduce(buffer, t)
+    per_layer = collectives * per_collective
+    per_rank = []
+    for rank, chunk_ids in enumerate(plan.layout.rank_chunks):
+        total = plan.layout.rank_layers(rank) * per_layer
+        for c in chunk_ids:
+            chunk = plan.layout.chunks[c]
+            if chunk.has_embedding:
+                total += per_collective
+            if chunk.has_output and plan.sequence_parallel:
+                total += per_collective  # gather (t−1)/t forward + reduce-scatter (t−1)/t backward
+        per_rank.append(total)
+    return TensorParallelTraffic(
+        per_layer_bytes=per_layer,
+        collectives_per_layer=collectives,
+        layers_bytes=model.num_layers * per_layer,
+        per_rank_bytes=tuple(per_rank),
+    )
+
+
+def data_parallel_bytes_per_step(plan: Plan, params_per_gpu: float) -> int:
+    """Bytes one GPU sends per step to synchronise gradients (and gather parameters) across replicas."""
+    n = plan.dp * plan.cp
+    if n == 1:
+        return 0
+    grads = params_per_gpu * GRAD_BYTES[plan.grad_dtype]
+    if plan.zero_stage == 0:
+        return int(2 * (n - 1) * grads / n)
+    gather = (n - 1) * params_per_gpu * WEIGHT_BYTES / n
+    total = (n - 1) * grads / n + gather
+    if plan.zero_stage == 3:
+        total += gather
+    return int(total)

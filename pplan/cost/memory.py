@@ -1,0 +1,257 @@
+"""Memory of every pipeline rank: weights, gradients, optimizer states, activations in flight, and the verdict.
+
+Bytes per parameter (mixed precision with Adam; Megatron-LM's distributed-optimizer document):
+weights 2 (BF16); gradients 2 (BF16, the seed's convention) or 4 (FP32 accumulation, Megatron's default with
+BF16); optimizer 12 (FP32 master copy 4 + Adam m 4 + Adam v 4). So 16 or 18 bytes per parameter unsharded.
+Sharding over the N = d·cp data-parallel replicas (Megatron's distributed optimizer shards over dp × cp):
+ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), ZeRO-2 also the gradients,
+ZeRO-3 (FSDP) also the weights.
+Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
+of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
+that peak (`extra_activation_bytes`), plus the transient of one recomputed layer, plus (ZeRO-3) the gathered
+weights of the layer running and the one prefetched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pplan.model import activations as act
+from pplan.model.params import ParamItem, embedding_params, layer_params, output_params
+from pplan.plan.configuration import Plan
+from pplan.plan.layout import Chunk, Layout
+from pplan.profiles.specs import ModelSpec
+
+WEIGHT_BYTES = 2
+OPTIMIZER_BYTES = 12
+GRAD_BYTES = {"bf16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class BytesPerParam:
+    """Bytes each parameter costs a GPU after sharding over `shards` data-parallel replicas."""
+
+    weights: float
+    grads: float
+    optimizer: float
+    shards: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer
+
+
+def bytes_per_param(plan: Plan) -> BytesPerParam:
+    n = plan.dp * plan.cp
+    z = plan.zero_stage
+    grad = GRAD_BYTES[plan.grad_dtype]
+    return BytesPerParam(
+        weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
+        grads=grad / n if z >= 2 else grad,
+        optimizer=OPTIMIZER_BYTES / n if z >= 1 else OPTIMIZER_BYTES,
+        shards=n,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RankMemory:
+    """One pipeline rank (one GPU of it: parameters already divided by t)."""
+
+    rank: int
+    layers: int
+    params: float
+    """Parameters held by one GPU of this rank (after tensor parallelism, before data-parallel sharding)."""
+    param_items: tuple[tuple[str, float], ...]
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    """Transformer layers' activations for all micro-batches in flight."""
+    extra_activation_bytes: int
+    """Embedding, output-layer, logits and loss buffers for the micro-batches in flight."""
+    recompute_working_bytes: int
+    gathered_weights_bytes: int
+    """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP)."""
+    in_flight_chunk_microbatches: tuple[int, ...]
+    in_flight_microbatches: float
+    """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
+    usable_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (
+            self.weights_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.activation_bytes
+            + self.extra_activation_bytes
+            + self.recompute_working_bytes
+            + self.gathered_weights_bytes
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.usable_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.usable_bytes - self.total_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationPeaks:
+    """Per rank, what its schedule keeps at the peak (bytes are per GPU)."""
+
+    activation_bytes: tuple[int, ...]
+    """Peak bytes of transformer-layer activations held at once."""
+    extra_activation_bytes: tuple[int, ...]
+    """What the embedding / output-layer / logits buffers add to that peak."""
+    in_flight_stage_units: tuple[float, ...]
+    """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
+    in_flight_per_stage: tuple[int, ...]
+    """Peak micro-batches in flight per virtual stage."""
+
+
+def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
+    """ZeRO-3 (FSDP) materialises a layer's full weights to run it and prefetches the next: two layers of BF16
+    weights (per tensor-parallel rank) beyond the shards; zero for ZeRO-0/1/2."""
+    if plan.zero_stage < 3:
+        return 0
+    per_layer = sum(item.per_tp_rank(plan.tp) for item in layer_params(model))
+    return math.ceil(2 * per_layer * WEIGHT_BYTES)
+
+
+def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
+    """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
+    return _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)[rank]
+
+
+@lru_cache(maxsize=4096)
+def _layout_param_items(
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout
+) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """`rank_param_items` of every rank of a layout."""
+    return tuple(
+        _param_items(model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held))
+        for held in layout.rank_chunks
+    )
+
+
+@lru_cache(maxsize=16384)
+def _param_items(
+    model: ModelSpec, t: int, pipeline_parallel: bool, chunks: tuple[Chunk, ...]
+) -> tuple[tuple[str, float], ...]:
+    totals: dict[str, float] = {}
+
+    def add(items: tuple[ParamItem, ...], times: int) -> None:
+        for item in items:
+            totals[item.name] = totals.get(item.name, 0.0) + times * item.per_tp_rank(t)
+
+    for chunk in chunks:
+        add(layer_params(model), chunk.layers)
+        if chunk.has_embedding:
+            add(embedding_params(model), 1)
+        if chunk.has_output:
+            add(output_params(model, pipeline_parallel=pipeline_parallel), 1)
+    return tuple(totals.items())
+
+
+def rank_params(model: ModelSpec, plan: Plan, rank: int) -> float:
+    """Parameters one GPU of `rank` holds, after tensor parallelism, before data-parallel sharding."""
+    return plan_rank_params(model, plan)[rank]
+
+
+def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
+    """`rank_params` of every pipeline rank."""
+    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout)
+
+
+@lru_cache(maxsize=4096)
+def _layout_params(model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout) -> tuple[float, ...]:
+    return tuple(
+        sum(n for _, n in items) for items in _layout_param_items(model, t, pipeline_parallel, layout)
+    )
+
+
+def plan_memory(
+    model: ModelSpec, plan: Plan, usable_bytes: int, peaks: ActivationPeaks
+) -> tuple[RankMemory, ...]:
+    """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak."""
+    per_stage = peaks.in_flight_per_stage
+    bpp = bytes_per_param(plan)
+    working = act.recompute_working_bytes(model, plan.shape)
+    gathered = gathered_weights_bytes(model, plan)
+    items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)
+    layers = _rank_layers(plan.layout)
+    stages = plan.kind.rank_stages(plan.pp, plan.vp)
+    out = []
+    for r in range(plan.pp):
+        chunks = tuple(per_stage[s] for s in stages[r])
+        acts = (
+            peaks.activation_bytes[r],
+            peaks.extra_activation_bytes[r],
+            chunks,
+            peaks.in_flight_stage_units[r],
+        )
+        out.append(rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _rank_layers(layout: Layout) -> tuple[int, ...]:
+    return tuple(layout.rank_layers(r) for r in range(layout.num_ranks))
+
+
+def _param_bytes(params: float, bpp: BytesPerParam) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) bytes of `params` parameters, each rounded up."""
+    return math.ceil(params * bpp.weights), math.ceil(params * bpp.grads), math.ceil(params * bpp.optimizer)
+
+
+def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> tuple[int, ...]:
+    """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
+    thousands of plans against usable memory with it)."""
+    bpp = bytes_per_param(plan)
+    fixed = act.recompute_working_bytes(model, plan.shape) + gathered_weights_bytes(model, plan)
+    return tuple(
+        sum(_param_bytes(params, bpp)) + act_bytes + extra + fixed
+        for params, act_bytes, extra in zip(
+            plan_rank_params(model, plan), peaks.activation_bytes, peaks.extra_activation_bytes, strict=True
+        )
+    )
+
+
+def rank_memory(
+    rank: int,
+    layers: int,
+    items: tuple[tuple[str, float], ...],
+    bpp: BytesPerParam,
+    working: int,
+    gathered: int,
+    usable_bytes: int,
+    activation_bytes: int,
+    extra_activation_bytes: int,
+    in_flight_chunks: tuple[int, ...],
+    in_flight_units: float,
+) -> RankMemory:
+    """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
+    bytes each, the activations its schedule keeps at the peak, and the per-plan transients."""
+    params = sum(n for _, n in items)
+    weights, grads, optimizer = _param_bytes(params, bpp)
+    return RankMemory(
+        rank=rank,
+        layers=layers,
+        params=params,
+        param_items=items,
+        weights_bytes=weights,
+        grads_bytes=grads,
+        optimizer_bytes=optimizer,
+        activation_bytes=activation_bytes,
+        extra_activation_bytes=extra_activation_bytes,
+        recompute_working_bytes=working,
+        gathered_weights_bytes=gathered,
+        in_flight_chunk_microbatches=in_flight_chunks,
+        in_flight_microbatches=in_flight_units,
+        usable_bytes=usable_bytes,
+    )

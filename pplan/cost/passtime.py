@@ -1,0 +1,192 @@
+"""Seconds per pass: forward F, input-gradient I and weight-gradient W of every model chunk, itemised.
+
+Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, P the BF16 peak in FLOP/s):
+- GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one kernel overhead each;
+- attention core: flops / t / (P · e_attention); flash attention skips the masked half of a causal score matrix
+  (so it runs half the counted FLOPs); without flash, the a·q·s·b/t score elements stream through HBM: 8 bytes
+  each in the forward (13 with attention dropout), twice that in the backward;
+- memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
+  counted as tensors of q·b·h/sp elements of 2 bytes read or written: 10 per forward (two norms: read + write;
+  two residual adds: 3) plus the activation function (GeLU / squared-ReLU: read f, write f; SwiGLU: read 2f,
+  write f) and 3 per dropout; the backward (I) moves twice the forward's bytes;
+- tensor-parallel collectives on the critical path (Megatron runs them synchronously): per layer 2 all-reduces
+  (or 2 all-gather + reduce-scatter pairs under sequence parallelism) in F and 2 in I, 2 more in I under full
+  recompute (links.py); W has none;
+- context parallelism (ring attention, as Megatron's and Llama 3's cp): each of the cp − 1 ring steps passes
+  this rank's K and V (2·q·b·g·d_h·2/t bytes) to the next CP rank in F, and K, V and their gradients in I; the
+  exchange overlaps the attention core, so only what exceeds the core's time is exposed ("cp-comm");
+- recomputation adds a forward (full) or the attention core (selective) to I, the pass that needs it.
+Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
+effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
+tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
+Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus an FP32
+softmax over the logits (memory-bound); the embedding lookup is memory-bound and ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
+from pplan.model.flops import layer_flops, logits_flops
+from pplan.plan.configuration import LayerSetting, Plan, Shape
+from pplan.plan.layout import Chunk
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+
+GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
+"""QKV, projection, fc1 (gate+up fused), fc2 per pass."""
+ELEMENTWISE_KERNELS = {"F": 6, "I": 10, "W": 0}
+SCORE_BYTES = 8
+"""HBM bytes per attention-score element in an unfused forward: the QKᵀ GEMM writes it (2), the fused
+scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2)."""
+SCORE_BYTES_DROPOUT = 13
+"""With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassTimes:
+    """Seconds of F, I and W for one micro-batch, each itemised as (name, seconds)."""
+
+    f: tuple[tuple[str, float], ...]
+    i: tuple[tuple[str, float], ...]
+    w: tuple[tuple[str, float], ...]
+
+    @property
+    def f_s(self) -> float:
+        return sum(x for _, x in self.f)
+
+    @property
+    def i_s(self) -> float:
+        return sum(x for _, x in self.i)
+
+    @property
+    def w_s(self) -> float:
+        return sum(x for _, x in self.w)
+
+    def scaled(self, k: float) -> PassTimes:
+        def sc(items: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+            return tuple((n, x * k) for n, x in items)
+
+        return PassTimes(sc(self.f), sc(self.i), sc(self.w))
+
+    def plus(self, other: PassTimes) -> PassTimes:
+        def add(
+            a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]
+        ) -> tuple[tuple[str, float], ...]:
+            out: dict[str, float] = {}
+            for n, x in (*a, *b):
+                out[n] = out.get(n, 0.0) + x
+            return tuple(out.items())
+
+        return PassTimes(add(self.f, other.f), add(self.i, other.i), add(self.w, other.w))
+
+
+ZERO = PassTimes((), (), ())
+
+
+def _rates(hw: HardwareSpec) -> tuple[float, float, float, float]:
+    peak = hw.gpu.peak_bf16_tflops * 1e12
+    eff = hw.efficiency
+    return (
+        peak * eff.matmul,
+        peak * eff.attention_fraction,
+        hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * eff.hbm,
+        eff.kernel_overhead_us * 1e-6,
+    )
+
+
+def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
+    """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
+    if plan.tp == 1:
+        return 0.0
+    buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
+    link = tp_group(plan.tp).link(hw)
+    if plan.sequence_parallel:
+        return 2 * all_gather_s(link, buffer, plan.tp)
+    return all_reduce_s(link, buffer, plan.tp)
+
+
+def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    """One layer, one micro-batch, one GPU."""
+    gemm_rate, attn_rate, hbm_rate, overhead = _rates(hw)
+    t = plan.tp
+    sp = t if plan.sequence_parallel else 1
+    fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp)
+    gemm = {"F": fl.f, "I": fl.i, "W": fl.w}
+    q = plan.seq_len // plan.cp
+    tokens = q * plan.micro_batch
+    h, f = model.hidden_size, model.ffn_hidden_size
+    act_tensors = (2 * f if model.mlp != "swiglu" else 3 * f) / h
+    fwd_tensors = 10 + act_tensors + (6 if model.dropout else 0)
+    fwd_elem_bytes = fwd_tensors * tokens * h * 2 / sp
+    core_fraction = 0.5 if plan.flash_attention else 1.0
+    per_score = SCORE_BYTES_DROPOUT if model.dropout else SCORE_BYTES
+    softmax_bytes = (
+        0.0 if plan.flash_attention else per_score * model.num_attention_heads * tokens * plan.seq_len / t
+    )
+    tp_coll = tp_collective_s(model, hw, plan)
+    cp_step = 0.0
+    if plan.cp > 1:
+        kv_bytes = 2 * tokens * model.kv_heads * model.head_size * 2 / t
+        cp_step = message_s(cp_group(t, plan.cp).link(hw), kv_bytes)
+
+    def items(kind: str) -> tuple[tuple[str, float], ...]:
+        passf = gemm[kind]
+        mm = sum(passf.get(n) for n in ("attention/qkv", "attention/proj", "mlp")) / t
+        core = (passf.get("attention/scores") + passf.get("attention/context")) / t
+        out = [("gemm", mm / gemm_rate + GEMMS_PER_LAYER[kind] * overhead)]
+        if core:
+            out.append(("attention", core * core_fraction / attn_rate + 2 * overhead))
+        elem = {"F": fwd_elem_bytes + softmax_bytes, "I": 2 * (fwd_elem_bytes + softmax_bytes), "W": 0.0}[
+            kind
+        ]
+        if elem:
+            out.append(("memory-bound", elem / hbm_rate + ELEMENTWISE_KERNELS[kind] * overhead))
+        if kind != "W" and tp_coll:
+            out.append(("tp-comm", 2 * tp_coll))
+        if kind != "W" and cp_step:
+            rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
+            exposed = rounds * cp_step - dict(out).get("attention", 0.0)
+            if exposed > 0:
+                out.append(("cp-comm", exposed))
+        return tuple(out)
+
+    base = PassTimes(items("F"), items("I"), items("W"))
+    if plan.recompute == "full":
+        return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
+    if plan.recompute == "selective":
+        core = dict(base.f).get("attention", 0.0)
+        return PassTimes(base.f, (*base.i, ("recompute", core)), base.w)
+    return base
+
+
+def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    """The output layer and loss for one micro-batch on the last chunk."""
+    gemm_rate, _, hbm_rate, overhead = _rates(hw)
+    logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
+    tokens = plan.seq_len // plan.cp * plan.micro_batch
+    softmax = 3 * tokens * model.vocab_size * 4 / plan.tp / hbm_rate + 3 * overhead
+    g = logit / gemm_rate + overhead
+    return PassTimes((("logits", g), ("loss", softmax)), (("logits", g), ("loss", softmax)), (("logits", g),))
+
+
+def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
+    """F, I, W per model chunk, in model order."""
+    return layout_pass_times(model, hw, plan.shape, plan.layout.chunks)
+
+
+@lru_cache(maxsize=8192)
+def layout_pass_times(
+    model: ModelSpec, hw: HardwareSpec, shape: Shape, chunks: tuple[Chunk, ...]
+) -> tuple[PassTimes, ...]:
+    """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often)."""
+    layer = layer_pass_times(model, hw, shape)
+    out = output_pass_times(model, hw, shape)
+    result = []
+    for chunk in chunks:
+        times = layer.scaled(chunk.layers)
+        if chunk.has_output:
+            times = times.plus(out)
+        result.append(times)
+    return tuple(result)

@@ -1,0 +1,184 @@
+"""A plan's pipeline, simulated: pass durations and hop latencies per stage, the step's timeline summary, and
+per-rank activation peaks.
+
+This is where `explain` and `recommend` get the bubble, the micro-batches in flight and the message counts:
+measured off the plan's schedule by the timeline simulator, at a cost independent of m (pplan.schedules.periodic plays a
+few periods of the explicit schedule and extends them exactly), not asserted from closed forms.
+Two duration models:
+- `unit`: F = I = W = 1 on every stage and free hops: the textbook picture the closed forms describe;
+- `analytic`: F, I, W per chunk from pplan.cost.passtime (FLOPs, bytes, tensor-parallel collectives, the output layer
+  on the last chunk) and each hop's P2P message time on the link between the two ranks (pplan.cost.links).
+Virtual stages are the schedule's; for DualPipe, up-pipeline stage p + k runs model chunk k.
+Activation peaks depend only on the order of each rank's list, not on durations: per rank, the most bytes held
+at once by the micro-batches in flight on its stages (pplan.schedules.periodic.in_flight_profile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from pplan.cost.comm import p2p_message_bytes
+from pplan.cost.links import p2p_message_matrix
+from pplan.cost.memory import ActivationPeaks
+from pplan.cost.passtime import PassTimes, chunk_pass_times
+from pplan.model import activations as act
+from pplan.plan.configuration import Plan, Shape
+from pplan.plan.layout import Layout
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.schedules import ScheduleFamily
+from pplan.schedules.periodic import in_flight_profile, summarise
+from pplan.schedules.timeline import Durations, RunSummary
+
+DurationModel = Literal["unit", "analytic"]
+
+
+@dataclass(frozen=True, slots=True)
+class StageInputs:
+    """What the simulator needs of a plan: per virtual stage F, I, W seconds, and hop seconds between ranks."""
+
+    chunk_times: tuple[PassTimes, ...]
+    """Per model chunk, in seconds."""
+    durations: Durations
+    """Per virtual stage (tuples)."""
+    latency: tuple[tuple[float, ...], ...]
+    """Seconds of one P2P message from rank a to rank b."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRun:
+    """The simulated step and what memory needs from it, per pipeline rank."""
+
+    summary: RunSummary
+    duration_model: DurationModel
+    chunk_times: tuple[PassTimes, ...] | None
+    """Per model chunk, in seconds (analytic model only)."""
+    peaks: ActivationPeaks
+
+
+def stage_inputs(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> StageInputs:
+    """Analytic pass times per virtual stage and P2P message times between ranks."""
+    times = chunk_pass_times(model, hardware, plan)
+    of_stage = plan.stage_chunks
+    msg = p2p_message_bytes(model, plan)
+    return StageInputs(
+        times,
+        Durations(
+            f=tuple(times[c].f_s for c in of_stage),
+            i=tuple(times[c].i_s for c in of_stage),
+            w=tuple(times[c].w_s for c in of_stage),
+        ),
+        _latency(hardware, plan.tp, plan.cp, plan.dp, plan.pp, msg),
+    )
+
+
+@lru_cache(maxsize=4096)
+def _latency(
+    hardware: HardwareSpec, t: int, cp: int, d: int, p: int, nbytes: int
+) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(row) for row in p2p_message_matrix(hardware, t, cp, d, p, nbytes))
+
+
+def activation_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
+    """Per-rank peaks of activation bytes (layers, and what the model ends add) and of micro-batches in flight."""
+    chunks = plan.layout.chunks
+    of_stage = plan.stage_chunks
+    per_layer, emb, out = _bytes_per_microbatch(model, plan.shape)
+    layer_bytes = [chunks[c].layers * per_layer for c in of_stage]
+    both = [
+        layer_bytes[s] + (emb if chunks[c].has_embedding else 0) + (out if chunks[c].has_output else 0)
+        for s, c in enumerate(of_stage)
+    ]
+    unit_layers = model.num_layers / plan.pp
+    profile = in_flight_profile(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches)
+    layers_peak = tuple(round(x) for x in profile.peak_per_rank(layer_bytes))
+    combined = profile.peak_per_rank(both)
+    return ActivationPeaks(
+        layers_peak,
+        tuple(max(0, round(c) - a) for c, a in zip(combined, layers_peak, strict=True)),
+        profile.peak_per_rank([chunks[c].layers / unit_layers for c in of_stage]),
+        profile.peak_per_stage,
+    )
+
+
+def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
+    """What every rank holds when its first backward starts (the family's closed form,
+    `ScheduleFamily.warmup_in_flight`): no peak of the step is lower, so memory computed from it is a proven
+    lower bound on the memory `activation_peaks` gives, at no cost in m."""
+    per_layer, emb, out = _bytes_per_microbatch(model, plan.shape)
+    counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
+    unit_layers = model.num_layers / plan.pp
+    return ActivationPeaks(
+        tuple(layers * per_layer for layers, _, _ in counts),
+        tuple(e * emb + o * out for _, e, o in counts),
+        tuple(layers / unit_layers for layers, _, _ in counts),
+        per_stage,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _warmup_counts(
+    family: ScheduleFamily, p: int, v: int, m: int, layout: Layout
+) -> tuple[tuple[tuple[int, int, int], ...], tuple[int, ...]]:
+    """Per rank at its first backward: (layers, embedding ends, output ends) summed over the micro-batches it
+    holds; and per stage, the micro-batches it holds then."""
+    chunks = layout.chunks
+    n_chunks = len(chunks)
+    stages = family.rank_stages(p, v)
+    per_stage = [0] * sum(len(x) for x in stages)
+    per_rank = []
+    for r, held in enumerate(family.warmup_in_flight(p, v, m)):
+        layers = ends_e = ends_o = 0
+        for s, n in zip(stages[r], held, strict=True):
+            per_stage[s] = n
+            c = chunks[s % n_chunks]
+            layers += n * c.layers
+            ends_e += n * c.has_embedding
+            ends_o += n * c.has_output
+        per_rank.append((layers, ends_e, ends_o))
+    return tuple(per_rank), tuple(per_stage)
+
+
+@lru_cache(maxsize=4096)
+def _bytes_per_microbatch(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
+    """One micro-batch's activation bytes: per layer, at the embedding end, at the output end."""
+    return (
+        act.layer_activations(model, shape).total_bytes,
+        act.embedding_end(model, shape).total_bytes,
+        act.output_end(model, shape).total_bytes,
+    )
+
+
+def simulate_plan(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    plan: Plan,
+    duration_model: DurationModel = "analytic",
+    free_hops: bool = False,
+) -> PipelineRun:
+    """The plan's step, simulated with `duration_model` (free hops on request, to separate exposed P2P time)."""
+    peaks = activation_peaks(model, plan)
+    if duration_model == "unit":
+        summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
+        return PipelineRun(summary, duration_model, None, peaks)
+    inputs = stage_inputs(model, hardware, plan)
+    latency = 0.0 if free_hops else inputs.latency
+    summary = _summary(
+        plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
+    )
+    return PipelineRun(summary, duration_model, inputs.chunk_times, peaks)
+
+
+@lru_cache(maxsize=1024)
+def _summary(
+    name: str,
+    p: int,
+    v: int | None,
+    m: int,
+    durations: Durations,
+    latency: float | tuple[tuple[float, ...], ...],
+) -> RunSummary:
+    """`pplan.schedules.periodic.summarise`, remembered: configurations that differ only in what the pipeline does not see
+    (ZeRO stage, gradient dtype) and the `explain` of the shown ones simulate the same step."""
+    return summarise(name, p, v, m, durations, latency)

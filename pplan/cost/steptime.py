@@ -1,0 +1,172 @@
+"""Step time: the simulated pipeline with analytic pass times, plus the data-parallel and optimizer time it does
+not hide; then tokens/s, TFLOP/s per GPU (model and hardware FLOPs), MFU, and a breakdown that sums to the step.
+Also a proven lower bound on the step from the same parts without simulating the schedule (`step_time_bound`).
+
+Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer_r + parameter all-gather_r).
+- end_r: rank r's last action in the simulated step (pplan.cost.pipeline, analytic durations and hop times).
+- DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.cost.links): a ring all-reduce
+  of the gradients, or with a distributed optimizer (ZeRO-1/2) a reduce-scatter; with ZeRO-3 also the
+  parameter all-gather for the backward. With `overlap_grad_reduce` (Megatron's `--overlap-grad-reduce`) the
+  synchronisation runs in buckets behind the rank's last backward passes, so only what exceeds their duration
+  is exposed.
+- optimizer: Adam reads the gradient, reads and writes the FP32 master weights and both moments and writes the
+  BF16 weights, 26 + gradient bytes per parameter of the rank's shard, at the HBM rate; with a distributed
+  optimizer the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
+  `overlap_param_gather`.
+Breakdown on the busiest rank (the one that sets the bubble): compute + exposed TP + bubble + exposed P2P +
+exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
+rest of that rank's idle time.
+Bound: end_r ≥ head_r + busy_r and makespan ≥ max_r (head_r + busy_r + tail_r) (pplan.schedules.bounds), so
+step ≥ max(makespan bound, max_r (head_r + busy_r + exposed DP_r)) + the same optimizer term.
+MFU = model FLOPs per step / (step × GPUs × peak) (Korthikanti et al. 2022 App. A; PaLM); the hardware-FLOPs
+figure adds recomputation (HFU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.cost.links import all_gather_s, all_reduce_s, dp_group
+from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
+from pplan.cost.passtime import PassTimes
+from pplan.cost.pipeline import PipelineRun, simulate_plan, stage_inputs
+from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
+from pplan.plan.configuration import Plan
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.schedules.bounds import makespan_lower_bound
+
+ADAM_BYTES_PER_PARAM = 26
+"""Read + write of the FP32 master copy and both Adam moments (24) and the BF16 weight write (2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    step_s: float
+    breakdown_s: dict[str, float]
+    """compute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    run: PipelineRun
+
+
+@dataclass(frozen=True, slots=True)
+class RankTail:
+    """What a pipeline rank adds after its last pipeline pass."""
+
+    dp_exposed_s: float
+    """Gradient synchronisation not hidden behind the rank's last backward passes."""
+    after_s: float
+    """Optimizer step plus the parameter all-gather when it is not overlapped."""
+
+
+def _rank_dp_s(hw: HardwareSpec, plan: Plan, params: float) -> tuple[float, float]:
+    """(gradient synchronisation, parameter all-gather) seconds for one rank's parameters."""
+    n = plan.dp * plan.cp
+    if n == 1:
+        return 0.0, 0.0
+    link = dp_group(plan.tp, plan.cp, plan.dp).link(hw)
+    grads = params * GRAD_BYTES[plan.grad_dtype]
+    weights = params * WEIGHT_BYTES
+    if plan.zero_stage == 0:
+        return all_reduce_s(link, grads, n), 0.0
+    sync = all_gather_s(link, grads, n)  # reduce-scatter: same volume as an all-gather
+    if plan.zero_stage == 3:
+        sync += all_gather_s(link, weights, n)
+    return sync, all_gather_s(link, weights, n)
+
+
+def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
+    shard = params / (plan.dp * plan.cp) if plan.zero_stage >= 1 else params
+    per_param = ADAM_BYTES_PER_PARAM + GRAD_BYTES[plan.grad_dtype]
+    return shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
+
+
+def rank_tails(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, chunk_times: tuple[PassTimes, ...]
+) -> tuple[RankTail, ...]:
+    """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
+    n_chunks = len(chunk_times)
+    out = []
+    for r, params in enumerate(plan_rank_params(model, plan)):
+        sync, gather = _rank_dp_s(hw, plan, params)
+        window = 0.0
+        if plan.overlap_grad_reduce:
+            for s in plan.stages_of(r):
+                t = chunk_times[s % n_chunks]
+                window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
+        after = _optimizer_s(hw, plan, params) + (0.0 if plan.overlap_param_gather else gather)
+        out.append(RankTail(max(0.0, sync - window), after))
+    return tuple(out)
+
+
+def step_time_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
+    """A lower bound on `step_time(model, hw, plan).step_s`, without simulating the schedule."""
+    inputs = stage_inputs(model, hw, plan)
+    d = inputs.durations
+    assert not isinstance(d.f, float) and not isinstance(d.i, float) and not isinstance(d.w, float)
+    bound = makespan_lower_bound(
+        plan.placement, plan.chains, plan.num_microbatches, d.f, d.i, d.w, inputs.latency,
+        plan.kind.splits_backward,
+    )  # fmt: skip
+    tails = rank_tails(model, hw, plan, inputs.chunk_times)
+    pipeline_end = max(
+        bound.makespan_s, *(e + x.dp_exposed_s for e, x in zip(bound.end_per_rank_s, tails, strict=True))
+    )
+    return pipeline_end + max(x.after_s for x in tails)
+
+
+def step_time(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    plan: Plan,
+    run: PipelineRun | None = None,
+    split_p2p: bool = True,
+) -> StepTime:
+    """The step time of `plan`; `split_p2p=False` skips the free-hop re-simulation that separates exposed P2P
+    time from the bubble (the step time is the same; the breakdown then counts P2P waits as bubble)."""
+    run = run or simulate_plan(model, hw, plan, "analytic")
+    tl = run.summary
+    assert run.chunk_times is not None
+    times = run.chunk_times
+    n_chunks = len(times)
+    tails = rank_tails(model, hw, plan, times)
+    pipeline_end = max(e + x.dp_exposed_s for e, x in zip(tl.last_end_per_rank, tails, strict=True))
+    dp_s = pipeline_end - tl.makespan
+    opt_s = max(x.after_s for x in tails)
+    step_s = pipeline_end + opt_s
+
+    busiest = max(range(plan.pp), key=lambda r: tl.busy_per_rank[r])
+    tp_s = 0.0
+    for s in plan.stages_of(busiest):
+        t = times[s % n_chunks]
+        tp_busy = sum(x for n, x in (*t.f, *t.i, *t.w) if n == "tp-comm")
+        tp_s += tp_busy * plan.microbatches_per_stage
+    compute_s = tl.busy_per_rank[busiest] - tp_s
+    p2p_s = 0.0
+    if split_p2p:
+        p2p_s = tl.makespan - simulate_plan(model, hw, plan, "analytic", free_hops=True).summary.makespan
+    bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
+    tokens = plan.global_batch * plan.seq_len
+    model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
+    hw_flops = hardware_flops_per_step(model, plan.seq_len, plan.global_batch, plan.recompute)
+    peak = hw.gpu.peak_bf16_tflops * 1e12
+    return StepTime(
+        step_s=step_s,
+        breakdown_s={
+            "compute": compute_s,
+            "tp_comm": tp_s,
+            "bubble": bubble_s,
+            "p2p": p2p_s,
+            "dp_comm": dp_s,
+            "optimizer": opt_s,
+        },
+        tokens_per_s=tokens / step_s,
+        model_tflops_per_gpu=model_flops / step_s / plan.gpus / 1e12,
+        hardware_tflops_per_gpu=hw_flops / step_s / plan.gpus / 1e12,
+        mfu=model_flops / (step_s * plan.gpus * peak),
+        hfu=hw_flops / (step_s * plan.gpus * peak),
+        run=run,
+    )

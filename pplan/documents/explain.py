@@ -1,0 +1,269 @@
+"""The versioned JSON shape of `pplan explain` ("pplan.explain/1"): pydantic models that are both the data the
+renderers read and the documented schema (`pplan schema explain` prints it).
+
+Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
+All byte counts are per GPU unless the name says otherwise; bubble fractions name their convention.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+
+EXPLAIN_SCHEMA = "pplan.explain/1"
+
+
+class _Out(BaseModel):
+    """Output documents: no keys beyond the documented ones, and every key (the `schema` version included) is
+    required in the published JSON Schema (`pplan schema`, serialization mode)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        use_attribute_docstrings=True,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_serialization_defaults_required=True,
+    )
+
+
+class Derivation(_Out):
+    quantity: str
+    formula: str
+    """The identity or formula, with the numbers substituted."""
+    value: float
+
+
+class ModelSummary(_Out):
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    ffn_hidden_size: int
+    mlp: str
+    vocab_size: int
+    params_total: int
+    """Unique parameters (a tied output layer counted once)."""
+    params_per_layer: int
+
+
+class HardwareSummary(_Out):
+    name: str
+    gpu: str
+    hbm_bytes: NonNegativeInt
+    usable_bytes: NonNegativeInt
+    gpus_per_node: int
+
+
+class PlanOut(_Out):
+    tp: int
+    pp: int
+    dp: int
+    vp: int
+    """Model chunks per pipeline rank (1 without interleaving)."""
+    cp: int
+    schedule: str
+    micro_batch: int
+    num_microbatches: int
+    global_batch: int
+    seq_len: int
+    recompute: str
+    sequence_parallel: bool
+    flash_attention: bool
+    zero_stage: int
+    grad_dtype: str
+    activation_model: str
+    gpus: int
+    layers_per_chunk: list[int]
+    tokens_per_step: int
+
+
+class BytesPerParamOut(_Out):
+    weights: float
+    grads: float
+    optimizer: float
+    total: float
+    shards: int
+    """Data-parallel replicas the sharded parts are divided over (d·cp)."""
+
+
+class StageMemory(_Out):
+    stage: int
+    """Pipeline rank."""
+    layers: int
+    chunks: list[int]
+    """Model chunks (virtual stages) this rank holds."""
+    params: float
+    """Parameters one GPU of this rank holds (after tensor parallelism)."""
+    weights_bytes: NonNegativeInt
+    grads_bytes: NonNegativeInt
+    optimizer_bytes: NonNegativeInt
+    activation_bytes: NonNegativeInt
+    """Transformer layers' activations for every micro-batch in flight."""
+    extra_activation_bytes: NonNegativeInt
+    """Embedding, output-layer, logits and loss buffers in flight."""
+    recompute_working_bytes: NonNegativeInt
+    """Transient of one recomputed layer (0 without recomputation)."""
+    gathered_weights_bytes: NonNegativeInt = 0
+    """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
+    in_flight_microbatches: float
+    """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
+    in_flight_chunk_microbatches: list[int]
+    """Per chunk the rank holds: its own peak of micro-batches in flight (peaks need not coincide)."""
+    total_bytes: NonNegativeInt
+    headroom_bytes: int
+    fits: bool
+
+
+class MemoryOut(_Out):
+    usable_bytes: NonNegativeInt
+    """HBM minus the profile's reserve and fragmentation allowance."""
+    fits: bool
+    """True when every stage fits."""
+    bytes_per_param: BytesPerParamOut
+    activation_bytes_per_layer: NonNegativeInt
+    """One layer, one micro-batch, under the plan's activation model."""
+    activation_items_per_layer: dict[str, int]
+    in_flight_source: str
+    """Where the in-flight counts come from."""
+    stages: list[StageMemory]
+
+
+class ChunkPassTimes(_Out):
+    chunk: int
+    f_s: float
+    """Forward of one micro-batch through the chunk."""
+    i_s: float
+    """Input-gradient backward (with any recomputation)."""
+    w_s: float
+    """Weight-gradient backward."""
+
+
+class PipelineOut(_Out):
+    pass_durations: str
+    """`analytic` (pass times from FLOPs, bytes and links; hops cost their P2P message time) or `unit`
+    (F = I = W = 1 on every stage, free hops)."""
+    bubble_source: str
+    bubble_fraction_of_ideal: float
+    """Idle / ideal compute, measured off the simulated schedule: (busiest-rank idle) / (its compute)."""
+    bubble_fraction_of_step: float
+    """Idle / total step, measured off the simulated schedule: (makespan − busiest compute) / makespan."""
+    bubble_in_window_fraction_of_ideal: float
+    """Qi et al.'s zero-bubble measure: the most idle time inside any rank's own first-to-last-action window,
+    over the busiest rank's compute (what remains when the optimizer step's synchronisation is removed)."""
+    closed_form_bubble_fraction_of_ideal: float
+    """The published closed form for uniform stages and unit passes (pplan.schedules.closed_forms), for comparison."""
+    closed_form_bubble_fraction_of_step: float
+    makespan: float
+    """Simulated forward-backward time of one step (seconds under `analytic`, pass units under `unit`)."""
+    peak_in_flight_per_stage: list[int]
+    """Peak micro-batches in flight per virtual stage (chunk), measured off the schedule."""
+    chunk_pass_times: list[ChunkPassTimes]
+    """Per model chunk (analytic durations only)."""
+    p2p_message_bytes: NonNegativeInt
+    """One activation (or gradient) message across a stage boundary."""
+    p2p_messages_per_step: int
+    """Cross-rank forward plus backward messages over the whole pipeline per step, counted off the schedule."""
+    p2p_bytes_per_step: NonNegativeInt
+
+
+class CommunicationOut(_Out):
+    tp_bytes_per_microbatch: NonNegativeInt
+    """Tensor-parallel bytes one GPU sends per micro-batch over all L layers (the seed's whole-model figure)."""
+    tp_bytes_per_microbatch_per_stage: list[NonNegativeInt]
+    """Per pipeline rank: its own layers plus its model ends."""
+    tp_collectives_per_layer: int
+    dp_bytes_per_step: NonNegativeInt
+    """Data-parallel bytes one GPU sends per step, worst rank."""
+    dp_bytes_per_step_per_stage: list[NonNegativeInt]
+
+
+class SensitivityOut(_Out):
+    input: str
+    minus_10pct_step_change: float
+    """Relative step-time change when the input falls by 10 %."""
+    plus_10pct_step_change: float
+
+
+class PerformanceOut(_Out):
+    step_s: float
+    """Predicted wall-clock seconds per optimizer step."""
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    """Model FLOPs (no recomputation) per second per GPU, TFLOP/s: the MFU convention."""
+    hardware_tflops_per_gpu: float
+    """Model FLOPs plus recomputed work per second per GPU (the HFU convention; Narayanan's Eq. 3 with full
+    recompute)."""
+    mfu: float
+    hfu: float
+    breakdown_s: dict[str, float]
+    """On the busiest pipeline rank: compute, tp_comm (exposed tensor-parallel), bubble, p2p (exposed
+    point-to-point), dp_comm (exposed data-parallel), optimizer; sums to step_s."""
+    calibrated: bool
+    """Whether the hardware profile's efficiencies were fitted to published runs."""
+    train_tokens: float | None
+    time_to_train_s: float | None
+    """Days = time_to_train_s / 86400, for train_tokens at this throughput."""
+    sensitivity: list[SensitivityOut]
+
+
+class ExplainReport(_Out):
+    schema_: str = Field(EXPLAIN_SCHEMA, alias="schema")
+    model: ModelSummary
+    hardware: HardwareSummary
+    plan: PlanOut
+    derivations: list[Derivation]
+    memory: MemoryOut
+    pipeline: PipelineOut
+    communication: CommunicationOut
+    performance: PerformanceOut | None
+    """Step time and throughput (analytic pass durations only)."""
+    assumptions: list[str]
+    """Everything pplan assumed rather than was told."""
+    advice: list[str]
+    """Remedies and warnings worth a look (bubble, imbalance, memory)."""
+
+
+RECOMMEND_SCHEMA = "pplan.recommend/1"
+
+
+class RecommendInputs(_Out):
+    model: str
+    hardware: str
+    gpus: int
+    global_batch: int
+    seq_len: int
+    launcher: str | None
+    """Only configurations this launcher can run were kept (None: any)."""
+
+
+class RecommendCandidate(_Out):
+    rank: int
+    plan: PlanOut
+    memory: MemoryOut
+    pipeline: PipelineOut
+    performance: PerformanceOut | None
+    explain_command: str
+    """The `pplan explain` command line that shows this configuration in full."""
+
+
+class ClosestMiss(_Out):
+    plan: str
+    need_bytes: NonNegativeFloat
+    """Memory the most loaded stage needs (plus any requested headroom)."""
+    usable_bytes: NonNegativeFloat
+
+
+class RecommendReport(_Out):
+    schema_: str = Field(RECOMMEND_SCHEMA, alias="schema")
+    inputs: RecommendInputs
+    candidates: list[RecommendCandidate]
+    """The exact top N, best first: predicted tokens/s, ties to less peak memory, then the smaller model replica
+    (t·p·cp), then enumeration order."""
+    rejected: dict[str, int]
+    """Configurations not shown, counted per reason."""
+    closest_misses: list[ClosestMiss]
+    """The configurations that missed usable memory by the least."""
+    enumerated: int
+    bounded: int
+    """Configurations whose exact memory and proven throughput bound were computed."""
+    simulated: int

@@ -1,0 +1,322 @@
+"""One configuration → everything `pplan explain` shows: memory per stage, traffic, bubble, derivations,
+assumptions and advice, as an `ExplainReport`. Pure: no files, no terminal.
+"""
+
+from __future__ import annotations
+
+from pplan.cost.comm import (
+    data_parallel_bytes_per_step,
+    p2p_message_bytes,
+    tensor_parallel_traffic,
+)
+from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory
+from pplan.cost.pipeline import DurationModel, PipelineRun, simulate_plan
+from pplan.cost.sensitivity import sensitivities
+from pplan.cost.steptime import step_time
+from pplan.documents.explain import (
+    BytesPerParamOut,
+    ChunkPassTimes,
+    CommunicationOut,
+    Derivation,
+    ExplainReport,
+    HardwareSummary,
+    MemoryOut,
+    ModelSummary,
+    PerformanceOut,
+    PipelineOut,
+    PlanOut,
+    SensitivityOut,
+    StageMemory,
+)
+from pplan.model import activations as act
+from pplan.model.params import params_per_layer, total_params
+from pplan.plan.configuration import Plan, PlanRequest, make_plan
+from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.schedules import FAMILIES, closed_forms
+
+IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.schedules.timeline)"
+BUBBLE_SOURCES = {
+    "analytic": "simulated schedule; pass times from the analytic model (pplan.cost.passtime), hops cost their P2P "
+    "message time",
+    "unit": "simulated schedule; uniform stages, unit passes F = I = W = 1, free hops",
+}
+
+
+def performance(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    plan: Plan,
+    run: PipelineRun,
+    train_tokens: float | None = None,
+    with_sensitivity: bool = True,
+    split_p2p: bool = True,
+) -> PerformanceOut:
+    st = step_time(model, hardware, plan, run, split_p2p)
+    sens = sensitivities(model, hardware, plan, st.step_s) if with_sensitivity else []
+    return PerformanceOut(
+        step_s=st.step_s,
+        tokens_per_s=st.tokens_per_s,
+        model_tflops_per_gpu=st.model_tflops_per_gpu,
+        hardware_tflops_per_gpu=st.hardware_tflops_per_gpu,
+        mfu=st.mfu,
+        hfu=st.hfu,
+        breakdown_s=st.breakdown_s,
+        calibrated=hardware.efficiency.calibrated,
+        train_tokens=train_tokens,
+        time_to_train_s=train_tokens / st.tokens_per_s if train_tokens else None,
+        sensitivity=[
+            SensitivityOut(
+                input=x.input, minus_10pct_step_change=x.minus_change, plus_10pct_step_change=x.plus_change
+            )
+            for x in sens
+        ],
+    )
+
+
+def explain(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    request: PlanRequest,
+    durations: DurationModel = "analytic",
+    train_tokens: float | None = None,
+    with_sensitivity: bool = True,
+    split_p2p: bool = True,
+) -> ExplainReport:
+    """Validate `request` and explain it on `hardware`, simulating the schedule with `durations`."""
+    return explain_with_run(model, hardware, request, durations, train_tokens, with_sensitivity, split_p2p)[0]
+
+
+def explain_with_run(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    request: PlanRequest,
+    durations: DurationModel = "analytic",
+    train_tokens: float | None = None,
+    with_sensitivity: bool = True,
+    split_p2p: bool = True,
+) -> tuple[ExplainReport, Plan, PipelineRun]:
+    """`explain`, also returning the validated plan and its simulated run (for callers that refine it)."""
+    plan = make_plan(model, request)
+    run = simulate_plan(model, hardware, plan, durations)
+    timeline = run.summary
+    ranks = plan_memory(model, plan, hardware.usable_hbm_bytes, run.peaks)
+    bpp = bytes_per_param(plan)
+    layer = act.layer_activations(model, plan)
+    tp = tensor_parallel_traffic(model, plan)
+    dp_per_rank = [data_parallel_bytes_per_step(plan, r.params) for r in ranks]
+    closed_ideal, closed_step = closed_forms.bubble_fractions(
+        plan.kind, plan.pp, plan.vp, plan.num_microbatches
+    )
+    msg = p2p_message_bytes(model, plan)
+    n_msg = timeline.p2p_messages
+    chunk_times = [
+        ChunkPassTimes(chunk=c, f_s=t.f_s, i_s=t.i_s, w_s=t.w_s) for c, t in enumerate(run.chunk_times or ())
+    ]
+    report = ExplainReport(
+        model=ModelSummary(
+            name=model.name,
+            num_layers=model.num_layers,
+            hidden_size=model.hidden_size,
+            num_attention_heads=model.num_attention_heads,
+            num_kv_heads=model.kv_heads,
+            ffn_hidden_size=model.ffn_hidden_size,
+            mlp=model.mlp,
+            vocab_size=model.vocab_size,
+            params_total=total_params(model),
+            params_per_layer=params_per_layer(model),
+        ),
+        hardware=HardwareSummary(
+            name=hardware.name,
+            gpu=hardware.gpu.name,
+            hbm_bytes=hardware.gpu.hbm_bytes,
+            usable_bytes=hardware.usable_hbm_bytes,
+            gpus_per_node=hardware.gpus_per_node,
+        ),
+        plan=_plan_out(plan),
+        derivations=_derivations(model, plan, msg),
+        memory=MemoryOut(
+            usable_bytes=hardware.usable_hbm_bytes,
+            fits=all(r.fits for r in ranks),
+            bytes_per_param=BytesPerParamOut(
+                weights=bpp.weights,
+                grads=bpp.grads,
+                optimizer=bpp.optimizer,
+                total=bpp.total,
+                shards=bpp.shards,
+            ),
+            activation_bytes_per_layer=layer.total_bytes,
+            activation_items_per_layer=dict(layer.items),
+            in_flight_source=IN_FLIGHT_SOURCE,
+            stages=[_stage_out(plan, r) for r in ranks],
+        ),
+        pipeline=PipelineOut(
+            pass_durations=durations,
+            bubble_source=BUBBLE_SOURCES[durations],
+            bubble_fraction_of_ideal=timeline.bubble_fraction_of_ideal,
+            bubble_fraction_of_step=timeline.bubble_fraction_of_step,
+            bubble_in_window_fraction_of_ideal=timeline.max_idle_in_span / timeline.busiest,
+            closed_form_bubble_fraction_of_ideal=closed_ideal,
+            closed_form_bubble_fraction_of_step=closed_step,
+            makespan=timeline.makespan,
+            peak_in_flight_per_stage=list(timeline.peak_in_flight_per_stage),
+            chunk_pass_times=chunk_times,
+            p2p_message_bytes=msg,
+            p2p_messages_per_step=n_msg,
+            p2p_bytes_per_step=msg * n_msg,
+        ),
+        communication=CommunicationOut(
+            tp_bytes_per_microbatch=tp.layers_bytes,
+            tp_bytes_per_microbatch_per_stage=list(tp.per_rank_bytes),
+            tp_collectives_per_layer=tp.collectives_per_layer,
+            dp_bytes_per_step=max(dp_per_rank),
+            dp_bytes_per_step_per_stage=dp_per_rank,
+        ),
+        performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
+        if durations == "analytic"
+        else None,
+        assumptions=_assumptions(model, hardware, plan, request, durations),
+        advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
+    )
+    return report, plan, run
+
+
+def _plan_out(plan: Plan) -> PlanOut:
+    return PlanOut(
+        tp=plan.tp,
+        pp=plan.pp,
+        dp=plan.dp,
+        vp=plan.vp,
+        cp=plan.cp,
+        schedule=plan.schedule,
+        micro_batch=plan.micro_batch,
+        num_microbatches=plan.num_microbatches,
+        global_batch=plan.global_batch,
+        seq_len=plan.seq_len,
+        recompute=plan.recompute,
+        sequence_parallel=plan.sequence_parallel,
+        flash_attention=plan.flash_attention,
+        zero_stage=plan.zero_stage,
+        grad_dtype=plan.grad_dtype,
+        activation_model=plan.activation_model,
+        gpus=plan.gpus,
+        layers_per_chunk=[c.layers for c in plan.layout.chunks],
+        tokens_per_step=plan.global_batch * plan.seq_len,
+    )
+
+
+def _stage_out(plan: Plan, r: RankMemory) -> StageMemory:
+    return StageMemory(
+        stage=r.rank,
+        layers=r.layers,
+        chunks=list(plan.layout.rank_chunks[r.rank]),
+        params=r.params,
+        weights_bytes=r.weights_bytes,
+        grads_bytes=r.grads_bytes,
+        optimizer_bytes=r.optimizer_bytes,
+        activation_bytes=r.activation_bytes,
+        extra_activation_bytes=r.extra_activation_bytes,
+        recompute_working_bytes=r.recompute_working_bytes,
+        gathered_weights_bytes=r.gathered_weights_bytes,
+        in_flight_microbatches=r.in_flight_microbatches,
+        in_flight_chunk_microbatches=list(r.in_flight_chunk_microbatches),
+        total_bytes=r.total_bytes,
+        headroom_bytes=r.headroom_bytes,
+        fits=r.fits,
+    )
+
+
+def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
+    t, p, cp, d, b, m = plan.tp, plan.pp, plan.cp, plan.dp, plan.micro_batch, plan.num_microbatches
+    sp = t if plan.sequence_parallel else 1
+    return [
+        Derivation(
+            quantity="d", formula=f"d = GPUs / (t·p·cp) = {plan.gpus} / ({t}·{p}·{cp}) = {d}", value=d
+        ),
+        Derivation(
+            quantity="m",
+            formula=f"m = global batch / (micro-batch × d) = {plan.global_batch} / ({b} × {d}) = {m}",
+            value=m,
+        ),
+        Derivation(
+            quantity="p2p_message_bytes",
+            formula=f"(s/cp)·b·h·2 / {'t' if sp > 1 else '1'} = ({plan.seq_len}/{cp})·{b}·{model.hidden_size}·2 / {sp}"
+            f" = {msg}",
+            value=msg,
+        ),
+    ]
+
+
+def _assumptions(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest, durations: DurationModel
+) -> list[str]:
+    out = [
+        "BF16 weights and activations; Adam with an FP32 master copy (12 bytes per parameter of optimizer state)",
+        f"gradients in {plan.grad_dtype.upper()} ({'--grad-dtype' if req.grad_dtype != 'fp32' else 'default; --grad-dtype bf16 for 16 bytes per parameter'})",
+        f"usable HBM = {hardware.gpu.hbm_gib:g} GiB − {hardware.memory.reserve_gib:g} GiB reserve − "
+        f"{hardware.memory.fragmentation_fraction:.0%} fragmentation = {hardware.usable_hbm_bytes / GIB:.1f} GiB "
+        f"(profile {hardware.name})",
+        f"activation model: {plan.activation_model}"
+        + (
+            " (Korthikanti et al. 2022 GPT-3 coefficients, whatever the architecture)"
+            if plan.activation_model == "korthikanti"
+            else " (every saved tensor of this architecture; pplan.model.activations)"
+        ),
+        f"micro-batches in flight: {IN_FLIGHT_SOURCE}",
+        f"bubble: {BUBBLE_SOURCES[durations]}",
+        "vocabulary not padded; norms and learned position embeddings replicated across tensor-parallel ranks",
+        "tensor-parallel collectives as ring algorithms: 2(t−1)/t of the buffer per all-reduce",
+    ]
+    if req.seq_len is None:
+        out.append(f"sequence length {plan.seq_len} from the model profile (pass --seq-len to change it)")
+    if req.sequence_parallel and plan.tp == 1:
+        out.append("sequence parallelism has no effect at t = 1")
+    if plan.flash_attention:
+        out.append(
+            "flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them)"
+        )
+    if model.tied_embeddings and plan.pp > 1:
+        out.append(
+            "tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer"
+        )
+    if durations == "analytic":
+        eff = hardware.efficiency
+        state = "calibrated" if eff.calibrated else "NOT yet calibrated against published runs"
+        out.append(
+            f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {eff.attention_fraction:.0%} for attention, "
+            f"{eff.hbm:.0%} of HBM bandwidth, {eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
+            f"{hardware.name}); pass --pass-durations unit for the textbook picture"
+        )
+    if plan.zero_stage:
+        out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
+    return out
+
+
+def _advice(model: ModelSpec, plan: Plan, ranks: tuple[RankMemory, ...], of_ideal: float) -> list[str]:
+    out: list[str] = []
+    p, m = plan.pp, plan.num_microbatches
+    for r in ranks:
+        if not r.fits:
+            out.append(
+                f"stage {r.rank} needs {r.total_bytes / 1e9:.1f} GB but {r.usable_bytes / 1e9:.1f} GB are usable: "
+                "recompute, a deeper pipeline, ZeRO sharding or a smaller micro-batch"
+            )
+    if p > 1 and of_ideal > 0.1:
+        need = -(-(p - 1) * 10 // 1)  # m for a 10 % bubble of ideal under 1F1B
+        out.append(
+            f"bubble {of_ideal:.1%} of ideal with {plan.schedule} at p={p}, m={m} (1F1B's (p−1)/m = "
+            f"{(p - 1) / m:.1%}). Remedies in order: "
+            f"more micro-batches (m ≥ {need} for 10 %, free in memory under 1F1B); interleaving "
+            f"(÷v for v× the P2P messages: v=2 → {(p - 1) / (2 * m):.1%}, v=4 → {(p - 1) / (4 * m):.1%}); "
+            f"zero-bubble ZB-H1 (≈ a third of 1F1B's at 1F1B memory: {closed_forms.bubble_fractions(FAMILIES['zb-h1'], p, 1, m)[0]:.1%})"
+        )
+    if p > 1 and ranks:
+        mid = ranks[len(ranks) // 2]
+        first, last = ranks[0], ranks[-1]
+        if first.params > mid.params * 1.02 or last.params > mid.params * 1.02:
+            out.append(
+                f"structural imbalance: stage 0 holds {first.params / mid.params:.2f}× a middle stage's parameters "
+                f"(embedding) and the last stage {last.params / mid.params:.2f}× (output layer and loss, the "
+                "slowest stage); this looks like a bubble in a summary. Llama 3 removed one layer from each end "
+                "(--first-stage-layers / --last-stage-layers)"
+            )
+    return out

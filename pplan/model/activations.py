@@ -1,0 +1,153 @@
+"""Activation memory one micro-batch leaves saved for the backward pass, per transformer layer and at the ends.
+
+Symbols: s sequence length, q = s/cp tokens per context-parallel rank, b micro-batch, h hidden, a query heads,
+g key/value heads, d_h head width, f FFN width, V vocabulary, t tensor parallel; "/sp" divides by t only under
+sequence parallelism. 16-bit activations (2 bytes), 1-byte dropout masks, FP32 softmax statistics and logits.
+
+Two models:
+- `itemised`: every tensor autograd keeps, for the actual architecture. Attention: norm input 2qbh/sp,
+  QKV input 2qbh/sp, Q 2qb·a·d_h/t, K and V 2qb·g·d_h/t each, output-projection input 2qb·a·d_h/t, dropout mask
+  qbh/sp; the score path (softmax output 2aqsb/t, dropout mask aqsb/t, dropout output 2aqsb/t) unless flash
+  attention or selective recompute removes it; flash attention keeps a FP32 log-sum-exp 4aqb/t instead.
+  MLP: norm input 2qbh/sp, fc1 input 2qbh/sp, fc1 output 2qbf/t (SwiGLU: gate and up, 4qbf/t, as Megatron's
+  fused bias-SwiGLU saves them), activation output 2qbf/t, dropout mask qbh/sp. Norm statistics are ignored, as
+  Korthikanti does. For a GPT-3 layer (MHA, 4h GeLU MLP, dropout) this is exactly Korthikanti's count.
+- `korthikanti`: Korthikanti et al. 2022 (arXiv 2205.05198) Table 2, for a GPT-3 layer whatever the
+  architecture: sbh·(10 + 24/t + 5as/(ht)) with TP, sbh·(34/t + 5as/(ht)) with TP + SP; selective recompute or
+  flash attention drops the 5as/h term; full recompute keeps the layer input, 2sbh (÷t with SP).
+Full recompute keeps only each layer's input (2qbh/sp) in both models. Ends (Korthikanti §4.3, Eq. after 5):
+the first stage keeps the embedding dropout mask qbh/sp (when the model has dropout); the last stage keeps the
+final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t.
+"""
+
+from __future__ import annotations
+
+from pplan.model.itemised import Itemised
+from pplan.plan.configuration import LayerSetting
+from pplan.profiles.specs import ModelSpec
+
+ACT_BYTES = 2
+MASK_BYTES = 1
+FP32_BYTES = 4
+
+
+class ActivationItems(Itemised):
+    """Named byte counts that sum to `total_bytes`."""
+
+    __slots__ = ()
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.total)
+
+
+def _dims(model: ModelSpec, plan: LayerSetting) -> tuple[int, int, int, int]:
+    """(q·b tokens per rank, t, sp divisor, full sequence s)."""
+    q = plan.seq_len // plan.cp
+    sp = plan.tp if plan.sequence_parallel else 1
+    return q * plan.micro_batch, plan.tp, sp, plan.seq_len
+
+
+def _score_items(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
+    """The attention-score tensors (a × q × s per sequence), present without flash attention."""
+    qb, t, _, s = _dims(model, plan)
+    a = model.num_attention_heads
+    items = [("attention/softmax_output", ACT_BYTES * a * qb * s // t)]
+    if model.dropout:
+        items.append(("attention/softmax_dropout_mask", MASK_BYTES * a * qb * s // t))
+        items.append(("attention/softmax_dropout_output", ACT_BYTES * a * qb * s // t))
+    return items
+
+
+def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
+    """Itemised activation bytes of one layer for one micro-batch (see the module docstring)."""
+    qb, t, sp, _ = _dims(model, plan)
+    recompute = recompute or plan.recompute
+    h, a, g, dh, f = (
+        model.hidden_size,
+        model.num_attention_heads,
+        model.kv_heads,
+        model.head_size,
+        model.ffn_hidden_size,
+    )
+    if recompute == "full":
+        return ActivationItems((("layer_input", ACT_BYTES * qb * h // sp),))
+    items: list[tuple[str, int]] = [
+        ("attention/norm_input", ACT_BYTES * qb * h // sp),
+        ("attention/qkv_input", ACT_BYTES * qb * h // sp),
+        ("attention/q", ACT_BYTES * qb * a * dh // t),
+        ("attention/k", ACT_BYTES * qb * g * dh // t),
+        ("attention/v", ACT_BYTES * qb * g * dh // t),
+    ]
+    if plan.flash_attention:
+        items.append(("attention/softmax_lse_fp32", FP32_BYTES * a * qb // t))
+    elif recompute != "selective":
+        items.extend(_score_items(model, plan))
+    items.append(("attention/proj_input", ACT_BYTES * qb * a * dh // t))
+    if model.dropout:
+        items.append(("attention/dropout_mask", MASK_BYTES * qb * h // sp))
+    items.append(("mlp/norm_input", ACT_BYTES * qb * h // sp))
+    items.append(("mlp/fc1_input", ACT_BYTES * qb * h // sp))
+    fc1_width = 2 * f if model.mlp == "swiglu" else f
+    items.append(("mlp/fc1_output", ACT_BYTES * qb * fc1_width // t))
+    items.append(("mlp/activation_output", ACT_BYTES * qb * f // t))
+    if model.dropout:
+        items.append(("mlp/dropout_mask", MASK_BYTES * qb * h // sp))
+    return ActivationItems(tuple(items))
+
+
+def korthikanti_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
+    """Korthikanti et al. 2022 Table 2, bytes per layer per micro-batch (GPT-3 layer coefficients)."""
+    qb, t, sp, s = _dims(model, plan)
+    recompute = recompute or plan.recompute
+    h, a = model.hidden_size, model.num_attention_heads
+    if recompute == "full":
+        return ActivationItems((("layer_input (2sbh/sp)", 2 * qb * h // sp),))
+    if plan.sequence_parallel:
+        items = [("34sbh/t", 34 * qb * h // t)]
+    else:
+        items = [("10sbh", 10 * qb * h), ("24sbh/t", 24 * qb * h // t)]
+    if recompute != "selective" and not plan.flash_attention:
+        items.append(("5as²b/t", 5 * a * qb * s // t))
+    return ActivationItems(tuple(items))
+
+
+def layer_activations(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
+    """One layer, one micro-batch, under the plan's activation model."""
+    if plan.activation_model == "korthikanti":
+        return korthikanti_layer(model, plan, recompute)
+    return itemised_layer(model, plan, recompute)
+
+
+def recompute_working_bytes(model: ModelSpec, plan: LayerSetting) -> int:
+    """Transient bytes while one layer is recomputed in the backward pass.
+
+    Full recompute re-runs one layer's forward and holds its whole activation set during that layer's backward;
+    selective recompute re-materialises one layer's attention scores. Zero without recomputation.
+    """
+    if plan.recompute == "full":
+        return layer_activations(model, plan, "none").total_bytes
+    if plan.recompute == "selective" and not plan.flash_attention:
+        return sum(n for _, n in _score_items(model, plan))
+    return 0
+
+
+def embedding_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
+    """First stage, per micro-batch: the embedding dropout mask (models with dropout only)."""
+    qb, _, sp, _ = _dims(model, plan)
+    if not model.dropout:
+        return ActivationItems(())
+    return ActivationItems((("embedding/dropout_mask", MASK_BYTES * qb * model.hidden_size // sp),))
+
+
+def output_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
+    """Last stage, per micro-batch: final-norm input, output-layer input and FP32 logits for the loss."""
+    qb, t, sp, _ = _dims(model, plan)
+    h = model.hidden_size
+    return ActivationItems(
+        (
+            ("final_norm/input", ACT_BYTES * qb * h // sp),
+            ("output_layer/input", ACT_BYTES * qb * h // sp),
+            ("loss/logits_fp32", FP32_BYTES * qb * model.vocab_size // t),
+        )
+    )

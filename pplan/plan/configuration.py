@@ -1,0 +1,334 @@
+"""One parallel configuration, validated: the identities d = GPUs / (t·p·cp) and m = B / (b·d), and every
+divisibility rule the model and the schedule impose, each enforced with a one-line error and the nearest fix.
+
+Symbols: t tensor parallel, p pipeline ranks, v chunks per rank, cp context parallel, d data parallel,
+b micro-batch (sequences), m micro-batches per step, B global batch (sequences). The identity
+m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b·d) == 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pplan.errors import ConfigError
+from pplan.plan.layout import Layout, make_layout
+from pplan.profiles.specs import MAX_SEQ, ModelSpec
+from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
+from pplan.schedules.rules import nearest_valid, need_p
+
+Recompute = Literal["none", "selective", "full"]
+GradDtype = Literal["bf16", "fp32"]
+ActivationModel = Literal["itemised", "korthikanti"]
+
+
+class LayerSetting(Protocol):
+    """What one layer's activations and pass times depend on (a `Plan` is one; the search uses `Shape`)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def micro_batch(self) -> int: ...
+    @property
+    def sequence_parallel(self) -> bool: ...
+    @property
+    def flash_attention(self) -> bool: ...
+    @property
+    def recompute(self) -> Recompute: ...
+    @property
+    def activation_model(self) -> ActivationModel: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A `LayerSetting` without a pipeline: cheap to build and hashable, for caching in a search."""
+
+    tp: int
+    cp: int
+    seq_len: int
+    micro_batch: int
+    sequence_parallel: bool
+    flash_attention: bool
+    recompute: Recompute
+    activation_model: ActivationModel
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What a user asks for; `make_plan` validates it and derives the rest."""
+
+    gpus: int
+    global_batch: int
+    micro_batch: int = 1
+    tp: int = 1
+    pp: int = 1
+    vp: int | None = None
+    cp: int = 1
+    schedule: str = "1f1b"
+    seq_len: int | None = None
+    recompute: Recompute = "none"
+    sequence_parallel: bool = True
+    flash_attention: bool = True
+    zero_stage: int = 0
+    grad_dtype: GradDtype = "fp32"
+    activation_model: ActivationModel = "itemised"
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated configuration with its derived quantities."""
+
+    tp: int
+    pp: int
+    dp: int
+    vp: int
+    cp: int
+    kind: ScheduleFamily
+    """The schedule family's record (pplan.schedules.registry)."""
+    micro_batch: int
+    num_microbatches: int
+    global_batch: int
+    seq_len: int
+    recompute: Recompute
+    sequence_parallel: bool
+    """Effective: requested and t > 1."""
+    flash_attention: bool
+    zero_stage: int
+    grad_dtype: GradDtype
+    activation_model: ActivationModel
+    layout: Layout
+    overlap_grad_reduce: bool
+    """Gradient synchronisation runs behind the last backward passes (Megatron --overlap-grad-reduce)."""
+    overlap_param_gather: bool
+    """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def shape(self) -> Shape:
+        """What one layer's activations and pass times depend on, as a hashable record."""
+        return Shape(
+            self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
+            self.recompute, self.activation_model,
+        )  # fmt: skip
+
+    @property
+    def placement(self) -> tuple[int, ...]:
+        """The pipeline rank holding each virtual stage of the schedule."""
+        return self.kind.stage_ranks(self.pp, self.vp)
+
+    @property
+    def chains(self) -> tuple[tuple[int, ...], ...]:
+        """The stage sequences micro-batches flow along (two for DualPipe)."""
+        return self.kind.chains(self.pp, self.vp)
+
+    @property
+    def stage_chunks(self) -> tuple[int, ...]:
+        """The model chunk each virtual stage runs (DualPipe's up stage p + k runs chunk k)."""
+        n = len(self.layout.chunks)
+        return tuple(s % n for s in range(len(self.placement)))
+
+    def stages_of(self, rank: int) -> tuple[int, ...]:
+        """The virtual stages rank `rank` holds, in increasing order."""
+        return self.kind.rank_stages(self.pp, self.vp)[rank]
+
+    @property
+    def microbatches_per_stage(self) -> int:
+        """Micro-batches through each virtual stage per step (m, or m/2 per DualPipe direction)."""
+        return self.num_microbatches // len(self.chains)
+
+    @property
+    def generator_v(self) -> int | None:
+        """v as the schedule generator takes it (pplan.schedules.get_schedule)."""
+        return self.kind.generator_v(self.vp)
+
+    def explicit_schedule(self) -> Schedule:
+        """The per-rank action lists (O(p·v·m) to build: for drawings and exports, not for planning)."""
+        return get_schedule(self.kind.name, self.pp, self.num_microbatches, self.generator_v)
+
+    @property
+    def schedule(self) -> str:
+        return self.kind.name
+
+
+COUNT_LIMITS: dict[str, int] = {
+    "--gpus": 10**7,
+    "--global-batch": 10**12,
+    "--micro-batch": 10**6,
+    "--tp": 10**7,
+    "--pp": 10**7,
+    "--cp": 10**7,
+    "--vp": 10**4,
+    "--max-vp": 10**4,
+    "--seq-len": MAX_SEQ,
+    "--min-microbatches": 10**12,
+    "--top": 10**4,
+}
+"""The largest value each count a plan or a search is asked for may take: beyond any machine, model or batch
+that exists, small enough that every figure derived from it stays a finite float (a model has at most 10^4 layers,
+so at most 10^4 chunks per rank; sequences as in pplan.profiles.specs)."""
+
+
+def check_count(field: str, value: int) -> None:
+    """One count a user gave: an integer from 1 to `COUNT_LIMITS[field]`, else a ConfigError on `field`."""
+    limit = COUNT_LIMITS[field]
+    if not 1 <= value <= limit:
+        shown = str(value) if abs(value) < 10**15 else f"a {len(str(abs(value)))}-digit number"
+        raise ConfigError(
+            field, f"must be an integer from 1 to {limit:,}, got {shown}", f"pass {field} in that range"
+        )
+
+
+def _divisors_near(n: int, target: int) -> list[int]:
+    divs = [k for k in range(1, n + 1) if n % k == 0]
+    return sorted(sorted(divs, key=lambda k: (abs(k - target), k))[:3])
+
+
+def _check_model_split(model: ModelSpec, t: int) -> None:
+    a, g = model.num_attention_heads, model.kv_heads
+    if a % t:
+        raise ConfigError(
+            "--tp", f"t={t} does not divide the {a} attention heads", f"use t in {_divisors_near(a, t)}"
+        )
+    if g % t:
+        raise ConfigError(
+            "--tp",
+            f"t={t} does not divide the {g} key/value heads (Megatron needs num_query_groups % t == 0)",
+            f"use t in {_divisors_near(g, t)}",
+        )
+    if model.ffn_hidden_size % t:
+        raise ConfigError(
+            "--tp",
+            f"t={t} does not divide ffn_hidden_size={model.ffn_hidden_size}",
+            f"use t in {_divisors_near(model.ffn_hidden_size, t)}",
+        )
+
+
+def _chunks_per_rank(kind: ScheduleFamily, vp: int | None) -> int:
+    """Model chunks each rank holds (dualpipe: its two stage copies count as one chunk of the down pipeline)."""
+    if kind.fixed_v is not None:
+        if vp is not None and vp != kind.fixed_v:
+            raise ConfigError(
+                "--vp", f"{kind.name} uses {kind.fixed_v} chunk(s) per rank, got --vp {vp}", "drop --vp"
+            )
+        return kind.fixed_v
+    if vp is None or vp < 2:
+        raise ConfigError("--vp", f"{kind.name} needs --vp ≥ 2 chunks per rank", "pass e.g. --vp 2")
+    return vp
+
+
+def _check_pipeline(kind: ScheduleFamily, p: int, m: int, per_microbatch: int) -> None:
+    """Nothing when the family runs p ranks and m micro-batches, else a ConfigError: on --pp from the family's
+    rule on p, on the global batch (with the nearest valid m) from its rule on m. Checked by the rules alone: the
+    explicit schedule (O(p·v·m) actions) is built only when something draws or exports it.
+
+    `per_microbatch` = b·d sequences per micro-batch step, so m ↦ global batch = m·b·d in the suggestion.
+    """
+    need_p(kind.name, p, kind.p_problem)
+    problem = kind.m_problem(p, m)
+    if problem is not None:
+        lower, upper = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
+        options = [c for c in (lower, upper) if c is not None]
+        fix = ", ".join(f"--global-batch {c * per_microbatch} (m={c})" for c in options)
+        raise ConfigError(
+            "--global-batch",
+            f"m = {m} micro-batches breaks {kind.name}'s rule at p={p}: {kind.name} {problem}",
+            f"use {fix}" if fix else "choose another global batch",
+        )
+
+
+def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
+    """Validate `req` against `model` and derive d, m, v and the layer layout."""
+    for field, value in (
+        ("--gpus", req.gpus),
+        ("--global-batch", req.global_batch),
+        ("--micro-batch", req.micro_batch),
+        ("--tp", req.tp),
+        ("--pp", req.pp),
+        ("--cp", req.cp),
+    ):
+        check_count(field, value)
+    if req.seq_len is not None:
+        check_count("--seq-len", req.seq_len)
+    if req.vp is not None:
+        check_count("--vp", req.vp)
+    if req.zero_stage not in (0, 1, 2, 3):
+        raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
+    kind = schedule_family(req.schedule)
+    if kind.fixed_v == 1 and req.vp not in (None, 1):
+        raise ConfigError(
+            "--vp",
+            f"{kind.name} runs one chunk per rank, got --vp {req.vp}",
+            "use --schedule interleaved-1f1b",
+        )
+    v = _chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
+    t, p, cp = req.tp, req.pp, req.cp
+    _check_model_split(model, t)
+    seq_len = req.seq_len or model.seq_len
+    if seq_len % cp:
+        raise ConfigError(
+            "--cp", f"cp={cp} does not divide the sequence length {seq_len}", "choose cp dividing it"
+        )
+    if req.sequence_parallel and t > 1 and (seq_len // cp) % t:
+        raise ConfigError(
+            "--seq-len",
+            f"sequence parallelism splits the {seq_len // cp} tokens per context rank over t={t}, which does not divide",
+            "choose a sequence length divisible by t·cp, or --no-sequence-parallel",
+        )
+    model_parallel = t * p * cp
+    if req.gpus % model_parallel:
+        lower = req.gpus // model_parallel * model_parallel
+        ok = [n for n in (lower, lower + model_parallel) if n > 0]
+        raise ConfigError(
+            "--gpus",
+            f"{req.gpus} GPUs are not a multiple of t·p·cp = {t}·{p}·{cp} = {model_parallel}",
+            f"use --gpus in {ok}",
+        )
+    d = req.gpus // model_parallel
+    per_step = req.micro_batch * d
+    if req.global_batch % per_step:
+        lower = req.global_batch // per_step * per_step
+        ok = [n for n in (lower, lower + per_step) if n > 0]
+        micro_ok = [b for b in range(1, 17) if req.global_batch % (b * d) == 0]
+        hint = f"use --global-batch in {ok}"
+        if micro_ok:
+            hint += f", or --micro-batch in {micro_ok[:6]}"
+        raise ConfigError(
+            "--global-batch",
+            f"global batch {req.global_batch} is not a multiple of micro-batch × d = {req.micro_batch} × {d} = {per_step}",
+            hint,
+        )
+    m = req.global_batch // per_step
+    layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
+    _check_pipeline(kind, p, m, per_step)
+    return Plan(
+        tp=t,
+        pp=p,
+        dp=d,
+        vp=v,
+        cp=cp,
+        kind=kind,
+        micro_batch=req.micro_batch,
+        num_microbatches=m,
+        global_batch=req.global_batch,
+        seq_len=seq_len,
+        recompute=req.recompute,
+        sequence_parallel=req.sequence_parallel and t > 1,
+        flash_attention=req.flash_attention,
+        zero_stage=req.zero_stage,
+        grad_dtype=req.grad_dtype,
+        activation_model=req.activation_model,
+        layout=layout,
+        overlap_grad_reduce=req.overlap_grad_reduce,
+        overlap_param_gather=req.overlap_param_gather,
+    )

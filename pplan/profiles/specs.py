@@ -1,0 +1,458 @@
+"""Validated descriptions of a model shape and a hardware profile (the boundary of the analytic core).
+
+Profiles arrive as TOML (or a Hugging Face `config.json` for models) and are validated here once; units are in
+the field names and are converted to bytes, FLOP/s and seconds exactly once, by the properties below.
+Decimal prefixes: GB = 1e9 bytes, GiB = 2**30 bytes, TFLOP/s = 1e12 FLOP/s, µs = 1e-6 s.
+
+Every number is finite and within a stated physical range (in each field's docstring and enforced by its
+constraints), read strictly (`true` is not a number, `"8"` is not an integer), so that nothing the analytic
+core derives from a profile can overflow, divide by zero or come out negative. `spec_problems` turns a
+pydantic `ValidationError` into (field, message, fix) triples for the one-line errors of `pplan.profiles.catalog`.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    GetCoreSchemaHandler,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, core_schema
+
+GIB = 2**30
+GB = 10**9
+
+
+class SpecRuleError(ValueError):
+    """A broken rule of a spec, raised inside pydantic validation; names the field at fault and the fix.
+
+    Pydantic wraps it in a `ValidationError` (as `ctx["error"]`); `spec_problems` unwraps it. `field` is
+    relative to the model that raised it ("" for the field the validator is attached to).
+    """
+
+    def __init__(self, field: str, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The smallest value a positive field accepts (used with `gt=0`, whose message stays for zero and below).
+
+    A positive float can be 1e-300, and a rate that small turns seconds into infinity; the floor is part of
+    the field's stated range.
+    """
+
+    minimum: float
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: float | None) -> float | None:
+        if value is not None and value < self.minimum:
+            raise SpecRuleError(
+                "", f"{value:g} is below the smallest value accepted, {_number(self.minimum)}", ""
+            )
+        return value
+
+
+# Physical ranges (each field's docstring repeats its own).
+MAX_LAYERS = 10**4
+MAX_HIDDEN = 10**6
+MAX_FFN = 10**7
+MAX_HEADS = 10**5
+MAX_VOCAB = 10**8
+MAX_SEQ = 10**8
+MAX_TFLOPS = 1e7
+MAX_GB_PER_S = 1e7
+MIN_RATE = 1e-3
+"""Smallest TFLOP/s and GB/s accepted (1 GFLOP/s, 1 MB/s)."""
+MIN_FRACTION = 1e-9
+"""Smallest efficiency accepted: low enough for a fit of CPU measurements against a datacenter GPU's peak
+(`pplan bench --calibrate` on a laptop fits about 5e-6 against an H100), high enough to keep every time finite;
+`pplan bench --calibrate` refuses fits outside the range."""
+MAX_HBM_GIB = 1e5
+MAX_LATENCY_US = 1e6
+MAX_GPUS_PER_NODE = 1024
+MAX_DURATION = 1e12
+MAX_STAGES = 10**5
+
+_Strict = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True)
+Tflops = Annotated[float, Field(gt=0, le=MAX_TFLOPS, allow_inf_nan=False), Floor(MIN_RATE)]
+GbPerS = Annotated[float, Field(gt=0, le=MAX_GB_PER_S, allow_inf_nan=False), Floor(MIN_RATE)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False), Floor(MIN_FRACTION)]
+LatencyUs = Annotated[float, Field(ge=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
+Duration = Annotated[float, Field(ge=0, le=MAX_DURATION, allow_inf_nan=False)]
+
+MlpKind = Literal["gelu", "swiglu", "squared-relu"]
+NormKind = Literal["layernorm", "rmsnorm"]
+PositionKind = Literal["rope", "learned", "alibi", "none"]
+
+
+class _Frozen(BaseModel):
+    model_config = _Strict
+
+
+class ModelSpec(_Frozen):
+    """A decoder-only transformer's shape: everything parameter, FLOP and activation counts need."""
+
+    name: str
+    """Short name, e.g. `llama3-70b`."""
+    description: str = ""
+    """One line for `pplan profiles`."""
+    source: str = ""
+    """Where the shape comes from (paper, model card, config file)."""
+    num_layers: int = Field(gt=0, le=MAX_LAYERS)
+    """Transformer layers L (1 to 10^4)."""
+    hidden_size: int = Field(gt=0, le=MAX_HIDDEN)
+    """Model width h (1 to 10^6)."""
+    num_attention_heads: int = Field(gt=0, le=MAX_HEADS)
+    """Query heads a (1 to 10^5)."""
+    num_kv_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS)
+    """Key/value heads g (grouped-query attention; 1 to 10^5, dividing a); defaults to the query heads."""
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_HIDDEN)
+    """Per-head width (1 to 10^6); defaults to hidden_size / num_attention_heads."""
+    ffn_hidden_size: int = Field(gt=0, le=MAX_FFN)
+    """MLP inner width f (1 to 10^7; for SwiGLU: the width of each of the gate and up projections)."""
+    mlp: MlpKind
+    """MLP kind: `gelu` (two matrices), `swiglu` (three matrices), `squared-relu` (two matrices)."""
+    norm: NormKind
+    """`layernorm` (weight and bias) or `rmsnorm` (weight only)."""
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    """Vocabulary V as the run uses it (1 to 10^8; Megatron pads GPT-2's 50257 to 51200; Llama 3 uses 128256)."""
+    tied_embeddings: bool
+    """True when the output layer reuses the input embedding matrix."""
+    seq_len: int = Field(gt=0, le=MAX_SEQ)
+    """Default training sequence length s (1 to 10^8)."""
+    position_embedding: PositionKind = "rope"
+    """`learned` adds a max_position_embeddings × h table on the first stage."""
+    max_position_embeddings: int | None = Field(default=None, gt=0, le=MAX_SEQ)
+    """Rows of a learned position table (1 to 10^8); defaults to seq_len."""
+    qkv_bias: bool = False
+    """Bias on the query/key/value projections (GPT, Qwen2)."""
+    linear_bias: bool = False
+    """Bias on the attention output projection and the MLP matrices (GPT)."""
+    dropout: bool = False
+    """True when the layer applies dropout (GPT-3 does, Llama does not); adds 1-byte masks to the activations."""
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        # What the core assumes: g divides a (grouped-query attention, tensor-parallel splits), and the head
+        # width is h / a unless given.
+        if self.num_kv_heads is not None and self.num_attention_heads % self.num_kv_heads:
+            raise SpecRuleError(
+                "num_kv_heads",
+                f"num_kv_heads={self.num_kv_heads} must divide num_attention_heads={self.num_attention_heads}",
+                "use a divisor of num_attention_heads",
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise SpecRuleError(
+                "num_attention_heads",
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
+                f"{self.num_attention_heads}",
+                "set head_dim explicitly",
+            )
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def position_rows(self) -> int:
+        return self.max_position_embeddings or self.seq_len
+
+
+class GpuSpec(_Frozen):
+    """One accelerator: datasheet peaks and capacity (never efficiencies)."""
+
+    name: str
+    """Marketing name, e.g. `H100 SXM5 80GB`."""
+    peak_bf16_tflops: Tflops
+    """Dense BF16 tensor-core peak, TFLOP/s (datasheet, no sparsity; 0.001 to 10^7)."""
+    peak_fp8_tflops: Tflops | None = None
+    """Dense FP8 peak, TFLOP/s (0.001 to 10^7), where the GPU has it."""
+    hbm_gib: float = Field(gt=0, le=MAX_HBM_GIB, allow_inf_nan=False)
+    """HBM capacity in GiB (0 < x ≤ 10^5; NVIDIA's "80 GB" parts carry 80 GiB of HBM stacks)."""
+    hbm_bandwidth_gb_per_s: GbPerS
+    """HBM bandwidth, GB/s (0.001 to 10^7)."""
+
+    @property
+    def hbm_bytes(self) -> int:
+        return int(self.hbm_gib * GIB)
+
+
+class MemoryReserveSpec(_Frozen):
+    """What of the HBM a training job cannot use for weights, states and activations."""
+
+    reserve_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
+    """Fixed reserve (0 to 10^5 GiB, less than the HBM): CUDA context, NCCL buffers, the label-driver gap."""
+    fragmentation_fraction: float = Field(ge=0, lt=1, allow_inf_nan=False)
+    """Fraction of HBM lost to allocator fragmentation (0 ≤ x < 1)."""
+
+
+class LinkSpec(_Frozen):
+    """One link tier in the alpha-beta model: time = latency + bytes / (bandwidth × efficiency)."""
+
+    name: str
+    """E.g. `NVLink 4 (NVSwitch)`, `InfiniBand NDR 400 Gb/s`."""
+    bandwidth_gb_per_s: GbPerS
+    """Nominal bandwidth per GPU per direction, GB/s (0.001 to 10^7)."""
+    efficiency: Fraction
+    """Achievable fraction of the nominal bandwidth (10^-9 to 1; measured, see the profile's comments)."""
+    latency_us: LatencyUs
+    """One-way latency per message, µs (0 to 10^6, i.e. at most 1 s)."""
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_gb_per_s * GB
+
+    @property
+    def achievable_bytes_per_s(self) -> float:
+        return self.bandwidth_gb_per_s * GB * self.efficiency
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * 1e-6
+
+
+class EfficiencySpec(_Frozen):
+    """Achievable fractions of the datasheet peaks, and fixed costs, that turn FLOPs and bytes into seconds."""
+
+    matmul: Fraction
+    """Fraction of the BF16 peak that large GEMMs reach (10^-9 to 1; fitted by `pplan validate`)."""
+    attention: Fraction | None = None
+    """Fraction of peak the flash-attention core reaches (10^-9 to 1); defaults to 0.8 × matmul (assumed)."""
+    hbm: Fraction = 0.8
+    """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach (10^-9 to 1)."""
+    kernel_overhead_us: LatencyUs = 4.0
+    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6); what makes small GEMMs run below peak."""
+    calibrated: bool = False
+    """False until fitted to published runs; `explain` says so."""
+
+    @property
+    def attention_fraction(self) -> float:
+        return self.attention if self.attention is not None else 0.8 * self.matmul
+
+
+class HardwareSpec(_Frozen):
+    """A cluster building block: a node of identical GPUs, the link inside it and the network between nodes."""
+
+    name: str
+    """Short name, e.g. `h100-sxm-80gb`."""
+    description: str = ""
+    """One line for `pplan profiles`."""
+    gpus_per_node: int = Field(gt=0, le=MAX_GPUS_PER_NODE)
+    """GPUs sharing the intra-node fabric (NVLink/NVSwitch; 1 to 1024)."""
+    gpu: GpuSpec
+    memory: MemoryReserveSpec
+    intra_node: LinkSpec
+    """GPU-to-GPU inside a node."""
+    inter_node: LinkSpec
+    """GPU-to-GPU across nodes (per GPU: one NIC per GPU on DGX nodes)."""
+    efficiency: EfficiencySpec
+
+    @model_validator(mode="after")
+    def _check_usable_memory(self) -> HardwareSpec:
+        if self.usable_hbm_bytes <= 0:
+            lost = self.memory.reserve_gib + self.memory.fragmentation_fraction * self.gpu.hbm_gib
+            raise SpecRuleError(
+                "memory.reserve_gib",
+                f"the reserve and fragmentation allowance ({lost:g} GiB) leave no usable HBM of "
+                f"gpu.hbm_gib = {self.gpu.hbm_gib:g}",
+                "make memory.reserve_gib + memory.fragmentation_fraction × gpu.hbm_gib less than gpu.hbm_gib",
+            )
+        return self
+
+    @property
+    def usable_hbm_bytes(self) -> int:
+        """HBM minus the fixed reserve and the fragmentation allowance."""
+        total = self.gpu.hbm_bytes
+        return int(total - self.memory.reserve_gib * GIB - self.memory.fragmentation_fraction * total)
+
+
+def _number_or_list(value: object) -> str:
+    return "list" if isinstance(value, list) else "number"
+
+
+DurationOrList = Annotated[
+    Annotated[Duration, Tag("number")] | Annotated[list[Duration], Field(max_length=MAX_STAGES), Tag("list")],
+    Discriminator(_number_or_list),
+]
+
+
+class StageDurationsSpec(_Frozen):
+    """Pass durations for `pplan schedule --durations FILE`, in any one consistent unit.
+
+    Each of f, b, w is one number for every stage or a list with one per (virtual) stage (at most 10^5); every
+    number is finite, 0 to 10^12, and not all of f, b, w are zero.
+    """
+
+    f: DurationOrList = 1.0
+    """Forward."""
+    b: DurationOrList = 1.0
+    """Input-gradient backward (Qi et al.'s B; torch's I)."""
+    w: DurationOrList = 1.0
+    """Weight-gradient backward."""
+    comm: Duration = 0.0
+    """Latency of one hop between ranks."""
+
+    @model_validator(mode="after")
+    def _check_some_work(self) -> StageDurationsSpec:
+        values = [x for v in (self.f, self.b, self.w) for x in (v if isinstance(v, list) else [v])]
+        if values and not any(values):
+            raise SpecRuleError(
+                "f", "every duration of f, b and w is zero", "give some pass a positive duration"
+            )
+        return self
+
+
+# --- turning a ValidationError into (field, message, fix) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a spec's input: the dotted field (`gpu.hbm_gib`, `f[2]`; "" for the whole spec)."""
+
+    field: str
+    message: str
+    fix: str
+
+
+_UNITS = {"_tflops": " TFLOP/s", "_gb_per_s": " GB/s", "_gib": " GiB", "_us": " µs"}
+
+
+def spec_problems(
+    spec_type: type[BaseModel], err: ValidationError, where: str = "the file"
+) -> list[SpecProblem]:
+    """What is wrong, first problem first, each with the field, the message and the fix (`where` to fix it)."""
+    problems: list[SpecProblem] = []
+    for error in err.errors(include_url=False):
+        path, info = _walk(spec_type, error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        kind = error["type"]
+        allowed = _allowed(info, path[-1] if path else "")
+        value = error.get("input")
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, SpecRuleError):
+            if cause.field:
+                path = [*path, *cause.field.split(".")]
+            fix = cause.fix or allowed or f"fix the value in {where}"
+        elif kind == "missing":
+            fix = f"add {_dotted(path)} to {where}"
+        elif kind == "extra_forbidden":
+            fix = "remove it or correct its spelling"
+        elif kind == "bool_type":
+            fix = "write true or false"
+        elif kind == "too_long":
+            fix = f"give at most {_number((error.get('ctx') or {}).get('max_length', 0))} values"
+        elif isinstance(value, bool) and kind in {"int_type", "float_type"}:
+            message = f"expected a number, got {'true' if value else 'false'}"
+            fix = allowed or f"fix the value in {where}"
+        elif kind in _RANGE_ERRORS and allowed:
+            fix = allowed
+        else:
+            fix = f"fix the value in {where}"
+        problems.append(SpecProblem(_dotted(path), message, fix))
+    return problems
+
+
+_RANGE_ERRORS = {
+    "int_type",
+    "float_type",
+    "finite_number",
+    "less_than",
+    "less_than_equal",
+    "greater_than_equal",
+}
+
+
+def _dotted(path: list[str]) -> str:
+    return ".".join(path).replace(".[", "[")
+
+
+def _walk(spec_type: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[list[str], FieldInfo | None]:
+    """The user-facing parts of a pydantic error location (no union tags) and the leaf field's info."""
+    model: type[BaseModel] | None = spec_type
+    info: FieldInfo | None = None
+    path: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            path.append(f"[{part}]")
+        elif model is not None:
+            path.append(part)
+            info = model.model_fields.get(part)
+            annotation = info.annotation if info is not None else None
+            model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            if model is not None:
+                info = None
+        # else: a union member's tag (`number`, `list`), not something the user wrote
+    return path, info
+
+
+def _allowed(info: FieldInfo | None, name: str) -> str:
+    """What to give instead, from the field's stated range ("give a whole number from 1 to 10^4"); "" if none."""
+    if info is None:
+        return ""
+    integer = info.annotation is int or int in get_args(info.annotation)
+    low = high = ""
+    for item in _metadata(info.metadata, info.annotation):
+        if isinstance(item, Gt) and not low:
+            bound: Any = item.gt
+            low = f"from {_number(bound + 1)}" if integer else f"above {_number(bound)}"
+        elif isinstance(item, Ge):
+            low = f"from {_number(item.ge)}"
+        elif isinstance(item, Floor):
+            low = f"from {_number(item.minimum)}"
+        elif isinstance(item, Le):
+            high = _number(item.le)
+        elif isinstance(item, Lt):
+            high = f"below {_number(item.lt)}"
+    if not high:
+        return ""
+    unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), "")
+    joint = " and at most " if low.startswith("above") else " to "
+    return f"give a {'whole ' if integer else ''}number {low}{joint}{high}{unit}"
+
+
+def _metadata(metadata: list[Any], annotation: Any) -> Iterator[Any]:
+    """Constraints on a field, including those inside `Annotated[...]` members of a union or an Optional."""
+    yield from metadata
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        for item in get_args(annotation)[1:]:
+            yield from item.metadata if isinstance(item, FieldInfo) else (item,)
+        yield from _metadata([], get_args(annotation)[0])
+    elif origin in (Union, types.UnionType):
+        for member in get_args(annotation):
+            yield from _metadata([], member)
+
+
+def _number(value: Any) -> str:
+    """1,024; 10^7; 0.001."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e18:
+        value = int(value)
+    if isinstance(value, int):
+        text = str(abs(value))
+        if len(text) > 4 and text[0] == "1" and not text[1:].strip("0"):
+            return f"10^{len(text) - 1}"
+        return f"{value:,}"
+    return f"{value:g}"

@@ -1,0 +1,156 @@
+"""Proven lower bounds on a pipeline step's makespan, from per-stage pass times alone (no schedule simulated).
+
+These let `recommend` rank thousands of configurations without simulating them and still return the exact top
+N: a configuration whose bound is slower than the N-th simulated one cannot be faster when simulated.
+
+Setting (the simulator's model, pplan.schedules.timeline): virtual stages s with forward F_s, input-gradient I_s and
+weight-gradient W_s seconds (a full backward B_s = I_s + W_s); stage s lives on rank ρ(s); micro-batches flow
+along chains (one chain 0..S−1, two for DualPipe) and n_s micro-batches pass through stage s (m, or m/2 per
+DualPipe direction); a hop from rank a to rank b costs λ(a, b) (0 on the same rank); a rank runs one action at a
+time.
+
+Definitions, for each stage s with chain predecessors s_0, ..., s_{k−1} (s_k = s):
+- arrival(s) = Σ_{j<k} (F_{s_j} + λ(ρ(s_j), ρ(s_{j+1}))): the earliest any forward of s can start, since F(s, μ)
+  waits for F(s_{k−1}, μ) and its hop, recursively;
+- drain(s) = Σ_{j<k} (B_{s_j} + λ(ρ(s_{j+1}), ρ(s_j))): after a full backward B(s, μ) ends, the backwards of the
+  stages before s for μ still have to run, one after another;
+- busy_r = Σ_{s on r} n_s (F_s + I_s + W_s), the work rank r must do.
+Claims, for every valid schedule of any family:
+1. end_r ≥ head_r + busy_r with head_r = min_{s on r} arrival(s): rank r's first action is a forward (every other
+   pass of a stage needs that stage's forward first, on the same rank) of some stage s on r, it cannot start
+   before arrival(s), and from then on the rank still has busy_r of work to run, one action at a time.
+2. makespan ≥ end_r + min_{s on r} drain(s) when the schedule has only full backwards: rank r's last action is
+   then a B of some stage s on r (every F is followed by its B on the same rank), and the backward chain of its
+   micro-batch must still run. With split backwards the last action may be a W that nobody waits for, so the
+   tail is 0.
+Hence makespan ≥ max_r (head_r + busy_r + tail_r). For uniform stages and free hops this is exact for 1F1B
+((m + p − 1)(F + B)) and interleaved 1F1B ((m + (p − 1)/v)(F + B) per full stage), and ZB-H1's bound is
+m(F + I + W) + (p − 1)F against its (p − 1)(F + I − W) bubble: equal when I = W.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MakespanBound:
+    makespan_s: float
+    """A lower bound on the simulated makespan."""
+    end_per_rank_s: tuple[float, ...]
+    """Per rank, a lower bound on the end of its last action (head_r + busy_r)."""
+
+
+def makespan_lower_bound(
+    placement: Sequence[int],
+    chains: Sequence[Sequence[int]],
+    microbatches: int,
+    f: Sequence[float],
+    i: Sequence[float],
+    w: Sequence[float],
+    latency: Sequence[Sequence[float]],
+    split_backward: bool,
+) -> MakespanBound:
+    """The bound of the module docstring for one schedule's stages (per-stage durations in seconds)."""
+    p = max(placement) + 1
+    n_s = microbatches / len(chains)
+    arrival = [0.0] * len(placement)
+    drain = [0.0] * len(placement)
+    for chain in chains:
+        fwd = bwd = 0.0
+        prev = -1
+        for s in chain:
+            if prev >= 0:
+                a, b = placement[prev], placement[s]
+                fwd += f[prev] + (latency[a][b] if a != b else 0.0)
+                bwd += i[prev] + w[prev] + (latency[b][a] if a != b else 0.0)
+            arrival[s], drain[s] = fwd, bwd
+            prev = s
+    head = [float("inf")] * p
+    tail = [float("inf")] * p
+    busy = [0.0] * p
+    for s, r in enumerate(placement):
+        head[r] = min(head[r], arrival[s])
+        tail[r] = min(tail[r], drain[s])
+        busy[r] += n_s * (f[s] + i[s] + w[s])
+    ends = tuple(head[r] + busy[r] for r in range(p))
+    span = max(ends[r] + (0.0 if split_backward else tail[r]) for r in range(p))
+    return MakespanBound(span, ends)
+
+
+@dataclass(frozen=True, slots=True)
+class RankCoefficients:
+    """One rank's zero-latency bound as coefficients of the per-layer and output-layer pass times."""
+
+    layers_before: float
+    """min over the rank's stages of the layers before it on its chain: head_r = this × F_layer, and (full
+    backwards only) tail_r = this × B_layer."""
+    layers_per_microbatch: float
+    """Σ over the rank's stages of its layers × n_s / m."""
+    outputs_per_microbatch: float
+    """Σ over the rank's stages holding the output layer of n_s / m."""
+
+
+def zero_latency_coefficients(
+    placement: Sequence[int],
+    chains: Sequence[Sequence[int]],
+    layers: Sequence[int],
+    has_output: Sequence[bool],
+) -> tuple[RankCoefficients, ...]:
+    """`makespan_lower_bound` with free hops, for stages whose passes are L_s layers plus (on the output stage)
+    the output layer: F_s = L_s·F_layer + o_s·F_out, and so on. No stage precedes the output layer on its chain,
+    so head_r = a_r·F_layer and drain = a_r·B_layer with a_r the fewest layers before any of r's stages, and
+    busy_r = m·(ℓ_r·(F+I+W)_layer + o_r·(F+I+W)_out). Ranks dominated in every coefficient by another are
+    dropped: with non-negative times they never set the maximum."""
+    p = max(placement) + 1
+    before = [0] * len(placement)
+    for chain in chains:
+        total = 0
+        for s in chain:
+            before[s] = total
+            total += layers[s]
+    share = 1 / len(chains)
+    head = [float("inf")] * p
+    work = [0.0] * p
+    outs = [0.0] * p
+    for s, r in enumerate(placement):
+        head[r] = min(head[r], before[s])
+        work[r] += layers[s] * share
+        outs[r] += share if has_output[s] else 0.0
+    rows = {RankCoefficients(head[r], work[r], outs[r]) for r in range(p)}
+    return tuple(
+        sorted(
+            (
+                a
+                for a in rows
+                if not any(
+                    b != a
+                    and b.layers_before >= a.layers_before
+                    and b.layers_per_microbatch >= a.layers_per_microbatch
+                    and b.outputs_per_microbatch >= a.outputs_per_microbatch
+                    for b in rows
+                )
+            ),
+            key=lambda c: (c.layers_before, c.layers_per_microbatch, c.outputs_per_microbatch),
+        )
+    )
+
+
+def zero_latency_makespan(
+    ranks: Sequence[RankCoefficients],
+    microbatches: int,
+    layer_f: float,
+    layer_b: float,
+    layer_total: float,
+    output_total: float,
+    split_backward: bool,
+) -> float:
+    """The free-hop makespan bound from `zero_latency_coefficients` (B = I + W; totals are F + I + W)."""
+    lead = layer_f + (0.0 if split_backward else layer_b)
+    return max(
+        c.layers_before * lead
+        + microbatches * (c.layers_per_microbatch * layer_total + c.outputs_per_microbatch * output_total)
+        for c in ranks
+    )

@@ -1,0 +1,133 @@
+"""Sanity against practice: would `recommend` have found the configurations published runs actually used?
+
+For each bundled published run (pplan/data/published_runs.json) the search runs with the run's model, hardware,
+GPU count, global batch and sequence length, restricted to Megatron-LM (what those runs used). The published
+(t, p, v, b) is then explained under the search's own assumptions (flash attention, sequence parallelism), with
+the recompute and ZeRO choice that fits and runs fastest, and set beside the search's best: its rank among the
+simulated candidates and its throughput gap. A run passes when it ranks in the top 5 or within 5 % of the best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pplan.errors import PplanError
+from pplan.explain import explain
+from pplan.launchers import request_unsupported_reason
+from pplan.plan.configuration import PlanRequest, Recompute
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.schedules import megatron_family
+from pplan.search import SearchRequest, search
+
+TOP = 5
+GAP = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class PracticeRow:
+    set_name: str
+    published: str
+    """The published configuration."""
+    published_tokens_per_s: float | None
+    """pplan's prediction for it (None when it does not fit under pplan's memory model)."""
+    best: str
+    best_tokens_per_s: float
+    rank: int | None
+    """1-based rank among the simulated candidates (None when it ranks below them)."""
+
+    @property
+    def gap(self) -> float | None:
+        """1 − published / best."""
+        if self.published_tokens_per_s is None:
+            return None
+        return 1 - self.published_tokens_per_s / self.best_tokens_per_s
+
+    @property
+    def passes(self) -> bool:
+        return (self.rank is not None and self.rank <= TOP) or (self.gap is not None and self.gap <= GAP)
+
+
+def _launcher_reason(name: str, req: PlanRequest, m: int, layers: int) -> str | None:
+    return request_unsupported_reason(name, req, m, layers)
+
+
+def _describe(req: PlanRequest) -> str:
+    v = f" v={req.vp}" if req.vp else ""
+    return f"t={req.tp} p={req.pp}{v} cp={req.cp} b={req.micro_batch} {req.schedule} rc={req.recompute} Z{req.zero_stage}"
+
+
+def _best_published(
+    model: ModelSpec, hw: HardwareSpec, base: PlanRequest
+) -> tuple[PlanRequest, float] | None:
+    best: tuple[PlanRequest, float] | None = None
+    options: tuple[Recompute, ...] = ("none", "selective", "full")
+    for recompute in options:
+        for zero in (0, 1):
+            req = PlanRequest(
+                gpus=base.gpus, global_batch=base.global_batch, micro_batch=base.micro_batch, tp=base.tp,
+                pp=base.pp, vp=base.vp, cp=base.cp, schedule=base.schedule, seq_len=base.seq_len,
+                recompute=recompute, zero_stage=zero,
+            )  # fmt: skip
+            try:
+                rep = explain(model, hw, req, with_sensitivity=False, split_p2p=False)
+            except PplanError:
+                continue
+            if (
+                rep.memory.fits
+                and rep.performance
+                and (best is None or rep.performance.tokens_per_s > best[1])
+            ):
+                best = (req, rep.performance.tokens_per_s)
+    return best
+
+
+def practice_rows(
+    data: dict[str, Any], load_model: Callable[[str], ModelSpec], hardware: HardwareSpec
+) -> list[PracticeRow]:
+    rows = []
+    seq = int(data["stated"]["seq_len"])
+    for row in data["rows"]:
+        model = load_model(row["model"])
+        vp = row.get("vp")
+        family = megatron_family(vp)
+        base = PlanRequest(
+            gpus=int(row["gpus"]), global_batch=int(row["global_batch"]), micro_batch=int(row.get("micro_batch", 1)),
+            tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if family.fixed_v is None else None, cp=int(row.get("cp", 1)),
+            schedule=family.name, seq_len=seq,
+        )  # fmt: skip
+        found = search(
+            model,
+            hardware,
+            SearchRequest(
+                gpus=base.gpus, global_batch=base.global_batch, seq_len=seq, launcher="megatron", top_n=24
+            ),
+            launcher_reason=partial(_launcher_reason, layers=model.num_layers),
+        )
+        if not found.candidates:
+            continue
+        top = found.candidates[0]
+        assert top.report.performance is not None
+        best_tps = top.report.performance.tokens_per_s
+        published = _best_published(model, hardware, base)
+        rank = None
+        if published is not None:
+            faster = [
+                c
+                for c in found.candidates
+                if c.report.performance and c.report.performance.tokens_per_s > published[1]
+            ]
+            rank = len(faster) + 1 if len(faster) < len(found.candidates) else None
+        rows.append(
+            PracticeRow(
+                set_name=data["name"],
+                published=_describe(published[0]) if published else _describe(base) + " (does not fit)",
+                published_tokens_per_s=published[1] if published else None,
+                best=_describe(top.request),
+                best_tokens_per_s=best_tps,
+                rank=rank,
+            )
+        )
+    return rows
