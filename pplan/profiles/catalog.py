@@ -90,8 +90,8 @@ def load_stage_durations(ref: str) -> StageDurationsSpec:
 
 
 def load_published_runs() -> dict[str, Any]:
-    """The bundled published training runs (pplan/data/published_runs.json) that `pplan validate` checks."""
-    resource = resources.files("pplan") / "data" / "published_runs.json"
+    """The bundled published training runs (pplan/validation/published_runs.json) that `pplan validate` checks."""
+    resource = resources.files("pplan.validation") / "published_runs.json"
     return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 

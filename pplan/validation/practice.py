@@ -1,6 +1,6 @@
 """Sanity against practice: would `recommend` have found the configurations published runs actually used?
 
-For each bundled published run (pplan/data/published_runs.json) the search runs with the run's model, hardware,
+For each bundled published run (pplan/validation/published_runs.json) the search runs with the run's model, hardware,
 GPU count, global batch and sequence length, restricted to Megatron-LM (what those runs used). The published
 (t, p, v, b) is then explained under the search's own assumptions (flash attention, sequence parallelism), with
 the recompute and ZeRO choice that fits and runs fastest, and set beside the search's best: its rank among the

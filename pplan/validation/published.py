@@ -1,6 +1,6 @@
 """Predicted against published step times (`pplan validate`), and the one-number fit per GPU type.
 
-The published runs (pplan/data/published_runs.json, read by catalog.load_published_runs) are turned into plans
+The published runs (pplan/validation/published_runs.json, read by catalog.load_published_runs) are turned into plans
 with the settings their sources state and pplan's stated assumptions for the rest; each row's published step
 time is compared with `steptime.step_time`. The fit adjusts one figure per GPU type, the GEMM efficiency
 (`[efficiency] matmul` in the hardware profile), to minimise the mean absolute percentage error of its set;
