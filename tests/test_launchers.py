@@ -3,6 +3,7 @@ parses back to the plan's numbers, and what a launcher cannot run is refused wit
 
 from __future__ import annotations
 
+import re
 import shlex
 import tomllib
 from typing import Any
@@ -10,24 +11,15 @@ from typing import Any
 import pytest
 
 from pplan.errors import ConfigError
-from pplan.launchers import (
-    LAUNCHERS,
-    data_parallel_degrees,
-    megatron_args,
-    megatron_notes,
-    megatron_text,
-    request_unsupported_reason,
-    supports,
-    torchtitan_overrides,
-    torchtitan_toml,
-    unsupported_reason,
-)
+from pplan.launchers.megatron import megatron_args, megatron_notes, megatron_text
+from pplan.launchers.support import LAUNCHERS, request_unsupported_reason, supports, unsupported_reason
+from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_overrides, torchtitan_toml
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import SCHEDULE_NAMES
 
-# Names typed from shared/reference/launchers.md (Megatron-LM megatron/training/arguments.py; torchtitan config).
+# Names typed from Megatron-LM's argument parser (`megatron/training/arguments.py` at tag core_v0.16.1).
 MEGATRON_FLAGS = {
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",
@@ -65,10 +57,11 @@ MEGATRON_CHOICES = {
     "--recompute-method": {"uniform", "block"},
     "--normalization": {"RMSNorm"},
 }
-# Not in launchers.md: named in the task brief as a Megatron-LM model argument.
-MEGATRON_FLAGS_FROM_BRIEF = {"--max-position-embeddings"}
+# A model-size argument of the same parser, written for the position table (not a parallelism setting).
+MEGATRON_MODEL_SIZE_FLAGS = {"--max-position-embeddings"}
 MEGATRON_NEVER = {"--virtual-pipeline-model-parallel-size"}
 
+# Fields typed from torchtitan 0.2.2's job config (`torchtitan/config/job_config.py`).
 TORCHTITAN_FIELDS = {
     "parallelism": {
         "data_parallel_replicate_degree",
@@ -86,7 +79,7 @@ TORCHTITAN_FIELDS = {
     "training": {"local_batch_size", "global_batch_size", "seq_len"},
     "activation_checkpoint": {"mode"},
 }
-# Not in launchers.md: read from torchtitan 0.2.2's torchtitan/config/job_config.py.
+# Written only with selective recompute: torchtitan 0.2.2's `ActivationCheckpoint.selective_ac_option`.
 TORCHTITAN_FIELDS_FROM_SOURCE = {"activation_checkpoint": {"selective_ac_option"}}
 TORCHTITAN_SCHEDULE_NAMES = {
     "1F1B",
@@ -105,7 +98,8 @@ LLAMA8 = load_model("llama3-8b")
 GPT3 = load_model("gpt3-175b")
 
 
-def _seed() -> Plan:
+def _worked_example() -> Plan:
+    """The README's worked example: Llama 3 70B on 2,048 GPUs, t = 8, p = 4, b = 1."""
     return make_plan(LLAMA70, PlanRequest(gpus=2048, global_batch=1024, tp=8, pp=4, micro_batch=1))
 
 
@@ -153,7 +147,7 @@ def _two_stages_uneven() -> Plan:
 
 
 CASES = [
-    (LLAMA70, _seed),
+    (LLAMA70, _worked_example),
     (LLAMA70, _two_stages_uneven),
     (LLAMA70, _interleaved),
     (LLAMA405, _uneven),
@@ -187,7 +181,7 @@ def _single(flags: dict[str, list[str]], name: str) -> str:
 @pytest.mark.parametrize(("model", "make"), CASES)
 def test_megatron_flags_are_documented_names(model: ModelSpec, make: Any) -> None:
     flags = _flags(megatron_args(model, make()))
-    assert set(flags) <= MEGATRON_FLAGS | MEGATRON_FLAGS_FROM_BRIEF
+    assert set(flags) <= MEGATRON_FLAGS | MEGATRON_MODEL_SIZE_FLAGS
     assert not set(flags) & MEGATRON_NEVER
     for flag, choices in MEGATRON_CHOICES.items():
         if flag in flags:
@@ -214,9 +208,9 @@ def test_torchtitan_fields_are_documented_names(model: ModelSpec, make: Any) -> 
 # -------------------------------------------------------------------------------------- values by hand
 
 
-def test_seed_plan_megatron() -> None:
+def test_worked_example_megatron() -> None:
     # 2048 GPUs / (t 8 · p 4) = d 64; m = 1024 / (1 · 64) = 16; ZeRO-0 by default: no distributed optimizer
-    flags = _flags(megatron_args(LLAMA70, _seed()))
+    flags = _flags(megatron_args(LLAMA70, _worked_example()))
     assert flags == {
         "--tensor-model-parallel-size": ["8"],
         "--pipeline-model-parallel-size": ["4"],
@@ -239,8 +233,8 @@ def test_seed_plan_megatron() -> None:
     }
 
 
-def test_seed_plan_torchtitan() -> None:
-    doc = tomllib.loads(torchtitan_toml(LLAMA70, _seed()))
+def test_worked_example_torchtitan() -> None:
+    doc = tomllib.loads(torchtitan_toml(LLAMA70, _worked_example()))
     assert doc == {
         "parallelism": {
             "data_parallel_replicate_degree": 1,
@@ -345,15 +339,15 @@ def test_gpt3_tied_gelu_layernorm() -> None:
     assert doc["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
 
 
-def test_features_without_a_documented_flag_are_comments() -> None:
-    notes = megatron_notes(LLAMA70, _seed())
+def test_features_without_a_flag_are_comments() -> None:
+    notes = megatron_notes(LLAMA70, _worked_example())
     assert notes and all(n.startswith("#") for n in notes)
     assert any("rope" in n for n in notes)
     squared = LLAMA70.model_copy(update={"mlp": "squared-relu"})
-    squared_notes = megatron_notes(squared, _seed())
+    squared_notes = megatron_notes(squared, _worked_example())
     assert any("squared ReLU" in n for n in squared_notes)
-    flags = _flags(megatron_args(squared, _seed()))
-    assert "--swiglu" not in flags and set(flags) <= MEGATRON_FLAGS | MEGATRON_FLAGS_FROM_BRIEF
+    flags = _flags(megatron_args(squared, _worked_example()))
+    assert "--swiglu" not in flags and set(flags) <= MEGATRON_FLAGS | MEGATRON_MODEL_SIZE_FLAGS
 
 
 def test_pure_data_parallel_zero0_replicates() -> None:
@@ -476,8 +470,17 @@ def test_unsupported_plans_raise_on_launcher(launcher: str, request_kwargs: dict
     render = megatron_args if launcher == "megatron" else torchtitan_toml
     with pytest.raises(ConfigError) as err:
         render(LLAMA70, plan)
-    assert err.value.field == "--launcher" and err.value.fix
-    assert unsupported_reason(launcher, plan) is not None
+    zero = request_kwargs.get("zero_stage", 0)
+    reason = (
+        f"{launcher}: no ZeRO-2/3" if zero >= 2 else f"{launcher} cannot run {request_kwargs['schedule']}"
+    )
+    assert unsupported_reason(launcher, plan) == reason
+    assert err.value.field == "--launcher" and reason in str(err.value)
+    if zero >= 2:
+        assert "--zero-stage 1" in err.value.fix
+    else:  # the fix's first schedule is one this launcher runs
+        suggested = re.findall(r"--schedule ([\w-]+)", err.value.fix)
+        assert suggested and supports(launcher, suggested[0]), err.value.fix
 
 
 def test_megatron_fix_suggests_a_schedule() -> None:
@@ -500,13 +503,20 @@ def test_megatron_interleaved_needs_m_a_multiple_of_p() -> None:
 
 
 def test_torch_rules_on_m() -> None:
-    assert unsupported_reason("torchtitan", "1f1b", p=4, m=3) is not None
+    # torch's checks on n_microbatches: 1F1B m ≥ p; the interleaved classes m % max(1, m // p) == 0; DualPipeV m ≥ 2p
+    rounds = "needs m divisible by max(1, m // p)"
+    assert unsupported_reason("torchtitan", "1f1b", p=4, m=3) == "torchtitan: 1F1B needs m ≥ p"
     assert unsupported_reason("torchtitan", "1f1b", p=4, m=4) is None
     assert unsupported_reason("megatron", "1f1b", p=4, m=3) is None
-    assert unsupported_reason("torchtitan", "interleaved-1f1b", p=2, v=2, m=5) is not None
+    assert (
+        unsupported_reason("torchtitan", "interleaved-1f1b", p=2, v=2, m=5)
+        == f"torchtitan: Interleaved1F1B {rounds}"
+    )
     assert unsupported_reason("torchtitan", "interleaved-zb", p=4, v=2, m=6) is None
-    assert unsupported_reason("torchtitan", "interleaved-zb", p=4, v=2, m=9) is not None
-    assert unsupported_reason("torchtitan", "dualpipev", p=4, m=7) is not None
+    assert unsupported_reason("torchtitan", "interleaved-zb", p=4, v=2, m=9) == (
+        f"torchtitan: InterleavedZeroBubble {rounds}"
+    )
+    assert unsupported_reason("torchtitan", "dualpipev", p=4, m=7) == "torchtitan: DualPipeV needs m ≥ 2p"
     assert unsupported_reason("torchtitan", "dualpipev", p=4, m=8) is None
     assert unsupported_reason("torchtitan", "zbv", p=4, m=1) is None
     assert unsupported_reason("torchtitan", "gpipe", p=4, m=1) is None
@@ -529,9 +539,9 @@ def test_torchtitan_cannot_give_an_end_stage_more_layers() -> None:
 
 
 def test_reason_by_name_prunes_before_any_plan() -> None:
-    assert unsupported_reason("megatron", "zbv") is not None
+    assert unsupported_reason("megatron", "zbv") == "megatron cannot run zbv"
     assert unsupported_reason("megatron", "interleaved-1f1b") is None
-    assert unsupported_reason("torchtitan", "zb-h2") is not None
+    assert unsupported_reason("torchtitan", "zb-h2") == "torchtitan cannot run zb-h2"
     # reasons carry no plan numbers, so a search can count rejections by them
     assert unsupported_reason("torchtitan", "1f1b", p=4, m=2) == unsupported_reason(
         "torchtitan", "1f1b", p=8, m=3
@@ -560,7 +570,10 @@ def test_request_reason_agrees_with_the_plan(launcher: str, req: PlanRequest) ->
 def test_no_pipeline_means_no_schedule_rule() -> None:
     plan = make_plan(LLAMA8, PlanRequest(gpus=8, global_batch=16, schedule="gpipe"))
     assert unsupported_reason("megatron", plan) is None
-    assert unsupported_reason("megatron", "interleaved-1f1b", p=1, v=2) is not None
+    assert (
+        unsupported_reason("megatron", "interleaved-1f1b", p=1, v=2)
+        == "megatron: several chunks on one pipeline rank"
+    )
 
 
 def test_unknown_launcher() -> None:

@@ -64,11 +64,14 @@ def test_name_default_and_fixed_v_agree_with_the_generator(family: ScheduleFamil
     assert built.name == family.name
     if family.fixed_v is None:
         assert family.generator(p, m, 3).v == 3
-        with pytest.raises(ConfigError):
+        with pytest.raises(ConfigError) as err:
             family.generator(p, m, 1)
+        assert err.value.field == "--vp" and "--vp 2 or more" in err.value.fix
     else:
-        with pytest.raises(ConfigError):
+        with pytest.raises(ConfigError) as err:
             family.generator(p, m, family.default_v + 1)
+        # the generator's v counts stages per rank (DualPipe's two copies too): its default is the one it accepts
+        assert err.value.field == "--vp" and f"--vp {family.default_v} " in err.value.fix + " "
 
 
 @pytest.mark.parametrize("family", FAMILY_LIST, ids=_ids)
@@ -94,7 +97,8 @@ def test_placement_agrees_with_the_ranks_the_generator_uses(family: ScheduleFami
 
 
 def test_launchers_are_the_documented_ones() -> None:
-    """Megatron-LM main runs 1F1B and interleaved 1F1B; torchtitan runs torch's classes (launchers.md)."""
+    """Megatron-LM main runs 1F1B and interleaved 1F1B (`megatron/core/pipeline_parallel/schedules.py` at
+    core_v0.16.1); torchtitan runs torch's classes (PyTorch 2.13 `torch/distributed/pipelining/schedules.py`)."""
     megatron = {f.name for f in FAMILY_LIST if "megatron" in f.launchers}
     torchtitan = {f.name for f in FAMILY_LIST if "torchtitan" in f.launchers}
     assert megatron == {"1f1b", "interleaved-1f1b"}
@@ -109,6 +113,7 @@ def test_launchers_are_the_documented_ones() -> None:
     }
 
 
+@pytest.mark.acceptance  # imports torch
 def test_torch_classes_exist_and_torch_maps_their_short_names_to_them() -> None:
     pipelining = pytest.importorskip("torch.distributed.pipelining")
     schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
@@ -121,6 +126,7 @@ def test_torch_classes_exist_and_torch_maps_their_short_names_to_them() -> None:
         assert canonical_name(f.torch_class) == canonical_name(f.torch_short_name) == f.name
 
 
+@pytest.mark.acceptance  # imports torch
 def test_every_torch_schedule_class_is_some_familys() -> None:
     pipelining = pytest.importorskip("torch.distributed.pipelining")
     exported = {n for n in dir(pipelining) if n.startswith("Schedule")}
@@ -137,8 +143,10 @@ def test_names_and_aliases_resolve_to_their_own_family_only() -> None:
             key = alias.lower().replace("-", "").replace("_", "")
             assert seen.setdefault(key, f.name) == f.name, alias
     assert tuple(FAMILIES) == SCHEDULE_NAMES
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as err:
         schedule_family("pipedream-2bw")
+    assert err.value.field == "--schedule" and "pipedream-2bw" in str(err.value)
+    assert all(name in err.value.fix for name in SCHEDULE_NAMES), err.value.fix
 
 
 # --- closed forms -------------------------------------------------------------------------------------------

@@ -1,0 +1,243 @@
+"""Which launcher runs which schedule and plan: the launcher names, the refusals and their texts.
+
+Pure functions (no I/O). `supports` answers for a schedule alone, `unsupported_reason` for a schedule with
+whatever of p, v, m, the ZeRO stage and the layer split are known (or for a whole `Plan`),
+`request_unsupported_reason` for a search's request before it becomes a plan, and `check_supported` raises the
+ConfigError the writers (`pplan.launchers.megatron`, `pplan.launchers.torchtitan`) raise. `plan_summary` is the
+plan line both writers' header comments start with.
+
+Which schedules each launcher runs (each family's record in `pplan.schedules.registry` says so, with the
+refusal texts; the launcher-specific rules on m below are keyed by its fields):
+- Megatron-LM main: 1F1B and interleaved 1F1B only (`megatron/core/pipeline_parallel/schedules.py` at tag
+  core_v0.16.1). The zero-bubble schedules (ZB-H1/H2, ZB-V, interleaved ZB; Qi et al. 2024, arXiv:2401.10241)
+  live in the sail-sg fork (github.com/sail-sg/zero-bubble-pipeline-parallelism); DualPipe/DualPipeV
+  (DeepSeek-V3 technical report, arXiv:2412.19437 §3.2.1) and GPipe are not Megatron-LM schedules. Its
+  interleaved schedule takes micro-batches in groups of `microbatch_group_size_per_vp_stage`, by default p, and
+  `forward_backward_pipelining_with_interleaving` in that file raises unless the last group is empty or at least
+  p, so m must be a multiple of p (Narayanan et al. 2021, arXiv:2104.04473 §2.2; see
+  `pplan.schedules.families.interleaved` for what goes wrong otherwise). ZeRO-2/3 are not Megatron options here:
+  its distributed optimizer (`--use-distributed-optimizer`) shards the optimizer states (ZeRO-1).
+- torchtitan runs torch.distributed.pipelining's classes: GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
+  InterleavedZeroBubble, ZBVZeroBubble and DualPipeV, with torch's rules on m (PyTorch 2.13
+  `torch/distributed/pipelining/schedules.py`, the classes' checks on `n_microbatches`): 1F1B needs m ≥ p;
+  Interleaved1F1B and InterleavedZeroBubble need m divisible by max(1, m // p); DualPipeV needs m ≥ 2p. torch
+  has no ZB-H1/ZB-H2 class (pplan could feed them to torch as a CSV, but a torchtitan config cannot name them)
+  and no bidirectional DualPipe. torchtitan's split (torchtitan 0.2.2
+  `torchtitan/distributed/pipeline_parallel.py`) gives every virtual stage `pipeline_parallel_layers_per_stage`
+  layers, less at the two ends only, so a first or last stage with more layers than the others is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from pplan.errors import ConfigError
+from pplan.plan.configuration import Plan, PlanRequest
+from pplan.profiles.specs import ModelSpec
+from pplan.schedules import ScheduleFamily, schedule_family
+from pplan.schedules.rules import nearest_valid
+
+Launcher = Literal["megatron", "torchtitan"]
+"""The job launchers pplan writes settings for (`--format`, `--launcher`)."""
+LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
+
+_ALL_LAUNCHERS = ", ".join(LAUNCHERS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    reason: str
+    """Generic, so a search can count rejections by it (no plan-specific numbers)."""
+    detail: str
+    fix: str
+
+
+def launcher_name(name: str) -> str:
+    """The launcher's canonical name (one of `LAUNCHERS`); a ConfigError naming `--launcher` otherwise."""
+    key = name.strip().lower()
+    if key not in LAUNCHERS:
+        raise ConfigError("--launcher", f"unknown launcher {name!r}", f"use one of {_ALL_LAUNCHERS}")
+    return key
+
+
+def _schedule_refusal(launcher: str, family: ScheduleFamily) -> _Refusal | None:
+    """Whether the launcher runs the family at all, from its record (pplan.schedules.registry)."""
+    if launcher == "megatron":
+        if family.megatron:
+            return None
+        return _Refusal(
+            f"megatron cannot run {family.name}",
+            family.why_not_megatron,
+            "use --schedule interleaved-1f1b (or 1f1b), or --launcher torchtitan",
+        )
+    if family.torch_class is not None:
+        return None
+    return _Refusal(f"torchtitan cannot run {family.name}", family.why_not_torch, family.fix_not_torch)
+
+
+def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None:
+    """(layers per stage k, first-stage shortfall, last-stage shortfall) for torchtitan, or None if the
+    first or last chunk has more layers than the chunks between them (torchtitan's split cannot say that)."""
+    first, last = chunk_layers[0], chunk_layers[-1]
+    inner = chunk_layers[1:-1]
+    k = inner[0] if inner else max(first, last)
+    if first > k or last > k:
+        return None
+    return k, k - first, k - last
+
+
+def _refusal(
+    launcher: str,
+    schedule: str,
+    p: int | None,
+    v: int | None,
+    m: int | None,
+    zero_stage: int,
+    chunk_layers: Sequence[int] | None,
+) -> _Refusal | None:
+    launcher = launcher_name(launcher)
+    kind = schedule_family(schedule)
+    chunks = kind.fixed_v if kind.fixed_v is not None else v
+    if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
+        return _Refusal(
+            f"{launcher}: several chunks on one pipeline rank",
+            f"p = 1 with {chunks} chunks",
+            "use --pp 2 or more, or a one-chunk schedule such as 1f1b",
+        )
+    # without a pipeline (p = 1) no schedule runs: any one-chunk plan is the same job for either launcher
+    no_pipeline = p == 1 and kind.placement != "dual"
+    refused = None if no_pipeline else _schedule_refusal(launcher, kind)
+    if refused is not None:
+        return refused
+    if launcher == "megatron":
+        if zero_stage >= 2:
+            return _Refusal(
+                "megatron: no ZeRO-2/3",
+                f"ZeRO-{zero_stage}; Megatron-LM's distributed optimizer shards optimizer states only (ZeRO-1)",
+                "use --zero-stage 1, or --launcher torchtitan (FSDP)",
+            )
+        # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
+        if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
+            return _Refusal(
+                "megatron: interleaved 1F1B needs m a multiple of p",
+                f"m = {m}, p = {p}",
+                f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
+            )
+        return None
+    if p is not None and p > 1 and m is not None:
+        if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
+            return _Refusal(
+                "torchtitan: 1F1B needs m ≥ p",
+                f"m = {m}, p = {p}",
+                f"use a global batch giving m ≥ {p}, or --schedule gpipe",
+            )
+        if kind.m_problem(p, m) is not None:  # torch's class has the family's own rule on m
+            near = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
+            return _Refusal(
+                f"torchtitan: {kind.torch_short_name} needs {kind.m_rule}",
+                f"m = {m}, p = {p}",
+                f"use a global batch giving m = {' or '.join(str(c) for c in near if c is not None)}",
+            )
+    if (
+        p is not None
+        and p > 1
+        and chunk_layers
+        and len(chunk_layers) > 1
+        and not torchtitan_split(chunk_layers)
+    ):
+        return _Refusal(
+            "torchtitan: first/last stage cannot have more layers than the others",
+            f"layers per chunk {chunk_layers[0]}, ..., {chunk_layers[-1]}",
+            "give the first and last stages fewer layers (or as many), or --launcher megatron",
+        )
+    return None
+
+
+def supports(launcher: str, schedule_name: str) -> bool:
+    """Whether `launcher` can run the schedule at all (before any rule on p, v or m)."""
+    return _schedule_refusal(launcher_name(launcher), schedule_family(schedule_name)) is None
+
+
+def unsupported_reason(
+    launcher: str,
+    schedule: str | Plan,
+    *,
+    p: int | None = None,
+    v: int | None = None,
+    m: int | None = None,
+    zero_stage: int = 0,
+    chunk_layers: Sequence[int] | None = None,
+) -> str | None:
+    """Why `launcher` cannot run the schedule or plan, or None when it can.
+
+    Pass a `Plan`, or a schedule name with whatever of p (pipeline ranks), v (chunks per rank), m
+    (micro-batches), the ZeRO stage and the layers per chunk (model order) are known: unknown ones are not
+    checked, so a search can filter the schedule axis first and each (p, m) later without building a plan.
+    The reason is generic (no plan-specific numbers), so it can key a rejection count.
+    """
+    if isinstance(schedule, Plan):
+        refused = _plan_refusal(launcher, schedule)
+    else:
+        refused = _refusal(launcher, schedule, p, v, m, zero_stage, chunk_layers)
+    return None if refused is None else refused.reason
+
+
+def request_unsupported_reason(
+    launcher: str, req: PlanRequest, m: int, num_layers: int | None = None
+) -> str | None:
+    """`unsupported_reason` for a request before it becomes a plan (the search's `launcher_reason` callback).
+
+    With `num_layers`, an uneven first/last split is checked too.
+    """
+    layers: tuple[int, ...] | None = None
+    kind = schedule_family(req.schedule)
+    v = kind.fixed_v if kind.fixed_v is not None else req.vp
+    if (
+        num_layers is not None
+        and v is not None
+        and (req.first_stage_layers, req.last_stage_layers) != (None, None)
+    ):
+        chunks = req.pp if kind.placement == "dual" else req.pp * v
+        edges = [x for x in (req.first_stage_layers, req.last_stage_layers) if x is not None]
+        rest = chunks - len(edges)
+        if chunks == 2 and rest == 0:
+            layers = tuple(edges)
+        elif chunks >= 2 and rest > 0 and (num_layers - sum(edges)) % rest == 0:
+            k = (num_layers - sum(edges)) // rest
+            first = k if req.first_stage_layers is None else req.first_stage_layers
+            last = k if req.last_stage_layers is None else req.last_stage_layers
+            layers = (first, *([k] * (chunks - 2)), last)
+    refused = _refusal(launcher, req.schedule, req.pp, v, m, req.zero_stage, layers)
+    return None if refused is None else refused.reason
+
+
+def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
+    return _refusal(
+        launcher,
+        plan.kind.name,
+        plan.pp,
+        plan.vp,
+        plan.num_microbatches,
+        plan.zero_stage,
+        tuple(c.layers for c in plan.layout.chunks),
+    )
+
+
+def check_supported(launcher: str, plan: Plan) -> None:
+    """Raise a ConfigError naming `--launcher` when `launcher` cannot run `plan`."""
+    refused = _plan_refusal(launcher, plan)
+    if refused is not None:
+        raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
+
+
+def plan_summary(model: ModelSpec, plan: Plan) -> str:
+    """The one-line summary of `plan` that both launchers' outputs start their header comment with."""
+    v = f" v={plan.vp}" if plan.vp > 1 else ""
+    return (
+        f"{model.name} on {plan.gpus} GPUs = t {plan.tp} × p {plan.pp} × cp {plan.cp} × d {plan.dp}; "
+        f"{plan.kind.name}{v}, micro-batch {plan.micro_batch} × {plan.num_microbatches} micro-batches, "
+        f"global batch {plan.global_batch}, sequence {plan.seq_len}, recompute {plan.recompute}, "
+        f"ZeRO-{plan.zero_stage}"
+    )
