@@ -10,16 +10,13 @@ from rich.console import Console
 
 from pplan.render.schedule import (
     _nice_ticks,
-    bubble_curves,
     bubble_curves_svg,
     bubble_group,
-    bubble_renderable,
-    bubble_svg,
-    in_window_fraction_of_ideal,
     timeline_renderable,
     timeline_svg,
 )
 from pplan.schedules import get_schedule
+from pplan.schedules.bubble import bubble_curves, in_window_fraction_of_ideal
 from pplan.schedules.timeline import Durations, simulate
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -78,11 +75,11 @@ def test_bubble_chart_is_computed_by_simulation() -> None:
 
 
 def test_bubble_svg_and_table() -> None:
-    root = ET.fromstring(bubble_svg(4, [4, 8, 16, 32]))
+    root = ET.fromstring(bubble_curves_svg(bubble_curves(4, [4, 8, 16, 32]), 4))
     assert len([e for e in root.iter(f"{SVG}polyline") if e.get("class") == "curve"]) == 5
     assert len(list(root.iter(f"{SVG}circle"))) == 5 * 4
     console = Console(width=120, record=True, color_system=None)
-    console.print(bubble_renderable(4, [4, 8, 16, 32]))
+    console.print(bubble_group(bubble_curves(4, [4, 8, 16, 32]), 4))
     out = console.export_text()
     assert "18.8%" in out and "ZB-H2" in out and "interleaved v=4" in out
 
@@ -109,4 +106,4 @@ def test_one_simulation_feeds_the_table_and_the_svg() -> None:
     console = Console(width=120, record=True, color_system=None)
     console.print(bubble_group(curves, 4))
     assert "37.5%" in console.export_text()  # 1F1B at m = 8: 3/8
-    assert bubble_curves_svg(curves, 4) == bubble_svg(4, [4, 8])
+    assert bubble_curves_svg(curves, 4) == bubble_curves_svg(bubble_curves(4, [4, 8]), 4)

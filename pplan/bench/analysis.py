@@ -26,7 +26,6 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pplan.bench.config import BenchConfig
 from pplan.bench.records import RankRecord, StepRecord
@@ -35,7 +34,6 @@ from pplan.schedules.timeline import Durations, Timeline, simulate, timeline_fro
 
 BUBBLE_TOLERANCE = 0.05
 """Largest |measured − predicted| bubble, as a fraction of the step, accepted for p ≤ 4."""
-BENCH_SCHEMA = "pplan.bench/1"
 NS_PER_MS = 1e6
 
 
@@ -419,92 +417,3 @@ def analyse(config: BenchConfig, records: Sequence[RankRecord]) -> BenchResult:
         device=records[0].device,
         backend=records[0].backend,
     )
-
-
-def result_json(result: BenchResult, timeline_json: Any) -> dict[str, Any]:
-    """The `pplan bench --json` document. `timeline_json` is `pplan schedule --json`'s writer (the measured and
-    predicted blocks carry its keys, then the bench's own)."""
-    c = result.config
-    mi, pi = result.measured_in_flight, result.predicted_in_flight
-    measured = timeline_json(result.measured)
-    measured.update(
-        {
-            "peak_in_flight_per_stage": list(mi.per_stage),
-            "peak_in_flight_microbatches": list(mi.per_rank),
-            "p2p_messages_per_step": result.messages_per_step,
-            "p2p_message_bytes": list(result.message_bytes),
-            "activation_bytes_per_microbatch": list(result.activation_bytes_per_stage),
-            "peak_activation_bytes_per_stage": list(mi.bytes_per_stage),
-            "peak_activation_bytes_per_rank": list(mi.bytes_per_rank),
-            "step_time_ms": result.measured.makespan,
-            "reported_step": result.reported_step,
-            "step_times_ms": list(result.step_times_ms),
-            "bubble_fraction_of_step_per_step": [m for m, _ in result.step_bubbles],
-            "hop_latency_ms": result.hop_latency_ms,
-            "hop_latency_samples": result.hop_samples,
-            "dispatch_ms": result.dispatch_ms,
-            "dispatch_samples": result.dispatch_samples,
-            "order_matches_plan": result.order_matches,
-            "peak_device_bytes": list(result.peak_device_bytes),
-            "peak_rss_bytes": list(result.peak_rss_bytes),
-            "grad_max_abs_error": result.grad_max_abs_error,
-            "grad_max_rel_error": result.grad_max_rel_error,
-        }
-    )
-    predicted = timeline_json(result.predicted)
-    predicted.update(
-        {
-            "p2p_message_bytes": [result.predicted_message_bytes],
-            "peak_activation_bytes_per_stage": list(pi.bytes_per_stage),
-            "peak_activation_bytes_per_rank": list(pi.bytes_per_rank),
-            "step_time_ms": result.predicted.makespan,
-            "bubble_fraction_of_step_per_step": [p for _, p in result.step_bubbles],
-            "inputs": {
-                "f_ms": list(result.f_ms),
-                "i_ms": list(result.i_ms),
-                "w_ms": list(result.w_ms),
-                "hop_latency_ms": result.hop_latency_ms,
-                "dispatch_ms": result.dispatch_ms,
-            },
-        }
-    )
-    m, p = result.measured, result.predicted
-    return {
-        "schema": BENCH_SCHEMA,
-        "time_unit": "ms",
-        "config": {
-            "schedule": c.schedule,
-            "pp": c.pp,
-            "vp": c.plan.v,
-            "microbatches": c.microbatches,
-            "runner": c.runner,
-            "mode": c.mode,
-            "model": c.model_spec.name if c.mode == "compute" else None,
-            "hidden": c.hidden,
-            "seq_len": c.seq_len,
-            "micro_batch": c.micro_batch,
-            "layers_per_stage": c.layers_per_stage if c.mode == "compute" else None,
-            "f_ms": c.f_ms if c.mode == "sleep" else None,
-            "i_ms": c.i_ms if c.mode == "sleep" else None,
-            "w_ms": c.w_ms if c.mode == "sleep" else None,
-            "dtype": c.dtype,
-            "steps": c.steps,
-            "warmup": c.warmup,
-            "device": result.device,
-            "backend": result.backend,
-        },
-        "measured": measured,
-        "predicted": predicted,
-        "error": {
-            "bubble_fraction_of_step": result.bubble_error,
-            "bubble_fraction_of_ideal": m.bubble_fraction_of_ideal - p.bubble_fraction_of_ideal,
-            "step_time_ms": m.makespan - p.makespan,
-            "step_time_relative": (m.makespan - p.makespan) / p.makespan if p.makespan else 0.0,
-            "peak_in_flight_per_stage": [a - b for a, b in zip(mi.per_stage, pi.per_stage, strict=True)],
-            "peak_in_flight_microbatches": [a - b for a, b in zip(mi.per_rank, pi.per_rank, strict=True)],
-            "p2p_messages_per_step": result.messages_per_step - p.p2p_messages,
-            "bubble_tolerance": BUBBLE_TOLERANCE,
-            "checks": result.checks(),
-            "ok": result.ok,
-        },
-    }

@@ -10,33 +10,29 @@ passes and writes it (`--out`). Under torchrun the command runs as one rank and 
 Before anything starts, the sizes are capped (`MAX_BENCH_RANKS`, `MAX_BENCH_MICROBATCHES`, `MAX_BENCH_STEPS` and
 `pplan schedule`'s p·v·m cap), every time must be finite and within `MAX_BENCH_PASS_MS` / `MAX_BENCH_TIMEOUT_S`,
 and the output files are checked (`pplan.cli.files`): none may be an input (`--hardware`, `--model` files) or
-another output, nor a symbolic link without `--force`. Files are written atomically.
+another output, nor a symbolic link without `--force`. Files are written atomically, and only once the document
+(`pplan.documents.bench`) has been built. Drawing is `pplan.render.bench`'s.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import tomllib
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
-from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, result_json
-from pplan.bench.config import BenchConfig, require_torch
+from pplan.bench.config import BenchConfig, DType, Mode, Runtime, require_torch
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
-from pplan.cli.schedule import check_schedule_size, timeline_json
+from pplan.cli.schedule import check_schedule_size
+from pplan.documents.bench import CalibrationOut, bench_document
 from pplan.errors import ConfigError
 from pplan.profiles.catalog import load_hardware
 from pplan.profiles.specs import HardwareSpec
-from pplan.render.schedule import timeline_renderable, timeline_svg
+from pplan.render.bench import both_svg, calibration_line, render_bench
 
 if TYPE_CHECKING:
     from pplan.bench.calibrate import Calibration
@@ -108,145 +104,6 @@ def fitted_profile_text(calibration: Calibration) -> str:
     return text
 
 
-class ModeChoice(StrEnum):
-    sleep = "sleep"
-    compute = "compute"
-
-
-class RuntimeChoice(StrEnum):
-    auto = "auto"
-    torch = "torch"
-    csv = "csv"
-
-
-class DTypeChoice(StrEnum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-
-
-def _svg_height(svg: str) -> int:
-    match = re.search(r'height="(\d+)"', svg)
-    assert match is not None
-    return int(match.group(1))
-
-
-def both_svg(result: BenchResult) -> str:
-    """The measured timeline above the predicted one, one SVG (each drawn by `timeline_svg`)."""
-    parts = []
-    y = 0
-    for label, timeline in (("measured", result.measured), ("predicted", result.predicted)):
-        body = timeline_svg(timeline, unit="ms")
-        h = _svg_height(body)
-        parts.append(
-            f'<text x="8" y="{y + 16}" font-size="13" font-weight="bold" '
-            f'font-family="DejaVu Sans, Helvetica, Arial, sans-serif">{label}</text>'
-        )
-        parts.append(body.replace("<svg ", f'<svg y="{y + 20}" ', 1))
-        y += h + 24
-    width = 1200
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" viewBox="0 0 {width} {y}">\n'
-        + "\n".join(parts)
-        + "\n</svg>\n"
-    )
-
-
-def _fmt_list(values: tuple[float, ...] | tuple[int, ...] | list[int], digits: int = 0) -> str:
-    """Numbers with `digits` decimals; with none, whole numbers with thousands separators."""
-    return ", ".join(f"{v:.{digits}f}" if digits else f"{round(v):,}" for v in values)
-
-
-def comparison_table(result: BenchResult) -> Table:
-    """Measured against predicted, one row per figure, with the error and the check."""
-    m, p = result.measured, result.predicted
-    mi, pi = result.measured_in_flight, result.predicted_in_flight
-    checks = result.checks()
-    table = Table(title="Measured against predicted (pplan's simulator with the measured pass times)")
-    for col in ("figure", "measured", "predicted", "error", "check"):
-        table.add_column(col, justify="left" if col == "figure" else "right")
-
-    def mark(name: str) -> Text:
-        return Text("ok", style="green") if checks[name] else Text("MISMATCH", style="bold red")
-
-    table.add_row(
-        "bubble, fraction of step",
-        f"{m.bubble_fraction_of_step:.3f}",
-        f"{p.bubble_fraction_of_step:.3f}",
-        f"{result.bubble_error:+.3f}",
-        Text(f"≤ {BUBBLE_TOLERANCE}", style="green")
-        if checks["bubble_within_tolerance"]
-        else Text(f"> {BUBBLE_TOLERANCE}", style="bold red"),
-    )
-    table.add_row(
-        "bubble, fraction of ideal",
-        f"{m.bubble_fraction_of_ideal:.3f}",
-        f"{p.bubble_fraction_of_ideal:.3f}",
-        f"{m.bubble_fraction_of_ideal - p.bubble_fraction_of_ideal:+.3f}",
-        "",
-    )
-    rel = (m.makespan - p.makespan) / p.makespan if p.makespan else 0.0
-    table.add_row("step time (ms)", f"{m.makespan:.1f}", f"{p.makespan:.1f}", f"{rel:+.1%}", "")
-    table.add_row(
-        "micro-batches in flight per stage",
-        _fmt_list(mi.per_stage),
-        _fmt_list(pi.per_stage),
-        "",
-        mark("in_flight_per_stage"),
-    )
-    table.add_row(
-        "stage-micro-batches in flight per rank",
-        _fmt_list(mi.per_rank),
-        _fmt_list(pi.per_rank),
-        "",
-        mark("in_flight_per_rank"),
-    )
-    table.add_row(
-        "peak activation bytes per stage",
-        _fmt_list(mi.bytes_per_stage),
-        _fmt_list(pi.bytes_per_stage),
-        "",
-        mark("activation_peak_bytes_per_stage"),
-    )
-    table.add_row(
-        "bytes per P2P message",
-        _fmt_list(result.message_bytes),
-        f"{result.predicted_message_bytes:,}",
-        "",
-        mark("message_bytes"),
-    )
-    table.add_row(
-        "P2P messages per step",
-        f"{result.messages_per_step}",
-        f"{p.p2p_messages}",
-        f"{result.messages_per_step - p.p2p_messages:+d}",
-        mark("messages_per_step"),
-    )
-    return table
-
-
-def _details(result: BenchResult) -> Text:
-    c = result.config
-    split = {a.stage for row in c.plan.actions for a in row if a.kind in ("I", "W")}
-    backward = ", ".join(
-        f"I {i:.2f} + W {w:.2f}" if s in split else f"B {i:.2f}"
-        for s, (i, w) in enumerate(zip(result.i_ms, result.w_ms, strict=True))
-    )
-    lines = [
-        f"pass times per stage (ms, the simulator's input): F {_fmt_list(result.f_ms, 2)}; backward {backward}",
-        f"hop latency {result.hop_latency_ms:.3f} ms ({result.hop_samples} waits), dispatch before each pass "
-        f"{result.dispatch_ms:.3f} ms ({result.dispatch_samples} gaps); step times "
-        f"{_fmt_list(result.step_times_ms, 1)} ms (step {result.reported_step + 1} shown)",
-        f"activation bytes per micro-batch per stage {_fmt_list(result.activation_bytes_per_stage)}; gradients "
-        f"against a single-process reference: max relative error {result.grad_max_rel_error:.2e}",
-    ]
-    peaks = [b for b in result.peak_device_bytes if b is not None]
-    if peaks:
-        lines.append(f"CUDA max allocated per rank (bytes): {_fmt_list(tuple(peaks))}")
-    if not result.order_matches:
-        lines.append(f"torch ran {c.schedule} in a different order from pplan's lists")
-    return Text("\n".join(lines), style="grey62")
-
-
 @app.command()
 def bench(
     schedule: Annotated[
@@ -261,17 +118,17 @@ def bench(
         int | None, typer.Option(help="Stages per rank v (interleaved: ≥ 2; V schedules: 2).")
     ] = None,
     mode: Annotated[
-        ModeChoice | None,
+        Mode | None,
         typer.Option(
             help="sleep: blocks with fixed F/I/W times; compute: real transformer layers (default with --calibrate)."
         ),
     ] = None,
     runtime: Annotated[
-        RuntimeChoice,
+        Runtime,
         typer.Option(
             help="torch: torch's schedule class; csv: pplan's lists through torch's runtime; auto: torch's where it has one."
         ),
-    ] = RuntimeChoice.auto,
+    ] = "auto",
     model: Annotated[
         str, typer.Option(help="Model profile the compute blocks are scaled from.")
     ] = "gpt-1.7b",
@@ -284,7 +141,7 @@ def bench(
     w_ms: Annotated[float, typer.Option(help="Sleep mode: weight-gradient time per stage, ms.")] = 6.0,
     steps: Annotated[int, typer.Option(help="Measured steps (after the warm-up).")] = 3,
     warmup: Annotated[int, typer.Option(help="Warm-up steps (the first step also infers shapes).")] = 1,
-    dtype: Annotated[DTypeChoice, typer.Option(help="Parameter and activation dtype.")] = DTypeChoice.float32,
+    dtype: Annotated[DType, typer.Option(help="Parameter and activation dtype.")] = "float32",
     timeout: Annotated[float, typer.Option(help="Seconds a rank waits on another before failing.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pplan.bench/1 JSON document.")] = False,
     svg: Annotated[
@@ -308,7 +165,7 @@ def bench(
                 "needs --hardware NAME and --out FILE",
                 "e.g. --hardware h100-sxm-80gb --out fitted.toml",
             )
-        if mode == ModeChoice.sleep:
+        if mode == "sleep":
             raise ConfigError("--mode", "calibration needs real compute, not sleeps", "use --mode compute")
     elif hardware is not None or out is not None:
         raise ConfigError("--hardware", "--hardware and --out belong to --calibrate", "add --calibrate")
@@ -325,8 +182,8 @@ def bench(
         pp=pp,
         microbatches=microbatches,
         vp=vp,
-        mode=(mode or (ModeChoice.compute if calibrate else ModeChoice.sleep)).value,
-        runtime=runtime.value,
+        mode=mode or ("compute" if calibrate else "sleep"),
+        runtime=runtime,
         model=model,
         hidden=hidden,
         seq_len=seq_len,
@@ -337,7 +194,7 @@ def bench(
         w_ms=w_ms,
         steps=steps,
         warmup=warmup,
-        dtype=dtype.value,
+        dtype=dtype,
         timeout_s=timeout,
     )
     hw = load_hardware(hardware) if calibrate and hardware is not None else None
@@ -349,21 +206,27 @@ def bench(
     if records is None:  # a rank other than 0 under torchrun: rank 0 reports
         return
     result = analyse(config, records[0])
-    doc = result_json(result, timeline_json)
-    calibration = None
+    calibration: Calibration | None = None
+    fitted = ""
     if hw is not None:
-        from pplan.bench.calibrate import fit_matmul
+        from pplan.bench.calibrate import fit_matmul_to_measured
 
-        calibration = fit_matmul(result, hw)
-        assert out is not None
-        write_output(out, fitted_profile_text(calibration), "--out", force)
-        doc["calibration"] = {
-            "hardware": calibration.hardware.name,
-            "matmul": calibration.matmul,
-            "measured_busy_ms": calibration.measured_s * 1e3,
-            "out": str(out),
-        }
-    text = json_text(doc)  # refused here, before any file is written, if a number is not finite
+        calibration = fit_matmul_to_measured(result, hw)
+        fitted = fitted_profile_text(calibration)  # refused here, before any file is written, if unreadable
+    document = bench_document(
+        result,
+        None
+        if calibration is None
+        else CalibrationOut(
+            hardware=calibration.hardware.name,
+            matmul=calibration.matmul,
+            measured_busy_ms=calibration.measured_s * 1e3,
+            out=str(out),
+        ),
+    )
+    text = json_text(document.model_dump(mode="json"))  # refused here, before any file is written
+    if calibration is not None and out is not None:
+        write_output(out, fitted, "--out", force)
     if report is not None:
         write_output(report, text + "\n", "--report", force)
     if svg is not None:
@@ -371,11 +234,6 @@ def bench(
     if as_json:
         print(text)
         return
-    console.print(Text(config.describe(), style="bold"))
-    console.print(Text(f"Measured ({result.device}, {result.backend})", style="bold underline"))
-    console.print(timeline_renderable(result.measured, unit="ms"))
-    console.print(Text("Predicted by pplan", style="bold underline"))
-    console.print(timeline_renderable(result.predicted, unit="ms"))
-    console.print(Group(comparison_table(result), _details(result)))
+    console.print(render_bench(result))
     if calibration is not None:
-        console.print(f"Fitted GEMM efficiency: {calibration.matmul:.4g} of the peak; wrote {out}")
+        console.print(calibration_line(calibration.matmul, str(out)))

@@ -2,14 +2,15 @@
 
 Inputs are checked before any work: durations finite and within `MAX_DURATION`, the problem within
 `MAX_PIPELINE_RANKS`, `MAX_STAGE_MICROBATCHES` (`schedule`) and `MAX_BUBBLE_WORK` (`bubble`), and the output
-files by `pplan.cli.files.check_outputs`; each refusal is one `ConfigError` naming the flag.
+files by `pplan.cli.files.check_outputs`; each refusal is one `ConfigError` naming the flag. The core simulates
+(`pplan.schedules.timeline.simulate`, `pplan.schedules.bubble.bubble_curves`), `pplan.documents.schedule` builds the
+--json document and `pplan.render.schedule` draws what it is handed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,22 +18,14 @@ import typer
 
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
+from pplan.documents.schedule import schedule_document
 from pplan.errors import ConfigError, PplanError, ProfileError
 from pplan.profiles.catalog import load_stage_durations
 from pplan.profiles.specs import StageDurationsSpec
-from pplan.render.schedule import (
-    DEFAULT_CURVES,
-    bubble_curves,
-    bubble_curves_svg,
-    bubble_group,
-    in_window_fraction_of_ideal,
-    timeline_renderable,
-    timeline_svg,
-)
+from pplan.render.schedule import bubble_curves_svg, bubble_group, timeline_renderable, timeline_svg
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
+from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
 from pplan.schedules.timeline import Durations, Timeline, simulate
-
-SCHEDULE_SCHEMA = "pplan.schedule/1"
 
 MAX_PIPELINE_RANKS = 256
 """Most pipeline ranks p `pplan schedule` and `pplan bubble` simulate. Far above any pipeline trained in practice
@@ -51,11 +44,6 @@ MAX_BUBBLE_WORK = 300_000
 MAX_DURATION = 1e12
 """Largest pass duration or hop latency `pplan schedule` takes, in whatever unit the durations are given (a
 trillion: 1,000 s in nanoseconds). Keeps every start, end and sum over a step finite."""
-
-
-class Measure(StrEnum):
-    span = "span"
-    step = "step"
 
 
 def check_duration(flag: str, value: float, what: str = "") -> None:
@@ -126,37 +114,8 @@ def check_schedule_size(name: str, pp: int, microbatches: int, vp: int | None, m
 
 
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
-    """The `pplan schedule --json` document."""
-    sched = timeline.schedule
-    return {
-        "schema": SCHEDULE_SCHEMA,
-        "schedule": sched.name,
-        "pp": sched.p,
-        "vp": sched.v,
-        "microbatches": sched.m,
-        "makespan": timeline.makespan,
-        "bubble_fraction_of_step": timeline.bubble_fraction_of_step,
-        "bubble_fraction_of_ideal": timeline.bubble_fraction_of_ideal,
-        "bubble_in_window_fraction_of_ideal": in_window_fraction_of_ideal(timeline),
-        "busy_per_rank": list(timeline.busy_per_rank),
-        "peak_in_flight_microbatches": list(timeline.peak_in_flight_per_rank),
-        "peak_in_flight_per_stage": list(timeline.peak_in_flight_per_stage),
-        "p2p_messages_per_step": timeline.p2p_messages,
-        "actions": [
-            [
-                {
-                    "action": str(a),
-                    "stage": a.stage,
-                    "kind": a.kind,
-                    "microbatch": a.microbatch,
-                    "start": t0,
-                    "end": t1,
-                }
-                for a, t0, t1 in timeline.intervals(rank)
-            ]
-            for rank in range(sched.p)
-        ],
-    }
+    """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data."""
+    return schedule_document(timeline).model_dump(mode="json")
 
 
 @app.command()
@@ -247,7 +206,7 @@ def bubble(
     measure: Annotated[
         Measure,
         typer.Option(help="span: idle inside each rank's window (Qi et al.); step: the synchronous step."),
-    ] = Measure.span,
+    ] = "span",
     svg: Annotated[Path | None, typer.Option(help="Also write the chart as an SVG file.")] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
 ) -> None:
@@ -271,7 +230,7 @@ def bubble(
             "pass fewer or smaller --microbatches values" + ("" if given else ", or a smaller --pp"),
         )
     check_outputs({"--svg": svg}, force=force)
-    curves = bubble_curves(pp, ms, measure=measure.value)
-    console.print(bubble_group(curves, pp, measure.value))
+    curves = bubble_curves(pp, ms, measure=measure)
+    console.print(bubble_group(curves, pp, measure))
     if svg is not None:
-        write_output(svg, bubble_curves_svg(curves, pp, measure.value), "--svg", force)
+        write_output(svg, bubble_curves_svg(curves, pp, measure), "--svg", force)

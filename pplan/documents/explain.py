@@ -1,5 +1,6 @@
 """The versioned JSON shape of `pplan explain` ("pplan.explain/1"): pydantic models that are both the data the
-renderers read and the documented schema (`pplan schema explain` prints it).
+renderers read and the documented schema (`pplan schema explain` prints it). The plan, memory, pipeline and
+performance blocks are shared with `pplan.recommend/1` (`pplan.documents.recommend`).
 
 Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
 All byte counts are per GPU unless the name says otherwise; bubble fractions name their convention.
@@ -7,32 +8,21 @@ All byte counts are per GPU unless the name says otherwise; bubble fractions nam
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import Field, NonNegativeInt
+
+from pplan.documents.base import SCHEMA_KEY, Out
 
 EXPLAIN_SCHEMA = "pplan.explain/1"
 
 
-class _Out(BaseModel):
-    """Output documents: no keys beyond the documented ones, and every key (the `schema` version included) is
-    required in the published JSON Schema (`pplan schema`, serialization mode)."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        use_attribute_docstrings=True,
-        populate_by_name=True,
-        extra="forbid",
-        json_schema_serialization_defaults_required=True,
-    )
-
-
-class Derivation(_Out):
+class Derivation(Out):
     quantity: str
     formula: str
     """The identity or formula, with the numbers substituted."""
     value: float
 
 
-class ModelSummary(_Out):
+class ModelSummary(Out):
     name: str
     num_layers: int
     hidden_size: int
@@ -46,7 +36,7 @@ class ModelSummary(_Out):
     params_per_layer: int
 
 
-class HardwareSummary(_Out):
+class HardwareSummary(Out):
     name: str
     gpu: str
     hbm_bytes: NonNegativeInt
@@ -54,7 +44,7 @@ class HardwareSummary(_Out):
     gpus_per_node: int
 
 
-class PlanOut(_Out):
+class PlanOut(Out):
     tp: int
     pp: int
     dp: int
@@ -77,7 +67,7 @@ class PlanOut(_Out):
     tokens_per_step: int
 
 
-class BytesPerParamOut(_Out):
+class BytesPerParamOut(Out):
     weights: float
     grads: float
     optimizer: float
@@ -86,7 +76,7 @@ class BytesPerParamOut(_Out):
     """Data-parallel replicas the sharded parts are divided over (d·cp)."""
 
 
-class StageMemory(_Out):
+class StageMemory(Out):
     stage: int
     """Pipeline rank."""
     layers: int
@@ -114,7 +104,7 @@ class StageMemory(_Out):
     fits: bool
 
 
-class MemoryOut(_Out):
+class MemoryOut(Out):
     usable_bytes: NonNegativeInt
     """HBM minus the profile's reserve and fragmentation allowance."""
     fits: bool
@@ -128,7 +118,7 @@ class MemoryOut(_Out):
     stages: list[StageMemory]
 
 
-class ChunkPassTimes(_Out):
+class ChunkPassTimes(Out):
     chunk: int
     f_s: float
     """Forward of one micro-batch through the chunk."""
@@ -138,7 +128,7 @@ class ChunkPassTimes(_Out):
     """Weight-gradient backward."""
 
 
-class PipelineOut(_Out):
+class PipelineOut(Out):
     pass_durations: str
     """`analytic` (pass times from FLOPs, bytes and links; hops cost their P2P message time) or `unit`
     (F = I = W = 1 on every stage, free hops)."""
@@ -166,7 +156,7 @@ class PipelineOut(_Out):
     p2p_bytes_per_step: NonNegativeInt
 
 
-class CommunicationOut(_Out):
+class CommunicationOut(Out):
     tp_bytes_per_microbatch: NonNegativeInt
     """Tensor-parallel bytes one GPU sends per micro-batch over all L layers (the seed's whole-model figure)."""
     tp_bytes_per_microbatch_per_stage: list[NonNegativeInt]
@@ -177,14 +167,14 @@ class CommunicationOut(_Out):
     dp_bytes_per_step_per_stage: list[NonNegativeInt]
 
 
-class SensitivityOut(_Out):
+class SensitivityOut(Out):
     input: str
     minus_10pct_step_change: float
     """Relative step-time change when the input falls by 10 %."""
     plus_10pct_step_change: float
 
 
-class PerformanceOut(_Out):
+class PerformanceOut(Out):
     step_s: float
     """Predicted wall-clock seconds per optimizer step."""
     tokens_per_s: float
@@ -206,8 +196,8 @@ class PerformanceOut(_Out):
     sensitivity: list[SensitivityOut]
 
 
-class ExplainReport(_Out):
-    schema_: str = Field(EXPLAIN_SCHEMA, alias="schema")
+class ExplainReport(Out):
+    schema_: str = Field(EXPLAIN_SCHEMA, alias=SCHEMA_KEY)
     model: ModelSummary
     hardware: HardwareSummary
     plan: PlanOut
@@ -221,49 +211,3 @@ class ExplainReport(_Out):
     """Everything pplan assumed rather than was told."""
     advice: list[str]
     """Remedies and warnings worth a look (bubble, imbalance, memory)."""
-
-
-RECOMMEND_SCHEMA = "pplan.recommend/1"
-
-
-class RecommendInputs(_Out):
-    model: str
-    hardware: str
-    gpus: int
-    global_batch: int
-    seq_len: int
-    launcher: str | None
-    """Only configurations this launcher can run were kept (None: any)."""
-
-
-class RecommendCandidate(_Out):
-    rank: int
-    plan: PlanOut
-    memory: MemoryOut
-    pipeline: PipelineOut
-    performance: PerformanceOut | None
-    explain_command: str
-    """The `pplan explain` command line that shows this configuration in full."""
-
-
-class ClosestMiss(_Out):
-    plan: str
-    need_bytes: NonNegativeFloat
-    """Memory the most loaded stage needs (plus any requested headroom)."""
-    usable_bytes: NonNegativeFloat
-
-
-class RecommendReport(_Out):
-    schema_: str = Field(RECOMMEND_SCHEMA, alias="schema")
-    inputs: RecommendInputs
-    candidates: list[RecommendCandidate]
-    """The exact top N, best first: predicted tokens/s, ties to less peak memory, then the smaller model replica
-    (t·p·cp), then enumeration order."""
-    rejected: dict[str, int]
-    """Configurations not shown, counted per reason."""
-    closest_misses: list[ClosestMiss]
-    """The configurations that missed usable memory by the least."""
-    enumerated: int
-    bounded: int
-    """Configurations whose exact memory and proven throughput bound were computed."""
-    simulated: int

@@ -1,9 +1,10 @@
 """Drawings of simulated pipeline schedules: a terminal Gantt chart (rich), the same picture as standalone SVG,
 and the bubble-versus-micro-batches chart for several schedules.
 
-Owns only presentation: every number drawn comes from `pplan.schedules.timeline.simulate`. Colours: one hue per pass
-kind (F blue, B green, I light green, W ochre), lighter for a rank's later chunks; idle time is left blank (dots
-in the terminal).
+Owns only presentation: it draws the `Timeline` (`pplan.schedules.timeline.simulate`) or the bubble curves
+(`pplan.schedules.bubble.bubble_curves`) it is handed and simulates nothing; SVG markup comes from
+`pplan.render.svg`. Colours: one hue per pass kind (F blue, B green, I light green, W ochre), lighter for a rank's
+later chunks; idle time is left blank (dots in the terminal).
 """
 
 from __future__ import annotations
@@ -12,16 +13,14 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-from xml.sax.saxutils import escape
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from pplan.errors import ConfigError
-from pplan.schedules import get_schedule
-from pplan.schedules.timeline import Durations, Timeline, simulate
+from pplan.render import svg
+from pplan.schedules.bubble import BubbleCurve, Measure, in_window_fraction_of_ideal
+from pplan.schedules.timeline import Timeline
 
 BASE_COLOURS = {"F": "#4C78A8", "B": "#3C8D3A", "I": "#7FC97F", "W": "#D9912B"}
 KIND_NAMES = {
@@ -30,7 +29,6 @@ KIND_NAMES = {
     "I": "backward, input grad",
     "W": "backward, weight grad",
 }
-Measure = Literal["step", "span"]
 
 
 def _mix(hex_colour: str, white: float) -> str:
@@ -67,13 +65,6 @@ def _chunk_index(timeline: Timeline) -> dict[int, tuple[int, int]]:
 def _kinds_used(timeline: Timeline) -> list[str]:
     used = {a.kind for row in timeline.schedule.actions for a in row}
     return [k for k in ("F", "B", "I", "W") if k in used]
-
-
-def in_window_fraction_of_ideal(timeline: Timeline) -> float:
-    """The largest idle time inside one rank's own window ÷ the busiest rank's compute time; 0 when nothing
-    computes (every duration zero), like `Timeline.bubble_fraction_of_ideal`."""
-    busiest = timeline.busiest
-    return timeline.max_idle_in_span / busiest if busiest > 0 else 0.0
 
 
 def _summary(timeline: Timeline, unit: str) -> str:
@@ -201,31 +192,44 @@ def _nice_ticks(top: float, count: int) -> list[float]:
     return [round(i * step, 10) for i in range(n + 1)]
 
 
-def timeline_svg(timeline: Timeline, width: int = 1200, unit: str = "", row_height: int = 26) -> str:
+TIMELINE_TOP = 44
+"""Height above the first lane: the summary line."""
+TIMELINE_LANE_GAP = 4
+TIMELINE_BELOW = 74
+"""Height below the last lane: the time axis (44) and the legend (30)."""
+
+
+def timeline_svg_height(timeline: Timeline, row_height: int = 26) -> int:
+    """Height of `timeline_svg(timeline, row_height=row_height)`: one lane per rank between the title and the
+    axis and legend."""
+    return TIMELINE_TOP + timeline.schedule.p * (row_height + TIMELINE_LANE_GAP) + TIMELINE_BELOW
+
+
+def timeline_svg(
+    timeline: Timeline, width: int = 1200, unit: str = "", row_height: int = 26, y: int | None = None
+) -> str:
     """A standalone SVG of `timeline`: one rect per action (class "action", with a tooltip), rank labels, a time
-    axis, a legend and the bubble summary."""
+    axis, a legend and the bubble summary (placed at height `y` when nested in another SVG)."""
     s = timeline.schedule
-    left, right, top = 70, 20, 44
+    left, right, top = 70, 20, TIMELINE_TOP
     plot_w = width - left - right
     scale = plot_w / timeline.makespan if timeline.makespan > 0 else 1.0
-    gap = 4
+    gap = TIMELINE_LANE_GAP
     plot_h = s.p * (row_height + gap)
     legend_y = top + plot_h + 44
-    height = legend_y + 30
+    height = timeline_svg_height(timeline, row_height)
     chunks = _chunk_index(timeline)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
-        f'<rect class="background" x="0" y="0" width="{width}" height="{height}" fill="#FFFFFF"/>',
-        f'<text x="{left}" y="20" font-size="14" font-weight="bold">{escape(_summary(timeline, unit))}</text>',
+        svg.background(width, height),
+        svg.text(left, 20, _summary(timeline, unit), font_size=14, font_weight="bold"),
     ]
     for r in range(s.p):
-        y = top + r * (row_height + gap)
+        y_r = top + r * (row_height + gap)
+        out.append(svg.rect(left, y_r, plot_w, row_height, class_="lane", fill="#F3F3F3"))
         out.append(
-            f'<rect class="lane" x="{left}" y="{y}" width="{plot_w}" height="{row_height}" fill="#F3F3F3"/>'
-        )
-        out.append(
-            f'<text x="{left - 8}" y="{y + row_height / 2 + 4:.1f}" font-size="12" text-anchor="end">rank {r}</text>'
+            svg.text(
+                left - 8, f"{y_r + row_height / 2 + 4:.1f}", f"rank {r}", font_size=12, text_anchor="end"
+            )
         )
         for a, t0, t1 in timeline.intervals(r):
             x = left + t0 * scale
@@ -233,91 +237,53 @@ def timeline_svg(timeline: Timeline, width: int = 1200, unit: str = "", row_heig
             chunk, n = chunks[a.stage]
             fill = pass_colour(a.kind, chunk, n)
             out.append(
-                f'<rect class="action" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_height}" fill="{fill}" '
-                f'stroke="#FFFFFF" stroke-width="0.6"><title>{a} [{t0:.4g}, {t1:.4g}]</title></rect>'
+                svg.rect(
+                    f"{x:.2f}",
+                    y_r,
+                    f"{w:.2f}",
+                    row_height,
+                    tooltip=f"{a} [{t0:.4g}, {t1:.4g}]",
+                    class_="action",
+                    fill=fill,
+                    stroke="#FFFFFF",
+                    stroke_width=0.6,
+                )
             )
             label = str(a.microbatch)
             font = min(12.0, row_height * 0.5, (w - 2) / (len(label) * 0.62))
             if font >= 7:
                 out.append(
-                    f'<text x="{x + w / 2:.2f}" y="{y + row_height / 2 + font * 0.35:.2f}" font-size="{font:.0f}" '
-                    f'text-anchor="middle" fill="{_ink(fill)}">{label}</text>'
+                    svg.text(
+                        f"{x + w / 2:.2f}",
+                        f"{y_r + row_height / 2 + font * 0.35:.2f}",
+                        label,
+                        font_size=f"{font:.0f}",
+                        text_anchor="middle",
+                        fill=_ink(fill),
+                    )
                 )
     axis_y = top + plot_h + 2
-    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#444444"/>')
+    out.append(svg.line(left, axis_y, left + plot_w, axis_y, stroke="#444444"))
     for t in _nice_ticks(timeline.makespan, max(2, plot_w // 90)):
         x = left + t * scale
-        out.append(f'<line x1="{x:.2f}" y1="{axis_y}" x2="{x:.2f}" y2="{axis_y + 5}" stroke="#444444"/>')
-        out.append(f'<text x="{x:.2f}" y="{axis_y + 18}" font-size="11" text-anchor="middle">{t:g}</text>')
-    u = f" ({escape(unit)})" if unit else ""
-    out.append(f'<text x="{left + plot_w}" y="{axis_y + 34}" font-size="11" text-anchor="end">time{u}</text>')
+        out.append(svg.line(f"{x:.2f}", axis_y, f"{x:.2f}", axis_y + 5, stroke="#444444"))
+        out.append(svg.text(f"{x:.2f}", axis_y + 18, f"{t:g}", font_size=11, text_anchor="middle"))
+    u = f" ({unit})" if unit else ""
+    out.append(svg.text(left + plot_w, axis_y + 34, f"time{u}", font_size=11, text_anchor="end"))
     x = left
     for kind in _kinds_used(timeline):
-        out.append(
-            f'<rect class="legend" x="{x}" y="{legend_y}" width="16" height="16" fill="{BASE_COLOURS[kind]}"/>'
-        )
+        out.append(svg.rect(x, legend_y, 16, 16, class_="legend", fill=BASE_COLOURS[kind]))
         text = f"{kind}: {KIND_NAMES[kind]}"
-        out.append(f'<text x="{x + 22}" y="{legend_y + 13}" font-size="12">{escape(text)}</text>')
+        out.append(svg.text(x + 22, legend_y + 13, text, font_size=12))
         x += 30 + int(len(text) * 7.2)
     note = "blank: idle; numbers: micro-batches"
     if s.v > 1:
         note += "; lighter: a later chunk on the rank"
-    out.append(f'<text x="{x}" y="{legend_y + 13}" font-size="12" fill="#555555">{escape(note)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    out.append(svg.text(x, legend_y + 13, note, font_size=12, fill="#555555"))
+    return svg.document(svg.open_svg(width, height, y=y), out)
 
 
 # --- bubble versus m ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BubbleCurve:
-    """Bubble fraction of ideal against m for one schedule (simulated, uniform stages, equal F, I, W)."""
-
-    label: str
-    name: str
-    v: int
-    microbatches: tuple[int, ...]
-    bubble_of_ideal: tuple[float, ...]
-
-
-DEFAULT_CURVES: tuple[tuple[str, str, int | None], ...] = (
-    ("1F1B", "1f1b", None),
-    ("interleaved v=2", "interleaved-1f1b", 2),
-    ("interleaved v=4", "interleaved-1f1b", 4),
-    ("ZB-H1", "zb-h1", None),
-    ("ZB-H2", "zb-h2", None),
-)
-
-
-def bubble_curves(
-    p: int,
-    microbatches: Sequence[int] | None = None,
-    schedules: Sequence[tuple[str, str, int | None]] = DEFAULT_CURVES,
-    measure: Measure = "span",
-) -> list[BubbleCurve]:
-    """Simulate each (label, schedule name, v) at p ranks for each m and return its bubble as a fraction of the
-    ideal time. A full stage's passes take F = I = W = 1, a chunk's 1/v. `measure="step"` charges the whole
-    synchronous step (makespan − busiest); "span" charges the idle time inside each rank's own window (Qi et
-    al.'s cost, the same number except for ZB-H2, whose parallelogram start skew it leaves out). m values a
-    schedule's rules refuse are skipped (interleaving needs m to be a multiple of its rounds)."""
-    ms = list(microbatches) if microbatches is not None else [p * k for k in (1, 2, 3, 4, 6, 8, 12, 16)]
-    curves = []
-    for label, name, v in schedules:
-        xs: list[int] = []
-        ys: list[float] = []
-        for m in ms:
-            try:
-                sched = get_schedule(name, p, m, v)
-            except ConfigError:  # a rule refuses this m: leave the point out
-                continue
-            d = 1.0 / sched.v
-            t = simulate(sched, Durations(d, d, d))
-            idle = t.bubble if measure == "step" else t.max_idle_in_span
-            xs.append(m)
-            ys.append(idle / t.busiest)
-        curves.append(BubbleCurve(label, name, v or 1, tuple(xs), tuple(ys)))
-    return curves
 
 
 CURVE_COLOURS = ("#4C78A8", "#F58518", "#E45756", "#54A24B", "#B279A2", "#72B7B2", "#9D755D")
@@ -349,13 +315,8 @@ def bubble_table(curves: Sequence[BubbleCurve], p: int) -> Table:
     return table
 
 
-def bubble_renderable(p: int, microbatches: Sequence[int] | None = None, measure: Measure = "span") -> Group:
-    """The terminal bubble-versus-m chart for the default schedules at p ranks."""
-    return bubble_group(bubble_curves(p, microbatches, measure=measure), p, measure)
-
-
 def bubble_group(curves: Sequence[BubbleCurve], p: int, measure: Measure = "span") -> Group:
-    """The terminal bubble-versus-m chart of curves already simulated (`bubble_curves`)."""
+    """The terminal bubble-versus-m chart of the curves given (`pplan.schedules.bubble.bubble_curves`)."""
     note = Text(
         "bubble = idle inside each rank's own window ÷ ideal (Qi et al.)"
         if measure == "span"
@@ -365,21 +326,11 @@ def bubble_group(curves: Sequence[BubbleCurve], p: int, measure: Measure = "span
     return Group(bubble_table(curves, p), note)
 
 
-def bubble_svg(
-    p: int,
-    microbatches: Sequence[int] | None = None,
-    measure: Measure = "span",
-    width: int = 760,
-    height: int = 440,
-) -> str:
-    """The bubble-versus-m chart as a standalone SVG line chart (log₂ m axis, percent of ideal)."""
-    curves = bubble_curves(p, microbatches, measure=measure)
-    return bubble_curves_svg(curves, p, measure, width, height)
-
-
 def bubble_curves_svg(
     curves: Sequence[BubbleCurve], p: int, measure: Measure = "span", width: int = 760, height: int = 440
 ) -> str:
+    """The bubble-versus-m chart of the curves given as a standalone SVG line chart (log₂ m axis, percent of
+    ideal)."""
     left, right, top, bottom = 70, 190, 50, 60
     pw, ph = width - left - right, height - top - bottom
     ms = sorted({m for c in curves for m in c.microbatches}) or [1]
@@ -398,49 +349,66 @@ def bubble_curves_svg(
 
     what = "idle inside each rank's window" if measure == "span" else "step − busiest rank"
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
-        f'<rect class="background" x="0" y="0" width="{width}" height="{height}" fill="#FFFFFF"/>',
-        f'<text x="{left}" y="22" font-size="15" font-weight="bold">Pipeline bubble vs micro-batches, p = {p}</text>',
-        f'<text x="{left}" y="40" font-size="11" fill="#555555">{escape(what)} ÷ ideal time; simulated, '
-        "equal F, I, W per stage</text>",
+        svg.background(width, height),
+        svg.text(left, 22, f"Pipeline bubble vs micro-batches, p = {p}", font_size=15, font_weight="bold"),
+        svg.text(
+            left, 40, f"{what} ÷ ideal time; simulated, equal F, I, W per stage", font_size=11, fill="#555555"
+        ),
     ]
     for t in yticks:
         y = py(t / 100)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#E5E5E5"/>')
-        out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{t:g}%</text>')
+        out.append(svg.line(left, f"{y:.1f}", left + pw, f"{y:.1f}", stroke="#E5E5E5"))
+        out.append(svg.text(left - 8, f"{y + 4:.1f}", f"{t:g}%", font_size=11, text_anchor="end"))
     for m in ms:
         x = px(m)
-        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#444444"/>')
-        out.append(f'<text x="{x:.1f}" y="{top + ph + 18}" font-size="11" text-anchor="middle">{m}</text>')
-    out.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#444444"/>')
-    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#444444"/>')
+        out.append(svg.line(f"{x:.1f}", top + ph, f"{x:.1f}", top + ph + 5, stroke="#444444"))
+        out.append(svg.text(f"{x:.1f}", top + ph + 18, str(m), font_size=11, text_anchor="middle"))
+    out.append(svg.line(left, top + ph, left + pw, top + ph, stroke="#444444"))
+    out.append(svg.line(left, top, left, top + ph, stroke="#444444"))
+    out.append(svg.text(left + pw / 2, height - 18, "micro-batches m", font_size=12, text_anchor="middle"))
     out.append(
-        f'<text x="{left + pw / 2}" y="{height - 18}" font-size="12" text-anchor="middle">micro-batches m</text>'
-    )
-    out.append(
-        f'<text x="16" y="{top + ph / 2}" font-size="12" text-anchor="middle" '
-        f'transform="rotate(-90 16 {top + ph / 2})">bubble, % of ideal</text>'
+        svg.text(
+            16,
+            top + ph / 2,
+            "bubble, % of ideal",
+            font_size=12,
+            text_anchor="middle",
+            transform=f"rotate(-90 16 {top + ph / 2})",
+        )
     )
     for k, c in enumerate(curves):
         colour = CURVE_COLOURS[k % len(CURVE_COLOURS)]
         pts = " ".join(
             f"{px(m):.1f},{py(y):.1f}" for m, y in zip(c.microbatches, c.bubble_of_ideal, strict=True)
         )
-        dash = ' stroke-dasharray="6 3"' if c.name.startswith("zb") else ""
+        dash = "6 3" if c.name.startswith("zb") else None
         out.append(
-            f'<polyline class="curve" points="{pts}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
+            svg.element(
+                "polyline",
+                class_="curve",
+                points=pts,
+                fill="none",
+                stroke=colour,
+                stroke_width=2,
+                stroke_dasharray=dash,
+            )
         )
         for m, y in zip(c.microbatches, c.bubble_of_ideal, strict=True):
             out.append(
-                f'<circle cx="{px(m):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
-                f"<title>{escape(c.label)}, m={m}: {y:.2%}</title></circle>"
+                svg.element(
+                    "circle",
+                    svg.title(f"{c.label}, m={m}: {y:.2%}"),
+                    cx=f"{px(m):.1f}",
+                    cy=f"{py(y):.1f}",
+                    r=3,
+                    fill=colour,
+                )
             )
         ly = top + 10 + k * 22
         out.append(
-            f'<line x1="{left + pw + 20}" y1="{ly}" x2="{left + pw + 44}" y2="{ly}" stroke="{colour}" '
-            f'stroke-width="2"{dash}/>'
+            svg.line(
+                left + pw + 20, ly, left + pw + 44, ly, stroke=colour, stroke_width=2, stroke_dasharray=dash
+            )
         )
-        out.append(f'<text x="{left + pw + 50}" y="{ly + 4}" font-size="12">{escape(c.label)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+        out.append(svg.text(left + pw + 50, ly + 4, c.label, font_size=12))
+    return svg.document(svg.open_svg(width, height), out)

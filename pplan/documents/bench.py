@@ -1,0 +1,261 @@
+"""The versioned JSON shape of `pplan bench --json` and `--report` ("pplan.bench/1"): one benchmark case, the
+measured step and pplan's prediction of it (each a `pplan.schedule/1` block followed by the bench's own keys),
+their difference with the checks, and, with --calibrate, the fitted GEMM efficiency; and `bench_document`, how a
+`pplan.bench.analysis.BenchResult` fills it.
+
+Times are in milliseconds (`time_unit`); byte counts are per GPU (per process on a CPU). Compatibility: fields
+are only ever added within a major version; a rename or removal bumps the number.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+
+from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult
+from pplan.bench.config import DType, Mode
+from pplan.documents.base import SCHEMA_KEY, Out
+from pplan.documents.schedule import ScheduleDocument, schedule_fields
+
+BENCH_SCHEMA = "pplan.bench/1"
+
+
+class BenchConfigOut(Out):
+    schedule: str
+    """The schedule's canonical name."""
+    pp: PositiveInt
+    """Pipeline ranks p (processes launched)."""
+    vp: PositiveInt
+    """Stages per rank v."""
+    microbatches: PositiveInt
+    """Micro-batches m per step."""
+    runner: str
+    """What ran the schedule: torch's schedule class, or pplan's action lists through torch's CSV runtime."""
+    mode: Mode
+    """sleep: blocks with fixed pass times; compute: real transformer layers."""
+    model: str | None
+    """Model profile the compute blocks were scaled from (null in sleep mode)."""
+    hidden: PositiveInt
+    seq_len: PositiveInt
+    micro_batch: PositiveInt
+    layers_per_stage: PositiveInt | None
+    """Transformer layers per stage (null in sleep mode)."""
+    f_ms: NonNegativeFloat | None
+    """Sleep mode: forward time per stage (null in compute mode)."""
+    i_ms: NonNegativeFloat | None
+    """Sleep mode: input-gradient time per stage (null in compute mode)."""
+    w_ms: NonNegativeFloat | None
+    """Sleep mode: weight-gradient time per stage (null in compute mode)."""
+    dtype: DType
+    steps: PositiveInt
+    """Measured steps, after the warm-up."""
+    warmup: NonNegativeInt
+    device: str
+    """Where the ranks ran (cpu, or a CUDA device name)."""
+    backend: str
+    """torch.distributed's backend (gloo, nccl)."""
+
+
+class MeasuredStep(ScheduleDocument):
+    """The reported measured step as a `pplan.schedule/1` block (in-flight peaks and messages measured over the
+    run), then what only a measurement has."""
+
+    p2p_message_bytes: list[NonNegativeInt]
+    """The distinct sizes of the messages sent between ranks."""
+    activation_bytes_per_microbatch: list[NonNegativeInt]
+    """Per stage: bytes autograd saved for one micro-batch (the largest over micro-batches)."""
+    peak_activation_bytes_per_stage: list[NonNegativeFloat]
+    """Per stage: most activation bytes held at once (the largest over the steps)."""
+    peak_activation_bytes_per_rank: list[NonNegativeFloat]
+    """Per rank: most activation bytes held at once, its stages summed (the largest over the steps)."""
+    step_time_ms: NonNegativeFloat
+    """The reported step's time (its makespan)."""
+    reported_step: NonNegativeInt
+    """Which measured step is shown (0-based): the one with the median bubble error."""
+    step_times_ms: list[NonNegativeFloat]
+    """Every measured step's time."""
+    bubble_fraction_of_step_per_step: list[float]
+    """Every measured step's bubble, as a fraction of the step."""
+    hop_latency_ms: NonNegativeFloat
+    """Per-hop latency the prediction charges: the trimmed mean hop gap less the dispatch time."""
+    hop_latency_samples: NonNegativeInt
+    dispatch_ms: NonNegativeFloat
+    """Mean dispatch gap: the runtime's work before each pass."""
+    dispatch_samples: NonNegativeInt
+    order_matches_plan: bool
+    """Whether torch ran each rank's passes in pplan's order."""
+    peak_device_bytes: list[NonNegativeInt | None]
+    """Per rank: CUDA max allocated bytes (null without a GPU)."""
+    peak_rss_bytes: list[NonNegativeInt | None]
+    """Per rank: peak resident memory of the process (null where it cannot be read)."""
+    grad_max_abs_error: NonNegativeFloat
+    """Largest absolute difference of a gradient from a single-process reference."""
+    grad_max_rel_error: NonNegativeFloat
+    """Largest relative difference of a gradient from a single-process reference."""
+
+
+class PredictionInputs(Out):
+    f_ms: list[NonNegativeFloat]
+    """Forward time per stage, from the reported step."""
+    i_ms: list[NonNegativeFloat]
+    """Input-gradient backward per stage (a full backward's time where the stage runs only B)."""
+    w_ms: list[NonNegativeFloat]
+    """Weight-gradient backward per stage."""
+    hop_latency_ms: NonNegativeFloat
+    dispatch_ms: NonNegativeFloat
+    """Charged in front of every pass (and shown as idle)."""
+
+
+class PredictedStep(ScheduleDocument):
+    """pplan's simulation of the reported step from its own pass times, as a `pplan.schedule/1` block, then the
+    predicted bytes and what the simulation was given."""
+
+    p2p_message_bytes: list[NonNegativeInt]
+    """The one message size pplan predicts: b·s·h·dtype."""
+    peak_activation_bytes_per_stage: list[NonNegativeFloat]
+    peak_activation_bytes_per_rank: list[NonNegativeFloat]
+    step_time_ms: NonNegativeFloat
+    bubble_fraction_of_step_per_step: list[float]
+    """Every measured step's predicted bubble, as a fraction of the step."""
+    inputs: PredictionInputs
+
+
+class BenchChecks(Out):
+    in_flight_per_stage: bool
+    in_flight_per_rank: bool
+    activation_peak_bytes_per_stage: bool
+    message_bytes: bool
+    messages_per_step: bool
+    bubble_within_tolerance: bool
+
+
+class BenchError(Out):
+    """Measured − predicted."""
+
+    bubble_fraction_of_step: float
+    bubble_fraction_of_ideal: float
+    step_time_ms: float
+    step_time_relative: float
+    """(measured − predicted) / predicted step time (0 when the predicted step is empty)."""
+    peak_in_flight_per_stage: list[int]
+    peak_in_flight_microbatches: list[int]
+    p2p_messages_per_step: int
+    bubble_tolerance: NonNegativeFloat
+    """Largest |bubble error| (fraction of the step) the check accepts."""
+    checks: BenchChecks
+    """Each exact or tolerance check, by name."""
+    ok: bool
+    """Every check passed."""
+
+
+class CalibrationOut(Out):
+    hardware: str
+    """The hardware profile fitted."""
+    matmul: NonNegativeFloat
+    """The fitted GEMM efficiency, a fraction of the profile's peak."""
+    measured_busy_ms: NonNegativeFloat
+    """Measured busy time of the step, every rank's passes summed."""
+    out: str
+    """Where the fitted profile was written."""
+
+
+class BenchDocument(Out):
+    schema_: str = Field(BENCH_SCHEMA, alias=SCHEMA_KEY)
+    """The document's version."""
+    time_unit: Literal["ms"] = "ms"
+    """The unit of every time in the document."""
+    config: BenchConfigOut
+    measured: MeasuredStep
+    predicted: PredictedStep
+    error: BenchError
+    calibration: CalibrationOut | None = Field(None, exclude_if=lambda value: value is None)
+    """With --calibrate only (the key is left out otherwise)."""
+
+
+def bench_document(result: BenchResult, calibration: CalibrationOut | None = None) -> BenchDocument:
+    """The `pplan bench --json` document of one measured case (with the --calibrate block when given)."""
+    c = result.config
+    mi, pi = result.measured_in_flight, result.predicted_in_flight
+    m, p = result.measured, result.predicted
+    sleep = c.mode == "sleep"
+    measured = MeasuredStep.model_validate(
+        {
+            **schedule_fields(m),
+            "peak_in_flight_per_stage": list(mi.per_stage),
+            "peak_in_flight_microbatches": list(mi.per_rank),
+            "p2p_messages_per_step": result.messages_per_step,
+            "p2p_message_bytes": list(result.message_bytes),
+            "activation_bytes_per_microbatch": list(result.activation_bytes_per_stage),
+            "peak_activation_bytes_per_stage": list(mi.bytes_per_stage),
+            "peak_activation_bytes_per_rank": list(mi.bytes_per_rank),
+            "step_time_ms": m.makespan,
+            "reported_step": result.reported_step,
+            "step_times_ms": list(result.step_times_ms),
+            "bubble_fraction_of_step_per_step": [b for b, _ in result.step_bubbles],
+            "hop_latency_ms": result.hop_latency_ms,
+            "hop_latency_samples": result.hop_samples,
+            "dispatch_ms": result.dispatch_ms,
+            "dispatch_samples": result.dispatch_samples,
+            "order_matches_plan": result.order_matches,
+            "peak_device_bytes": list(result.peak_device_bytes),
+            "peak_rss_bytes": list(result.peak_rss_bytes),
+            "grad_max_abs_error": result.grad_max_abs_error,
+            "grad_max_rel_error": result.grad_max_rel_error,
+        }
+    )
+    predicted = PredictedStep.model_validate(
+        {
+            **schedule_fields(p),
+            "p2p_message_bytes": [result.predicted_message_bytes],
+            "peak_activation_bytes_per_stage": list(pi.bytes_per_stage),
+            "peak_activation_bytes_per_rank": list(pi.bytes_per_rank),
+            "step_time_ms": p.makespan,
+            "bubble_fraction_of_step_per_step": [b for _, b in result.step_bubbles],
+            "inputs": PredictionInputs(
+                f_ms=list(result.f_ms),
+                i_ms=list(result.i_ms),
+                w_ms=list(result.w_ms),
+                hop_latency_ms=result.hop_latency_ms,
+                dispatch_ms=result.dispatch_ms,
+            ),
+        }
+    )
+    return BenchDocument(
+        config=BenchConfigOut(
+            schedule=c.schedule,
+            pp=c.pp,
+            vp=c.plan.v,
+            microbatches=c.microbatches,
+            runner=c.runner,
+            mode=c.mode,
+            model=None if sleep else c.model_spec.name,
+            hidden=c.hidden,
+            seq_len=c.seq_len,
+            micro_batch=c.micro_batch,
+            layers_per_stage=None if sleep else c.layers_per_stage,
+            f_ms=c.f_ms if sleep else None,
+            i_ms=c.i_ms if sleep else None,
+            w_ms=c.w_ms if sleep else None,
+            dtype=c.dtype,
+            steps=c.steps,
+            warmup=c.warmup,
+            device=result.device,
+            backend=result.backend,
+        ),
+        measured=measured,
+        predicted=predicted,
+        error=BenchError(
+            bubble_fraction_of_step=result.bubble_error,
+            bubble_fraction_of_ideal=m.bubble_fraction_of_ideal - p.bubble_fraction_of_ideal,
+            step_time_ms=m.makespan - p.makespan,
+            step_time_relative=(m.makespan - p.makespan) / p.makespan if p.makespan else 0.0,
+            peak_in_flight_per_stage=[a - b for a, b in zip(mi.per_stage, pi.per_stage, strict=True)],
+            peak_in_flight_microbatches=[a - b for a, b in zip(mi.per_rank, pi.per_rank, strict=True)],
+            p2p_messages_per_step=result.messages_per_step - p.p2p_messages,
+            bubble_tolerance=BUBBLE_TOLERANCE,
+            checks=BenchChecks(**result.checks()),
+            ok=result.ok,
+        ),
+        calibration=calibration,
+    )

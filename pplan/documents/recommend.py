@@ -1,0 +1,58 @@
+"""The versioned JSON shape of `pplan recommend --format json` ("pplan.recommend/1"): the inputs, the exact top N
+candidates (each with the plan, memory, pipeline and performance blocks of `pplan.explain/1`), the rejection
+counts and the closest misses. `pplan schema recommend` prints its JSON Schema.
+
+Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, NonNegativeFloat
+
+from pplan.documents.base import SCHEMA_KEY, Out
+from pplan.documents.explain import MemoryOut, PerformanceOut, PipelineOut, PlanOut
+
+RECOMMEND_SCHEMA = "pplan.recommend/1"
+
+
+class RecommendInputs(Out):
+    model: str
+    hardware: str
+    gpus: int
+    global_batch: int
+    seq_len: int
+    launcher: str | None
+    """Only configurations this launcher can run were kept (None: any)."""
+
+
+class RecommendCandidate(Out):
+    rank: int
+    plan: PlanOut
+    memory: MemoryOut
+    pipeline: PipelineOut
+    performance: PerformanceOut | None
+    explain_command: str
+    """The `pplan explain` command line that shows this configuration in full."""
+
+
+class ClosestMiss(Out):
+    plan: str
+    need_bytes: NonNegativeFloat
+    """Memory the most loaded stage needs (plus any requested headroom)."""
+    usable_bytes: NonNegativeFloat
+
+
+class RecommendReport(Out):
+    schema_: str = Field(RECOMMEND_SCHEMA, alias=SCHEMA_KEY)
+    inputs: RecommendInputs
+    candidates: list[RecommendCandidate]
+    """The exact top N, best first: predicted tokens/s, ties to less peak memory, then the smaller model replica
+    (t·p·cp), then enumeration order."""
+    rejected: dict[str, int]
+    """Configurations not shown, counted per reason."""
+    closest_misses: list[ClosestMiss]
+    """The configurations that missed usable memory by the least."""
+    enumerated: int
+    bounded: int
+    """Configurations whose exact memory and proven throughput bound were computed."""
+    simulated: int

@@ -1,0 +1,29 @@
+"""Every versioned document pplan prints and every input profile, by the name `pplan schema NAME` takes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from pplan.documents.base import Out
+from pplan.documents.bench import BenchDocument
+from pplan.documents.explain import ExplainReport
+from pplan.documents.recommend import RecommendReport
+from pplan.documents.schedule import ScheduleDocument
+from pplan.documents.validate import ValidateDocument
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+
+DOCUMENTS: dict[str, type[Out]] = {
+    "explain": ExplainReport,
+    "recommend": RecommendReport,
+    "schedule": ScheduleDocument,
+    "bench": BenchDocument,
+    "validate": ValidateDocument,
+}
+"""Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`."""
+
+INPUTS: dict[str, tuple[type[BaseModel], str]] = {
+    "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),
+    "model": (ModelSpec, "a model profile (--model FILE.toml)"),
+}
+"""Input profiles, by the name `pplan schema NAME` takes, with what they describe."""
