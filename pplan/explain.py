@@ -4,6 +4,8 @@ assumptions and advice, as an `ExplainReport`. Pure: no files, no terminal.
 
 from __future__ import annotations
 
+import math
+
 from pplan.cost.comm import (
     data_parallel_bytes_per_step,
     p2p_message_bytes,
@@ -28,11 +30,16 @@ from pplan.documents.explain import (
     SensitivityOut,
     StageMemory,
 )
+from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.schedules import FAMILIES, closed_forms
+
+MAX_TRAIN_TOKENS = 1e18
+"""Largest token budget `explain` reports a time to train for: a million times Llama 3's 15 T tokens, so the
+time to train stays a finite, meaningful number."""
 
 IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.schedules.timeline)"
 BUBBLE_SOURCES = {
@@ -96,6 +103,14 @@ def explain_with_run(
     split_p2p: bool = True,
 ) -> tuple[ExplainReport, Plan, PipelineRun]:
     """`explain`, also returning the validated plan and its simulated run (for callers that refine it)."""
+    if train_tokens is not None and not (
+        math.isfinite(train_tokens) and 0 < train_tokens <= MAX_TRAIN_TOKENS
+    ):
+        raise ConfigError(
+            "--train-tokens",
+            f"must be a finite number above 0 and at most {MAX_TRAIN_TOKENS:g}, got {train_tokens:g}",
+            "e.g. --train-tokens 15e12",
+        )
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)
     timeline = run.summary

@@ -310,7 +310,7 @@ def test_cli_shows_every_field_of_one_profile(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(
     ("args", "start"),
     [
-        (("profiles", "gpus"), "pplan: error: kind: unknown profile kind 'gpus'"),
+        (("profiles", "gpus"), "pplan: error: kind: 'gpus' is not one of 'hardware', 'models'"),
         (("profiles", "hardware", "h100"), "pplan: error: hardware: unknown hardware profile 'h100'"),
         (("profiles", "models", "nope.toml"), "pplan: error: model: nope.toml: no such file"),
         (("profiles", "--source"), "pplan: error: --source: needs one profile"),

@@ -1,6 +1,6 @@
 """Close the loop: fit a hardware profile's GEMM efficiency to measured pass times, and write it as a profile.
 
-`fit_matmul(result, hardware)` takes a real-compute benchmark (`mode="compute"`) and finds the one number
+`fit_matmul_to_measured(result, hardware)` takes a real-compute benchmark (`mode="compute"`) and finds the one number
 e_matmul for which pplan's own pass-time model (`pplan.cost.passtime.layer_pass_times`: GEMM FLOPs from
 `pplan.model.flops` over peak × e_matmul, the attention core at the profile's attention/matmul ratio, memory-bound
 kernels at the profile's HBM bandwidth, a fixed overhead per kernel) reproduces the measured busy time of the
@@ -52,11 +52,6 @@ def _shape(result: BenchResult) -> Shape:
     )
 
 
-def _with_matmul(hw: HardwareSpec, matmul: float) -> HardwareSpec:
-    eff = hw.efficiency.model_copy(update={"matmul": matmul, "calibrated": True})
-    return hw.model_copy(update={"efficiency": eff})
-
-
 def model_step_s(result: BenchResult, hw: HardwareSpec) -> float:
     """pplan's modelled busy time for the benchmark's step: m micro-batches × every layer × (F + I + W)."""
     c = result.config
@@ -65,14 +60,14 @@ def model_step_s(result: BenchResult, hw: HardwareSpec) -> float:
     return c.microbatches * layers * (layer.f_s + layer.i_s + layer.w_s)
 
 
-def fit_matmul(result: BenchResult, hardware: HardwareSpec) -> Calibration:
+def fit_matmul_to_measured(result: BenchResult, hardware: HardwareSpec) -> Calibration:
     """The GEMM efficiency that makes pplan's pass-time model match the measured step (see the module doc)."""
     c = result.config
     if c.mode != "compute":
         raise ConfigError("--calibrate", "needs real blocks, not sleeps", "use --mode compute")
     measured_s = sum(result.measured.busy_per_rank) / 1e3
     lo, hi = 1e-12, 1.0
-    if model_step_s(result, _with_matmul(hardware, hi)) > measured_s:
+    if model_step_s(result, hardware.with_efficiency(matmul=hi, calibrated=True)) > measured_s:
         raise ConfigError(
             "--hardware",
             f"the measured passes ({measured_s * 1e3:.3g} ms) run faster than {hardware.name} at 100 % GEMM "
@@ -81,7 +76,7 @@ def fit_matmul(result: BenchResult, hardware: HardwareSpec) -> Calibration:
         )
     for _ in range(200):
         mid = (lo * hi) ** 0.5
-        if model_step_s(result, _with_matmul(hardware, mid)) > measured_s:
+        if model_step_s(result, hardware.with_efficiency(matmul=mid, calibrated=True)) > measured_s:
             lo = mid
         else:
             hi = mid
@@ -95,7 +90,7 @@ def fit_matmul(result: BenchResult, hardware: HardwareSpec) -> Calibration:
         f"b={c.micro_batch}, {c.dtype}), {c.schedule} p={c.pp} m={c.microbatches}; measured busy "
         f"{measured_s * 1e3:.4g} ms over {c.microbatches * c.num_stages * c.layers_per_stage * 3} layer-passes"
     )
-    fitted = _with_matmul(hardware, matmul)
+    fitted = hardware.with_efficiency(matmul=matmul, calibrated=True)
     fitted = fitted.model_copy(
         update={
             "name": f"{hardware.name}-bench",

@@ -57,6 +57,17 @@ def _is_a(err: BaseException, class_name: str) -> bool:
     return any(cls.__name__ == class_name for cls in type(err).__mro__)
 
 
+def _bad_parameter(err: Exception) -> str:
+    """A value typer refused (a choice not among a `Literal`'s, a number that does not parse), worded as the core
+    words its own refusals: `--flag: problem`. typer words a choice "Value error, 'x' is not one of 'a', 'b'.";
+    the core's `check_choice` says the same, so the API and the CLI refuse alike."""
+    param = err.param  # type: ignore[attr-defined]
+    long_names = [o for o in param.opts if o.startswith("--")]
+    field = long_names[0] if long_names else param.name
+    message = " ".join(str(err.message).split()).removeprefix("Value error, ").rstrip(".")  # type: ignore[attr-defined]
+    return f"{field}: {message}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `pplan` console script and `python -m pplan`."""
     try:
@@ -71,6 +82,9 @@ def main(argv: list[str] | None = None) -> None:
         if _is_a(err, "NoArgsIsHelpError"):
             err_console.print(err.ctx.get_help())  # type: ignore[attr-defined]
             sys.exit(0)
+        if _is_a(err, "BadParameter") and getattr(err, "param", None) is not None:
+            print(printable(f"pplan: error: {_bad_parameter(err)}"), file=sys.stderr)
+            sys.exit(EXIT_USAGE)
         if _is_a(err, "ClickException"):
             message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
             print(printable(f"pplan: error: {message}"), file=sys.stderr)

@@ -1,9 +1,8 @@
-"""The typer application object, the consoles, JSON output and the option choices every command shares."""
+"""The typer application object, the consoles, and JSON output."""
 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from typing import Any
 
 import typer
@@ -19,13 +18,6 @@ app = typer.Typer(
 
 console = Console()
 err_console = Console(stderr=True)
-
-
-class Launcher(StrEnum):
-    """Job launchers pplan writes settings for (`--format` and `--launcher`)."""
-
-    megatron = "megatron"
-    torchtitan = "torchtitan"
 
 
 def json_text(doc: Any, ensure_ascii: bool = True) -> str:

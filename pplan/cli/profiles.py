@@ -23,7 +23,7 @@ from pplan.render.profiles import hardware_table, models_table, profile_detail
 @app.command()
 def profiles(
     kind: Annotated[
-        str | None,
+        ProfileKind | None,
         typer.Argument(help="`hardware` or `models`; both kinds when omitted.", show_default=False),
     ] = None,
     name: Annotated[
@@ -36,7 +36,7 @@ def profiles(
     ] = False,
 ) -> None:
     """List the bundled hardware and model profiles, or show every field of one."""
-    kinds = PROFILE_KINDS if kind is None else (_kind(kind),)
+    kinds = PROFILE_KINDS if kind is None else (kind,)
     if name is not None:
         one = kinds[0]
         if source:
@@ -63,13 +63,6 @@ def profiles(
             console.print(hardware_table([s for s in specs if isinstance(s, HardwareSpec)]))
         else:
             console.print(models_table([s for s in specs if isinstance(s, ModelSpec)]))
-
-
-def _kind(kind: str) -> ProfileKind:
-    for known in PROFILE_KINDS:
-        if kind == known:
-            return known
-    raise ProfileError("kind", f"unknown profile kind {kind!r}", f"use one of: {', '.join(PROFILE_KINDS)}")
 
 
 def _load(kind: ProfileKind, ref: str) -> HardwareSpec | ModelSpec:

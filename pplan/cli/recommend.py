@@ -4,40 +4,39 @@ from __future__ import annotations
 
 import sys
 import time
-from enum import StrEnum
-from typing import Annotated, cast
+from typing import Annotated, Literal, cast
 
 import typer
 from rich.progress import Progress
 
 from pplan import launchers
-from pplan.cli.app import Launcher, app, console, err_console, json_text
-from pplan.documents.explain import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
+from pplan.cli.app import app, console, err_console, json_text
+from pplan.cli.options import (
+    DEFAULT_GLOBAL_BATCH,
+    DEFAULT_GPUS,
+    DEFAULT_HARDWARE,
+    DEFAULT_MODEL,
+    RECOMPUTE_CHOICES,
+    GlobalBatchOpt,
+    GpusOpt,
+    GradDtypeOpt,
+    HardwareOpt,
+    ModelOpt,
+    SeqLenOpt,
+    comma_list,
+)
+from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
-from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, make_plan
+from pplan.launchers.support import Launcher
+from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
 
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    megatron = "megatron"
-    torchtitan = "torchtitan"
-
-
-def _split(flag: str, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    values = tuple(x.strip().lower() for x in text.split(",") if x.strip())
-    bad = [x for x in values if x not in allowed]
-    if bad or not values:
-        raise ConfigError(
-            flag, f"unknown value(s) {', '.join(bad) or text!r}", f"use a comma list of {', '.join(allowed)}"
-        )
-    return values
+Format = Literal["table", "json", "megatron", "torchtitan"]
+"""What `recommend` prints: the ranked table, the pplan.recommend/1 document, or the best plan's launcher
+settings."""
 
 
 def recommend_report(
@@ -70,13 +69,11 @@ def recommend_report(
 
 @app.command()
 def recommend(
-    model: Annotated[
-        str, typer.Option(help="Bundled model name, a .toml file or a HF config.json.")
-    ] = "llama3-70b",
-    hardware: Annotated[str, typer.Option(help="Bundled hardware name or a .toml file.")] = "h100-sxm-80gb",
-    gpus: Annotated[int, typer.Option(help="Total GPUs.")] = 2048,
-    global_batch: Annotated[int, typer.Option(help="Global batch, in sequences.")] = 1024,
-    seq_len: Annotated[int | None, typer.Option(help="Sequence length (default: the model's).")] = None,
+    model: ModelOpt = DEFAULT_MODEL,
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    gpus: GpusOpt = DEFAULT_GPUS,
+    global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
+    seq_len: SeqLenOpt = None,
     tp: Annotated[int | None, typer.Option(help="Fix the tensor-parallel degree.")] = None,
     pp: Annotated[int | None, typer.Option(help="Fix the pipeline ranks.")] = None,
     cp: Annotated[int | None, typer.Option(help="Fix the context-parallel degree.")] = None,
@@ -87,11 +84,13 @@ def recommend(
         str | None,
         typer.Option(help="Comma list of schedules to consider (default: all but gpipe, looped-bfs)."),
     ] = None,
-    recompute: Annotated[str | None, typer.Option(help="Comma list of none, selective, full.")] = None,
+    recompute: Annotated[
+        str | None, typer.Option(help=f"Comma list of {', '.join(RECOMPUTE_CHOICES)} (default: all).")
+    ] = None,
     zero_stage: Annotated[
         str | None, typer.Option(help="Comma list of ZeRO stages to consider (default 0,1).")
     ] = None,
-    grad_dtype: Annotated[str, typer.Option(help="fp32 or bf16 gradients.")] = "fp32",
+    grad_dtype: GradDtypeOpt = "fp32",
     min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
@@ -101,33 +100,31 @@ def recommend(
     top: Annotated[int, typer.Option(help="How many configurations to show.")] = 10,
     output: Annotated[
         Format, typer.Option("--format", help="table, json, megatron or torchtitan.")
-    ] = Format.table,
+    ] = "table",
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO) and rank what fits by predicted throughput."""
-    if grad_dtype not in ("fp32", "bf16"):
-        raise ConfigError("--grad-dtype", f"unknown dtype {grad_dtype!r}", "use fp32 or bf16")
-    if launcher is None and output in (Format.megatron, Format.torchtitan):
-        launcher = Launcher(output.value)  # emit only what that launcher can run
-    model_spec = load_model(model)
-    hardware_spec = load_hardware(hardware)
-    zeros = _split("--zero-stage", zero_stage, ("0", "1", "2", "3"))
+    if launcher is None and output in ("megatron", "torchtitan"):
+        launcher = output  # emit only what that launcher can run
+    zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
     request = SearchRequest(
         gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vp=vp, max_vp=max_vp,
         micro_batch=micro_batch,
-        schedules=_split("--schedule", schedule, SCHEDULE_NAMES),
-        recompute=cast(tuple[Recompute, ...], _split("--recompute", recompute, ("none", "selective", "full")) or ("none", "selective", "full")),
+        schedules=comma_list("--schedule", schedule, SCHEDULE_NAMES),
+        recompute=cast(tuple[Recompute, ...], comma_list("--recompute", recompute, RECOMPUTE_CHOICES) or RECOMPUTE_CHOICES),
         zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1),
-        grad_dtype=cast(GradDtype, grad_dtype), min_microbatches=min_microbatches, headroom_fraction=headroom,
-        launcher=launcher.value if launcher else None, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
-        split_p2p=output is Format.json,  # only the JSON shows the step-time breakdown
+        grad_dtype=grad_dtype, min_microbatches=min_microbatches, headroom_fraction=headroom,
+        launcher=launcher, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
+        split_p2p=output == "json",  # only the JSON shows the step-time breakdown
     )  # fmt: skip
+    model_spec = load_model(model)
+    hardware_spec = load_hardware(hardware)
     layers = model_spec.num_layers
 
     def launcher_reason(name: str, req: PlanRequest, m: int) -> str | None:
-        return launchers.request_unsupported_reason(name, req, m, layers)
+        return launchers.support.request_unsupported_reason(name, req, m, layers)
 
     started = time.perf_counter()
-    if sys.stderr.isatty() and output is Format.table:
+    if sys.stderr.isatty() and output == "table":
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("simulating the best candidates", total=None)
 
@@ -146,18 +143,18 @@ def recommend(
         seq_len=seq_len or model_spec.seq_len,
         launcher=request.launcher,
     )
-    if output is Format.json:
+    if output == "json":
         doc = recommend_report(result, inputs, model, hardware).model_dump(mode="json", by_alias=True)
         print(json_text(doc))
         return
-    if output in (Format.megatron, Format.torchtitan):
+    if output in ("megatron", "torchtitan"):
         if not result.candidates:
             raise ConfigError(
                 "--format", "no configuration fits, so there is nothing to launch", "relax the constraints"
             )
         best = result.candidates[0]
         plan = make_plan(model_spec, best.request)
-        print(launchers.launcher_text(output.value, model_spec, plan))
+        print(launchers.launcher_text(output, model_spec, plan))
         return
     title = (
         f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "

@@ -1,8 +1,9 @@
 """Memory of every pipeline rank: weights, gradients, optimizer states, activations in flight, and the verdict.
 
 Bytes per parameter (mixed precision with Adam; Megatron-LM's distributed-optimizer document):
-weights 2 (BF16); gradients 2 (BF16, the seed's convention) or 4 (FP32 accumulation, Megatron's default with
-BF16); optimizer 12 (FP32 master copy 4 + Adam m 4 + Adam v 4). So 16 or 18 bytes per parameter unsharded.
+weights 2 (BF16); gradients 2 (BF16, the 16 bytes per parameter of Rajbhandari et al. 2020, arXiv:1910.02054
+§3.1) or 4 (FP32 accumulation, Megatron's default with BF16); optimizer 12 (FP32 master copy 4 + Adam m 4 + Adam
+v 4). So 16 or 18 bytes per parameter unsharded.
 Sharding over the N = d·cp data-parallel replicas (Megatron's distributed optimizer shards over dp × cp):
 ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), ZeRO-2 also the gradients,
 ZeRO-3 (FSDP) also the weights.

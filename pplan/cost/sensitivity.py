@@ -33,7 +33,7 @@ def _eff(hw: HardwareSpec, field: str, k: float) -> HardwareSpec:
         value = (
             min(1.0, getattr(eff, field) * k) if field != "kernel_overhead_us" else eff.kernel_overhead_us * k
         )
-    return hw.model_copy(update={"efficiency": eff.model_copy(update={field: value})})
+    return hw.with_efficiency(**{field: value})
 
 
 def _link(hw: HardwareSpec, tier: str, k: float) -> HardwareSpec:

@@ -9,7 +9,7 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from pplan.errors import ConfigError
 from pplan.plan.layout import Layout, make_layout
@@ -80,6 +80,23 @@ class PlanRequest:
     last_stage_layers: int | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike); what
+        depends on the model (divisibility, layers) is `make_plan`'s."""
+        for field, value in (
+            ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--micro-batch", self.micro_batch),
+            ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--seq-len", self.seq_len), ("--vp", self.vp),
+        ):  # fmt: skip
+            if value is not None:
+                check_count(field, value)
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(
+                "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
+            )
+        check_choice("--recompute", self.recompute, get_args(Recompute))
+        check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
+        check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +206,12 @@ def check_count(field: str, value: int) -> None:
         )
 
 
+def check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
+    """One choice a user gave: one of `choices`, else a ConfigError on `field` listing them."""
+    if value not in choices:
+        raise ConfigError(field, f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
+
+
 def _divisors_near(n: int, target: int) -> list[int]:
     divs = [k for k in range(1, n + 1) if n % k == 0]
     return sorted(sorted(divs, key=lambda k: (abs(k - target), k))[:3])
@@ -249,21 +272,6 @@ def _check_pipeline(kind: ScheduleFamily, p: int, m: int, per_microbatch: int) -
 
 def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     """Validate `req` against `model` and derive d, m, v and the layer layout."""
-    for field, value in (
-        ("--gpus", req.gpus),
-        ("--global-batch", req.global_batch),
-        ("--micro-batch", req.micro_batch),
-        ("--tp", req.tp),
-        ("--pp", req.pp),
-        ("--cp", req.cp),
-    ):
-        check_count(field, value)
-    if req.seq_len is not None:
-        check_count("--seq-len", req.seq_len)
-    if req.vp is not None:
-        check_count("--vp", req.vp)
-    if req.zero_stage not in (0, 1, 2, 3):
-        raise ConfigError("--zero-stage", f"must be 0, 1, 2 or 3, got {req.zero_stage}", "pick one of 0-3")
     kind = schedule_family(req.schedule)
     if kind.fixed_v == 1 and req.vp not in (None, 1):
         raise ConfigError(

@@ -282,6 +282,10 @@ class HardwareSpec(_Frozen):
             )
         return self
 
+    def with_efficiency(self, **changes: float | bool) -> HardwareSpec:
+        """This profile with some `efficiency` figures replaced (a fit, a sensitivity probe); nothing else moves."""
+        return self.model_copy(update={"efficiency": self.efficiency.model_copy(update=changes)})
+
     @property
     def usable_hbm_bytes(self) -> int:
         """HBM minus the fixed reserve and the fragmentation allowance."""

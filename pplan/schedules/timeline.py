@@ -174,7 +174,7 @@ class Timeline(_StepFigures):
     bubble: float
     """makespan − the busiest rank's compute time: the idle time the step pays."""
     bubble_fraction_of_step: float
-    """bubble / makespan (Qi et al.'s bubble rate; the tutorial's (p−1)/(m+p−1))."""
+    """bubble / makespan (Qi et al.'s bubble rate; GPipe's (p−1)/(m+p−1), Huang et al. 2019, arXiv:1811.06965)."""
     bubble_fraction_of_ideal: float
     """bubble / busiest compute time (Narayanan's and Megatron's (p−1)/m)."""
     span_per_rank: tuple[float, ...]

@@ -18,9 +18,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import get_args
 
 from pplan.errors import ConfigError
-from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, check_count
+from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, check_choice, check_count
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 
@@ -88,6 +89,13 @@ class SearchRequest:
         if not self.zero_stages or any(z not in (0, 1, 2, 3) for z in self.zero_stages):
             raise ConfigError("--zero-stage", f"stages must be among 0, 1, 2, 3, got {self.zero_stages}",
                               "e.g. --zero-stage 0,1")  # fmt: skip
+        if not self.recompute:
+            raise ConfigError("--recompute", "no recompute mode to try", "e.g. --recompute none,selective")
+        for mode in self.recompute:
+            check_choice("--recompute", mode, get_args(Recompute))
+        check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
+        for name in self.schedules or ():
+            schedule_family(name)
 
 
 @dataclass(frozen=True, slots=True)

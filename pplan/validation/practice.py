@@ -16,7 +16,7 @@ from typing import Any
 
 from pplan.errors import PplanError
 from pplan.explain import explain
-from pplan.launchers import request_unsupported_reason
+from pplan.launchers.support import request_unsupported_reason
 from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family

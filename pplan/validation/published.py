@@ -10,12 +10,12 @@ everything else (attention, HBM and kernel-overhead figures, links) stays as the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from pplan.cost.steptime import step_time
 from pplan.model.flops import hardware_flops_per_step
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family
 
@@ -49,6 +49,14 @@ class ValidationSet:
         return sum(abs(r.error) for r in self.rows) / len(self.rows)
 
 
+def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], pp: int) -> Recompute:
+    """The run's recompute setting: its own, its set's, or the assumed rule (`PIPELINED_FULL` resolved on p)."""
+    given = row.get("recompute", stated.get("recompute", assumed.get("recompute", "none")))
+    if given == PIPELINED_FULL:
+        return "full" if pp > 1 else "none"
+    return cast(Recompute, given)
+
+
 def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any]) -> PlanRequest:
     pp = int(row["pp"])
     vp = row.get("vp")
@@ -63,7 +71,7 @@ def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any
         cp=int(row.get("cp", 1)),
         schedule=family.name,
         seq_len=int(stated["seq_len"]),
-        recompute=row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))),
+        recompute=_recompute(row, stated, assumed, pp),
         sequence_parallel=bool(assumed.get("sequence_parallel", True)),
         flash_attention=bool(assumed.get("flash_attention", True)),
         zero_stage=int(assumed.get("zero_stage", 0)),
@@ -84,8 +92,6 @@ def validate_set(
     for row in data["rows"]:
         model = load_model(row["model"])
         req = _request(row, stated, assumed)
-        if assumed.get("recompute") == PIPELINED_FULL:
-            req = replace(req, recompute="full" if req.pp > 1 else "none")
         plan = make_plan(model, req)
         predicted = step_time(model, hardware, plan).step_s
         if "published_step_s" in row:
@@ -101,12 +107,7 @@ def validate_set(
     return ValidationSet(data["name"], data["source"], data["hardware"], tuple(rows), dict(assumed))
 
 
-def with_matmul(hardware: HardwareSpec, matmul: float) -> HardwareSpec:
-    eff = hardware.efficiency.model_copy(update={"matmul": matmul})
-    return hardware.model_copy(update={"efficiency": eff})
-
-
-def fit_matmul(
+def fit_matmul_to_published(
     data: dict[str, Any],
     load_model: Callable[[str], ModelSpec],
     hardware: HardwareSpec,
@@ -118,7 +119,7 @@ def fit_matmul(
     ratio = (5**0.5 - 1) / 2
 
     def cost(x: float) -> float:
-        return validate_set(data, load_model, with_matmul(hardware, x)).mape
+        return validate_set(data, load_model, hardware.with_efficiency(matmul=x)).mape
 
     a, b = lo, hi
     c, d = b - ratio * (b - a), a + ratio * (b - a)
@@ -133,4 +134,4 @@ def fit_matmul(
             d = a + ratio * (b - a)
             fd = cost(d)
     best = (a + b) / 2
-    return best, validate_set(data, load_model, with_matmul(hardware, best))
+    return best, validate_set(data, load_model, hardware.with_efficiency(matmul=best))

@@ -1,0 +1,72 @@
+"""Command-line options that more than one command takes, each declared once as a typed alias.
+
+Choices are the core's own `Literal` types (typer reads them directly), so a choice exists in one place: adding a
+recompute mode to `pplan.plan.configuration.Recompute` adds it to `--recompute` everywhere. One defaulting policy:
+an option's default is written in its alias (so `--help` shows it); a command that needs to know which values the
+user left at their defaults (`explain` prints them as assumptions) asks `defaulted`. Range checks live in the core
+request types (`PlanRequest`, `SearchRequest`), so the API and the CLI refuse the same inputs with the same line.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, get_args
+
+import typer
+
+from pplan.cost.pipeline import DurationModel
+from pplan.errors import ConfigError
+from pplan.plan.configuration import ActivationModel, GradDtype, Recompute
+
+DEFAULT_MODEL = "llama3-70b"
+DEFAULT_HARDWARE = "h100-sxm-80gb"
+DEFAULT_GPUS = 2048
+DEFAULT_GLOBAL_BATCH = 1024
+"""pplan's default example, shared by every planning command: Llama 3 70B on 2,048 H100s with a global batch of
+1,024 sequences (`explain` adds t = 8, p = 4, b = 1 and 1F1B, so d = 64 and m = 16)."""
+
+ModelOpt = Annotated[
+    str, typer.Option("--model", help="Bundled model name, a .toml file or a HF config.json.")
+]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="Bundled hardware name or a .toml file.")]
+GpusOpt = Annotated[int, typer.Option("--gpus", help="Total GPUs.")]
+GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", help="Global batch, in sequences.")]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length (default: the model's).")]
+GradDtypeOpt = Annotated[
+    GradDtype, typer.Option("--grad-dtype", help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")
+]
+RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", help="Activation recomputation.")]
+ActivationModelOpt = Annotated[
+    ActivationModel,
+    typer.Option("--activation-model", help="itemised (this architecture) or korthikanti (GPT-3 formula)."),
+]
+PassDurationsOpt = Annotated[
+    DurationModel,
+    typer.Option(
+        "--pass-durations",
+        help="Simulate the schedule with analytic pass times and link latencies, or unit passes.",
+    ),
+]
+RECOMPUTE_CHOICES: tuple[Recompute, ...] = get_args(Recompute)
+
+
+def defaulted(ctx: typer.Context, names: tuple[str, ...], values: dict[str, Any]) -> list[str]:
+    """`--flag value` for each of `names` (parameter names, in that order) the user left at its default."""
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "DEFAULT":
+            out.append(f"--{name.replace('_', '-')} {values[name]}")
+    return out
+
+
+def comma_list(flag: str, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...] | None:
+    """A comma-separated choice list (`--recompute none,full`), each item one of `allowed`; None if not given."""
+    if text is None:
+        return None
+    values = tuple(x.strip().lower() for x in text.split(",") if x.strip())
+    bad = [x for x in values if x not in allowed]
+    if bad or not values:
+        raise ConfigError(
+            flag, f"unknown value(s) {', '.join(bad) or text!r}", f"use a comma list of {', '.join(allowed)}"
+        )
+    return values
