@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from unittest import mock
 
 from pplan.schedules import get_schedule, periodic, registry, timeline
 from pplan.schedules.periodic import _common
@@ -162,14 +163,11 @@ def cold() -> None:
         for _ in range(COLD_REPEAT):
             _clear()
             generated.clear()
-            _common.get_schedule = spy  # type: ignore[assignment]
-            try:
+            with mock.patch.object(_common, "get_schedule", spy):
                 t0 = time.perf_counter()
                 fast, how = periodic.summarise_with_route(name, p, v, m, d, lat)
                 periodic.in_flight_profile(name, p, v, m)
                 best = min(best, time.perf_counter() - t0)
-            finally:
-                _common.get_schedule = get_schedule
         gen = float("inf")
         for _ in range(COLD_REPEAT):
             _clear()

@@ -83,7 +83,7 @@ def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
     scored = brute_force(load_model(q.model), load_hardware(q.hardware),
                          SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n))  # fmt: skip
     top, _ = distinct(scored, n)
-    ids = []
+    ids: list[tuple[object, ...]] = []
     for s in top:
         plan = s.plan
         ids.append(tuple(json.dumps(x) for x in (plan.schedule, plan.tp, plan.pp, plan.dp, plan.vp, plan.cp,

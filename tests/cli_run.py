@@ -5,10 +5,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import pytest
+import typer
+import typer.main
 
 from pplan.cli import main
+
+_build_command = typer.main.get_command
+_COMMANDS: dict[int, tuple[typer.Typer, Any]] = {}
+
+
+def _built_once(app: typer.Typer) -> Any:
+    """typer builds the click command from the app (every command's signature and type hints) on each call, about
+    15 ms: a third of a typical in-process run. The commands are the same for the whole session, so the runs here
+    share one build; a shell (and `test_python_dash_m_runs`) builds it as usual."""
+    key = id(app)
+    if key not in _COMMANDS:
+        _COMMANDS[key] = (app, _build_command(app))
+    return _COMMANDS[key][1]
 
 
 @dataclass
@@ -23,9 +39,10 @@ class CliResult:
 
 def run_pplan(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
     code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
+    with mock.patch.object(typer.main, "get_command", _built_once):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
     captured = capsys.readouterr()
     return CliResult(code, captured.out, captured.err)

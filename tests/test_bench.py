@@ -20,8 +20,15 @@ from pplan.bench.config import BenchConfig
 from pplan.model.activations import itemised_layer
 from pplan.plan.configuration import Shape
 
-pytest.importorskip("torch")
-pytest.importorskip("torch.distributed.pipelining")
+pytestmark = pytest.mark.acceptance
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch() -> None:
+    """torch or a skip, imported when the tests run rather than at collection (the fast tier never pays for it)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.pipelining")
+
 
 MATRIX = {2: 4, 4: 8}  # p: m (m = 2p, the least DualPipeV accepts)
 SCHEDULES: list[tuple[str, int | None]] = [

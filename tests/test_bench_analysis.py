@@ -19,7 +19,7 @@ from pplan.bench.analysis import (
     stage_durations,
     trimmed_mean,
 )
-from pplan.bench.calibrate import fit_matmul, hardware_toml, model_step_s
+from pplan.bench.calibrate import fit_matmul_to_measured, hardware_toml, model_step_s
 from pplan.bench.config import BenchConfig, scaled_model
 from pplan.bench.records import OpRecord, RankRecord, StepRecord
 from pplan.errors import ConfigError
@@ -45,6 +45,7 @@ def _play(config: BenchConfig, f: float, i: float, w: float, o: float, c: float)
         for r in range(sched.p):
             while heads[r] < len(sched.actions[r]):
                 a = sched.actions[r][heads[r]]
+                kinds: tuple[str, ...]
                 if a.kind == "F":
                     src, kinds = prev.get(a.stage), ("F",)
                 elif a.kind in ("I", "B"):
@@ -173,7 +174,7 @@ def test_calibration_recovers_the_efficiency_that_made_the_times() -> None:
     # one pass time for every F, I and W so that the measured busy time is the target
     per_pass_ms = target * 1e3 / (config.microbatches * config.num_stages * 3)
     result = analyse(config, _play(config, per_pass_ms, per_pass_ms, per_pass_ms, 0.0, 0.0))
-    cal = fit_matmul(result, hw)
+    cal = fit_matmul_to_measured(result, hw)
     assert cal.matmul == pytest.approx(0.37, rel=1e-5)
     assert cal.hardware.efficiency.calibrated
 
@@ -182,7 +183,7 @@ def test_calibration_toml_round_trip(tmp_path) -> None:  # type: ignore[no-untyp
     config = BenchConfig("gpipe", 2, 4, mode="compute", hidden=64)
     hw = load_hardware("a100-sxm-80gb")
     result = analyse(config, _play(config, 2.0, 2.0, 2.0, 0.0, 0.0))
-    cal = fit_matmul(result, hw)
+    cal = fit_matmul_to_measured(result, hw)
     path = tmp_path / "fitted.toml"
     path.write_text(hardware_toml(cal))
     back = load_hardware(str(path))
@@ -195,10 +196,14 @@ def test_calibration_toml_round_trip(tmp_path) -> None:  # type: ignore[no-untyp
 def test_calibration_refuses_sleep_runs_and_impossible_speed() -> None:
     sleep = BenchConfig("gpipe", 2, 4)
     with pytest.raises(ConfigError, match="--mode compute"):
-        fit_matmul(analyse(sleep, _play(sleep, 1.0, 1.0, 1.0, 0.0, 0.0)), load_hardware("h100-sxm-80gb"))
+        fit_matmul_to_measured(
+            analyse(sleep, _play(sleep, 1.0, 1.0, 1.0, 0.0, 0.0)), load_hardware("h100-sxm-80gb")
+        )
     fast = BenchConfig("gpipe", 2, 4, mode="compute", hidden=64)
     with pytest.raises(ConfigError, match="faster than"):
-        fit_matmul(analyse(fast, _play(fast, 1e-6, 1e-6, 1e-6, 0.0, 0.0)), load_hardware("h100-sxm-80gb"))
+        fit_matmul_to_measured(
+            analyse(fast, _play(fast, 1e-6, 1e-6, 1e-6, 0.0, 0.0)), load_hardware("h100-sxm-80gb")
+        )
 
 
 def test_config_errors_come_from_the_registry() -> None:

@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
+import types
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
+import pplan.cli.bench as bench_cli
+from pplan.bench.config import BenchConfig
+from pplan.bench.records import RankRecord
 from pplan.cli.bench import MAX_BENCH_MICROBATCHES, MAX_BENCH_RANKS
 from pplan.profiles.catalog import load_hardware
 from tests.cli_run import CliResult, run_pplan
+from tests.test_bench_analysis import _play
 
 
 def _one_line_error(res: CliResult, *needles: str) -> None:
@@ -75,11 +80,19 @@ def test_bad_input_is_one_line(
     ],
 )
 def test_sizes_and_times_are_capped_before_anything_starts(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], flag: str
 ) -> None:
-    start = time.perf_counter()
+    """Refused before the run is even configured: no BenchConfig (which builds the schedule), no torch."""
+    reached: list[str] = []
+    for name in ("BenchConfig", "require_torch"):
+
+        def start(*_: object, _name: str = name, **__: object) -> NoReturn:
+            reached.append(_name)
+            raise AssertionError(f"{_name} ran before the refusal")
+
+        monkeypatch.setattr(bench_cli, name, start)
     _one_line_error(run_pplan(capsys, "bench", *args), flag)
-    assert time.perf_counter() - start < 1.0
+    assert reached == []
 
 
 def test_the_bench_caps_are_stated(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,6 +120,44 @@ def slow_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
     return str(path)
 
 
+def test_a_played_run_reports_without_torch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The fast tier's stand-in for the torch runs below: the launch is replaced by records played by hand
+    (`tests.test_bench_analysis._play`: F, I, W of 6, 5, 4 ms, 0.5 ms dispatch, 1.5 ms a hop), so everything after
+    the launch (analysis, --json, --report, --svg, the terminal tables) runs here without torch."""
+
+    def launch(configs: list[BenchConfig]) -> list[list[RankRecord]]:
+        return [_play(c, f=6.0, i=5.0, w=4.0, o=0.5, c=1.5) for c in configs]
+
+    monkeypatch.setattr(bench_cli, "require_torch", lambda: None)
+    monkeypatch.setitem(sys.modules, "pplan.bench.worker", types.SimpleNamespace(launch=launch))
+    report, svg = tmp_path / "report.json", tmp_path / "run.svg"
+    p, m = 2, 4
+    res = run_pplan(capsys, "bench", "--schedule", "1f1b", "--pp", str(p), "--microbatches", str(m), "--json",
+                    "--report", str(report), "--svg", str(svg))  # fmt: skip
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert doc["schema"] == "pplan.bench/1" and doc["config"]["schedule"] == "1f1b"
+    assert doc["predicted"]["p2p_messages_per_step"] == 2 * m * (p - 1)  # every boundary, both directions
+    assert doc["measured"]["makespan"] == pytest.approx(
+        doc["predicted"]["makespan"], rel=1e-6
+    )  # played exactly
+    assert json.loads(report.read_text()) == doc
+    assert svg.read_text().count('class="action"') == 2 * (2 * p * m)  # measured and predicted: F and B each
+    res = run_pplan(capsys, "bench", "--schedule", "1f1b", "--pp", str(p), "--microbatches", str(m))
+    assert res.code == 0, res.err
+    for text in (
+        "Measured",
+        "Predicted by pplan",
+        "bubble, fraction of step",
+        "P2P messages per step",
+        "rank 1",
+    ):
+        assert text in res.out
+
+
+@pytest.mark.acceptance  # launches torch ranks
 def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("torch.distributed.pipelining")
@@ -156,6 +207,7 @@ def test_calibrate_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert plan.code == 0, plan.err
 
 
+@pytest.mark.acceptance  # launches torch ranks
 def test_terminal_output(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("torch.distributed.pipelining")
@@ -172,6 +224,7 @@ def test_terminal_output(capsys: pytest.CaptureFixture[str]) -> None:
         assert text in res.out
 
 
+@pytest.mark.acceptance  # launches torch ranks
 def test_a_failing_rank_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +242,7 @@ def test_a_failing_rank_is_one_line(
     )
 
 
+@pytest.mark.acceptance  # launches torch ranks
 def test_a_fit_outside_the_profile_ranges_is_refused_and_nothing_written(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -200,7 +254,7 @@ def test_a_fit_outside_the_profile_ranges_is_refused_and_nothing_written(
 
     import pplan.bench.calibrate as calibrate
 
-    real = calibrate.fit_matmul
+    real = calibrate.fit_matmul_to_measured
 
     def impossible(result: object, hw: object) -> calibrate.Calibration:
         cal = real(result, hw)  # type: ignore[arg-type]
@@ -209,7 +263,7 @@ def test_a_fit_outside_the_profile_ranges_is_refused_and_nothing_written(
             cal, matmul=1.5, hardware=cal.hardware.model_copy(update={"efficiency": eff})
         )
 
-    monkeypatch.setattr(calibrate, "fit_matmul", impossible)
+    monkeypatch.setattr(calibrate, "fit_matmul_to_measured", impossible)
     out = tmp_path / "fitted.toml"
     res = run_pplan(capsys, "bench", "--calibrate", "--hardware", slow_gpu(capsys, tmp_path), "--out", str(out),
                     "--schedule", "gpipe", "--microbatches", "2", "--steps", "1")  # fmt: skip

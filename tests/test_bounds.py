@@ -39,7 +39,7 @@ def test_interleaved_uniform_is_exact(p: int, v: int, m: int) -> None:
 
 def _cases(seed: int, count: int) -> list[tuple[str, int, int, int]]:
     rng = random.Random(seed)
-    out = []
+    out: list[tuple[str, int, int, int]] = []
     while len(out) < count:
         name = rng.choice(SCHEDULE_NAMES)
         fam = schedule_family(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
-from pplan.validation.published import fit_matmul, validate_set
+from pplan.validation.published import fit_matmul_to_published, validate_set
 
 SETS = {s["name"]: s for s in load_published_runs()["sets"]}
 
@@ -19,11 +19,19 @@ def test_bundled_profiles_meet_the_accuracy_target(name: str) -> None:
     assert all(abs(r.error) <= 0.10 for r in result.rows), [(r.label, r.error) for r in result.rows]
 
 
-@pytest.mark.parametrize("name", sorted(SETS))
+# The Megatron set's ten runs go up to 1T parameters on 3,072 GPUs: its fit takes seconds (acceptance tier); the
+# NVIDIA set's fit exercises the same bisection in the fast tier.
+SLOW_FITS = {"megatron-sc21-table1"}
+assert set(SETS) >= SLOW_FITS
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.acceptance) if n in SLOW_FITS else n for n in sorted(SETS)]
+)
 def test_fit_reproduces_the_profile(name: str) -> None:
     data = SETS[name]
     hardware = load_hardware(data["hardware"])
-    best, _ = fit_matmul(data, load_model, hardware)
+    best, _ = fit_matmul_to_published(data, load_model, hardware)
     assert best == pytest.approx(hardware.efficiency.matmul, abs=0.005)
 
 

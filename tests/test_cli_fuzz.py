@@ -1,14 +1,13 @@
 """A bounded fuzz of the command line (issue 10): random command lines from `tests.cli_grammar`, run in-process.
-Whatever the input: exit code 0 or 2, exactly one "pplan: error: " line on 2, strict JSON on 0, a detectably
-invalid value refused, and no more than 10 s per command. `benchmarks/fuzz_inputs.py` runs the same grammar for
-minutes, as subprocesses, with memory and hang checks."""
+Whatever the input: exit code 0 or 2, exactly one "pplan: error: " line on 2, strict JSON on 0, and a detectably
+invalid value refused. `benchmarks/fuzz_inputs.py` runs the same grammar for minutes, as subprocesses, with the
+time (10 s a command), memory and hang checks."""
 
 from __future__ import annotations
 
 import json
 import random
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+@pytest.mark.acceptance  # thirty command lines, some of them whole searches: about a second
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_any_command_line_is_answered_or_refused_in_one_line(
@@ -30,9 +30,7 @@ def test_any_command_line_is_answered_or_refused_in_one_line(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         args, invalid = draw(random.Random(seed), Path(tmp))
-        started = time.perf_counter()
         res = run_pplan(capsys, *args)
-        elapsed = time.perf_counter() - started
     assert res.code in (0, 2), (args, res.code, res.err[-500:])
     assert "Traceback" not in res.err
     if res.code == 2:
@@ -42,4 +40,3 @@ def test_any_command_line_is_answered_or_refused_in_one_line(
         assert not invalid, f"accepted a detectably invalid value: {args}"
         if is_json(args):
             json.loads(res.out, parse_constant=_refuse_constant)
-    assert elapsed < 10.0, (args, elapsed)

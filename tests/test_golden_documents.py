@@ -4,7 +4,10 @@ copy stored under `tests/golden/` (numbers to a relative 1e-9, everything else e
 A golden file pins behaviour across refactors: a change that moves a number or renames a key fails here, and
 whoever makes it on purpose regenerates the files and reads the diff:
 
-    PPLAN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_documents.py
+    PPLAN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_documents.py --all-tiers
+
+(`--all-tiers`: `validate --fit` re-fits every published set, seconds of work, so its golden file is checked in
+the acceptance tier; the fast tier compares the NVIDIA set's part of it.)
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pplan.profiles.catalog import load_published_runs
 from tests.cli_run import run_pplan
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -243,7 +247,13 @@ def test_differences_sees_what_matters() -> None:
     assert differences(base, {"b": [1, "x"], "a": 1.0, "c": True})
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+SLOW_CASES = {"validate-fit"}  # re-fits the Megatron set's ten runs, up to 1T parameters on 3,072 GPUs
+assert set(CASES) >= SLOW_CASES
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.acceptance) if c in SLOW_CASES else c for c in sorted(CASES)]
+)
 def test_document_matches_golden(case: str, capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, *CASES[case])
     assert res.code == 0, res.err
@@ -253,4 +263,25 @@ def test_document_matches_golden(case: str, capsys: pytest.CaptureFixture[str]) 
         path.write_text(json.dumps(got, indent=2) + "\n", encoding="utf-8")
     want = json.loads(path.read_text(encoding="utf-8"))
     found = differences(want, got)
+    assert not found, "\n".join(found[:20])
+
+
+def test_validate_fit_matches_golden_for_one_set(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast tier's share of `validate-fit`: with only the NVIDIA set published, the document is the golden
+    file's with that set alone (its fit takes a fraction of a second)."""
+    import pplan.cli.validate as validate_cli
+
+    name = "nvidia-dgxc-gpt3-175b-bf16"
+    runs = load_published_runs()
+    one = {**runs, "sets": [s for s in runs["sets"] if s["name"] == name]}
+    assert len(one["sets"]) == 1
+    monkeypatch.setattr(validate_cli, "load_published_runs", lambda: one)
+    res = run_pplan(capsys, *CASES["validate-fit"])
+    assert res.code == 0, res.err
+    golden = json.loads((GOLDEN / "validate-fit.json").read_text(encoding="utf-8"))
+    want = {**golden, "sets": [s for s in golden["sets"] if s["set"] == name]}
+    assert len(want["sets"]) == 1
+    found = differences(want, res.json())
     assert not found, "\n".join(found[:20])

@@ -438,6 +438,7 @@ def _check_derived(model: ModelSpec, hardware: HardwareSpec) -> None:
         report = explain(model, hardware, PlanRequest(gpus=1, global_batch=1))
     except PplanError:
         return
+    assert report.performance is not None  # analytic pass times (the default) always give a performance block
     assert report.performance.step_s > 0
     assert _finite_numbers(report.model_dump())
 

@@ -1,11 +1,17 @@
-"""Bundled profiles are found from a source checkout and from an installed wheel."""
+"""Bundled profiles are found from a source checkout and from an installed wheel.
+
+The wheel test builds the wheel from this checkout and installs it into a fresh venv of its own, whatever way
+the test interpreter has pplan (editable, from a wheel, or not at all): the venv does not see the interpreter's
+site-packages while pip installs, and afterwards only as plain paths behind its own (no .pth file of theirs
+runs, so an editable install's import hook cannot shadow the wheel).
+"""
 
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
@@ -37,6 +43,15 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
+def _interpreter_site_dirs() -> list[str]:
+    """The test interpreter's site-packages folders (a venv's own and, with system site-packages, its base's)."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
+
+
+@pytest.mark.acceptance  # builds a wheel and a venv: seconds
 def test_wheel_ships_the_profiles_and_reads_them_when_installed(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(REPO)], tmp_path)
@@ -46,22 +61,25 @@ def test_wheel_ships_the_profiles_and_reads_them_when_installed(tmp_path: Path) 
     assert "pplan/profiles/hardware/h100-sxm-80gb.toml" in names
     assert "pplan/profiles/models/llama3-70b.toml" in names
 
+    # A venv without the system's site-packages and without pip: this interpreter's pip installs into it, and
+    # sees only what is in it, so an installed pplan elsewhere can neither satisfy nor shadow the wheel.
     venv = tmp_path / "venv"
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path)
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     assert made.returncode == 0, made.stderr
     python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site = Path(
+    site_dir = Path(
         _run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path
         ).stdout.strip()
     )
-    # The test interpreter may itself be a venv, whose packages (pydantic, typer, rich) are out of reach of
-    # `--system-site-packages`: list its site-packages after the new venv's own. A plain path line in a .pth
-    # file only extends sys.path (the .pth files inside it, such as an editable pplan's, are not processed).
-    here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "zz_test_interpreter_packages.pth").write_text("\n".join(sorted(here)) + "\n")
-    installed = _run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index"]
+    installed = _run([*install, "--ignore-installed", str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (site_dir / "pplan" / "__init__.py").is_file(), installed.stdout
+    # pplan's dependencies (pydantic, typer, rich) come from this interpreter: its site-packages listed after the
+    # venv's own. A plain path line in a .pth file only extends sys.path (the .pth files inside that folder, such
+    # as an editable pplan's, are not processed), and the venv's own pplan comes first.
+    (site_dir / "zz_test_interpreter_packages.pth").write_text("\n".join(_interpreter_site_dirs()) + "\n")
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -78,7 +96,7 @@ def test_wheel_ships_the_profiles_and_reads_them_when_installed(tmp_path: Path) 
     ran = _run([str(python), "-c", probe], outside)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     package_file, peak, profile_path = ran.stdout.split("\n")[:3]
-    assert Path(package_file).resolve().is_relative_to(site.resolve())
+    assert Path(package_file).resolve().is_relative_to(site_dir.resolve()), package_file
     assert float(peak) == 989.4  # NVIDIA H100 SXM5 datasheet, dense BF16
-    assert Path(profile_path).resolve().is_relative_to(site.resolve())
+    assert Path(profile_path).resolve().is_relative_to(site_dir.resolve()), profile_path
     assert Path(profile_path).name == "h100-sxm-80gb.toml"

@@ -50,6 +50,8 @@ def _grid() -> Iterator[tuple[str, int, int | None]]:
 
 
 GRID = list(_grid())
+# p = 8 is more than half of the grid's time: the acceptance tier runs it, the fast tier p ≤ 4.
+GRID_TIERS = [pytest.param(*g, marks=pytest.mark.acceptance) if g[1] >= 8 else g for g in GRID]
 
 
 def _ms(name: str, p: int, v: int | None) -> list[int]:
@@ -127,7 +129,7 @@ def periodic_route(monkeypatch: pytest.MonkeyPatch) -> None:
     periodic.clear_caches()
 
 
-@pytest.mark.parametrize(("name", "p", "v"), GRID)
+@pytest.mark.parametrize(("name", "p", "v"), GRID_TIERS)
 def test_summary_equals_full_simulation(name: str, p: int, v: int | None, periodic_route: None) -> None:
     """...and the fast path answers: always for the phase-block families (gpipe, looped-bfs), for most of these
     calls past 8p + Δ for the others."""
@@ -149,7 +151,7 @@ def test_summary_equals_full_simulation(name: str, p: int, v: int | None, period
         assert sum(routes) >= 0.75 * len(routes) > 0, routes
 
 
-@pytest.mark.parametrize(("name", "p", "v"), GRID)
+@pytest.mark.parametrize(("name", "p", "v"), GRID_TIERS)
 def test_in_flight_profile_equals_peak_in_flight(
     name: str, p: int, v: int | None, periodic_route: None
 ) -> None:
@@ -273,7 +275,7 @@ def test_detected_period_reproduces_the_generator(name: str, p: int, v: int | No
     ("name", "v"),
     [(name, 2 if name in LOOPED else None) for name in SCHEDULE_NAMES if period(name, 4) is not None],
 )
-@pytest.mark.parametrize("p", [6, 8, 16])
+@pytest.mark.parametrize("p", [6, 8, pytest.param(16, marks=pytest.mark.acceptance)])
 def test_played_lists_are_the_generators_at_larger_p(name: str, p: int, v: int | None) -> None:
     """The lists the periodic route plays are built from the split read at m0..m0 + 3Δ, never generated: at
     larger p too, the split is the generator's list at every number of copies the route plays (2..k, and a
@@ -289,12 +291,16 @@ def test_played_lists_are_the_generators_at_larger_p(name: str, p: int, v: int |
         assert struct.dec.expand(copies) == rows
 
 
-def test_full_route_is_bit_identical_to_the_timeline() -> None:
+@pytest.mark.parametrize(
+    "ranks",
+    [pytest.param((1, 2, 3, 4), id="p<=4"), pytest.param((8,), id="p8", marks=pytest.mark.acceptance)],
+)
+def test_full_route_is_bit_identical_to_the_timeline(ranks: tuple[int, ...]) -> None:
     """Route C (the full list simulated directly) returns the timeline's summary float for float: same
     recurrence, same order of operations, busy time summed in list order; with F&B pairs, a latency matrix with
-    a non-zero diagonal (same-rank hops cost nothing) and uneven stages."""
+    a non-zero diagonal (same-rank hops cost nothing) and uneven stages. (p = 8 is most of the time: acceptance.)"""
     rng = random.Random(11)
-    for name, p, v in GRID:
+    for name, p, v in [g for g in GRID if g[1] in ranks]:
         for m in _ms(name, p, v)[::3]:
             schedule = get_schedule(name, p, m, v)
             stages = schedule.num_stages
@@ -379,15 +385,25 @@ def test_timeline_summary_matches_timeline() -> None:
     assert s.last_end_per_rank == tuple(row[-1] for row in t.end)
 
 
-def test_invalid_inputs_raise_like_the_generator() -> None:
-    with pytest.raises(ConfigError):
-        summarise("dualpipe", 4, None, 17, Durations())
-    with pytest.raises(ConfigError):
-        summarise("interleaved-1f1b", 4, 2, 4 * 4 * 9 + 1, Durations())
-    with pytest.raises(ConfigError):
+@pytest.mark.parametrize(
+    ("name", "p", "v", "m"), [("dualpipe", 4, None, 17), ("interleaved-1f1b", 4, 2, 4 * 4 * 9 + 1)]
+)
+def test_invalid_inputs_raise_like_the_generator(name: str, p: int, v: int | None, m: int) -> None:
+    with pytest.raises(ConfigError) as generator:
+        get_schedule(name, p, m, v)
+    with pytest.raises(ConfigError) as summary:
+        summarise(name, p, v, m, Durations())
+    assert (summary.value.field, str(summary.value)) == (generator.value.field, str(generator.value))
+    assert generator.value.field == "--microbatches" and f"got {m}" in str(generator.value)
+
+
+def test_per_stage_inputs_must_have_one_value_a_stage() -> None:
+    with pytest.raises(ConfigError) as err:
         summarise("1f1b", 4, None, 400, Durations(f=[1.0, 2.0]))
-    with pytest.raises(ConfigError):
+    assert err.value.field == "durations.f" and "2 values for 4 stages" in str(err.value)
+    with pytest.raises(ConfigError) as err:
         in_flight_profile("1f1b", 4, None, 400).peak_per_rank([1.0])
+    assert err.value.field == "weights" and "for 4 stages" in str(err.value)
 
 
 def test_fast_check_accepts_exactly_what_the_walk_accepts(monkeypatch: pytest.MonkeyPatch) -> None:

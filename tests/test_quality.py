@@ -1,4 +1,5 @@
-"""ruff and mypy (strict) stay clean: run as part of the README's test command."""
+"""ruff and mypy (strict) stay clean over pplan, tests and benchmarks: the acceptance tier, run by the README's
+test command (`--all-tiers`). `python -m mypy` with no arguments checks what pyproject.toml's [tool.mypy] lists."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.acceptance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +32,6 @@ def test_mypy_clean() -> None:
     pytest.importorskip("mypy")
     res = _run("mypy")
     assert res.returncode == 0, res.stdout + res.stderr
+    # the configured files are the package, the tests and the benchmarks: every one of their modules
+    modules = sum(1 for folder in ("pplan", "tests", "benchmarks") for _ in (ROOT / folder).rglob("*.py"))
+    assert f"in {modules} source files" in res.stdout, res.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from typing import Any
 
 import pytest
 
@@ -109,15 +110,17 @@ def test_screening_keeps_the_brute_force_best() -> None:
     # Explain every configuration of a small space and compare the best with the search's best.
     model = load_model("llama3-8b")
     gpus, batch = 32, 64
-    space = dict(tp=(1, 2, 4, 8), pp=(1, 2, 4, 8), cp=(1, 2), micro_batch=(1, 2, 4), recompute=("none", "full"),
-                 zero_stage=(0, 1), schedule=("1f1b", "zbv"))  # fmt: skip
+    space: dict[str, tuple[Any, ...]] = dict(
+        tp=(1, 2, 4, 8), pp=(1, 2, 4, 8), cp=(1, 2), micro_batch=(1, 2, 4), recompute=("none", "full"),
+        zero_stage=(0, 1), schedule=("1f1b", "zbv"),
+    )  # fmt: skip
     best = 0.0
     for t, p, cp, b, rc, z, sched in itertools.product(*space.values()):
         if sched == "zbv" and p == 1:
             continue
         try:
             rep = explain(model, H100, PlanRequest(gpus=gpus, global_batch=batch, tp=t, pp=p, cp=cp, micro_batch=b,
-                                                   recompute=rc, zero_stage=z, schedule=sched),  # type: ignore[arg-type]
+                                                   recompute=rc, zero_stage=z, schedule=sched),
                           with_sensitivity=False)  # fmt: skip
         except PplanError:
             continue
@@ -159,7 +162,7 @@ def test_printed_explain_command_reproduces_the_best(capsys: pytest.CaptureFixtu
 
 
 def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    from pplan.documents.explain import RecommendReport
+    from pplan.documents.recommend import RecommendReport
 
     doc = _json(capsys, "--top", "2")
     RecommendReport.model_validate(doc)  # the document parses back into its own schema
@@ -171,7 +174,7 @@ def test_recommend_json_matches_its_schema(capsys: pytest.CaptureFixture[str]) -
 def test_published_schemas_are_closed_and_require_their_version(capsys: pytest.CaptureFixture[str]) -> None:
     from pydantic import ValidationError
 
-    from pplan.documents.explain import RecommendReport
+    from pplan.documents.recommend import RecommendReport
 
     for name in ("explain", "recommend"):
         schema = run_pplan(capsys, "schema", name).json()

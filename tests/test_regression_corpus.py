@@ -1,23 +1,21 @@
 """Issue 10's regression corpus through the in-process CLI: every minimal failing input of the fuzz (non-finite
 and extreme numbers, 5,000-digit integers, 100,000-deep files, unusable paths, problem sizes that hung or ran
 out of memory, invalid values once accepted with exit 0, clashing output files, control characters) now either
-answers sanely (exit 0, finite numbers, strict JSON) or is refused in one line (exit 2), within 10 s.
+answers sanely (exit 0, finite numbers, strict JSON) or is refused in one line (exit 2).
 
 The cases live in `tests/regression_corpus.py`, shared with `benchmarks/fuzz_inputs.py`, which also runs the
-`heavy` ones (near the size caps, a few seconds each) and times every case as a subprocess.
+`heavy` ones (near the size caps, a few seconds each) and times every case as a subprocess, flagging any over
+its 10 s limit (wall-clock figures are the benchmark's to print, not the tests' to assert).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli_run import run_pplan
 from tests.regression_corpus import CASES, REFUSED, Case, json_problem, problems
-
-WALL_S = 10.0
 
 
 @pytest.mark.parametrize(
@@ -30,11 +28,8 @@ WALL_S = 10.0
 )
 def test_regression_case(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = case.write_files(tmp_path)
-    start = time.perf_counter()
     res = run_pplan(capsys, *case.argv(tmp_path))
-    wall = time.perf_counter() - start
     assert problems(case.json_out, res.code, res.out, res.err, case.expect) == []
-    assert wall < WALL_S, f"{case.id} took {wall:.1f} s"
     for path, text in inputs.items():  # inputs are never overwritten
         assert path.read_text(encoding="utf-8") == text
     if res.code == REFUSED:  # a refusal writes nothing

@@ -5,8 +5,6 @@ Symbols: p ranks, m micro-batches, v chunks per rank; F, I, W pass times (B = I 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pplan.errors import ConfigError
@@ -324,10 +322,8 @@ def test_deadlock_names_the_stuck_actions() -> None:
         [Action(1, "F", 1), Action(1, "B", 1), Action(1, "F", 0), Action(1, "B", 0)],
     ]
     s = make_schedule("hand-made", 2, 1, 2, (0, 1), rows)
-    start = time.perf_counter()
     with pytest.raises(DeadlockError) as info:
         simulate(s, EQUAL)
-    assert time.perf_counter() - start < 1.0
     text = str(info.value)
     assert "rank 0 at 0B0 waits for 1B0" in text
     assert "rank 1 at 1F1 waits for 0F1" in text
@@ -343,18 +339,15 @@ def test_timeline_intervals_are_ordered_and_non_overlapping() -> None:
     assert t.makespan == pytest.approx(max(max(e) for e in t.end))
 
 
-def test_large_case_is_fast() -> None:
-    """p = 16, v = 4, m = 128 (16,384 actions; 32,768 with split backwards): generation + first simulation < 1 s."""
-    start = time.perf_counter()
-    s = get_schedule("interleaved-1f1b", 16, 128, 4)
-    t = simulate(s, EQUAL, latency=0.01)
-    assert time.perf_counter() - start < 1.0
-    assert s.num_actions == 16 * 4 * 128 * 2
-    assert t.bubble_fraction_of_ideal > 0
-    start = time.perf_counter()
-    for _ in range(5):
-        simulate(s, Durations(1.0, 0.9, 0.8), latency=0.02)
-    assert (time.perf_counter() - start) / 5 < 0.25
+def test_large_case_runs() -> None:
+    """p = 16, v = 4, m = 128 (16,384 actions; 32,768 with split backwards) generates and simulates; its speed
+    (generation + first simulation, then later simulations) is printed by benchmarks/bench_timeline.py."""
+    p, m, v = 16, 128, 4
+    s = get_schedule("interleaved-1f1b", p, m, v)
+    assert s.num_actions == p * v * m * 2
+    # Megatron's interleaved bubble, (p − 1)/(v·m) of ideal, exactly without latency; hops only add to it.
+    assert simulate(s, EQUAL).bubble_fraction_of_ideal == pytest.approx((p - 1) / (v * m))
+    assert simulate(s, EQUAL, latency=0.01).bubble_fraction_of_ideal > (p - 1) / (v * m)
 
 
 @pytest.mark.parametrize(("p", "v", "m"), [(2, 2, 4), (4, 2, 8), (4, 3, 16), (8, 2, 16)])

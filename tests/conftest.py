@@ -1,0 +1,51 @@
+"""Two test tiers: `python -m pytest -q` runs the fast tier; `python -m pytest -q --all-tiers` runs every test.
+
+The acceptance tier (`@pytest.mark.acceptance`, or `pytestmark = pytest.mark.acceptance` for a whole module) holds
+what costs seconds rather than milliseconds: anything that imports torch or launches its processes, the wheel
+build, the slow calibration fits and practice runs, ruff and mypy, and any other test over about a second. Without
+`--all-tiers` those tests are deselected (and counted as such in pytest's summary, with a line saying how to run
+them); `-m EXPR` selects by marker as usual and then decides on its own (`-m acceptance` runs only that tier).
+
+Import torch inside the tests or fixtures that need it, never at a module's top level: every module is collected
+(imported) in the fast tier too, and importing torch alone takes seconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+ALL_TIERS = "--all-tiers"
+_DROPPED = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        ALL_TIERS,
+        action="store_true",
+        default=False,
+        help="run the acceptance tier too (torch launches, wheel build, calibration, ruff and mypy): every test",
+    )
+
+
+def _fast_tier_only(config: pytest.Config) -> bool:
+    return not config.getoption(ALL_TIERS) and not config.getoption("markexpr")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _fast_tier_only(config):
+        return
+    keep = [item for item in items if item.get_closest_marker("acceptance") is None]
+    dropped = [item for item in items if item.get_closest_marker("acceptance") is not None]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    config.stash[_DROPPED] = len(dropped)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    dropped = config.stash.get(_DROPPED, 0)
+    if dropped:
+        terminalreporter.write_line(
+            f"fast tier: {dropped} acceptance test{'s' * (dropped != 1)} not run; "
+            f"`python -m pytest -q {ALL_TIERS}` runs every test"
+        )
