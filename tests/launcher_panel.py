@@ -1,0 +1,168 @@
+"""The panel of plans every launcher output is checked on (issue 12): one home, shared by the unit tests of each
+launcher and by the acceptance tests that feed the outputs to the launchers' own parsers.
+
+Each entry is a model profile and a `PlanRequest` that `make_plan` accepts; together they cover dense Llama
+(RoPE, GQA, SwiGLU, RMSNorm, no biases, untied) and GPT-3 (learned positions, biases, GELU, LayerNorm, tied),
+a sequence above GPT-3's position table, t / p / v / cp / d, uneven first and last stages, every ZeRO stage,
+BF16 and FP32 gradients, every recompute mode, overlap switched off, and schedules each launcher runs or refuses.
+A launcher either prints settings for an entry or refuses it with a ConfigError naming --launcher; it never
+prints settings that its parser rejects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pplan.plan.configuration import PlanRequest
+
+
+@dataclass(frozen=True)
+class PanelPlan:
+    id: str
+    model: str
+    request: PlanRequest
+
+
+def _p(id: str, model: str, **kw: object) -> PanelPlan:
+    return PanelPlan(id, model, PlanRequest(**kw))  # type: ignore[arg-type]
+
+
+PANEL: tuple[PanelPlan, ...] = (
+    _p("8b-t1-d8", "llama3-8b", gpus=8, global_batch=128, tp=1, pp=1),
+    _p("8b-t8", "llama3-8b", gpus=8, global_batch=64, tp=8, pp=1),
+    _p("8b-t1-cp2-bf16", "llama3-8b", gpus=8, global_batch=128, tp=1, pp=1, cp=2, grad_dtype="bf16"),
+    _p(
+        "8b-t2-p4-uneven",
+        "llama3-8b",
+        gpus=16,
+        global_batch=64,
+        tp=2,
+        pp=4,
+        first_stage_layers=7,
+        last_stage_layers=7,
+    ),
+    _p("8b-zero2", "llama3-8b", gpus=16, global_batch=64, tp=2, pp=1, zero_stage=2),
+    _p(
+        "8b-zero3-selective",
+        "llama3-8b",
+        gpus=16,
+        global_batch=64,
+        tp=1,
+        pp=1,
+        zero_stage=3,
+        recompute="selective",
+    ),
+    _p("70b-t8-p4-1f1b", "llama3-70b", gpus=2048, global_batch=1024, tp=8, pp=4),
+    _p(
+        "70b-t4-p4-v2",
+        "llama3-70b",
+        gpus=64,
+        global_batch=128,
+        tp=4,
+        pp=4,
+        vp=2,
+        schedule="interleaved-1f1b",
+        recompute="selective",
+        zero_stage=1,
+    ),
+    _p(
+        "70b-t8-p8-v5-full",
+        "llama3-70b",
+        gpus=512,
+        global_batch=512,
+        tp=8,
+        pp=8,
+        vp=5,
+        schedule="interleaved-1f1b",
+        recompute="full",
+        zero_stage=1,
+        grad_dtype="bf16",
+    ),
+    _p("70b-t8-p2-cp2", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=2, cp=2, zero_stage=1),
+    _p(
+        "70b-no-overlap",
+        "llama3-70b",
+        gpus=256,
+        global_batch=256,
+        tp=8,
+        pp=4,
+        zero_stage=1,
+        overlap_grad_reduce=False,
+    ),
+    _p(
+        "70b-no-overlap-gather",
+        "llama3-70b",
+        gpus=256,
+        global_batch=256,
+        tp=8,
+        pp=4,
+        zero_stage=1,
+        overlap_param_gather=False,
+    ),
+    _p("70b-zbv", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, schedule="zbv"),
+    _p("70b-dualpipev", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, schedule="dualpipev"),
+    _p("70b-gpipe", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, schedule="gpipe", recompute="full"),
+    _p("70b-zb-h1", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, schedule="zb-h1"),
+    _p(
+        "405b-t8-p16-v2",
+        "llama3-405b",
+        gpus=8192,
+        global_batch=2048,
+        tp=8,
+        pp=16,
+        vp=2,
+        schedule="interleaved-1f1b",
+        first_stage_layers=3,
+        last_stage_layers=3,
+        zero_stage=1,
+        recompute="full",
+    ),
+    _p(
+        "405b-t8-p9-cp2-v7-bf16",
+        "llama3-405b",
+        gpus=576,
+        global_batch=252,
+        tp=8,
+        pp=9,
+        cp=2,
+        vp=7,
+        schedule="interleaved-1f1b",
+        zero_stage=1,
+        grad_dtype="bf16",
+    ),
+    _p(
+        "405b-t8-p16-zero2",
+        "llama3-405b",
+        gpus=8192,
+        global_batch=2048,
+        tp=8,
+        pp=16,
+        first_stage_layers=7,
+        last_stage_layers=7,
+        zero_stage=2,
+    ),
+    _p("gpt3-t8-p16", "gpt3-175b", gpus=1024, global_batch=1536, tp=8, pp=16, recompute="full", zero_stage=1),
+    _p(
+        "gpt3-seq4096",
+        "gpt3-175b",
+        gpus=1024,
+        global_batch=1536,
+        tp=8,
+        pp=16,
+        seq_len=4096,
+        recompute="selective",
+        zero_stage=1,
+    ),
+    _p(
+        "gpt3-t8-p8-v3-fp32",
+        "gpt3-175b",
+        gpus=512,
+        global_batch=512,
+        tp=8,
+        pp=8,
+        vp=3,
+        schedule="interleaved-1f1b",
+        recompute="full",
+    ),
+    _p("gpt-1.7b-d32", "gpt-1.7b", gpus=32, global_batch=512, tp=1, pp=1),
+)
