@@ -69,8 +69,9 @@ def test_every_hardware_profile_loads_under_its_own_name(name: str) -> None:
     spec = load_hardware(name)
     assert spec.name == name
     assert spec.gpus_per_node == 8
-    # hardware.md: CUDA context, NCCL buffers and fragmentation take a few GB, "e.g. 5-10 %" of the HBM
-    # (a fixed few GiB weigh more on a 40 GB part).
+    # pplan's stated assumption, not a published figure (see each profile's [memory] comments): the CUDA context,
+    # NCCL buffers and allocator fragmentation take a few GiB, about 5-10 % of the HBM (a fixed few GiB weigh
+    # more on a 40 GB part).
     assert 2 <= spec.memory.reserve_gib <= 5
     lost = 1 - spec.usable_hbm_bytes / spec.gpu.hbm_bytes
     assert 0.05 <= lost <= 0.15
@@ -86,7 +87,8 @@ def test_every_model_profile_loads_under_its_own_name(name: str) -> None:
 
 
 def test_hardware_datasheet_figures() -> None:
-    # NVIDIA datasheets (dense BF16 TFLOP/s, GB/s per direction) as collected in shared/reference/hardware.md.
+    # NVIDIA A100, H100 and DGX B200 datasheets and H200 spec table (dense BF16 TFLOP/s, NVLink GB/s per
+    # direction), InfiniBand NDR/HDR line rates, and the measured rates each profile cites beside its value.
     h100 = load_hardware("h100-sxm-80gb")
     assert (h100.gpu.peak_bf16_tflops, h100.gpu.peak_fp8_tflops) == (989.4, 1978.9)
     assert (h100.intra_node.bandwidth_gb_per_s, h100.inter_node.bandwidth_gb_per_s) == (450, 50)

@@ -39,5 +39,6 @@ def test_selective_recompute_adds_the_attention_core_forward() -> None:
 
 
 def test_nvidia_gpt3_flops_per_sample() -> None:
-    # calibration.json: NVIDIA quotes 2.20E+15 model FLOPs per 2048-token GPT-3 175B sample.
+    # NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md (NeMo GPT-3 175B on DGX H100, BF16): 2.20E+15 model
+    # FLOPs per 2048-token sample.
     assert model_flops_per_step(GPT3, 2048, 1) == pytest.approx(2.20e15, rel=0.005)

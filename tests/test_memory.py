@@ -58,7 +58,7 @@ def test_gpipe_grows_with_m_1f1b_does_not() -> None:
 @pytest.mark.parametrize(
     ("zero", "grad", "d", "expected"),
     [
-        (0, "bf16", 4, 16),  # the seed's 16 bytes per parameter
+        (0, "bf16", 4, 16),  # 16 bytes per parameter: Rajbhandari et al. 2020 (ZeRO), arXiv 1910.02054 §3.1
         (0, "fp32", 4, 18),
         (1, "fp32", 4, 6 + 12 / 4),  # Megatron's distributed optimizer: 6 + 12/d
         (2, "fp32", 4, 2 + 16 / 4),
@@ -82,7 +82,9 @@ def test_uneven_first_and_last_stage() -> None:
 def test_zero3_gathers_two_layers_of_weights() -> None:
     # FSDP runs a layer with its weights gathered and prefetches the next: 2 layers × (params / t) × 2 bytes.
     report = explain(LLAMA, H100, PlanRequest(gpus=256, global_batch=32, tp=8, pp=4, zero_stage=3))
-    per_layer = 855_654_400  # the seed's Llama-3-70B layer; t = 8 splits all but the two norms (2 × 8192)
+    # One Llama 3 70B layer (the shapes of Dubey et al. 2024, arXiv 2407.21783, Table 3); t = 8 splits all but
+    # its two norms (2 × 8192).
+    per_layer = 855_654_400
     per_rank = (per_layer - 2 * 8192) / 8 + 2 * 8192
     assert report.memory.stages[1].gathered_weights_bytes == pytest.approx(2 * per_rank * 2, abs=1)
     zero1 = explain(LLAMA, H100, PlanRequest(gpus=256, global_batch=32, tp=8, pp=4, zero_stage=1))

@@ -15,7 +15,7 @@ EQUAL = Durations(1.0, 1.0, 1.0)
 PM = [(2, 2), (2, 8), (3, 5), (4, 4), (4, 8), (4, 16), (4, 32), (8, 8), (8, 24), (16, 8)]
 
 
-# --- GPipe and 1F1B: Narayanan et al. 2021 §2.2; the seed's B1, B2, B5, B10, B11, B12 -------------------------
+# --- GPipe and 1F1B: Narayanan et al. 2021 (arXiv 2104.04473) §2.2.1; GPipe (arXiv 1811.06965) §2 -------------
 
 
 @pytest.mark.parametrize(("p", "m"), PM)
@@ -41,8 +41,9 @@ def test_gpipe_and_1f1b_bubble(name: str, p: int, m: int) -> None:
         (16, 8, 15 / 23, 15 / 8),
     ],
 )
-def test_seed_bubble_figures(p: int, m: int, of_step: float, of_ideal: float) -> None:
-    """B10: 3/11 = 27.3 %, 3/35 = 8.6 %, 7/15 = 46.7 % of the step; B1: 18.75 % of ideal; B5: 187.5 %."""
+def test_1f1b_bubble_worked_examples(p: int, m: int, of_step: float, of_ideal: float) -> None:
+    """(p−1)/(m+p−1) of the step: 3/11 = 27.3 %, 3/35 = 8.6 %, 7/15 = 46.7 %; (p−1)/m of ideal: 18.75 % at
+    p = 4, m = 16 and 187.5 % at p = 16, m = 8."""
     t = simulate(get_schedule("1f1b", p, m), EQUAL)
     assert t.bubble_fraction_of_step == pytest.approx(of_step)
     assert t.bubble_fraction_of_ideal == pytest.approx(of_ideal)
@@ -50,14 +51,15 @@ def test_seed_bubble_figures(p: int, m: int, of_step: float, of_ideal: float) ->
 
 @pytest.mark.parametrize("p", [2, 4, 8])
 def test_no_microbatching_uses_one_rank_in_p(p: int) -> None:
-    """B11: with m = 1 only one stage works at a time: utilisation 1/p on every rank."""
+    """With m = 1 only one stage works at a time: utilisation 1/p on every rank."""
     t = simulate(get_schedule("1f1b", p, 1), EQUAL)
     for busy in t.busy_per_rank:
         assert busy / t.makespan == pytest.approx(1 / p)
 
 
 def test_rule_of_thumb_four_p() -> None:
-    """B12: m ≥ 4p gives efficiency m/(m+p−1) ≥ 0.8 at p = 4."""
+    """GPipe's rule of thumb (the bubble is negligible for M ≥ 4K): m ≥ 4p gives efficiency m/(m+p−1) ≥ 0.8
+    at p = 4."""
     t = simulate(get_schedule("1f1b", 4, 16), EQUAL)
     assert 1 - t.bubble_fraction_of_step == pytest.approx(16 / 19)
     assert 1 - t.bubble_fraction_of_step >= 0.8
@@ -65,7 +67,7 @@ def test_rule_of_thumb_four_p() -> None:
 
 @pytest.mark.parametrize(("p", "m"), PM)
 def test_gpipe_and_1f1b_same_wall_clock_different_memory(p: int, m: int) -> None:
-    """B2: identical makespans; GPipe holds m on every stage, 1F1B holds min(p − i, m) on stage i."""
+    """Narayanan §2.2.1: identical makespans; GPipe holds m on every stage, 1F1B holds min(p − i, m) on stage i."""
     g = simulate(get_schedule("gpipe", p, m), Durations(1.0, 1.5, 0.5))
     o = simulate(get_schedule("1f1b", p, m), Durations(1.0, 1.5, 0.5))
     assert g.makespan == pytest.approx(o.makespan)
@@ -73,7 +75,7 @@ def test_gpipe_and_1f1b_same_wall_clock_different_memory(p: int, m: int) -> None
     assert o.peak_in_flight_per_stage == tuple(min(p - i, m) for i in range(p))
 
 
-# --- Interleaved 1F1B: Narayanan et al. 2021 §2.2.1, Megatron's memory factor, torch's measured peak ------------
+# --- Interleaved 1F1B: Narayanan et al. 2021 §2.2.2, Megatron's memory factor, torch's measured peak ------------
 
 
 @pytest.mark.parametrize(
@@ -109,8 +111,9 @@ def test_interleaved_peak_in_flight_and_memory_factor(p: int, v: int, m: int) ->
     assert t.peak_bytes_per_rank[0] == pytest.approx(a_full * p * factor)
 
 
-def test_interleaving_memory_factor_seed_b8() -> None:
-    """B8: p = 4, v = 2 → × 1.375 of 1F1B's stage-0 activations."""
+def test_interleaving_memory_factor_at_p4_v2() -> None:
+    """p = 4, v = 2 → × 1.375 = 1 + (p−1)/(p·v) of 1F1B's stage-0 activations (Korthikanti et al. 2022, arXiv
+    2205.05198 §4.2.3; Megatron-LM's `theoretical_memory_usage.py`)."""
     one = simulate(get_schedule("1f1b", 4, 8), EQUAL, activation_bytes=1.0)
     inter = simulate(get_schedule("interleaved-1f1b", 4, 8, 2), EQUAL, activation_bytes=0.5)
     assert one.peak_bytes_per_rank is not None and inter.peak_bytes_per_rank is not None
@@ -131,8 +134,8 @@ def test_zb_h1_bubble(p: int, m: int, f: float, i: float, w: float) -> None:
     assert t.max_idle_in_span == pytest.approx((p - 1) * (f + i - w))  # stage 0 spans the whole step
 
 
-def test_zb_h1_is_a_third_of_1f1b_seed_b3() -> None:
-    """B3: p = 4, m = 16, equal passes: 1/16 = 6.25 % of ideal against 1F1B's 3/16 = 18.75 %."""
+def test_zb_h1_is_a_third_of_1f1b_with_equal_passes() -> None:
+    """p = 4, m = 16, equal passes: (p−1)(F + I − W) is 1/16 = 6.25 % of ideal against 1F1B's 3/16 = 18.75 %."""
     zb = simulate(get_schedule("zb-h1", 4, 16), EQUAL)
     one = simulate(get_schedule("1f1b", 4, 16), EQUAL)
     assert zb.bubble_fraction_of_ideal == pytest.approx(1 / 16)
@@ -163,7 +166,7 @@ def test_zb_h2_bubble(p: int, m: int, f: float, i: float, w: float) -> None:
 
 @pytest.mark.parametrize("p", [2, 4, 8])
 def test_zb_h2_holds_2p_minus_1(p: int) -> None:
-    """B4: about twice the activations: 2p − 1 micro-batches on stage 0."""
+    """Qi et al. Table 2: about twice the activations, (2p − 1)·M_B: 2p − 1 micro-batches on stage 0."""
     t = simulate(get_schedule("zb-h2", p, 4 * p), EQUAL)
     assert t.peak_in_flight_per_stage[0] == 2 * p - 1
 
@@ -207,7 +210,8 @@ def test_dualpipe_bubble(name: str, p: int, m: int, f: float, w: float) -> None:
 
 
 def test_dualpipe_memory_and_parameters() -> None:
-    """B9: PP + 1 micro-batches of activations per device; two stages (two parameter copies) per rank."""
+    """DeepSeek-V3 Table 2: PP + 1 micro-batches of activations per device; two stages (two parameter copies)
+    per rank."""
     d = simulate(get_schedule("dualpipe", 8, 16), EQUAL)
     assert d.peak_in_flight_per_rank == (9,) * 8
     v = simulate(get_schedule("dualpipev", 4, 8), EQUAL)  # PP = 8 chunks: 9 (torch measured 9 at p = 4)
@@ -215,7 +219,9 @@ def test_dualpipe_memory_and_parameters() -> None:
     assert all(len(get_schedule("dualpipe", 8, 16).stages_of(r)) == 2 for r in range(8))
 
 
-# --- P2P messages: formulas.md "Crossings per step" ---------------------------------------------------------------
+# --- P2P messages: each micro-batch crosses every cross-rank chunk boundary once forward, once backward ------------
+# p − 1 boundaries with one chunk per rank, v·p − 1 with v chunks (interleaving's v× the P2P traffic, Narayanan et al.
+# 2021 §2.2.2; Megatron-LM sends one message per boundary per micro-batch per direction).
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (8, 16)])

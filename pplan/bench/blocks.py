@@ -163,7 +163,7 @@ def build_stages(config: BenchConfig) -> list[nn.Sequential]:
 
 
 def make_batch(config: BenchConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The step's input and target, (m·b) × s × h each, from the seed."""
+    """The step's input and target, (m·b) × s × h each, from the random seed."""
     gen = torch.Generator().manual_seed(config.seed + 1)
     shape = (config.batch, config.seq_len, config.hidden)
     x = torch.randn(shape, generator=gen)

@@ -1,8 +1,8 @@
 """One rank of a benchmark launch: build the stages, run the schedule with torch, measure it (torch).
 
-For each case the rank builds the whole stack from the seed, keeps the stages pplan's placement gives it, wraps
-them in `PipelineStage`s and runs `warmup + steps` training steps with torch's schedule class or torch's runtime
-loaded with pplan's CSV. Measurement works on `PipelineStage` *instances* (no change to torch):
+For each case the rank builds the whole stack from the config's random seed, keeps the stages pplan's placement
+gives it, wraps them in `PipelineStage`s and runs `warmup + steps` training steps with torch's schedule class or
+torch's runtime loaded with pplan's CSV. Measurement works on `PipelineStage` *instances* (no change to torch):
 - `forward_one_chunk`, `backward_one_chunk(full_backward=...)` and `backward_weight_one_chunk` are timed with
   `time.monotonic_ns()` (system-wide on one machine): F, B (full backward) or I (input gradient), and W. Waits
   for receives happen outside these methods, so each interval is the pass itself.

@@ -5,7 +5,7 @@ Symbols as in activations.py; B_act = 2 bytes (BF16).
   (s/cp)·b·h·B_act bytes, ÷ t under sequence parallelism. Cross-rank crossings per step, each direction: m per
   boundary between chunks on different ranks (loop placement: p·v − 1 boundaries; V placement: the middle one is
   local; DualPipe: p − 1 per direction of travel, each micro-batch travelling one way).
-- Tensor parallel (Narayanan et al. 2021 §3.3; Korthikanti et al. 2022 §4.2.2): per layer 2 collectives in the
+- Tensor parallel (Narayanan et al. 2021 §3.2; Korthikanti et al. 2022 §4.2.2): per layer 2 collectives in the
   forward and 2 in the backward (all-reduces, or all-gather + reduce-scatter pairs of the same volume under
   sequence parallelism), each on the (s/cp)·b·h·B_act activation; full recompute re-runs the forward's 2. A ring
   moves 2(t−1)/t of the buffer per GPU for an all-reduce and (t−1)/t for an all-gather or a reduce-scatter.

@@ -158,7 +158,10 @@ class PipelineOut(Out):
 
 class CommunicationOut(Out):
     tp_bytes_per_microbatch: NonNegativeInt
-    """Tensor-parallel bytes one GPU sends per micro-batch over all L layers (the seed's whole-model figure)."""
+    """Tensor-parallel bytes one GPU sends per micro-batch over all L layers, the model ends left out: per layer
+    2 forward and 2 backward collectives on the s·b·h activation, each a ring moving 2(t−1)/t of it (an
+    all-reduce, or an all-gather + reduce-scatter pair under sequence parallelism; Narayanan et al. 2021, arXiv
+    2104.04473 §3.2), plus the forward's 2 again under full recompute."""
     tp_bytes_per_microbatch_per_stage: list[NonNegativeInt]
     """Per pipeline rank: its own layers plus its model ends."""
     tp_collectives_per_layer: int

@@ -13,7 +13,7 @@ from pplan.documents.explain import ExplainReport, StageMemory
 
 
 def gb(n: float) -> str:
-    """Decimal gigabytes (1 GB = 10⁹ bytes), as the seeds and datasheets write them."""
+    """Decimal gigabytes (1 GB = 10⁹ bytes), as vendor datasheets and most papers write them."""
     return f"{n / 1e9:,.2f} GB"
 
 

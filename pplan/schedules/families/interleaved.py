@@ -3,7 +3,7 @@
 Both give each rank v ≥ 2 model chunks in the loop placement: virtual stage s lives on rank s mod p, so rank r
 holds stages r, r + p, ..., r + (v−1)p and a micro-batch crosses every rank v times.
 
-Interleaved 1F1B (Narayanan et al. 2021, arXiv 2104.04473, §2.2.1; Megatron-LM
+Interleaved 1F1B (Narayanan et al. 2021, arXiv 2104.04473, §2.2.2; Megatron-LM
 `forward_backward_pipelining_with_interleaving`). A rank's work is m·v chunk-passes. Forwards are taken in
 micro-batch groups of G (Megatron's `microbatch_group_size_per_vp_stage`, default p): G micro-batches through
 chunk 0, the same G through chunk 1, ..., then the next group (Megatron's `get_schedule_table`); backwards follow
