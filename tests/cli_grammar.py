@@ -134,8 +134,8 @@ GRAMMAR: dict[str, dict[str, Gen]] = {
         "--recompute": choice(["none", "selective", "full", "none,full"], BAD_NAMES),
         "--zero-stage": choice(["0", "1", "0,1", "2,3"], ["4", "-1", "", "0,,1"]),
         "--grad-dtype": choice(["fp32", "bf16"], BAD_NAMES),
-        "--launcher": choice(["megatron", "torchtitan"], BAD_NAMES),
-        "--format": choice(["table", "json", "json", "megatron", "torchtitan"], BAD_NAMES),
+        "--launcher": choice(["megatron", "torchtitan", "torchtitan@0.2"], BAD_NAMES),
+        "--format": choice(["table", "json", "json", "megatron", "torchtitan", "torchtitan@0.2"], BAD_NAMES),
     },
     "explain": {
         **COMMON,
@@ -149,7 +149,7 @@ GRAMMAR: dict[str, dict[str, Gen]] = {
         "--last-stage-layers": count(lo=0, typical=(0, 1, 2, 4)),
         "--train-tokens": real(0.0, True, 1e18, typical=(1e9, 15e12)),
         "--pass-durations": choice(["analytic", "unit"], BAD_NAMES),
-        "--format": choice(["megatron", "torchtitan"], BAD_NAMES),
+        "--format": choice(["megatron", "torchtitan", "torchtitan@0.2"], BAD_NAMES),
     },
     "schedule": {
         "--pp": count(typical=(1, 2, 4, 8, 16)),

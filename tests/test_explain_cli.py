@@ -80,7 +80,10 @@ def test_explain_emits_launcher_settings(capsys: pytest.CaptureFixture[str]) -> 
     res = run_pplan(capsys, "explain", "--format", "megatron")
     assert res.code == 0, res.err
     assert "--tensor-model-parallel-size 8" in res.out and "--pipeline-model-parallel-size 4" in res.out
-    res = run_pplan(capsys, "explain", "--format", "torchtitan")
+    res = run_pplan(capsys, "explain", "--format", "torchtitan")  # torchtitan 0.3.x: arguments
+    assert res.code == 0, res.err
+    assert "--parallelism.tensor_parallel_degree 8" in res.out and "--config llama3_70b" in res.out
+    res = run_pplan(capsys, "explain", "--format", "torchtitan@0.2")  # torchtitan 0.2.x: a TOML job config
     assert res.code == 0, res.err
     toml = tomllib.loads(res.out)
     assert toml["parallelism"]["tensor_parallel_degree"] == 8

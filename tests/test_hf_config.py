@@ -258,3 +258,22 @@ def test_errors_from_a_file_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError) as info:
         load_model(str(path))
     assert str(info.value).startswith(f"{path}: model_type: unsupported model_type 't5'")
+
+
+def test_rope_base_and_norm_epsilon_are_read_as_launcher_facts() -> None:
+    """meta-llama/Meta-Llama-3-8B's config.json states rope_theta 500000 and rms_norm_eps 1e-5 (the bundled
+    profile says the same); a learned-position model has no RoPE base; an absent key stays unstated (None)."""
+    spec = model_spec_from_hf_config(LLAMA3_8B, "llama3-8b-hf")
+    assert (spec.rope_theta, spec.norm_epsilon) == (500000.0, 1e-5)
+    bundled = load_model("llama3-8b")
+    assert (bundled.rope_theta, bundled.norm_epsilon) == (spec.rope_theta, spec.norm_epsilon)
+    gpt2 = model_spec_from_hf_config({**GPT2, "layer_norm_epsilon": 1e-5, "rope_theta": 10000.0}, "gpt2")
+    assert (gpt2.rope_theta, gpt2.norm_epsilon) == (None, 1e-5)
+    assert model_spec_from_hf_config(MISTRAL_7B, "mistral").rope_theta is None
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "1e-5", True, float("inf")])
+def test_a_bad_norm_epsilon_is_refused_naming_the_key(bad: object) -> None:
+    with pytest.raises(ProfileError) as caught:
+        model_spec_from_hf_config({**LLAMA3_8B, "rms_norm_eps": bad}, "x")
+    assert caught.value.field == "rms_norm_eps"

@@ -12,6 +12,7 @@ import pytest
 
 from pplan.errors import ConfigError
 from pplan.launchers.megatron import megatron_args, megatron_notes, megatron_text
+from pplan.launchers.megatron_validate import option_table
 from pplan.launchers.support import LAUNCHERS, request_unsupported_reason, supports, unsupported_reason
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_overrides, torchtitan_toml
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
@@ -19,50 +20,14 @@ from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import SCHEDULE_NAMES
 
-# Names typed from Megatron-LM's argument parser (`megatron/training/arguments.py` at tag core_v0.16.1).
-MEGATRON_FLAGS = {
-    "--tensor-model-parallel-size",
-    "--pipeline-model-parallel-size",
-    "--num-layers-per-virtual-pipeline-stage",
-    "--num-virtual-stages-per-pipeline-rank",
-    "--decoder-first-pipeline-num-layers",
-    "--decoder-last-pipeline-num-layers",
-    "--account-for-embedding-in-pipeline-split",
-    "--account-for-loss-in-pipeline-split",
-    "--pipeline-model-parallel-layout",
-    "--sequence-parallel",
-    "--context-parallel-size",
-    "--micro-batch-size",
-    "--global-batch-size",
-    "--recompute-granularity",
-    "--recompute-method",
-    "--recompute-num-layers",
-    "--use-distributed-optimizer",
-    "--overlap-grad-reduce",
-    "--overlap-param-gather",
-    "--num-layers",
-    "--hidden-size",
-    "--ffn-hidden-size",
-    "--num-attention-heads",
-    "--group-query-attention",
-    "--num-query-groups",
-    "--seq-length",
-    "--swiglu",
-    "--untie-embeddings-and-output-weights",
-    "--normalization",
-    "--bf16",
-}
-MEGATRON_CHOICES = {
-    "--recompute-granularity": {"full", "selective"},
-    "--recompute-method": {"uniform", "block"},
-    "--normalization": {"RMSNorm"},
-}
-# A model-size argument of the same parser, written for the position table (not a parallelism setting).
-MEGATRON_MODEL_SIZE_FLAGS = {"--max-position-embeddings"}
+# Megatron-LM's parser options and choices come from its option table (core_v0.16.1, bundled with pplan);
+# the flag there is no `--virtual-pipeline-model-parallel-size` (NeMo's key, not Megatron-LM's).
+MEGATRON_OPTIONS = {f: o for o in option_table()["options"] for f in o["flags"]}
 MEGATRON_NEVER = {"--virtual-pipeline-model-parallel-size"}
 
-# Fields typed from torchtitan 0.2.2's job config (`torchtitan/config/job_config.py`).
+# Fields typed from torchtitan 0.2.2's job config (`torchtitan/config/job_config.py`): what `torchtitan@0.2` writes.
 TORCHTITAN_FIELDS = {
+    "model": {"name", "flavor"},
     "parallelism": {
         "data_parallel_replicate_degree",
         "data_parallel_shard_degree",
@@ -154,6 +119,8 @@ CASES = [
     (LLAMA405, _uneven_interleaved),
     (GPT3, _gpt3),
 ]
+# torchtitan ships no GPT-3 model (tests/test_launchers_torchtitan.py checks the refusal)
+TORCHTITAN_CASES = [(model, make) for model, make in CASES if model is not GPT3]
 
 
 def _flags(args: list[str]) -> dict[str, list[str]]:
@@ -181,11 +148,13 @@ def _single(flags: dict[str, list[str]], name: str) -> str:
 @pytest.mark.parametrize(("model", "make"), CASES)
 def test_megatron_flags_are_documented_names(model: ModelSpec, make: Any) -> None:
     flags = _flags(megatron_args(model, make()))
-    assert set(flags) <= MEGATRON_FLAGS | MEGATRON_MODEL_SIZE_FLAGS
+    assert set(flags) <= set(MEGATRON_OPTIONS)
     assert not set(flags) & MEGATRON_NEVER
-    for flag, choices in MEGATRON_CHOICES.items():
-        if flag in flags:
-            assert _single(flags, flag) in choices
+    for flag, values in flags.items():
+        option = MEGATRON_OPTIONS[flag]
+        assert len(values) == (0 if option["nargs"] == 0 else 1), flag
+        if option["choices"] is not None:
+            assert _single(flags, flag) in option["choices"]
     # the two interleaving flags and the layout string exclude one another
     exclusive = {
         "--num-layers-per-virtual-pipeline-stage",
@@ -195,7 +164,7 @@ def test_megatron_flags_are_documented_names(model: ModelSpec, make: Any) -> Non
     assert len(set(flags) & exclusive) <= 1
 
 
-@pytest.mark.parametrize(("model", "make"), CASES)
+@pytest.mark.parametrize(("model", "make"), TORCHTITAN_CASES)
 def test_torchtitan_fields_are_documented_names(model: ModelSpec, make: Any) -> None:
     doc = tomllib.loads(torchtitan_toml(model, make()))
     assert set(doc) <= set(TORCHTITAN_FIELDS)
@@ -209,7 +178,9 @@ def test_torchtitan_fields_are_documented_names(model: ModelSpec, make: Any) -> 
 
 
 def test_worked_example_megatron() -> None:
-    # 2048 GPUs / (t 8 · p 4) = d 64; m = 1024 / (1 · 64) = 16; ZeRO-0 by default: no distributed optimizer
+    # 2048 GPUs / (t 8 · p 4) = d 64; m = 1024 / (1 · 64) = 16; ZeRO-0 by default: no distributed optimizer.
+    # Llama 3: RoPE, no biases, no dropout, RMSNorm, SwiGLU, 8 KV groups, untied; V = 128256 is a multiple of
+    # 32 · t = 256 but not of Megatron's default 128 · t = 1024
     flags = _flags(megatron_args(LLAMA70, _worked_example()))
     assert flags == {
         "--tensor-model-parallel-size": ["8"],
@@ -221,14 +192,21 @@ def test_worked_example_megatron() -> None:
         "--num-layers": ["80"],
         "--hidden-size": ["8192"],
         "--ffn-hidden-size": ["28672"],
+        "--rotary-base": ["500000"],  # Llama 3's rope_theta (meta-llama/Meta-Llama-3-70B config.json)
+        "--norm-epsilon": ["1e-05"],  # its rms_norm_eps
         "--num-attention-heads": ["64"],
         "--group-query-attention": [],
         "--num-query-groups": ["8"],
         "--seq-length": ["8192"],
         "--max-position-embeddings": ["8192"],
+        "--position-embedding-type": ["rope"],
+        "--disable-bias-linear": [],
+        "--hidden-dropout": ["0"],
+        "--attention-dropout": ["0"],
+        "--normalization": ["RMSNorm"],
         "--swiglu": [],
         "--untie-embeddings-and-output-weights": [],
-        "--normalization": ["RMSNorm"],
+        "--make-vocab-size-divisible-by": ["32"],
         "--bf16": [],
     }
 
@@ -250,6 +228,7 @@ def test_worked_example_torchtitan() -> None:
         },
         "training": {"local_batch_size": 16, "global_batch_size": 1024, "seq_len": 8192},
         "activation_checkpoint": {"mode": "none"},
+        "model": {"name": "llama3", "flavor": "70B"},
     }
 
 
@@ -319,7 +298,7 @@ def test_gpt3_tied_gelu_layernorm() -> None:
     for absent in (
         "--swiglu",
         "--untie-embeddings-and-output-weights",
-        "--normalization",
+        "--disable-bias-linear",
         "--group-query-attention",
         "--num-query-groups",
         "--use-distributed-optimizer",
@@ -329,25 +308,33 @@ def test_gpt3_tied_gelu_layernorm() -> None:
     assert _single(flags, "--num-attention-heads") == "96"
     assert _single(flags, "--ffn-hidden-size") == "49152"
     assert _single(flags, "--max-position-embeddings") == "2048"
+    assert _single(flags, "--position-embedding-type") == "learned_absolute"
+    assert _single(flags, "--normalization") == "LayerNorm"
+    assert _single(flags, "--hidden-dropout") == _single(flags, "--attention-dropout") == "0.1"
     assert _single(flags, "--recompute-granularity") == "selective"
     assert "--recompute-method" not in flags
     assert _single(flags, "--num-virtual-stages-per-pipeline-rank") == "2"
-    # d = 1024 / 128 = 8, m = 1536 / 8 = 192
-    doc = tomllib.loads(torchtitan_toml(GPT3, plan))
-    assert doc["training"] == {"local_batch_size": 192, "global_batch_size": 1536, "seq_len": 2048}
-    assert doc["parallelism"]["pipeline_parallel_layers_per_stage"] == 3
-    assert doc["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    # torchtitan ships no GPT-3 model (and has no attention-core recompute): refused, naming the model
+    with pytest.raises(ConfigError, match="torchtitan ships no configuration for this model") as err:
+        torchtitan_toml(GPT3, plan)
+    assert err.value.field == "--launcher" and "gpt3-175b" in str(err.value)
 
 
-def test_features_without_a_flag_are_comments() -> None:
+def test_features_are_flags_and_the_rest_comments() -> None:
+    # every architecture feature with a Megatron option is a flag; the notes carry what has none
     notes = megatron_notes(LLAMA70, _worked_example())
     assert notes and all(n.startswith("#") for n in notes)
-    assert any("rope" in n for n in notes)
+    assert not any("pplan writes no flag" in n for n in notes)
+    assert any("tokenizer" in n for n in notes)
+    # the profile states the RoPE base and the norm's epsilon: flags, not notes; a profile without them gets a note
+    assert not any("--rotary-base" in n or "--norm-epsilon" in n for n in notes)
+    bare = LLAMA70.model_copy(update={"rope_theta": None, "norm_epsilon": None})
+    bare_notes = megatron_notes(bare, _worked_example())
+    assert any("--rotary-base" in n for n in bare_notes) and any("--norm-epsilon" in n for n in bare_notes)
+    assert "--rotary-base" not in _flags(megatron_args(bare, _worked_example()))
     squared = LLAMA70.model_copy(update={"mlp": "squared-relu"})
-    squared_notes = megatron_notes(squared, _worked_example())
-    assert any("squared ReLU" in n for n in squared_notes)
     flags = _flags(megatron_args(squared, _worked_example()))
-    assert "--swiglu" not in flags and set(flags) <= MEGATRON_FLAGS | MEGATRON_MODEL_SIZE_FLAGS
+    assert "--squared-relu" in flags and "--swiglu" not in flags and set(flags) <= set(MEGATRON_OPTIONS)
 
 
 def test_pure_data_parallel_zero0_replicates() -> None:
@@ -391,7 +378,7 @@ def test_megatron_text_pastes_back_to_the_args(model: ModelSpec, make: Any) -> N
     assert shlex.split("\n".join(body).replace("\\\n", " ")) == megatron_args(model, plan)
 
 
-@pytest.mark.parametrize(("model", "make"), CASES)
+@pytest.mark.parametrize(("model", "make"), TORCHTITAN_CASES)
 def test_torchtitan_toml_round_trips_to_the_plan(model: ModelSpec, make: Any) -> None:
     plan = make()
     doc = tomllib.loads(torchtitan_toml(model, plan))
@@ -424,11 +411,11 @@ def test_torchtitan_toml_round_trips_to_the_plan(model: ModelSpec, make: Any) ->
     assert doc["activation_checkpoint"]["mode"] == plan.recompute
 
 
-@pytest.mark.parametrize(("model", "make"), CASES)
+@pytest.mark.parametrize(("model", "make"), TORCHTITAN_CASES)
 def test_overrides_match_the_toml(model: ModelSpec, make: Any) -> None:
     plan = make()
     doc = tomllib.loads(torchtitan_toml(model, plan))
-    line = torchtitan_overrides(model, plan)
+    line = torchtitan_overrides(model, plan, "0.2")
     assert "\n" not in line
     tokens = shlex.split(line)
     pairs = dict(zip(tokens[::2], tokens[1::2], strict=True))
@@ -445,7 +432,7 @@ def test_supports_matches_the_documented_lists() -> None:
     assert megatron == {"1f1b", "interleaved-1f1b"}
     assert torchtitan == set(SCHEDULE_NAMES) - {"zb-h1", "zb-h2", "dualpipe"}
     assert supports("torchtitan", "ScheduleZBVZeroBubble")  # torch class names resolve too
-    assert LAUNCHERS == ("megatron", "torchtitan")
+    assert LAUNCHERS == ("megatron", "torchtitan", "torchtitan@0.2")
 
 
 @pytest.mark.parametrize(
@@ -457,8 +444,6 @@ def test_supports_matches_the_documented_lists() -> None:
         ("megatron", {"schedule": "dualpipev"}),
         ("megatron", {"schedule": "dualpipe"}),
         ("megatron", {"schedule": "interleaved-zb", "vp": 2}),
-        ("megatron", {"schedule": "1f1b", "zero_stage": 2}),
-        ("megatron", {"schedule": "1f1b", "zero_stage": 3}),
         ("torchtitan", {"schedule": "zb-h1"}),
         ("torchtitan", {"schedule": "zb-h2"}),
         ("torchtitan", {"schedule": "dualpipe"}),

@@ -78,7 +78,10 @@ def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> 
     for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
                  "--global-batch-size 1024"):  # fmt: skip
         assert flag in res.out
-    res = run_pplan(capsys, "recommend", "--format", "torchtitan")
+    res = run_pplan(capsys, "recommend", "--format", "torchtitan")  # torchtitan 0.3.x: arguments
+    assert res.code == 0, res.err
+    assert "--training.global_batch_size 1024" in res.out and "--module llama3" in res.out
+    res = run_pplan(capsys, "recommend", "--format", "torchtitan@0.2")  # torchtitan 0.2.x: a TOML job config
     assert res.code == 0, res.err
     toml = tomllib.loads(res.out)
     assert toml["training"]["global_batch_size"] == 1024

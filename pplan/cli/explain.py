@@ -89,7 +89,9 @@ def explain(
     launcher_format: Annotated[
         Launcher | None,
         typer.Option(
-            "--format", help="megatron (flags) or torchtitan (TOML) for this plan, instead of tables."
+            "--format",
+            help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
+            "instead of tables.",
         ),
     ] = None,
 ) -> None:

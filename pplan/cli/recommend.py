@@ -27,14 +27,14 @@ from pplan.cli.options import (
 )
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
-from pplan.launchers.support import Launcher
+from pplan.launchers.support import LAUNCHERS, Launcher
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
 
-Format = Literal["table", "json", "megatron", "torchtitan"]
+Format = Literal["table", "json", Launcher]
 """What `recommend` prints: the ranked table, the pplan.recommend/1 document, or the best plan's launcher
 settings."""
 
@@ -99,11 +99,12 @@ def recommend(
     allow_cross_node_tp: Annotated[bool, typer.Option(help="Let t exceed the GPUs per node.")] = False,
     top: Annotated[int, typer.Option(help="How many configurations to show.")] = 10,
     output: Annotated[
-        Format, typer.Option("--format", help="table, json, megatron or torchtitan.")
+        Format,
+        typer.Option("--format", help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}."),
     ] = "table",
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO) and rank what fits by predicted throughput."""
-    if launcher is None and output in ("megatron", "torchtitan"):
+    if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
     zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
     request = SearchRequest(
@@ -119,6 +120,8 @@ def recommend(
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
     layers = model_spec.num_layers
+    if launcher is not None:  # a launcher that cannot build the model runs nothing
+        launchers.support.check_model(launcher, model_spec)
 
     def launcher_reason(name: str, req: PlanRequest, m: int) -> str | None:
         return launchers.support.request_unsupported_reason(name, req, m, layers)
@@ -147,7 +150,7 @@ def recommend(
         doc = recommend_report(result, inputs, model, hardware).model_dump(mode="json", by_alias=True)
         print(json_text(doc))
         return
-    if output in ("megatron", "torchtitan"):
+    if output in LAUNCHERS:
         if not result.candidates:
             raise ConfigError(
                 "--format", "no configuration fits, so there is nothing to launch", "relax the constraints"

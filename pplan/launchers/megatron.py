@@ -1,29 +1,49 @@
-"""Megatron-LM output: one validated `Plan` as `pretrain_gpt.py` arguments, the notes they cannot carry, and the text.
+"""Megatron-LM output: one validated `Plan` as `pretrain_gpt.py` arguments that build the planned model, the
+environment the run needs, the notes the flags cannot carry, and the text.
 
-Pure functions (no I/O). Every flag emitted is an option of Megatron-LM's argument parser,
-`megatron/training/arguments.py` at tag core_v0.16.1. A model feature pplan does not write a flag for (position-embedding kind, biases, dropout, a squared-ReLU MLP, ...) is
-never given an invented flag: it is reported as a `#` comment.
+Pure functions (no I/O). Every flag emitted is an option of Megatron-LM's argument parser
+(`megatron/training/arguments.py` at tag core_v0.16.1; the option table ships beside this module and
+`pplan.launchers.megatron_validate` checks the output against it and against `validate_args`' rules).
 
-Checked against the released sources (megatron-core 0.16.1, `megatron/core/transformer/transformer_config.py`):
-`num_layers_in_first/last_pipeline_stage` count the layers of the whole first/last pipeline rank, over all its
-virtual stages; the `pipeline_model_parallel_layout` string lists virtual stages in model order.
+What the arguments say:
+- parallelism and batch: t, p, the pipeline split (below), cp, sequence parallelism, micro and global batch (d
+  and m are Megatron's to derive from the world size, as pplan does).
+- the model, from the `ModelSpec`: layers, widths, heads and GQA groups (`--kv-channels` when the head width is
+  not h / a), sequence length and position table, position embedding kind, linear/QKV biases, dropout, norm,
+  MLP activation, tied embeddings, BF16. Megatron's parser defaults build a GPT-2-style model (learned positions,
+  biases, dropout 0.1, LayerNorm, GELU), so every one of these is written out, defaults included.
+- memory settings pplan costed: recompute; ZeRO-1 as `--use-distributed-optimizer`; ZeRO-2/3 as Megatron-FSDP
+  (`--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params`, with the
+  `fsdp_dtensor` checkpoint format validate_args requires; megatron-core 0.16.1's `DistributedOptimizer` carries
+  the Megatron-FSDP paths, so `--use-distributed-optimizer` stays on); BF16 gradients as `--grad-reduce-in-bf16`
+  (otherwise Megatron keeps FP32 main gradients); the two overlaps.
+What they cannot say is refused (a ConfigError on `--launcher`: ALiBi, biases everywhere but the QKV projection)
+or written as a `#` note (the tokenizer, the RoPE base and norm epsilon pplan's profiles do not state, a
+position table grown to the sequence, vocabulary padding pplan did not cost).
 
-Interleaving is written `--num-virtual-stages-per-pipeline-rank v` rather than
-`--num-layers-per-virtual-pipeline-stage N`: v is the planner's own variable, so nothing is derived from layer
-arithmetic that Megatron might do differently (for example when embedding or loss count as layers). An uneven
-first/last stage without interleaving uses `--decoder-first/last-pipeline-num-layers`; with interleaving those
-counts would cover a whole pipeline rank rather than pplan's first and last chunk, so that case is written as an
-explicit `--pipeline-model-parallel-layout` string (one `|`-separated entry per virtual stage in model order,
-`E` embedding, `t` a decoder layer, `L` the loss), which is exclusive with the interleaving flags.
+Pipeline split. Interleaving is written `--num-virtual-stages-per-pipeline-rank v`: v is the planner's own
+variable. An uneven first/last stage without interleaving uses `--decoder-first/last-pipeline-num-layers`
+(megatron-core 0.16.1 `transformer_config.py`: `num_layers_in_first/last_pipeline_stage` count the layers of the
+whole first/last pipeline rank); with interleaving those would cover a whole rank rather than pplan's first and
+last chunk, so that case is an explicit `--pipeline-model-parallel-layout` string (one `|`-separated entry per
+virtual stage in model order, `E` embedding, `t` a decoder layer, `L` the loss), exclusive with the interleaving
+flags.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from pplan.errors import ConfigError
 from pplan.launchers.support import check_supported, plan_summary
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
+
+MAKE_VOCAB_DIVISIBLE_BY = 128
+"""Megatron's `--make-vocab-size-divisible-by` default; it pads the vocabulary to a multiple of this × t."""
+FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+"""Megatron-FSDP's `--data-parallel-sharding-strategy` for ZeRO-2 and ZeRO-3."""
+_POSITION_TYPE = {"rope": "rope", "learned": "learned_absolute", "none": "none"}
 
 
 def _uneven(plan: Plan) -> bool:
@@ -54,30 +74,102 @@ def _megatron_pipeline_args(plan: Plan) -> list[str]:
     return args
 
 
-def _position_rows(model: ModelSpec, plan: Plan) -> int:
-    if model.position_embedding == "learned":
-        return model.position_rows
+def position_table_rows(model: ModelSpec, plan: Plan) -> int:
+    """`--max-position-embeddings`: the model's table, grown to the planned sequence where it is shorter
+    (validate_args asserts max_position_embeddings ≥ seq_length)."""
     return max(model.position_rows, plan.seq_len)
 
 
-def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
-    """Megatron-LM `pretrain_gpt.py` arguments for `plan`, as an argv list (flags and values as separate items).
+def vocab_divisor(model: ModelSpec, plan: Plan) -> int | None:
+    """The `--make-vocab-size-divisible-by` that keeps the planned vocabulary unpadded: the default 128 when
+    128·t divides V, else the largest power of two k < 128 with k·t dividing V; None when none does (Megatron's
+    vocab-parallel embedding then pads V)."""
+    k = MAKE_VOCAB_DIVISIBLE_BY
+    while k >= 1:
+        if model.vocab_size % (k * plan.tp) == 0:
+            return k
+        k //= 2
+    return None
 
-    Raises a ConfigError naming `--launcher` when Megatron-LM cannot run the plan.
-    """
-    check_supported("megatron", plan)
+
+def padded_vocab(model: ModelSpec, plan: Plan) -> int:
+    """Embedding rows Megatron builds for a tokenizer of the planned V tokens with the emitted arguments."""
+    multiple = (vocab_divisor(model, plan) or MAKE_VOCAB_DIVISIBLE_BY) * plan.tp
+    return -(-model.vocab_size // multiple) * multiple
+
+
+def megatron_env(plan: Plan) -> dict[str, str]:
+    """Environment variables the run needs: `CUDA_DEVICE_MAX_CONNECTIONS=1` with tensor or context parallelism
+    (validate_args asserts it before compute capability 10, i.e. on pre-Blackwell GPUs), except under Megatron-FSDP
+    (ZeRO-2/3 here), where validate_args asserts it is not 1."""
+    if (plan.tp > 1 or plan.cp > 1) and plan.zero_stage < 2:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
+
+
+def _check_model(model: ModelSpec) -> None:
+    if model.position_embedding == "alibi":
+        raise ConfigError(
+            "--launcher",
+            "megatron: no ALiBi (--position-embedding-type takes learned_absolute, rope, mrope, relative, none)",
+            "use --launcher torchtitan, or a model profile with rope or learned positions",
+        )
+    if model.linear_bias and not model.qkv_bias:
+        raise ConfigError(
+            "--launcher",
+            "megatron: biases on every linear layer but the QKV projection cannot be written "
+            "(--add-bias-linear covers the QKV projection too)",
+            "use a model profile with qkv_bias = true, or --launcher torchtitan",
+        )
+
+
+def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
     args = [
-        "--tensor-model-parallel-size",
-        str(plan.tp),
-        "--pipeline-model-parallel-size",
-        str(plan.pp),
-        *_megatron_pipeline_args(plan),
-    ]
-    if plan.cp > 1:
-        args += ["--context-parallel-size", str(plan.cp)]
-    if plan.sequence_parallel:
-        args.append("--sequence-parallel")
-    args += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch)]
+        "--num-layers", str(model.num_layers),
+        "--hidden-size", str(model.hidden_size),
+        "--ffn-hidden-size", str(model.ffn_hidden_size),
+        "--num-attention-heads", str(model.num_attention_heads),
+    ]  # fmt: skip
+    if model.kv_heads < model.num_attention_heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.head_size * model.num_attention_heads != model.hidden_size:
+        args += ["--kv-channels", str(model.head_size)]
+    args += [
+        "--seq-length", str(plan.seq_len),
+        "--max-position-embeddings", str(position_table_rows(model, plan)),
+        "--position-embedding-type", _POSITION_TYPE[model.position_embedding],
+    ]  # fmt: skip
+    if model.position_embedding == "rope" and model.rope_theta is not None:
+        args += [
+            "--rotary-base",
+            f"{model.rope_theta:g}" if model.rope_theta % 1 else str(int(model.rope_theta)),
+        ]
+    if not model.linear_bias:
+        args.append("--disable-bias-linear")
+        if model.qkv_bias:
+            args.append("--add-qkv-bias")
+    dropout = "0.1" if model.dropout else "0"
+    args += ["--hidden-dropout", dropout, "--attention-dropout", dropout]
+    args += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
+    if model.norm_epsilon is not None:
+        args += ["--norm-epsilon", f"{model.norm_epsilon:g}"]
+    if model.mlp == "swiglu":
+        args.append("--swiglu")
+    elif model.mlp == "squared-relu":
+        args.append("--squared-relu")
+        if model.linear_bias:  # the GELU bias fusion Megatron would apply refuses squared ReLU
+            args.append("--no-bias-gelu-fusion")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    divisor = vocab_divisor(model, plan)
+    if divisor is not None and divisor != MAKE_VOCAB_DIVISIBLE_BY:
+        args += ["--make-vocab-size-divisible-by", str(divisor)]
+    args.append("--bf16")
+    return args
+
+
+def _memory_args(plan: Plan) -> list[str]:
+    args: list[str] = []
     if plan.recompute == "full":
         args += [
             "--recompute-granularity",
@@ -89,61 +181,90 @@ def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
         ]
     elif plan.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
-    if plan.zero_stage == 1:
+    if plan.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
+    if plan.zero_stage >= 2:
+        args += [
+            "--use-megatron-fsdp",
+            "--data-parallel-sharding-strategy", FSDP_STRATEGY[plan.zero_stage],
+            "--ckpt-format", "fsdp_dtensor",
+            "--no-gradient-accumulation-fusion",
+        ]  # fmt: skip
+    if plan.grad_dtype == "bf16":
+        args.append("--grad-reduce-in-bf16")
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
-    if plan.overlap_param_gather and plan.zero_stage == 1:
-        args.append("--overlap-param-gather")  # gathers the distributed optimizer's shards: ZeRO-1 only
-    args += [
-        "--num-layers",
-        str(model.num_layers),
-        "--hidden-size",
-        str(model.hidden_size),
-        "--ffn-hidden-size",
-        str(model.ffn_hidden_size),
-        "--num-attention-heads",
-        str(model.num_attention_heads),
-    ]
-    if model.kv_heads < model.num_attention_heads:
-        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    args += ["--seq-length", str(plan.seq_len), "--max-position-embeddings", str(_position_rows(model, plan))]
-    if model.mlp == "swiglu":
-        args.append("--swiglu")
-    if not model.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if model.norm == "rmsnorm":
-        args += ["--normalization", "RMSNorm"]
-    args.append("--bf16")
+    if plan.overlap_param_gather and plan.zero_stage >= 1:
+        args.append("--overlap-param-gather")  # the gather of sharded parameters: ZeRO-1 and above only
     return args
 
 
-def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
-    """What the arguments do not say: model features pplan writes no flag for, and planning assumptions.
+def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
+    """Megatron-LM `pretrain_gpt.py` arguments for `plan`, as an argv list (flags and values as separate items).
 
-    Each line starts with `#`.
+    Raises a ConfigError naming `--launcher` when Megatron-LM cannot run the plan or build the model.
     """
-    undocumented = "pplan writes no flag for it; set it to match"
-    notes = [
-        f"# position embedding: {model.position_embedding} ({undocumented})",
-        f"# biases: qkv {'yes' if model.qkv_bias else 'no'}, other linear layers "
-        f"{'yes' if model.linear_bias else 'no'} ({undocumented})",
-        f"# dropout: {'yes' if model.dropout else 'none'} ({undocumented})",
-        f"# vocabulary: {model.vocab_size} rows as planned; its size comes from the tokenizer, not from these flags",
-    ]
-    if model.mlp == "squared-relu":
-        notes.append(f"# MLP activation: squared ReLU ({undocumented})")
-    if model.head_size * model.num_attention_heads != model.hidden_size:
-        notes.append(f"# head width {model.head_size} ≠ hidden size / heads ({undocumented})")
-    if model.position_embedding == "learned" and plan.seq_len > model.position_rows:
+    check_supported("megatron", plan)
+    _check_model(model)
+    args = [
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        *_megatron_pipeline_args(plan),
+    ]  # fmt: skip
+    if plan.cp > 1:
+        args += ["--context-parallel-size", str(plan.cp)]
+    if plan.sequence_parallel:
+        args.append("--sequence-parallel")
+    args += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch)]
+    return args + _memory_args(plan) + _model_args(model, plan)
+
+
+def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
+    """What the arguments do not say: the environment, the tokenizer, model details pplan's profiles do not
+    state, and where Megatron's model differs from the one pplan costed. Each line starts with `#`."""
+    notes = [f"# environment: export {k}={v}" for k, v in megatron_env(plan).items()]
+    if notes:
+        notes[-1] += " (tensor/context parallelism on pre-Blackwell GPUs; validate_args asserts it)"
+    if plan.zero_stage >= 2:
         notes.append(
-            f"# the learned position table has {model.position_rows} rows, fewer than the sequence length "
-            f"{plan.seq_len}: --max-position-embeddings must cover it"
+            "# environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset or above 1 (Megatron-FSDP asserts it; "
+            f"ZeRO-{plan.zero_stage} is written as Megatron-FSDP {FSDP_STRATEGY[plan.zero_stage]})"
+        )
+    padded = padded_vocab(model, plan)
+    divisor = vocab_divisor(model, plan) or MAKE_VOCAB_DIVISIBLE_BY
+    vocab = (
+        f"# tokenizer: yours (--tokenizer-type/--tokenizer-model and data flags are not written); pplan planned "
+        f"a vocabulary of {model.vocab_size}, which Megatron pads to a multiple of "
+        f"--make-vocab-size-divisible-by {divisor} × t {plan.tp} = {divisor * plan.tp}: {padded} rows"
+    )
+    if padded != model.vocab_size:
+        extra = (padded - model.vocab_size) * model.hidden_size * (1 if model.tied_embeddings else 2)
+        vocab += f", {extra:,} parameters more than pplan costed"
+    notes.append(vocab)
+    if model.position_embedding == "rope" and model.rope_theta is None:
+        notes.append(
+            "# RoPE base: not in the model profile (rope_theta); Megatron's --rotary-base default 10000 applies: "
+            "add --rotary-base to match the model"
+        )
+    if model.position_embedding == "learned" and plan.seq_len > model.position_rows:
+        grown = (plan.seq_len - model.position_rows) * model.hidden_size
+        notes.append(
+            f"# position table grown from the model's {model.position_rows} rows to the sequence {plan.seq_len} "
+            f"(Megatron asserts max_position_embeddings ≥ seq_length): ({plan.seq_len} − {model.position_rows}) "
+            f"× {model.hidden_size} = {grown:,} parameters on the first stage that pplan did not cost"
+        )
+    if model.norm_epsilon is None:
+        notes.append(
+            "# norm epsilon: not in the model profile (norm_epsilon); Megatron's --norm-epsilon default 1e-5 applies"
+        )
+    if model.mlp == "gelu":
+        notes.append("# MLP activation: GELU, Megatron's default (no flag)")
+    if model.dropout:
+        notes.append(
+            "# dropout: on; the profile does not state the rate, 0.1 (Megatron's default) is written"
         )
     if not plan.flash_attention:
         notes.append("# pplan assumed attention without flash attention (full score matrices kept)")
-    if plan.grad_dtype == "bf16":
-        notes.append(f"# pplan assumed bf16 gradients ({undocumented})")
     return notes
 
 

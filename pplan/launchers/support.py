@@ -15,16 +15,27 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   interleaved schedule takes micro-batches in groups of `microbatch_group_size_per_vp_stage`, by default p, and
   `forward_backward_pipelining_with_interleaving` in that file raises unless the last group is empty or at least
   p, so m must be a multiple of p (Narayanan et al. 2021, arXiv:2104.04473 §2.2; see
-  `pplan.schedules.families.interleaved` for what goes wrong otherwise). ZeRO-2/3 are not Megatron options here:
-  its distributed optimizer (`--use-distributed-optimizer`) shards the optimizer states (ZeRO-1).
+  `pplan.schedules.families.interleaved` for what goes wrong otherwise). ZeRO-1 is its distributed optimizer,
+  ZeRO-2/3 Megatron-FSDP (`pplan.launchers.megatron`). `validate_args` (megatron/training/arguments.py) asserts
+  "Must use --overlap-param-gather with --overlap-grad-reduce": a sharded plan (ZeRO ≥ 1) that overlaps the
+  parameter gather but not the gradient reduction cannot be written, and writing both off would not be the plan
+  pplan costed (the gather hidden), so it is refused.
 - torchtitan runs torch.distributed.pipelining's classes: GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
   InterleavedZeroBubble, ZBVZeroBubble and DualPipeV, with torch's rules on m (PyTorch 2.13
   `torch/distributed/pipelining/schedules.py`, the classes' checks on `n_microbatches`): 1F1B needs m ≥ p;
   Interleaved1F1B and InterleavedZeroBubble need m divisible by max(1, m // p); DualPipeV needs m ≥ 2p. torch
   has no ZB-H1/ZB-H2 class (pplan could feed them to torch as a CSV, but a torchtitan config cannot name them)
-  and no bidirectional DualPipe. torchtitan's split (torchtitan 0.2.2
+  and no bidirectional DualPipe. torchtitan's split (torchtitan 0.2.2 and 0.3.0
   `torchtitan/distributed/pipeline_parallel.py`) gives every virtual stage `pipeline_parallel_layers_per_stage`
   layers, less at the two ends only, so a first or last stage with more layers than the others is refused.
+  torchtitan builds only the models it ships a configuration for (`pplan.launchers.torchtitan_models`: Llama 3
+  8B, 70B, 405B), so any other model is refused. pplan's selective recompute (Korthikanti et al. 2022,
+  arXiv:2205.05198: the attention core re-run, everything else kept) is no torchtitan mode: torchtitan 0.3.0's
+  selective AC (`SelectiveAC`, torchtitan/distributed/activation_checkpoint.py; 0.2.x's
+  `selective_ac_option = "op"`) saves the matmul and attention outputs and recomputes every second matmul and
+  the cheap ops, and a layer-frequency option checkpoints whole layers; so `selective` is refused, and `full`
+  (`FullAC`: every layer re-run from its input) and `none` map one to one. `torchtitan` is the current release
+  (0.3.x), `torchtitan@0.2` the 0.2.x TOML; both refuse the same plans.
 """
 
 from __future__ import annotations
@@ -34,12 +45,13 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pplan.errors import ConfigError
+from pplan.launchers.torchtitan_models import shipped_model, unshipped_detail
 from pplan.plan.configuration import Plan, PlanRequest
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
 
-Launcher = Literal["megatron", "torchtitan"]
+Launcher = Literal["megatron", "torchtitan", "torchtitan@0.2"]
 """The job launchers pplan writes settings for (`--format`, `--launcher`)."""
 LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 
@@ -96,7 +108,10 @@ def _refusal(
     m: int | None,
     zero_stage: int,
     chunk_layers: Sequence[int] | None,
+    overlap: tuple[bool, bool] = (True, True),
+    recompute: str = "none",
 ) -> _Refusal | None:
+    """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its mode."""
     launcher = launcher_name(launcher)
     kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
@@ -112,11 +127,13 @@ def _refusal(
     if refused is not None:
         return refused
     if launcher == "megatron":
-        if zero_stage >= 2:
+        if zero_stage >= 1 and overlap == (False, True):
             return _Refusal(
-                "megatron: no ZeRO-2/3",
-                f"ZeRO-{zero_stage}; Megatron-LM's distributed optimizer shards optimizer states only (ZeRO-1)",
-                "use --zero-stage 1, or --launcher torchtitan (FSDP)",
+                "megatron: --overlap-param-gather needs --overlap-grad-reduce",
+                f"ZeRO-{zero_stage} with --no-overlap-grad-reduce; Megatron asserts "
+                "'Must use --overlap-param-gather with --overlap-grad-reduce'",
+                "add --no-overlap-param-gather (pplan then costs the parameter gather as exposed), "
+                "or drop --no-overlap-grad-reduce",
             )
         # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
         if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
@@ -126,6 +143,14 @@ def _refusal(
                 f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
             )
         return None
+    if recompute == "selective":
+        return _Refusal(
+            "torchtitan: no attention-core recompute (pplan's selective)",
+            "torchtitan's selective AC saves matmul and attention outputs and recomputes every second matmul "
+            "(SelectiveAC, torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py), not pplan's "
+            "attention-core recompute (Korthikanti et al. 2022)",
+            "use --recompute full or none, or --launcher megatron",
+        )
     if p is not None and p > 1 and m is not None:
         if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
             return _Refusal(
@@ -169,18 +194,20 @@ def unsupported_reason(
     m: int | None = None,
     zero_stage: int = 0,
     chunk_layers: Sequence[int] | None = None,
+    recompute: str = "none",
 ) -> str | None:
     """Why `launcher` cannot run the schedule or plan, or None when it can.
 
     Pass a `Plan`, or a schedule name with whatever of p (pipeline ranks), v (chunks per rank), m
-    (micro-batches), the ZeRO stage and the layers per chunk (model order) are known: unknown ones are not
-    checked, so a search can filter the schedule axis first and each (p, m) later without building a plan.
+    (micro-batches), the ZeRO stage, the layers per chunk (model order) and the recompute mode are known:
+    unknown ones are not checked, so a search can filter the schedule axis first and each (p, m) later without
+    building a plan.
     The reason is generic (no plan-specific numbers), so it can key a rejection count.
     """
     if isinstance(schedule, Plan):
         refused = _plan_refusal(launcher, schedule)
     else:
-        refused = _refusal(launcher, schedule, p, v, m, zero_stage, chunk_layers)
+        refused = _refusal(launcher, schedule, p, v, m, zero_stage, chunk_layers, recompute=recompute)
     return None if refused is None else refused.reason
 
 
@@ -209,7 +236,8 @@ def request_unsupported_reason(
             first = k if req.first_stage_layers is None else req.first_stage_layers
             last = k if req.last_stage_layers is None else req.last_stage_layers
             layers = (first, *([k] * (chunks - 2)), last)
-    refused = _refusal(launcher, req.schedule, req.pp, v, m, req.zero_stage, layers)
+    overlap = (req.overlap_grad_reduce, req.overlap_param_gather)
+    refused = _refusal(launcher, req.schedule, req.pp, v, m, req.zero_stage, layers, overlap, req.recompute)
     return None if refused is None else refused.reason
 
 
@@ -222,11 +250,33 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.num_microbatches,
         plan.zero_stage,
         tuple(c.layers for c in plan.layout.chunks),
+        (plan.overlap_grad_reduce, plan.overlap_param_gather),
+        plan.recompute,
     )
 
 
-def check_supported(launcher: str, plan: Plan) -> None:
-    """Raise a ConfigError naming `--launcher` when `launcher` cannot run `plan`."""
+def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
+    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape), or None."""
+    if launcher_name(launcher) == "megatron" or shipped_model(model) is not None:
+        return None
+    return "torchtitan ships no configuration for this model"
+
+
+def check_model(launcher: str, model: ModelSpec) -> None:
+    """Raise a ConfigError naming `--launcher` when `launcher` cannot build `model` (before any plan)."""
+    reason = model_unsupported_reason(launcher, model)
+    if reason is not None:
+        raise ConfigError(
+            "--launcher",
+            f"{reason} ({unshipped_detail(model)})",
+            "use --launcher megatron, or a Llama 3 8B/70B/405B profile",
+        )
+
+
+def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -> None:
+    """Raise a ConfigError naming `--launcher` when `launcher` cannot run `plan` (or build `model`, if given)."""
+    if model is not None:
+        check_model(launcher, model)
     refused = _plan_refusal(launcher, plan)
     if refused is not None:
         raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)

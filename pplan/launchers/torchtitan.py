@@ -1,27 +1,63 @@
-"""torchtitan output: one validated `Plan` as a job-config TOML and the same fields as command-line overrides.
+"""torchtitan output: one validated `Plan` as torchtitan 0.3.x command-line arguments, or as a 0.2.x job-config TOML.
 
-Pure functions (no I/O). Every section and field emitted is one of torchtitan 0.2.2's job config
-(`torchtitan/config/job_config.py`: `[parallelism]`, `[training]`, `[activation_checkpoint]`), as TOML and as
-the equivalent `--section.field value` overrides; the schedule names are torch.distributed.pipelining's classes
-(PyTorch 2.13 `torch/distributed/pipelining/schedules.py`, `get_schedule_class`).
+Pure functions (no I/O). Two releases, chosen by the launcher name (`pplan.launchers.support.Launcher`):
+- `torchtitan` (0.3.x, the current release; names checked against torchtitan 0.3.0): TOML job configs are gone;
+  a run is `--module <model module> --config <config function>` (torchtitan/config/manager.py, `ConfigManager`)
+  followed by tyro's `--section.field value` overrides of `Trainer.Config` (torchtitan/trainer.py;
+  `ParallelismConfig`, `TrainingConfig` in torchtitan/config/configs.py) and, last, the activation-checkpointing
+  subcommand `activation-checkpoint:full|none` (torchtitan/distributed/activation_checkpoint.py,
+  `ActivationCheckpointingConfig`). `Trainer.Config` refuses pipeline parallelism unless
+  `--training.disable_cuda_graphs` is set, so a plan with p > 1 sets it.
+- `torchtitan@0.2` (0.2.x; checked against torchtitan 0.2.2's `torchtitan/config/job_config.py`): the TOML
+  sections `[model]`, `[parallelism]`, `[training]`, `[activation_checkpoint]`, and the same fields as
+  `--section.field value` overrides.
 
-Checked against torchtitan 0.2.2's sources: the first/last `*_less_layers` default to 1 (so they are always
-written, 0 included) and the split (`torchtitan/distributed/pipeline_parallel.py`) gives each of the
-ceil((L + first_less + last_less) / layers_per_stage) stages layers_per_stage layers, less at the ends; the
-model is replicated (DDP) only when data parallelism is the only dimension
-(`torchtitan/models/llama3/infra/parallelize.py`); `selective_ac_option` defaults to "2", checkpointing every
-2nd layer.
+Both: the model is the shipped configuration of the plan's shape (`pplan.launchers.torchtitan_models`; any other
+model is refused); the schedule names are torch.distributed.pipelining's classes (PyTorch 2.13
+`torch/distributed/pipelining/schedules.py`, `get_schedule_class`); the split (`_generate_llm_fqn_per_model_part`
+in torchtitan/distributed/pipeline_parallel.py, the same in both releases) gives each of the
+ceil((L + first_less + last_less) / layers_per_stage) stages layers_per_stage layers, less at the ends, and the
+`*_less_layers` default to 1, so they are always written (0 included). With p > 1 one step is one pipeline pass
+over local_batch_size / pipeline_parallel_microbatch_size micro-batches, so local_batch_size = B / d; with p = 1
+torchtitan accumulates gradients over global_batch_size / (local_batch_size · d) steps, so local_batch_size = b.
+pplan's `full` recompute is torchtitan's full AC (every layer re-run from its input), `none` none; `selective` is
+refused (`pplan.launchers.support`).
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
+from typing import Literal
 
 from pplan.errors import ConfigError
-from pplan.launchers.support import check_supported, plan_summary, torchtitan_split
+from pplan.launchers.support import check_supported, launcher_name, plan_summary, torchtitan_split
+from pplan.launchers.torchtitan_models import (
+    TORCHTITAN_02_RELEASE,
+    TORCHTITAN_RELEASE,
+    ShippedModel,
+    shipped_model,
+)
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily
+
+TorchtitanVersion = Literal["0.3", "0.2"]
+"""The torchtitan release series pplan writes for: 0.3 (`--launcher torchtitan`) or 0.2 (`torchtitan@0.2`)."""
+
+_AC_SUBCOMMAND = {"full": "activation-checkpoint:full", "none": "activation-checkpoint:none"}
+
+
+def torchtitan_version(launcher: str) -> TorchtitanVersion:
+    """The release series a torchtitan launcher name asks for (a ConfigError on `--launcher` for other names)."""
+    name = launcher_name(launcher)
+    if name == "torchtitan":
+        return "0.3"
+    if name == "torchtitan@0.2":
+        return "0.2"
+    raise ConfigError(
+        "--launcher", f"{launcher!r} is not a torchtitan launcher", "use torchtitan or torchtitan@0.2"
+    )
 
 
 def torchtitan_schedule(family: ScheduleFamily) -> str:
@@ -35,118 +71,254 @@ def torchtitan_schedule(family: ScheduleFamily) -> str:
     return family.torch_short_name
 
 
-def data_parallel_degrees(plan: Plan) -> tuple[int, int]:
+def data_parallel_degrees(plan: Plan, version: TorchtitanVersion = "0.3") -> tuple[int, int]:
     """(data_parallel_replicate_degree, data_parallel_shard_degree) for pplan's d and ZeRO stage.
 
-    torchtitan shards with FSDP, which shards weights, gradients and optimizer states (ZeRO-3), and replicates
-    (DDP) only when data parallelism is the only parallel dimension. So ZeRO-0 without tensor, pipeline or
-    context parallelism → replicate d; everything else → shard d. For ZeRO-1/2 that shards more than planned:
-    memory ≤ the plan's, for more parameter traffic.
+    torchtitan shards with FSDP, which shards weights, gradients and optimizer states (ZeRO-3). ZeRO-0 is
+    replication: 0.3.x replicates over `data_parallel_replicate_degree` beside any other parallelism (FSDP with
+    a replicate axis and a shard axis of 1, `resolve_fsdp_mesh` in torchtitan/distributed/full_dtensor.py);
+    0.2.x replicates (DDP) only when data parallelism is the only dimension
+    (torchtitan/models/llama3/infra/parallelize.py). Everything else shards d: for ZeRO-1/2 that shards more
+    than planned (memory ≤ the plan's, more parameter traffic).
     """
-    if plan.zero_stage == 0 and plan.tp == plan.pp == plan.cp == 1:
+    if plan.zero_stage == 0 and (version == "0.3" or plan.tp == plan.pp == plan.cp == 1):
         return plan.dp, 1
     return 1, plan.dp
 
 
-def _torchtitan_fields(model: ModelSpec, plan: Plan) -> list[tuple[str, list[tuple[str, int | str, str]]]]:
-    """Sections of (field, value, comment) in output order."""
-    check_supported("torchtitan", plan)
-    replicate, shard = data_parallel_degrees(plan)
+@dataclass(frozen=True, slots=True)
+class _Field:
+    section: str
+    name: str
+    value: int | str | bool
+    """A bool is a 0.3.x switch: `--section.name` when True, `--section.no_name` when False."""
+    comment: str = ""
+
+
+def _dp_note(plan: Plan, version: TorchtitanVersion) -> str:
+    shard = data_parallel_degrees(plan, version)[1]
     if shard == 1:
-        dp_note = "plain data parallelism (ZeRO-0) and nothing else: DDP replicas"
-    elif plan.zero_stage == 3:
-        dp_note = "ZeRO-3 = FSDP over d"
-    elif plan.zero_stage == 0:
-        dp_note = (
-            "pplan planned ZeRO-0, but torchtitan replicates (DDP) only without tensor/pipeline/context "
+        if plan.dp == 1:
+            return ""
+        note = "ZeRO-0: replicas over d"
+        if plan.cp > 1:
+            note += (
+                "; torchtitan's FSDP still shards the weights over the context-parallel ranks (memory ≤ plan)"
+            )
+        return note
+    if plan.zero_stage == 3:
+        return "ZeRO-3 = FSDP over d"
+    if plan.zero_stage == 0:
+        return (
+            "pplan planned ZeRO-0, but torchtitan 0.2.x replicates (DDP) only without tensor/pipeline/context "
             "parallelism, so FSDP over d (memory ≤ plan, more parameter traffic)"
         )
-    else:
-        dp_note = (
-            f"pplan planned ZeRO-{plan.zero_stage}; torchtitan has no such stage, so FSDP over d "
-            "(shards weights too: memory ≤ plan, more parameter traffic)"
-        )
-    par: list[tuple[str, int | str, str]] = [
-        ("data_parallel_replicate_degree", replicate, dp_note),
-        ("data_parallel_shard_degree", shard, ""),
-        ("tensor_parallel_degree", plan.tp, ""),
-        ("context_parallel_degree", plan.cp, ""),
-        ("pipeline_parallel_degree", plan.pp, "ranks, not stages"),
+    return (
+        f"pplan planned ZeRO-{plan.zero_stage}; torchtitan has no such stage, so FSDP over d "
+        "(shards weights too: memory ≤ plan, more parameter traffic)"
+    )
+
+
+def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_Field]:
+    """Every field pplan sets, in output order (the 0.3.x AC subcommand excepted)."""
+    replicate, shard = data_parallel_degrees(plan, version)
+    par = "parallelism"
+    out = [
+        _Field(par, "data_parallel_replicate_degree", replicate, _dp_note(plan, version)),
+        _Field(par, "data_parallel_shard_degree", shard),
+        _Field(par, "tensor_parallel_degree", plan.tp),
     ]
-    if plan.tp > 1 and not plan.sequence_parallel:
-        par[2] = (
+    if plan.tp > 1 and version == "0.3":
+        out.append(_Field(par, "enable_sequence_parallel", plan.sequence_parallel))
+    elif plan.tp > 1 and not plan.sequence_parallel:
+        out[-1] = _Field(
+            par,
             "tensor_parallel_degree",
             plan.tp,
-            "planned without sequence parallelism; torchtitan's TP shards the norms over the sequence anyway",
+            "planned without sequence parallelism; torchtitan 0.2.x's TP shards the norms over the sequence anyway",
         )
+    out += [
+        _Field(par, "context_parallel_degree", plan.cp),
+        _Field(par, "pipeline_parallel_degree", plan.pp, "ranks, not stages"),
+    ]
     if plan.pp > 1:
         chunk_layers = tuple(c.layers for c in plan.layout.chunks)
         edges = torchtitan_split(chunk_layers)
         assert edges is not None  # check_supported refused it otherwise
         k, first_less, last_less = edges
-        par += [
-            ("pipeline_parallel_schedule", torchtitan_schedule(plan.kind), ""),
-            ("pipeline_parallel_microbatch_size", plan.micro_batch, ""),
-            (
+        out += [
+            _Field(par, "pipeline_parallel_schedule", torchtitan_schedule(plan.kind)),
+            _Field(par, "pipeline_parallel_microbatch_size", plan.micro_batch),
+            _Field(
+                par,
                 "pipeline_parallel_layers_per_stage",
                 k,
-                f"{len(chunk_layers)} virtual stages of {k} layers, {plan.vp} per rank",
+                f"{len(chunk_layers)} virtual stages of {k} layers, {len(chunk_layers) // plan.pp} per rank",
             ),
-            (
+            _Field(
+                par,
                 "pipeline_parallel_first_stage_less_layers",
                 first_less,
                 "set explicitly, even when 0, so the split is exactly the plan's",
             ),
-            ("pipeline_parallel_last_stage_less_layers", last_less, ""),
+            _Field(par, "pipeline_parallel_last_stage_less_layers", last_less),
         ]
-    training: list[tuple[str, int | str, str]] = [
-        ("local_batch_size", plan.global_batch // plan.dp, "per data-parallel rank = global batch / d"),
-        ("global_batch_size", plan.global_batch, ""),
-        ("seq_len", plan.seq_len, ""),
+        local, local_note = (
+            plan.global_batch // plan.dp,
+            "per data-parallel rank = global batch / d, one pipeline pass",
+        )
+    else:
+        local = plan.micro_batch
+        local_note = (
+            f"= micro-batch b; torchtitan accumulates gradients over m = {plan.num_microbatches} steps"
+        )
+    out += [
+        _Field("training", "local_batch_size", local, local_note),
+        _Field("training", "global_batch_size", plan.global_batch),
+        _Field("training", "seq_len", plan.seq_len),
     ]
-    ac: list[tuple[str, int | str, str]] = [("mode", plan.recompute, "")]
-    if plan.recompute == "selective":
-        ac.append(
-            (
-                "selective_ac_option",
-                "op",
-                "op-level selective recompute, the nearest to pplan's (attention core recomputed); "
-                "torchtitan's default, 2, would checkpoint every 2nd layer whole",
+    if version == "0.3" and plan.pp > 1:
+        out.append(
+            _Field(
+                "training",
+                "disable_cuda_graphs",
+                True,
+                "Trainer.Config refuses pipeline parallelism without it",
             )
         )
-    return [("parallelism", par), ("training", training), ("activation_checkpoint", ac)]
+    if version == "0.2":
+        out.append(_Field("activation_checkpoint", "mode", plan.recompute))
+    return out
 
 
-def _toml_value(value: int | str) -> str:
+def _shipped(model: ModelSpec, plan: Plan, launcher: str) -> ShippedModel:
+    check_supported(launcher, plan, model)
+    shipped = shipped_model(model)
+    assert shipped is not None  # check_supported refused it otherwise
+    return shipped
+
+
+def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: TorchtitanVersion) -> list[str]:
+    """Header comment lines after the summary: the model's source and what the settings cannot carry."""
+    shape = (
+        f"{shipped.num_layers} layers, h {shipped.hidden_size}, {shipped.num_attention_heads} heads, "
+        f"{shipped.num_kv_heads} KV heads, FFN {shipped.ffn_hidden_size}, vocabulary {shipped.vocab_size}"
+    )
+    if version == "0.3":
+        source = f"--module {shipped.module} --config {shipped.config}"
+        rest = "data, tokenizer (--hf_assets_path), optimizer and steps are the config function's: yours to change"
+    else:
+        source = f'[model] name = "{shipped.module}", flavor = "{shipped.flavor}"'
+        rest = "data, tokenizer (hf_assets_path), optimizer and steps are yours: merge these sections into your job config"
+    stated = "as the profile states" if model.rope_theta is not None else "the profile states none"
+    notes = [
+        f"model: {source} builds {model.name}'s shape ({shape}); RoPE base {shipped.rope_theta} ({stated})",
+        rest,
+    ]
+    if version == "0.3":
+        notes += list(shipped.config_notes)
+    if plan.grad_dtype == "bf16":
+        notes.append(
+            "gradients: pplan planned BF16; torchtitan reduces and keeps them in FP32 "
+            "(training.mixed_precision_reduce takes only float32)"
+        )
+    if not plan.flash_attention:
+        notes.append(
+            "attention: planned without flash attention; torchtitan's fused attention stores no scores"
+        )
+    if not (plan.overlap_grad_reduce and plan.overlap_param_gather) and plan.dp > 1:
+        notes.append(
+            "overlap: pplan costed some data-parallel communication as exposed; torchtitan's FSDP overlaps it"
+        )
+    return notes
+
+
+def _arg_groups(model: ModelSpec, plan: Plan) -> list[list[str]]:
+    """The 0.3.x arguments, one option (with its value) per group; the AC subcommand last."""
+    shipped = _shipped(model, plan, "torchtitan")
+    groups = [["--module", shipped.module], ["--config", shipped.config]]
+    for f in _fields(model, plan, "0.3"):
+        if isinstance(f.value, bool):
+            groups.append([f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"])
+        else:
+            groups.append([f"--{f.section}.{f.name}", str(f.value)])
+    groups.append([_AC_SUBCOMMAND[plan.recompute]])
+    return groups
+
+
+def torchtitan_args(model: ModelSpec, plan: Plan) -> list[str]:
+    """torchtitan 0.3.x arguments for `plan` (for `python -m torchtitan.train`): module, config, overrides, AC.
+
+    Raises a ConfigError naming `--launcher` when torchtitan cannot run the plan or build the model.
+    """
+    return [arg for group in _arg_groups(model, plan) for arg in group]
+
+
+def torchtitan_command(model: ModelSpec, plan: Plan) -> str:
+    """What `--format torchtitan` prints: header comments, then the 0.3.x arguments one option per line."""
+    shipped = _shipped(model, plan, "torchtitan")
+    lines = [
+        f"# torchtitan 0.3.x arguments from pplan: {plan_summary(model, plan)}",
+        f"# launch on {plan.gpus} GPUs in all: torchrun ... -m torchtitan.train followed by these arguments "
+        f"(names checked against {TORCHTITAN_RELEASE}, which takes a config function and overrides; its TOML "
+        "job configs are gone: --format torchtitan@0.2 writes one for 0.2.x)",
+    ]
+    lines += [f"# {note}" for note in _notes(model, plan, shipped, "0.3")]
+    lines += [f"# {f.name}: {f.comment}" for f in _fields(model, plan, "0.3") if f.comment]
+    body = ["    " + shlex.join(group) for group in _arg_groups(model, plan)]
+    return "\n".join(lines + [line + " \\" for line in body[:-1]] + body[-1:]) + "\n"
+
+
+def _toml_value(value: int | str | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return (
         str(value) if isinstance(value, int) else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     )
 
 
 def torchtitan_toml(model: ModelSpec, plan: Plan) -> str:
-    """A torchtitan v0.2.x job-config TOML for `plan` (the sections pplan decides; merge into a full config).
+    """A torchtitan 0.2.x job-config TOML for `plan` (the sections pplan decides; merge into a full config).
 
-    Raises a ConfigError naming `--launcher` when torchtitan cannot run the plan.
+    Raises a ConfigError naming `--launcher` when torchtitan cannot run the plan or build the model.
     """
-    sections = _torchtitan_fields(model, plan)
-    lines = [
-        f"# torchtitan job config (v0.2.x TOML) from pplan: {plan_summary(model, plan)}",
-        f"# launch on {plan.gpus} GPUs in all; the [model] section is yours to set: pick torchtitan's flavor for "
-        f"{model.name} (pplan writes none of its fields)",
-    ]
-    for name, fields in sections:
+    shipped = _shipped(model, plan, "torchtitan@0.2")
+    lines = [f"# torchtitan 0.2.x job config (TOML) from pplan: {plan_summary(model, plan)}"]
+    lines.append(
+        f"# launch on {plan.gpus} GPUs in all; checked against {TORCHTITAN_02_RELEASE} "
+        "(for 0.3.x and later, --format torchtitan)"
+    )
+    lines += [f"# {note}" for note in _notes(model, plan, shipped, "0.2")]
+    sections: dict[str, list[_Field]] = {
+        "model": [_Field("model", "name", shipped.module), _Field("model", "flavor", shipped.flavor)]
+    }
+    for f in _fields(model, plan, "0.2"):
+        sections.setdefault(f.section, []).append(f)
+    for name, fields in sections.items():
         lines += ["", f"[{name}]"]
-        for field, value, comment in fields:
-            if comment:
-                lines.append(f"# {comment}")
-            lines.append(f"{field} = {_toml_value(value)}")
+        for f in fields:
+            if f.comment:
+                lines.append(f"# {f.comment}")
+            lines.append(f"{f.name} = {_toml_value(f.value)}")
     return "\n".join(lines) + "\n"
 
 
-def torchtitan_overrides(model: ModelSpec, plan: Plan) -> str:
-    """The same fields as torchtitan `--section.field value` command-line overrides, on one line."""
-    parts = []
-    for name, fields in _torchtitan_fields(model, plan):
-        for field, value, _ in fields:
-            parts.append(f"--{name}.{field} {shlex.quote(str(value))}")
-    return " ".join(parts)
+def torchtitan_overrides(model: ModelSpec, plan: Plan, version: TorchtitanVersion = "0.3") -> str:
+    """The settings on one command line: the 0.3.x arguments, or the 0.2.x TOML's `--section.field value`s."""
+    if version == "0.3":
+        return shlex.join(torchtitan_args(model, plan))
+    shipped = _shipped(model, plan, "torchtitan@0.2")
+    fields = [_Field("model", "name", shipped.module), _Field("model", "flavor", shipped.flavor)]
+    fields += _fields(model, plan, "0.2")
+    return " ".join(f"--{f.section}.{f.name} {shlex.quote(str(f.value))}" for f in fields)
+
+
+def torchtitan_text(launcher: str, model: ModelSpec, plan: Plan) -> str:
+    """What `--format torchtitan` (0.3.x arguments) or `--format torchtitan@0.2` (TOML and overrides) prints."""
+    if torchtitan_version(launcher) == "0.3":
+        return torchtitan_command(model, plan).rstrip("\n")
+    return (
+        torchtitan_toml(model, plan).rstrip("\n")
+        + "\n\n# the same as command-line overrides:\n# "
+        + torchtitan_overrides(model, plan, "0.2")
+    )

@@ -10,6 +10,7 @@ key: a value out of `ModelSpec`'s stated ranges is named by the key it came from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,6 +61,7 @@ _LAYERS = ("num_hidden_layers", "n_layer")
 _HIDDEN = ("hidden_size", "n_embd", "n_embed")
 _HEADS = ("num_attention_heads", "n_head")
 _SEQ = ("max_position_embeddings", "n_positions", "seq_length")
+_NORM_EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")
 _GPT2_DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 _DROPOUTS = ("attention_dropout", "hidden_dropout")
 
@@ -143,6 +145,8 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         "qkv_bias": qkv_bias,
         "linear_bias": linear_bias,
         "dropout": _dropout(config, family.always_dropout),
+        "rope_theta": _optional_number(config, ("rope_theta",)) if family.position == "rope" else None,
+        "norm_epsilon": _optional_number(config, _NORM_EPS),
     }
     try:
         return ModelSpec.model_validate(fields)
@@ -174,6 +178,20 @@ def _required_int(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[int, s
             keys[0], f"missing from the config{others}", "add it, or check that this is a model's config.json"
         )
     return found
+
+
+def _optional_number(config: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    """The first of `keys` present (not null), checked to be a finite positive number; None if none is."""
+    for key in keys:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise ProfileError(
+                key, f"must be a positive number, got {_shown(value)}", "fix the value in the config"
+            )
+        return float(value)
+    return None
 
 
 def _optional_int(config: dict[str, Any], key: str) -> int | None:

@@ -148,6 +148,12 @@ class ModelSpec(_Frozen):
     """Bias on the attention output projection and the MLP matrices (GPT)."""
     dropout: bool = False
     """True when the layer applies dropout (GPT-3 does, Llama does not); adds 1-byte masks to the activations."""
+    rope_theta: float | None = Field(default=None, gt=0, le=1e12)
+    """RoPE base θ of rotary position embeddings (Hugging Face `rope_theta`; Llama 3: 500000); None when the
+    profile does not state it. Launcher settings only: no count depends on it."""
+    norm_epsilon: float | None = Field(default=None, gt=0, lt=1)
+    """The norm's ε (Hugging Face `rms_norm_eps` / `layer_norm_eps`; Llama 3: 1e-5); None when not stated.
+    Launcher settings only."""
 
     @model_validator(mode="after")
     def _check_heads(self) -> ModelSpec:
