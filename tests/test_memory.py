@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pplan.cost.memory import bytes_per_param
+from pplan.cost.memory import bytes_per_param, plan_rank_params
 from pplan.explain import explain
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, make_plan
@@ -89,3 +89,16 @@ def test_zero3_gathers_two_layers_of_weights() -> None:
     assert report.memory.stages[1].gathered_weights_bytes == pytest.approx(2 * per_rank * 2, abs=1)
     zero1 = explain(LLAMA, H100, PlanRequest(gpus=256, global_batch=32, tp=8, pp=4, zero_stage=1))
     assert zero1.memory.stages[1].gathered_weights_bytes == 0
+
+
+def test_a_learned_position_table_grows_to_the_planned_sequence() -> None:
+    """GPT-3 175B has 2,048 learned positions (Brown et al. 2020, arXiv 2005.14165, Table 2.1: n_ctx 2048); a plan
+    at s = 4,096 needs a table of 4,096 rows (Megatron-LM asserts max_position_embeddings ≥ seq_length), so the
+    first stage holds (4096 − 2048) × 12288 more parameters (the table is not split by t) and no other stage
+    changes."""
+    model = load_model("gpt3-175b")
+    base = dict(gpus=1024, global_batch=1536, tp=8, pp=16, recompute="full", zero_stage=1)
+    short = plan_rank_params(model, make_plan(model, PlanRequest(seq_len=2048, **base)))  # type: ignore[arg-type]
+    long = plan_rank_params(model, make_plan(model, PlanRequest(seq_len=4096, **base)))  # type: ignore[arg-type]
+    assert long[0] - short[0] == (4096 - 2048) * 12288
+    assert long[1:] == short[1:]

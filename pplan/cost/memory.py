@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pplan.model import activations as act
-from pplan.model.params import ParamItem, embedding_params, layer_params, output_params
+from pplan.model.params import ParamItem, embedding_params, layer_params, output_params, position_table_rows
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
@@ -126,23 +126,23 @@ def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
     """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
-    return _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)[rank]
+    return _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))[rank]
 
 
 @lru_cache(maxsize=4096)
 def _layout_param_items(
-    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
 ) -> tuple[tuple[tuple[str, float], ...], ...]:
     """`rank_param_items` of every rank of a layout."""
     return tuple(
-        _param_items(model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held))
+        _param_items(model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held), position_rows)
         for held in layout.rank_chunks
     )
 
 
 @lru_cache(maxsize=16384)
 def _param_items(
-    model: ModelSpec, t: int, pipeline_parallel: bool, chunks: tuple[Chunk, ...]
+    model: ModelSpec, t: int, pipeline_parallel: bool, chunks: tuple[Chunk, ...], position_rows: int
 ) -> tuple[tuple[str, float], ...]:
     totals: dict[str, float] = {}
 
@@ -153,7 +153,7 @@ def _param_items(
     for chunk in chunks:
         add(layer_params(model), chunk.layers)
         if chunk.has_embedding:
-            add(embedding_params(model), 1)
+            add(embedding_params(model, position_rows), 1)
         if chunk.has_output:
             add(output_params(model, pipeline_parallel=pipeline_parallel), 1)
     return tuple(totals.items())
@@ -166,13 +166,21 @@ def rank_params(model: ModelSpec, plan: Plan, rank: int) -> float:
 
 def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     """`rank_params` of every pipeline rank."""
-    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout)
+    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
+
+
+def _rows(model: ModelSpec, plan: Plan) -> int:
+    """The learned position table's rows for this plan (grown to its sequence; pplan.model.params)."""
+    return position_table_rows(model, plan.seq_len)
 
 
 @lru_cache(maxsize=4096)
-def _layout_params(model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout) -> tuple[float, ...]:
+def _layout_params(
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
+) -> tuple[float, ...]:
     return tuple(
-        sum(n for _, n in items) for items in _layout_param_items(model, t, pipeline_parallel, layout)
+        sum(n for _, n in items)
+        for items in _layout_param_items(model, t, pipeline_parallel, layout, position_rows)
     )
 
 
@@ -184,7 +192,7 @@ def plan_memory(
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape)
     gathered = gathered_weights_bytes(model, plan)
-    items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout)
+    items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
     out = []

@@ -19,7 +19,7 @@ What the arguments say:
   (otherwise Megatron keeps FP32 main gradients); the two overlaps.
 What they cannot say is refused (a ConfigError on `--launcher`: ALiBi, biases everywhere but the QKV projection)
 or written as a `#` note (the tokenizer, the RoPE base and norm epsilon pplan's profiles do not state, a
-position table grown to the sequence, vocabulary padding pplan did not cost).
+position table grown to the sequence (and costed so), vocabulary padding pplan did not cost).
 
 Pipeline split. Interleaving is written `--num-virtual-stages-per-pipeline-rank v`: v is the planner's own
 variable. An uneven first/last stage without interleaving uses `--decoder-first/last-pipeline-num-layers`
@@ -36,6 +36,7 @@ import shlex
 
 from pplan.errors import ConfigError
 from pplan.launchers.support import check_supported, plan_summary
+from pplan.model.params import position_table_rows
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
 
@@ -72,12 +73,6 @@ def _megatron_pipeline_args(plan: Plan) -> list[str]:
     if inner and chunks[-1].layers != inner[0].layers:
         args += ["--decoder-last-pipeline-num-layers", str(chunks[-1].layers)]
     return args
-
-
-def position_table_rows(model: ModelSpec, plan: Plan) -> int:
-    """`--max-position-embeddings`: the model's table, grown to the planned sequence where it is shorter
-    (validate_args asserts max_position_embeddings ≥ seq_length)."""
-    return max(model.position_rows, plan.seq_len)
 
 
 def vocab_divisor(model: ModelSpec, plan: Plan) -> int | None:
@@ -136,7 +131,7 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
         args += ["--kv-channels", str(model.head_size)]
     args += [
         "--seq-length", str(plan.seq_len),
-        "--max-position-embeddings", str(position_table_rows(model, plan)),
+        "--max-position-embeddings", str(position_table_rows(model, plan.seq_len) or plan.seq_len),
         "--position-embedding-type", _POSITION_TYPE[model.position_embedding],
     ]  # fmt: skip
     if model.position_embedding == "rope" and model.rope_theta is not None:
@@ -251,7 +246,7 @@ def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
         notes.append(
             f"# position table grown from the model's {model.position_rows} rows to the sequence {plan.seq_len} "
             f"(Megatron asserts max_position_embeddings ≥ seq_length): ({plan.seq_len} − {model.position_rows}) "
-            f"× {model.hidden_size} = {grown:,} parameters on the first stage that pplan did not cost"
+            f"× {model.hidden_size} = {grown:,} parameters more on the first stage (pplan's memory counts them)"
         )
     if model.norm_epsilon is None:
         notes.append(

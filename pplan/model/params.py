@@ -59,12 +59,21 @@ def norm_params(model: ModelSpec) -> int:
     return 2 * model.hidden_size if model.norm == "layernorm" else model.hidden_size
 
 
+def position_table_rows(model: ModelSpec, seq_len: int) -> int:
+    """Rows of a learned position table a run at sequence `seq_len` needs: the model's own, grown to the sequence
+    when the plan runs longer sequences than the table covers (Megatron-LM asserts max_position_embeddings ≥
+    seq_length, `megatron/training/arguments.py` `validate_args`); 0 without a learned table."""
+    return max(model.position_rows, seq_len) if model.position_embedding == "learned" else 0
+
+
 @lru_cache(maxsize=64)
-def embedding_params(model: ModelSpec) -> tuple[ParamItem, ...]:
-    """The first stage's extra parameters: the token embedding (split by t) and a learned position table."""
+def embedding_params(model: ModelSpec, position_rows: int | None = None) -> tuple[ParamItem, ...]:
+    """The first stage's extra parameters: the token embedding (split by t) and a learned position table of
+    `position_rows` rows (default: the model's; see `position_table_rows` for a plan's)."""
     items = [ParamItem("embedding/tokens", model.vocab_size * model.hidden_size)]
     if model.position_embedding == "learned":
-        items.append(ParamItem("embedding/positions", 0, model.position_rows * model.hidden_size))
+        rows = model.position_rows if position_rows is None else position_rows
+        items.append(ParamItem("embedding/positions", 0, rows * model.hidden_size))
     return tuple(items)
 
 
