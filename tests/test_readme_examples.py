@@ -1,0 +1,44 @@
+"""The README's `console` blocks are true: each `$ pplan ...` command, run now, prints exactly what the README
+shows below it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.cli_run import run_pplan
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"^```console\n\$ (pplan [^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def console_blocks(text: str) -> list[tuple[str, str]]:
+    """(command, shown output) of every ```console block that starts with `$ pplan`."""
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+def test_the_block_reader_finds_commands_and_their_output() -> None:
+    text = "x\n```console\n$ pplan a --b\nline 1\nline 2\n```\n```\nplain\n```\n"
+    assert console_blocks(text) == [("pplan a --b", "line 1\nline 2\n")]
+
+
+EXAMPLES = console_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_one_example_per_launcher() -> None:
+    formats = {
+        shlex.split(cmd)[shlex.split(cmd).index("--format") + 1] for cmd, _ in EXAMPLES if "--format" in cmd
+    }
+    assert {"megatron", "torchtitan"} <= formats
+
+
+@pytest.mark.parametrize(("command", "shown"), EXAMPLES, ids=[c for c, _ in EXAMPLES])
+def test_readme_output_is_what_the_command_prints(
+    command: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = run_pplan(capsys, *shlex.split(command)[1:])
+    assert res.code == 0, res.err
+    assert res.out.rstrip("\n") == shown.rstrip("\n")  # trailing blank lines aside
