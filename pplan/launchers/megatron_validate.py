@@ -14,9 +14,11 @@ The module owns two things:
 
 Sources. megatron-core rules (`megatron/core/...` at 0.16.1, the PyPI wheel `megatron-core==0.16.1`) were
 checked against the released files. `megatron/training/arguments.py` is not on PyPI (neither the megatron-core
-wheel nor its sdist ships `megatron/training`); its rules below are those of `validate_args` /
-`core_transformer_config_from_args` at github.com/NVIDIA/Megatron-LM tag core_v0.16.1, messages as written there
-(placeholders shown as `{...}`).
+wheel nor its sdist ships `megatron/training`); its rules below restate the checks of `validate_args` /
+`core_transformer_config_from_args` at github.com/NVIDIA/Megatron-LM tag core_v0.16.1. Unlike the option table
+(extracted from that file) and the megatron-core rules, these were written without the file at hand: the
+conditions are the upstream ones as known, the message texts may differ in wording from the source and should
+be diffed against it where it can be fetched.
 
 Pure apart from reading the bundled table once (cached).
 """
