@@ -56,7 +56,7 @@ def test_explain_and_plan_request_refuse_alike(
 @pytest.mark.parametrize(
     ("flag", "bad", "make"),
     [
-        ("--grad-dtype", "fp16", lambda: SearchRequest(8, 8, grad_dtype="fp16")),  # type: ignore[arg-type]
+        ("--grad-dtype", "fp16", lambda: SearchRequest(8, 8, grad_dtypes=("fp16",))),  # type: ignore[arg-type]
         ("--recompute", "none,partial", lambda: SearchRequest(8, 8, recompute=("none", "partial"))),  # type: ignore[arg-type]
         ("--top", "0", lambda: SearchRequest(8, 8, top_n=0)),
         ("--headroom", "1.5", lambda: SearchRequest(8, 8, headroom_fraction=1.5)),

@@ -35,6 +35,7 @@ SELECTIVE = "torchtitan: no attention-core recompute (pplan's selective)"
 NO_MODEL = "torchtitan ships no configuration for this model"
 # Entries torchtitan cannot run, and why (the same in both releases): ZB-H1 is no torch class, pplan's selective
 # recompute (the attention core only) is no torchtitan mode, and torchtitan ships no GPT model.
+BF16_GRADS = "torchtitan: gradients reduced in FP32 only"
 REFUSED = {
     "8b-zero3-selective": SELECTIVE,
     "70b-t4-p4-v2": SELECTIVE,
@@ -43,6 +44,9 @@ REFUSED = {
     "gpt3-seq4096": NO_MODEL,
     "gpt3-t8-p8-v3-fp32": NO_MODEL,
     "gpt-1.7b-d32": NO_MODEL,
+    "8b-t1-cp2-bf16": BF16_GRADS,
+    "70b-t8-p8-v5-full": BF16_GRADS,
+    "405b-t8-p9-cp2-v7-bf16": BF16_GRADS,
 }
 # torch.distributed.pipelining's class names (PyTorch 2.13 schedules.py, `get_schedule_class`) per pplan schedule.
 TORCH_SCHEDULE = {

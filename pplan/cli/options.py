@@ -47,6 +47,7 @@ PassDurationsOpt = Annotated[
     ),
 ]
 RECOMPUTE_CHOICES: tuple[Recompute, ...] = get_args(Recompute)
+GRAD_DTYPE_CHOICES: tuple[GradDtype, ...] = get_args(GradDtype)
 
 
 def defaulted(ctx: typer.Context, names: tuple[str, ...], values: dict[str, Any]) -> list[str]:

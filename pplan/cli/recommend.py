@@ -16,10 +16,10 @@ from pplan.cli.options import (
     DEFAULT_GPUS,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
+    GRAD_DTYPE_CHOICES,
     RECOMPUTE_CHOICES,
     GlobalBatchOpt,
     GpusOpt,
-    GradDtypeOpt,
     HardwareOpt,
     ModelOpt,
     SeqLenOpt,
@@ -28,7 +28,7 @@ from pplan.cli.options import (
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
 from pplan.launchers.support import LAUNCHERS, Launcher
-from pplan.plan.configuration import PlanRequest, Recompute, make_plan
+from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
@@ -88,9 +88,15 @@ def recommend(
         str | None, typer.Option(help=f"Comma list of {', '.join(RECOMPUTE_CHOICES)} (default: all).")
     ] = None,
     zero_stage: Annotated[
-        str | None, typer.Option(help="Comma list of ZeRO stages to consider (default 0,1).")
+        str | None,
+        typer.Option(
+            help="Comma list of ZeRO stages to consider (default 0,1,2,3: those the launcher runs)."
+        ),
     ] = None,
-    grad_dtype: GradDtypeOpt = "fp32",
+    grad_dtype: Annotated[
+        str | None,
+        typer.Option(help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both)."),
+    ] = None,
     min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
@@ -103,7 +109,7 @@ def recommend(
         typer.Option("--format", help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}."),
     ] = "table",
 ) -> None:
-    """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO) and rank what fits by predicted throughput."""
+    """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype) and rank what fits by predicted throughput."""
     if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
     zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
@@ -112,8 +118,9 @@ def recommend(
         micro_batch=micro_batch,
         schedules=comma_list("--schedule", schedule, SCHEDULE_NAMES),
         recompute=cast(tuple[Recompute, ...], comma_list("--recompute", recompute, RECOMPUTE_CHOICES) or RECOMPUTE_CHOICES),
-        zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1),
-        grad_dtype=grad_dtype, min_microbatches=min_microbatches, headroom_fraction=headroom,
+        zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1, 2, 3),
+        grad_dtypes=cast(tuple[GradDtype, ...], comma_list("--grad-dtype", grad_dtype, GRAD_DTYPE_CHOICES) or ("fp32", "bf16")),
+        min_microbatches=min_microbatches, headroom_fraction=headroom,
         launcher=launcher, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
         split_p2p=output == "json",  # only the JSON shows the step-time breakdown
     )  # fmt: skip

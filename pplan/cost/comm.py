@@ -12,8 +12,11 @@ Symbols as in activations.py; B_act = 2 bytes (BF16).
   The ends add the embedding's forward all-reduce (first stage) and, on the last stage, the output layer's input
   gather and its backward reduce-scatter.
 - Data parallel (per step, per GPU, over the N = d·cp replicas): a ring all-reduce of the gradients moves
-  2(N−1)/N × gradient bytes; with ZeRO-1/2 that is a reduce-scatter ((N−1)/N) plus a BF16 parameter all-gather
-  ((N−1)/N × 2 bytes per parameter); ZeRO-3 gathers the parameters again for the backward.
+  2(N−1)/N × gradient bytes; with ZeRO-1 that is a reduce-scatter ((N−1)/N) plus a BF16 parameter all-gather
+  ((N−1)/N × 2 bytes per parameter); ZeRO-2 keeps only a gradient shard, so it reduce-scatters after each of the
+  m micro-batches' backward (m reduce-scatters, then the parameter all-gather); ZeRO-3 also gathers the
+  parameters for each micro-batch's forward and again for its backward (m × (reduce-scatter + 2 all-gathers);
+  Rajbhandari et al. 2020, arXiv:1910.02054 §7.2; pplan.cost.steptime).
 """
 
 from __future__ import annotations
@@ -100,7 +103,10 @@ def data_parallel_bytes_per_step(plan: Plan, params_per_gpu: float) -> int:
     if plan.zero_stage == 0:
         return int(2 * (n - 1) * grads / n)
     gather = (n - 1) * params_per_gpu * WEIGHT_BYTES / n
-    total = (n - 1) * grads / n + gather
-    if plan.zero_stage == 3:
-        total += gather
-    return int(total)
+    scatter = (n - 1) * grads / n
+    m = plan.num_microbatches
+    if plan.zero_stage == 1:
+        return int(scatter + gather)
+    if plan.zero_stage == 2:
+        return int(m * scatter + gather)
+    return int(m * (scatter + 2 * gather))

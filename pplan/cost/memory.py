@@ -10,7 +10,7 @@ ZeRO-3 (FSDP) also the weights.
 Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
 that peak (`extra_activation_bytes`), plus the transient of one recomputed layer, plus (ZeRO-3) the gathered
-weights of the layer running and the one prefetched.
+weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer).
 """
 
 from __future__ import annotations
@@ -115,13 +115,33 @@ class ActivationPeaks:
     """Peak micro-batches in flight per virtual stage."""
 
 
-def gathered_weights_bytes(model: ModelSpec, plan: Plan) -> int:
-    """ZeRO-3 (FSDP) materialises a layer's full weights to run it and prefetches the next: two layers of BF16
-    weights (per tensor-parallel rank) beyond the shards; zero for ZeRO-0/1/2."""
+def gathered_weights_bytes(model: ModelSpec, plan: Plan, rank: int = 0) -> int:
+    """ZeRO-3 (FSDP) materialises one wrapped unit's full weights to run it and prefetches the next: the two
+    largest units `rank` holds (a transformer layer; the embedding and the output layer are units of their own,
+    as torchtitan and Megatron-FSDP wrap them), in BF16 per tensor-parallel rank, beyond the shards; zero for
+    ZeRO-0/1/2. The output layer can outweigh a layer (Llama 3 8B: 525 M against 218 M parameters at t = 1)."""
     if plan.zero_stage < 3:
         return 0
-    per_layer = sum(item.per_tp_rank(plan.tp) for item in layer_params(model))
-    return math.ceil(2 * per_layer * WEIGHT_BYTES)
+    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))[rank]
+
+
+@lru_cache(maxsize=4096)
+def _gathered_per_rank(
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
+) -> tuple[int, ...]:
+    layer = sum(item.per_tp_rank(t) for item in layer_params(model))
+    out = []
+    for held in layout.rank_chunks:
+        units: list[float] = []
+        for c in held:
+            chunk = layout.chunks[c]
+            units += [layer] * min(chunk.layers, 2)
+            if chunk.has_embedding:
+                units.append(sum(i.per_tp_rank(t) for i in embedding_params(model, position_rows)))
+            if chunk.has_output:
+                units.append(sum(i.per_tp_rank(t) for i in output_params(model, pipeline_parallel)))
+        out.append(math.ceil(sum(sorted(units)[-2:]) * WEIGHT_BYTES))
+    return tuple(out)
 
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
@@ -191,7 +211,6 @@ def plan_memory(
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape)
-    gathered = gathered_weights_bytes(model, plan)
     items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
@@ -204,6 +223,7 @@ def plan_memory(
             chunks,
             peaks.in_flight_stage_units[r],
         )
+        gathered = gathered_weights_bytes(model, plan, r)
         out.append(rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
     return tuple(out)
 
@@ -222,11 +242,16 @@ def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> 
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
     thousands of plans against usable memory with it)."""
     bpp = bytes_per_param(plan)
-    fixed = act.recompute_working_bytes(model, plan.shape) + gathered_weights_bytes(model, plan)
+    working = act.recompute_working_bytes(model, plan.shape)
     return tuple(
-        sum(_param_bytes(params, bpp)) + act_bytes + extra + fixed
-        for params, act_bytes, extra in zip(
-            plan_rank_params(model, plan), peaks.activation_bytes, peaks.extra_activation_bytes, strict=True
+        sum(_param_bytes(params, bpp)) + act_bytes + extra + working + gathered_weights_bytes(model, plan, r)
+        for r, (params, act_bytes, extra) in enumerate(
+            zip(
+                plan_rank_params(model, plan),
+                peaks.activation_bytes,
+                peaks.extra_activation_bytes,
+                strict=True,
+            )
         )
     )
 

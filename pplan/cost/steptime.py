@@ -5,14 +5,20 @@ Also a proven lower bound on the step from the same parts without simulating the
 Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer_r + parameter all-gather_r).
 - end_r: rank r's last action in the simulated step (pplan.cost.pipeline, analytic durations and hop times).
 - DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.cost.links): a ring all-reduce
-  of the gradients, or with a distributed optimizer (ZeRO-1/2) a reduce-scatter; with ZeRO-3 also the
-  parameter all-gather for the backward. With `overlap_grad_reduce` (Megatron's `--overlap-grad-reduce`) the
-  synchronisation runs in buckets behind the rank's last backward passes, so only what exceeds their duration
-  is exposed.
+  of the gradients, or with a distributed optimizer (ZeRO-1) one reduce-scatter at the end of the step. ZeRO-2/3
+  keep only a shard of the gradients, so they cannot accumulate the m micro-batches' gradients unsharded: they
+  reduce-scatter after every micro-batch's backward (Megatron-FSDP's `no_sync` "for grads shard mode there will
+  actually always be gradient sync happening", megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py;
+  DeepSpeed ZeRO-2 reduces at every backward; Rajbhandari et al. 2020 §5), m reduce-scatters per step; ZeRO-3
+  also gathers every layer's weights for each micro-batch's forward and again for its backward (2m all-gathers;
+  ZeRO paper §7.2.2: 3Ψ per micro-batch step against DP's 2Ψ). With `overlap_grad_reduce` (Megatron's
+  `--overlap-grad-reduce`) the synchronisation runs in buckets behind the rank's passes: the last reduce-scatter
+  only behind the last micro-batch's backward through the rank's chunks, and the step's whole DP traffic at most
+  behind all of the rank's passes, so exposed = max(0, last − last backward, all − all passes).
 - optimizer: Adam reads the gradient, reads and writes the FP32 master weights and both moments and writes the
   BF16 weights, 26 + gradient bytes per parameter of the rank's shard, at the HBM rate; with a distributed
-  optimizer the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
-  `overlap_param_gather`.
+  optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
+  `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r).
 Breakdown on the busiest rank (the one that sets the bubble): compute + exposed TP + bubble + exposed P2P +
 exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
 rest of that rank's idle time.
@@ -57,25 +63,42 @@ class RankTail:
     """What a pipeline rank adds after its last pipeline pass."""
 
     dp_exposed_s: float
-    """Gradient synchronisation not hidden behind the rank's last backward passes."""
+    """Gradient synchronisation (and ZeRO-3 weight gathers) not hidden behind the rank's passes."""
     after_s: float
     """Optimizer step plus the parameter all-gather when it is not overlapped."""
 
 
-def _rank_dp_s(hw: HardwareSpec, plan: Plan, params: float) -> tuple[float, float]:
-    """(gradient synchronisation, parameter all-gather) seconds for one rank's parameters."""
+@dataclass(frozen=True, slots=True)
+class RankSync:
+    """One rank's data-parallel traffic per step, in seconds on the DP group's link."""
+
+    last_s: float
+    """What runs after the last micro-batch's backward through the rank (the last gradient reduction)."""
+    step_s: float
+    """All of the step's DP traffic (m × per micro-batch for ZeRO-2/3, the same as `last_s` otherwise)."""
+    gather_s: float
+    """The updated parameters' all-gather after the optimizer (ZeRO-1/2)."""
+
+
+def rank_sync(hw: HardwareSpec, plan: Plan, params: float) -> RankSync:
+    """Data-parallel traffic of one rank holding `params` parameters (after TP), per step."""
     n = plan.dp * plan.cp
     if n == 1:
-        return 0.0, 0.0
+        return RankSync(0.0, 0.0, 0.0)
     link = dp_group(plan.tp, plan.cp, plan.dp).link(hw)
     grads = params * GRAD_BYTES[plan.grad_dtype]
     weights = params * WEIGHT_BYTES
     if plan.zero_stage == 0:
-        return all_reduce_s(link, grads, n), 0.0
-    sync = all_gather_s(link, grads, n)  # reduce-scatter: same volume as an all-gather
-    if plan.zero_stage == 3:
-        sync += all_gather_s(link, weights, n)
-    return sync, all_gather_s(link, weights, n)
+        reduce = all_reduce_s(link, grads, n)
+        return RankSync(reduce, reduce, 0.0)
+    scatter = all_gather_s(link, grads, n)  # reduce-scatter: same volume as an all-gather
+    if plan.zero_stage == 1:
+        return RankSync(scatter, scatter, all_gather_s(link, weights, n))
+    m = plan.num_microbatches
+    if plan.zero_stage == 2:
+        return RankSync(scatter, m * scatter, all_gather_s(link, weights, n))
+    gather = all_gather_s(link, weights, n)
+    return RankSync(scatter + gather, m * (scatter + 2 * gather), 0.0)
 
 
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
@@ -91,14 +114,18 @@ def rank_tails(
     n_chunks = len(chunk_times)
     out = []
     for r, params in enumerate(plan_rank_params(model, plan)):
-        sync, gather = _rank_dp_s(hw, plan, params)
-        window = 0.0
+        sync = rank_sync(hw, plan, params)
+        exposed = sync.step_s
         if plan.overlap_grad_reduce:
+            last_window = 0.0
+            all_window = 0.0
             for s in plan.stages_of(r):
                 t = chunk_times[s % n_chunks]
-                window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
-        after = _optimizer_s(hw, plan, params) + (0.0 if plan.overlap_param_gather else gather)
-        out.append(RankTail(max(0.0, sync - window), after))
+                last_window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
+                all_window += (t.f_s + t.i_s + t.w_s) * plan.microbatches_per_stage
+            exposed = max(0.0, sync.last_s - last_window, sync.step_s - all_window)
+        after = _optimizer_s(hw, plan, params) + (0.0 if plan.overlap_param_gather else sync.gather_s)
+        out.append(RankTail(exposed, after))
     return tuple(out)
 
 

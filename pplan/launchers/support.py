@@ -34,7 +34,10 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   selective AC (`SelectiveAC`, torchtitan/distributed/activation_checkpoint.py; 0.2.x's
   `selective_ac_option = "op"`) saves the matmul and attention outputs and recomputes every second matmul and
   the cheap ops, and a layer-frequency option checkpoints whole layers; so `selective` is refused, and `full`
-  (`FullAC`: every layer re-run from its input) and `none` map one to one. `torchtitan` is the current release
+  (`FullAC`: every layer re-run from its input) and `none` map one to one. torchtitan keeps and reduces
+  gradients in FP32 (`training.mixed_precision_reduce` takes only float32), so a BF16-gradient plan is refused;
+  its FSDP is ZeRO-3 and its replicate axis ZeRO-0, so a search for it skips ZeRO-1/2 (`request_unsupported_reason`;
+  a hand-picked ZeRO-1/2 plan is written as FSDP with a note). `torchtitan` is the current release
   (0.3.x), `torchtitan@0.2` the 0.2.x TOML; both refuse the same plans.
 """
 
@@ -56,6 +59,11 @@ Launcher = Literal["megatron", "torchtitan", "torchtitan@0.2"]
 LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 
 _ALL_LAUNCHERS = ", ".join(LAUNCHERS)
+
+SEARCH_TORCHTITAN_ZERO = "torchtitan: no ZeRO-1/2 (its FSDP shards the weights too: ZeRO-3)"
+"""Why a search for torchtitan skips ZeRO-1/2: the job torchtitan would run is FSDP (pplan.launchers.torchtitan),
+not the plan costed. A plan asked for by hand (`explain --format torchtitan --zero-stage 1`) is still written,
+with that note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +118,10 @@ def _refusal(
     chunk_layers: Sequence[int] | None,
     overlap: tuple[bool, bool] = (True, True),
     recompute: str = "none",
+    grad_dtype: str = "fp32",
 ) -> _Refusal | None:
-    """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its mode."""
+    """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its mode;
+    `grad_dtype` its gradient dtype."""
     launcher = launcher_name(launcher)
     kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
@@ -143,6 +153,13 @@ def _refusal(
                 f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
             )
         return None
+    if grad_dtype == "bf16":
+        return _Refusal(
+            "torchtitan: gradients reduced in FP32 only",
+            "torchtitan keeps and reduces gradients in FP32 (training.mixed_precision_reduce takes only float32, "
+            "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
+            "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
+        )
     if recompute == "selective":
         return _Refusal(
             "torchtitan: no attention-core recompute (pplan's selective)",
@@ -237,7 +254,11 @@ def request_unsupported_reason(
             last = k if req.last_stage_layers is None else req.last_stage_layers
             layers = (first, *([k] * (chunks - 2)), last)
     overlap = (req.overlap_grad_reduce, req.overlap_param_gather)
-    refused = _refusal(launcher, req.schedule, req.pp, v, m, req.zero_stage, layers, overlap, req.recompute)
+    refused = _refusal(
+        launcher, req.schedule, req.pp, v, m, req.zero_stage, layers, overlap, req.recompute, req.grad_dtype
+    )
+    if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
+        return SEARCH_TORCHTITAN_ZERO
     return None if refused is None else refused.reason
 
 
@@ -252,6 +273,7 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         tuple(c.layers for c in plan.layout.chunks),
         (plan.overlap_grad_reduce, plan.overlap_param_gather),
         plan.recompute,
+        plan.grad_dtype,
     )
 
 

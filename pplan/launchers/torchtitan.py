@@ -217,11 +217,6 @@ def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: Torchti
     ]
     if version == "0.3":
         notes += list(shipped.config_notes)
-    if plan.grad_dtype == "bf16":
-        notes.append(
-            "gradients: pplan planned BF16; torchtitan reduces and keeps them in FP32 "
-            "(training.mixed_precision_reduce takes only float32)"
-        )
     if not plan.flash_attention:
         notes.append(
             "attention: planned without flash attention; torchtitan's fused attention stores no scores"

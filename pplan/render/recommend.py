@@ -20,10 +20,10 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         padding=(0, 1),
         collapse_padding=True,
     )
-    columns = ("#", "t·p·d·v·cp", "schedule", "b×m", "rc/Z", "bubble", "GB", "Mtok/s", "MFU")
+    columns = ("#", "t·p·d·v·cp", "schedule", "b×m", "rc/Z/g", "bubble", "GB", "Mtok/s", "MFU")
     for col in columns:
         table.add_column(
-            col, justify="left" if col in ("schedule", "rc/Z", "t·p·d·v·cp") else "right", no_wrap=True
+            col, justify="left" if col in ("schedule", "rc/Z/g", "t·p·d·v·cp") else "right", no_wrap=True
         )
     for rank, cand in enumerate(result.candidates, 1):
         r = cand.report
@@ -34,13 +34,13 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
         table.add_row(
             str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
-            f"{plan.micro_batch}×{plan.num_microbatches}", f"{RECOMPUTE_SHORT[plan.recompute]}/{plan.zero_stage}",
+            f"{plan.micro_batch}×{plan.num_microbatches}", f"{RECOMPUTE_SHORT[plan.recompute]}/{plan.zero_stage}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
             f"{perf.tokens_per_s / 1e6:.3f}", f"{perf.mfu:.0%}",
         )  # fmt: skip
     table.caption = (
         "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
-        "micro-batches. rc/Z: recomputation / ZeRO stage. bubble: idle / step, simulated. GB: peak on the most "
+        "micro-batches. rc/Z/g: recomputation / ZeRO stage / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"
         + " GB). * one layer fewer on the first and last chunk."
@@ -50,6 +50,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
 
 
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
+GRAD_SHORT = {"fp32": "f32", "bf16": "b16"}
 
 
 def rejection_table(result: SearchResult) -> Table:
@@ -69,6 +70,10 @@ def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> Rend
         parts.append(candidates_table(result, title))
     else:
         parts.append(Text("No configuration fits. Closest misses below.", style="bold red"))
+    knobs = [(i, c.knobs) for i, c in enumerate(result.candidates, 1) if c.knobs]
+    if knobs:
+        parts.append(Text("What the memory knobs buy (same plan, one notch down):", style="bold"))
+        parts.extend(Text(f"  #{i}: " + "; ".join(lines)) for i, lines in knobs)
     parts.append(
         Text(
             f"{result.enumerated:,} configurations enumerated, {result.bounded:,} bounded (exact memory, proven "

@@ -1,7 +1,8 @@
 """`recommend`'s engine: the exact top N configurations by predicted throughput, and why the rest are out.
 
 Four steps, each in its own module:
-1. enumerate (pplan.search.space): every (t, p, d, v, cp, schedule, b, layer split, recompute, ZeRO) the query
+1. enumerate (pplan.search.space): every (t, p, d, v, cp, schedule, b, layer split, recompute, ZeRO, gradient
+   dtype) the query
    allows, as typed `Candidate` records; rule breaks are counted under a `Rejection`.
 2. bound (pplan.search.rank, pplan.cost.steptime.step_time_bound): exact memory of every stage (the same functions
    `explain` uses: in-flight peaks depend only on the schedule's order, not on durations) and a proven upper
@@ -35,6 +36,7 @@ from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
+from pplan.search.knobs import knob_notes
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
     Candidate,
@@ -78,6 +80,8 @@ class Recommendation:
     candidate: Candidate
     request: PlanRequest
     report: ExplainReport
+    knobs: tuple[str, ...] = ()
+    """What its ZeRO-2/3 or BF16 gradients buy in memory (pplan.search.knobs), one line each."""
 
 
 @dataclass
@@ -167,19 +171,19 @@ def search(
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation."""
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
-    heap: list[tuple[float, int, int, int, int, object]] = []
+    heap: list[tuple[float, int, tuple[int, ...], int, object]] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
             result.rejected[Rejection.LAUNCHER] += 1
             continue
-        heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, 0, 0, index, cand))
+        heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
     heapq.heapify(heap)
     misses: list[Miss] = []
     final: list[Scored] = []
     kept: list[Scored] = []
     while heap and len(kept) < req.top_n:
-        _neg, level, _, _, index, item = heapq.heappop(heap)
+        _neg, level, _, index, item = heapq.heappop(heap)
         if level == _CHEAP:
             assert isinstance(item, Candidate)
             try:
@@ -192,7 +196,7 @@ def search(
                 _miss(result, misses, fit, req.headroom_fraction)
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
-            heapq.heappush(heap, (-bound, _BOUND, 0, 0, index, fit))
+            heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
         elif level == _BOUND:
             assert isinstance(item, Fitted)
             fit = state.fit_exactly(item)
@@ -204,7 +208,7 @@ def search(
             if progress:
                 progress(result.simulated)
             key = scored.key()
-            heapq.heappush(heap, (key[0], _EXACT, key[1], key[2], index, scored))
+            heapq.heappush(heap, (key[0], _EXACT, key[1:-1], index, scored))
         else:
             assert isinstance(item, Scored)
             final.append(item)
@@ -247,7 +251,7 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
         report = report.model_copy(
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
-    return Recommendation(s.candidate, request, report)
+    return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes))
 
 
 def _miss(result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float) -> None:

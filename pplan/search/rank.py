@@ -1,11 +1,14 @@
 """How `recommend` orders configurations and folds near-duplicates, and the exact evaluation it ranks by.
 
-Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then less peak memory
+Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then the lower ZeRO stage
+(at equal throughput, less sharding: fewer collectives than the model counts as hidden); then less peak memory
 on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
-the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage).
+the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype).
 Folding: walking that order, a configuration with the same cut and schedule as one already shown (t, p, v,
-schedule, recompute, ZeRO, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and
-d share the batch, and is counted instead of shown.
+schedule, recompute, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and d
+share the batch, in its ZeRO stage or in its gradient dtype, and is counted instead of shown; so is one that
+differs from a shown one in its gradient dtype alone, whatever its throughput (the shown one is the faster;
+`pplan.search.knobs` says what its ZeRO stage and gradient dtype buy).
 """
 
 from __future__ import annotations
@@ -61,9 +64,10 @@ class Scored:
     def plan(self) -> Plan:
         return self.fitted.plan
 
-    def key(self) -> tuple[float, int, int, int]:
+    def key(self) -> tuple[float, int, int, int, int]:
         """The documented order: ascending key = better first."""
-        return (-self.tokens_per_s, self.fitted.peak_bytes, self.candidate.replica, self.fitted.index)
+        c = self.candidate
+        return (-self.tokens_per_s, c.zero, self.fitted.peak_bytes, c.replica, self.fitted.index)
 
 
 def fitted(
@@ -85,11 +89,14 @@ def score(model: ModelSpec, hw: HardwareSpec, item: Fitted) -> Scored:
 
 
 def equivalent(a: Scored, b: Scored) -> bool:
-    """Same cut and schedule, throughput within 0.1 %: only how b, cp and d share the batch differs."""
+    """Same cut and schedule, and either throughput within 0.1 % (only how b, cp and d share the batch, the ZeRO
+    stage or the gradient dtype differ) or only the gradient dtype differs."""
     ca, cb = a.candidate, b.candidate
-    same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.zero, a.plan.layout.chunks) == (
-        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.zero, b.plan.layout.chunks,
+    same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, a.plan.layout.chunks) == (
+        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, b.plan.layout.chunks,
     )  # fmt: skip
+    if same and (ca.b, ca.cp, ca.zero) == (cb.b, cb.cp, cb.zero):
+        return True  # only the gradient dtype differs: one row per cut (pplan.search.knobs says what it buys)
     return same and abs(a.tokens_per_s - b.tokens_per_s) <= EQUIVALENT_RELATIVE * b.tokens_per_s
 
 

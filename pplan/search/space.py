@@ -6,7 +6,8 @@ Enumeration rules (each rejection counted under its reason): t divides the atten
 and the FFN width, and stays inside a node unless allowed; cp divides the sequence (and t·cp divides it under
 sequence parallelism); t·p·cp divides the GPUs; b·d divides the global batch; p·v chunks split the layers evenly,
 or Llama 3's way with one layer fewer on the first and last chunk; every schedule family's rule on m (the
-registry's). Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
+registry's). ZeRO stages and gradient dtypes are axes like the recompute mode: every one asked is tried (by
+default ZeRO-0 to 3 and FP32 and BF16 gradients), the launcher keeping those it runs as costed. Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
 and keeps less memory, so turning it off is dominated) and flash attention is assumed. Without a pipeline
 (p = 1) every schedule is the same plan, so only the first requested one is tried.
 """
@@ -46,7 +47,7 @@ class Rejection(StrEnum):
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
     BELOW_TOP = "ranked below the top"
-    EQUIVALENT = "same as a shown one but for b·cp (equal throughput)"
+    EQUIVALENT = "same cut as a shown one: other grad dtype, or other b·cp or ZeRO within 0.1 %"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,11 @@ class SearchRequest:
     micro_batch: int | None = None
     schedules: tuple[str, ...] | None = None
     recompute: tuple[Recompute, ...] = ("none", "selective", "full")
-    zero_stages: tuple[int, ...] = (0, 1)
-    grad_dtype: GradDtype = "fp32"
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    """ZeRO stages to try (a launcher keeps the ones it runs as costed: pplan.launchers.support)."""
+    grad_dtypes: tuple[GradDtype, ...] = ("fp32", "bf16")
+    """Gradient dtypes to try: FP32 accumulation and reduction (Megatron's default) or BF16 (`--grad-reduce-in-bf16`,
+    NeMo's recipes)."""
     min_microbatches: int = 1
     headroom_fraction: float = 0.0
     """Keep this fraction of usable HBM free on every stage."""
@@ -93,7 +97,10 @@ class SearchRequest:
             raise ConfigError("--recompute", "no recompute mode to try", "e.g. --recompute none,selective")
         for mode in self.recompute:
             check_choice("--recompute", mode, get_args(Recompute))
-        check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
+        if not self.grad_dtypes:
+            raise ConfigError("--grad-dtype", "no gradient dtype to try", "e.g. --grad-dtype fp32,bf16")
+        for dtype in self.grad_dtypes:
+            check_choice("--grad-dtype", dtype, get_args(GradDtype))
         for name in self.schedules or ():
             schedule_family(name)
 
@@ -114,6 +121,7 @@ class Candidate:
     last_layers: int | None
     recompute: Recompute
     zero: int
+    grad_dtype: GradDtype = "fp32"
 
     @property
     def replica(self) -> int:
@@ -124,7 +132,7 @@ class Candidate:
         return PlanRequest(
             gpus=req.gpus, global_batch=req.global_batch, micro_batch=self.b, tp=self.t, pp=self.p,
             vp=self.v if self.family.fixed_v is None else None, cp=self.cp, schedule=self.family.name,
-            seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=req.grad_dtype,
+            seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=self.grad_dtype,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
         )  # fmt: skip
 
@@ -133,7 +141,7 @@ class Candidate:
         trim = f" layers {self.first_layers}/…/{self.last_layers}" if self.first_layers is not None else ""
         return (
             f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
-            f"recompute={self.recompute} zero={self.zero}"
+            f"recompute={self.recompute} zero={self.zero} grads={self.grad_dtype}"
         )
 
 
@@ -245,4 +253,7 @@ def _pipelines(
                     for zero in req.zero_stages:
                         if zero and d * cp == 1 and 0 in req.zero_stages:
                             continue  # nothing to shard over: the same plan as ZeRO-0
-                        yield Candidate(fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero)
+                        for grads in req.grad_dtypes:
+                            yield Candidate(
+                                fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero, grads
+                            )
