@@ -89,7 +89,6 @@ def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> 
     if toml["parallelism"]["pipeline_parallel_degree"] > 1:  # the default query's best is t 8, FSDP (ZeRO-3), no pipeline
         assert toml["parallelism"]["pipeline_parallel_schedule"] in ("1F1B", "Interleaved1F1B", "ZBVZeroBubble",
                                                                      "InterleavedZeroBubble", "DualPipeV", "GPipe")  # fmt: skip
-    assert toml["parallelism"]["data_parallel_replicate_degree"] == 1 or toml["activation_checkpoint"]  # ZeRO-0 or 3
 
 
 def test_rejections_account_for_every_configuration() -> None:

@@ -113,6 +113,7 @@ def _identity(c: Candidate) -> tuple[object, ...]:
         c.last_layers,
         c.recompute,
         c.zero,
+        c.grad_dtype,
     )
 
 
