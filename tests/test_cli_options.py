@@ -68,7 +68,11 @@ def test_recommend_and_search_request_refuse_alike(
 ) -> None:
     line = cli_line(capsys, *RECOMMEND, flag, bad)
     assert line.startswith(f"pplan: error: {flag}: ")
-    if flag not in ("--recompute", "--schedule", "--grad-dtype"):  # a comma list is read by the CLI before the core sees it
+    if flag not in (
+        "--recompute",
+        "--schedule",
+        "--grad-dtype",
+    ):  # a comma list is read by the CLI before the core sees it
         assert line == api_line(make)
     else:
         api_line(make)  # the core refuses it too

@@ -86,7 +86,9 @@ def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> 
     assert res.code == 0, res.err
     toml = tomllib.loads(res.out)
     assert toml["training"]["global_batch_size"] == 1024
-    if toml["parallelism"]["pipeline_parallel_degree"] > 1:  # the default query's best is t 8, FSDP (ZeRO-3), no pipeline
+    if (
+        toml["parallelism"]["pipeline_parallel_degree"] > 1
+    ):  # the default query's best is t 8, FSDP (ZeRO-3), no pipeline
         assert toml["parallelism"]["pipeline_parallel_schedule"] in ("1F1B", "Interleaved1F1B", "ZBVZeroBubble",
                                                                      "InterleavedZeroBubble", "DualPipeV", "GPipe")  # fmt: skip
 

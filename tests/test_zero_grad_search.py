@@ -66,7 +66,9 @@ def test_llama3_405b_meta_cut_fits_without_recompute() -> None:
     req = SearchRequest(gpus=8192, global_batch=2048, tp=8, pp=16, cp=1, top_n=1)
     (best,) = search(load_model("llama3-405b"), H100, req).candidates
     assert best.request.recompute == "none" and best.request.zero_stage == 2
-    assert any(k.startswith("fits with ZeRO-2") and "ZeRO-1 needs" in k and "does not fit" in k for k in best.knobs)
+    assert any(
+        k.startswith("fits with ZeRO-2") and "ZeRO-1 needs" in k and "does not fit" in k for k in best.knobs
+    )
 
 
 def test_nemo_405b_recipe_fits_without_recompute() -> None:
@@ -79,7 +81,19 @@ def test_nemo_405b_recipe_fits_without_recompute() -> None:
 
 
 def test_grad_dtype_comma_list(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "128", "--top", "1", "--format", "json")
+    args = (
+        "recommend",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "128",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    )
     both = run_pplan(capsys, *args, "--grad-dtype", "fp32,bf16").json()
     fp32 = run_pplan(capsys, *args, "--grad-dtype", "fp32").json()
     assert fp32["candidates"][0]["plan"]["grad_dtype"] == "fp32"
