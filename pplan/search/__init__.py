@@ -109,12 +109,20 @@ class Query:
         self.model, self.hw, self.req = model, hw, req
         self.seq = req.seq_len or model.seq_len
         self.tokens = req.global_batch * self.seq
+        self._last_cut: tuple[object, ...] = ()
+        self._last_bound = 0.0
 
     def cheap_bound(self, c: Candidate) -> float:
-        """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter."""
-        f, b, layer, out = self._layer_times(c.t, c.cp, c.b, c.recompute)
-        ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
-        return self.tokens / zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)
+        """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
+        It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
+        yields those twins in a row: the last one is kept)."""
+        cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute)
+        if cut != self._last_cut:
+            f, b, layer, out = self._layer_times(c.t, c.cp, c.b, c.recompute)
+            ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
+            makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)
+            self._last_cut, self._last_bound = cut, self.tokens / makespan
+        return self._last_bound
 
     @lru_cache(maxsize=1024)  # noqa: B019  (one instance per query)
     def _layer_times(
