@@ -120,9 +120,14 @@ def gathered_weights_bytes(model: ModelSpec, plan: Plan, rank: int = 0) -> int:
     largest units `rank` holds (a transformer layer; the embedding and the output layer are units of their own,
     as torchtitan and Megatron-FSDP wrap them), in BF16 per tensor-parallel rank, beyond the shards; zero for
     ZeRO-0/1/2. The output layer can outweigh a layer (Llama 3 8B: 525 M against 218 M parameters at t = 1)."""
+    return plan_gathered_weights_bytes(model, plan)[rank]
+
+
+def plan_gathered_weights_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """`gathered_weights_bytes` of every rank."""
     if plan.zero_stage < 3:
-        return 0
-    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))[rank]
+        return (0,) * plan.pp
+    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
 
 
 @lru_cache(maxsize=4096)
@@ -244,14 +249,13 @@ def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> 
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape)
     return tuple(
-        sum(_param_bytes(params, bpp)) + act_bytes + extra + working + gathered_weights_bytes(model, plan, r)
-        for r, (params, act_bytes, extra) in enumerate(
-            zip(
-                plan_rank_params(model, plan),
-                peaks.activation_bytes,
-                peaks.extra_activation_bytes,
-                strict=True,
-            )
+        sum(_param_bytes(params, bpp)) + act_bytes + extra + working + gathered
+        for params, act_bytes, extra, gathered in zip(
+            plan_rank_params(model, plan),
+            peaks.activation_bytes,
+            peaks.extra_activation_bytes,
+            plan_gathered_weights_bytes(model, plan),
+            strict=True,
         )
     )
 

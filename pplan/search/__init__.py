@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from pplan.cost.passtime import layer_pass_times, output_pass_times
@@ -152,6 +152,17 @@ class Query:
             [c.has_output for c in chunks],
         )
 
+    def dominated(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
+        """Whether `c` keeps FP32 gradients where its BF16 twin is also asked for and runnable. Gradient bytes enter
+        the cost model only as a factor (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over
+        them), so the twin is never slower and never needs more memory: it ranks at or above `c` and folds it
+        (pplan.search.rank), and `c` can never be shown. Pruning it leaves the top N exactly the brute force's."""
+        if c.grad_dtype != "fp32" or "bf16" not in self.req.grad_dtypes:
+            return False
+        if not self.req.launcher or launcher_reason is None:
+            return True
+        return not self.launcher_refuses(replace(c, grad_dtype="bf16"), launcher_reason)
+
     def launcher_refuses(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
         if not self.req.launcher or launcher_reason is None:
             return False
@@ -184,6 +195,9 @@ def search(
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
             result.rejected[Rejection.LAUNCHER] += 1
+            continue
+        if state.dominated(cand, launcher_reason):
+            result.rejected[Rejection.DOMINATED] += 1
             continue
         heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
     heapq.heapify(heap)

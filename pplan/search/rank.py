@@ -100,15 +100,27 @@ def equivalent(a: Scored, b: Scored) -> bool:
     return same and abs(a.tokens_per_s - b.tokens_per_s) <= EQUIVALENT_RELATIVE * b.tokens_per_s
 
 
+def _twin_key(s: Scored) -> tuple[object, ...]:
+    """Everything but the gradient dtype: configurations with the same key are gradient-dtype twins."""
+    c = s.candidate
+    return (c.t, c.p, c.v, c.family.name, c.recompute, s.plan.layout.chunks, c.b, c.cp, c.zero)
+
+
 def distinct(ordered: list[Scored], n: int) -> tuple[list[Scored], list[Scored]]:
-    """Walking `ordered` (best first): (the first `n` not equivalent to one already taken, the folded ones)."""
+    """Walking `ordered` (best first): (the first `n` neither equivalent to one already taken nor the gradient-dtype
+    twin of one already walked past, shown or folded; the folded ones). The twin rule makes the BF16 twin, which
+    ranks first (never slower, never more memory), the one row of its configuration even when it was itself
+    folded into a shown one, so pruning FP32 twins before simulating them changes nothing (pplan.search)."""
     kept: list[Scored] = []
     folded: list[Scored] = []
+    walked: set[tuple[object, ...]] = set()
     for cand in ordered:
         if len(kept) == n:
             break
-        if any(equivalent(cand, k) for k in kept):
+        key = _twin_key(cand)
+        if key in walked or any(equivalent(cand, k) for k in kept):
             folded.append(cand)
         else:
             kept.append(cand)
+        walked.add(key)
     return kept, folded

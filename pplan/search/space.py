@@ -43,6 +43,7 @@ class Rejection(StrEnum):
     LAYER_SPLIT = "layers do not split into p·v chunks"
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
+    DOMINATED = "FP32 gradients where BF16 may be used (never faster, never less memory)"
     INVALID = "refused by the plan's checks"
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
