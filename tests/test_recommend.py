@@ -73,6 +73,7 @@ def test_launcher_filter(capsys: pytest.CaptureFixture[str], launcher: str, allo
     assert doc["candidates"] and {c["plan"]["schedule"] for c in doc["candidates"]} <= allowed
 
 
+@pytest.mark.acceptance  # two whole searches through the CLI (seconds)
 def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, "recommend", "--format", "megatron")
     assert res.code == 0, res.err

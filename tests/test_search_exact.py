@@ -79,10 +79,12 @@ def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, re
     assert all(r.activation_bytes == peaks.activation_bytes[r.rank] for r in ranks)
 
 
-# The brute force simulates every configuration: the two larger spaces take seconds (acceptance tier), the other
-# two keep the comparison in the fast tier.
+# The brute force simulates every configuration: three spaces take seconds (acceptance tier), the pinned 70B one
+# keeps the comparison (ZeRO stages and gradient-dtype twins included) in the fast tier.
 SMALL_QUERIES = [
-    ("llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8)),
+    pytest.param(
+        "llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8), marks=pytest.mark.acceptance
+    ),
     pytest.param(
         "llama3-8b",
         H100,
