@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -58,6 +59,22 @@ def test_bound_is_never_below_the_simulation(model_name: str, req: PlanRequest) 
     plan = make_plan(model, req)
     exact = step_time(model, hw, plan, split_p2p=False).tokens_per_s
     assert throughput_bound(model, hw, plan) >= exact * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("model_name", "req"), _random_plans(60, seed=13))
+def test_from_zero_1_up_a_higher_stage_is_never_faster(model_name: str, req: PlanRequest) -> None:
+    """What the search's ZeRO chain relies on (pplan.search._stage_key): stage 2 no faster than 1, 3 no faster
+    than 2, on the same plan; and BF16 gradients never slower than FP32 (the dominance it prunes by)."""
+    model = load_model(model_name)
+    hw = H100 if hash(req) % 2 else A100
+
+    def tokens(**change: object) -> float:
+        plan = make_plan(model, replace(req, **change))  # type: ignore[arg-type]
+        return step_time(model, hw, plan, split_p2p=False).tokens_per_s
+
+    one, two, three = (tokens(zero_stage=z) for z in (1, 2, 3))
+    assert one >= two * (1 - 1e-12) and two >= three * (1 - 1e-12)
+    assert tokens(grad_dtype="bf16") >= tokens(grad_dtype="fp32") * (1 - 1e-12)
 
 
 @pytest.mark.parametrize(("model_name", "req"), _random_plans(40, seed=4))

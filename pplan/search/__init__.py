@@ -191,6 +191,10 @@ def search(
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, tuple[int, ...], int, object]] = []
+    # ZeRO-2 and 3 of a configuration wait behind the stage before them (`_stage_key`): one enters the heap only
+    # when that stage is out of memory.
+    waiting: dict[int, tuple[int, Candidate]] = {}
+    last: tuple[tuple[object, ...], int] | None = None
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
@@ -199,11 +203,26 @@ def search(
         if state.dominated(cand, launcher_reason):
             result.rejected[Rejection.DOMINATED] += 1
             continue
+        key = _stage_key(cand)
+        if cand.zero >= 2 and last is not None and last[0] == key:  # ZeRO-2/3 behind the stage before it
+            tail = last[1]
+            while tail in waiting:
+                tail = waiting[tail][0]
+            waiting[tail] = (index, cand)
+            continue
+        last = (key, index)
         heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
     heapq.heapify(heap)
     misses: list[Miss] = []
     final: list[Scored] = []
     kept: list[Scored] = []
+
+    def next_stage(index: int) -> None:
+        """The configuration at `index` does not fit: its next ZeRO stage enters the heap (cheap bound)."""
+        if index in waiting:
+            nxt, cand = waiting.pop(index)
+            heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), nxt, cand))
+
     while heap and len(kept) < req.top_n:
         _neg, level, _, index, item = heapq.heappop(heap)
         if level == _CHEAP:
@@ -212,10 +231,12 @@ def search(
                 fit = state.fit(item, index)
             except PplanError:
                 result.rejected[Rejection.INVALID] += 1
+                next_stage(index)
                 continue
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction)
+                next_stage(index)
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
@@ -224,6 +245,7 @@ def search(
             fit = state.fit_exactly(item)
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction)
+                next_stage(index)
                 continue
             scored = score(model, hw, fit)
             result.simulated += 1
@@ -240,11 +262,35 @@ def search(
     result.rejected[Rejection.BELOW_TOP] += len(final) - len(shown) - len(folded)
     for _, level, *_ in heap:
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
+    result.rejected[Rejection.HIGHER_STAGE] += len(waiting)
     result.candidates = [_recommendation(model, hw, req, s) for s in shown]
     result.closest_misses = _nearest(misses)
     for reason in [r for r, n in result.rejected.items() if n == 0]:
         del result.rejected[reason]
     return result
+
+
+def _stage_key(c: Candidate) -> tuple[object, ...]:
+    """Everything but the ZeRO stage: candidates with equal keys are ZeRO-stage twins. The enumeration yields a
+    configuration's stages in a row, ascending. From ZeRO-1 up a higher stage is never faster (ZeRO-2 adds a
+    reduce-scatter per micro-batch, ZeRO-3 the weight gathers; the optimizer shard is the same: pplan.cost), so
+    while ZeRO-1 or 2 fits, the next stage ranks below it and is folded (pplan.search.rank.distinct): it needs
+    evaluating only when the stage before it is out of memory. ZeRO-0 is not in the chain: its optimizer step
+    runs over all the parameters, so ZeRO-1 can be faster."""
+    return (
+        c.family,
+        c.t,
+        c.p,
+        c.cp,
+        c.d,
+        c.v,
+        c.b,
+        c.m,
+        c.first_layers,
+        c.last_layers,
+        c.recompute,
+        c.grad_dtype,
+    )
 
 
 def brute_force(

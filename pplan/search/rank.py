@@ -101,16 +101,17 @@ def equivalent(a: Scored, b: Scored) -> bool:
 
 
 def _twin_key(s: Scored) -> tuple[object, ...]:
-    """Everything but the gradient dtype: configurations with the same key are gradient-dtype twins."""
+    """Everything but the ZeRO stage and the gradient dtype: configurations with the same key are twins."""
     c = s.candidate
-    return (c.t, c.p, c.v, c.family.name, c.recompute, s.plan.layout.chunks, c.b, c.cp, c.zero)
+    return (c.t, c.p, c.v, c.family.name, c.recompute, s.plan.layout.chunks, c.b, c.cp)
 
 
 def distinct(ordered: list[Scored], n: int) -> tuple[list[Scored], list[Scored]]:
-    """Walking `ordered` (best first): (the first `n` neither equivalent to one already taken nor the gradient-dtype
-    twin of one already walked past, shown or folded; the folded ones). The twin rule makes the BF16 twin, which
-    ranks first (never slower, never more memory), the one row of its configuration even when it was itself
-    folded into a shown one, so pruning FP32 twins before simulating them changes nothing (pplan.search)."""
+    """Walking `ordered` (best first): (the first `n` neither equivalent to one already taken nor the twin — other
+    ZeRO stage or gradient dtype — of one already walked past, shown or folded; the folded ones). The first twin
+    walked is the best of its configuration (the lowest ZeRO stage that fits, BF16 before FP32: never slower),
+    and stays its one row even when it was itself folded into a shown one, so the search may skip the twins it
+    proves come later (pplan.search) without changing the answer."""
     kept: list[Scored] = []
     folded: list[Scored] = []
     walked: set[tuple[object, ...]] = set()

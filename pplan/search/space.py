@@ -44,11 +44,12 @@ class Rejection(StrEnum):
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
     DOMINATED = "FP32 gradients where BF16 may be used (never faster, never less memory)"
+    HIGHER_STAGE = "ZeRO-2/3 where the stage below fits (never slower; not evaluated)"
     INVALID = "refused by the plan's checks"
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
     BELOW_TOP = "ranked below the top"
-    EQUIVALENT = "same cut as a shown one: other grad dtype, or other b·cp or ZeRO within 0.1 %"
+    EQUIVALENT = "same cut as a shown one: other ZeRO stage or grad dtype, or other b·cp within 0.1 %"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +252,7 @@ def _pipelines(
                 continue
             for first, last in splits:
                 for recompute in req.recompute:
-                    for zero in req.zero_stages:
+                    for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
                         if zero and d * cp == 1 and 0 in req.zero_stages:
                             continue  # nothing to shard over: the same plan as ZeRO-0
                         for grads in req.grad_dtypes:
