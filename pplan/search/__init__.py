@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pplan.cost.passtime import layer_pass_times, output_pass_times
@@ -152,17 +152,6 @@ class Query:
             [c.has_output for c in chunks],
         )
 
-    def dominated(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
-        """Whether `c` keeps FP32 gradients where its BF16 twin is also asked for and runnable. Gradient bytes enter
-        the cost model only as a factor (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over
-        them), so the twin is never slower and never needs more memory: it ranks at or above `c` and folds it
-        (pplan.search.rank), and `c` can never be shown. Pruning it leaves the top N exactly the brute force's."""
-        if c.grad_dtype != "fp32" or "bf16" not in self.req.grad_dtypes:
-            return False
-        if not self.req.launcher or launcher_reason is None:
-            return True
-        return not self.launcher_refuses(replace(c, grad_dtype="bf16"), launcher_reason)
-
     def launcher_refuses(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
         if not self.req.launcher or launcher_reason is None:
             return False
@@ -194,15 +183,21 @@ def search(
     # ZeRO-2 and 3 of a configuration wait behind the stage before them (`_stage_key`): one enters the heap only
     # when that stage is out of memory.
     waiting: dict[int, tuple[int, Candidate]] = {}
+    # An FP32 configuration waits behind its BF16 twin (enumerated just before it) and enters the heap only once
+    # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
+    fp32_waiting: dict[int, tuple[int, Candidate]] = {}
+    admitted_fp32: set[int] = set()
     last: tuple[tuple[object, ...], int] | None = None
+    placed: tuple[Candidate, int] | None = None
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
             result.rejected[Rejection.LAUNCHER] += 1
             continue
-        if state.dominated(cand, launcher_reason):
-            result.rejected[Rejection.DOMINATED] += 1
+        if placed is not None and _fp32_twin(cand, index, *placed):
+            fp32_waiting[placed[1]] = (index, cand)
             continue
+        placed = (cand, index)
         key = _stage_key(cand)
         if cand.zero >= 2 and last is not None and last[0] == key:  # ZeRO-2/3 behind the stage before it
             tail = last[1]
@@ -235,7 +230,7 @@ def search(
                 continue
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
-                _miss(result, misses, fit, req.headroom_fraction)
+                _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
                 next_stage(index)
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
@@ -244,9 +239,13 @@ def search(
             assert isinstance(item, Fitted)
             fit = state.fit_exactly(item)
             if not fit.fits(req.headroom_fraction):
-                _miss(result, misses, fit, req.headroom_fraction)
+                _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
                 next_stage(index)
                 continue
+            if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
+                nxt, twin = fp32_waiting.pop(index)
+                admitted_fp32.add(nxt)
+                heapq.heappush(heap, (-state.cheap_bound(twin) * (1 + BOUND_SLACK), _CHEAP, (), nxt, twin))
             scored = score(model, hw, fit)
             result.simulated += 1
             if progress:
@@ -263,11 +262,26 @@ def search(
     for _, level, *_ in heap:
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
     result.rejected[Rejection.HIGHER_STAGE] += len(waiting)
+    result.rejected[Rejection.DOMINATED] += len(fp32_waiting)
     result.candidates = [_recommendation(model, hw, req, s) for s in shown]
     result.closest_misses = _nearest(misses)
     for reason in [r for r, n in result.rejected.items() if n == 0]:
         del result.rejected[reason]
     return result
+
+
+def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -> bool:
+    """Whether `c` (enumerated at `index`) keeps FP32 gradients and `before` is its BF16 twin. The gradient dtype
+    is the innermost enumeration loop, BF16 first (pplan.search.space.GRAD_ORDER), so the twin is the candidate
+    enumerated just before, with the same ZeRO stage. Gradient bytes enter the cost model only as a factor
+    (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over them), so `c` needs more memory than the
+    twin and is never faster: it can fit only if the twin does, and the twin's bounds bound it."""
+    return (
+        before_index == index - 1
+        and c.grad_dtype == "fp32"
+        and before.grad_dtype == "bf16"
+        and c.zero == before.zero
+    )
 
 
 def _stage_key(c: Candidate) -> tuple[object, ...]:
@@ -322,8 +336,14 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
     return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes))
 
 
-def _miss(result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float) -> None:
+def _miss(
+    result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float, twin_fits: bool = False
+) -> None:
+    """Count a configuration out of memory, and keep it for the nearest misses unless a twin of it fits (an FP32
+    configuration admitted because its BF16 twin fits is no miss of the cut)."""
     result.rejected[Rejection.MEMORY] += 1
+    if twin_fits:
+        return
     usable = fit.usable_bytes
     need = fit.peak_bytes + usable * headroom_fraction
     misses.append(Miss(fit.candidate.summary(), need, usable, fit.exact))

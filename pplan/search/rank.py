@@ -1,9 +1,10 @@
 """How `recommend` orders configurations and folds near-duplicates, and the exact evaluation it ranks by.
 
 Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then the lower ZeRO stage
-(at equal throughput, less sharding: fewer collectives than the model counts as hidden); then less peak memory
+(at equal throughput, less sharding: fewer collectives than the model counts as hidden); then FP32 gradients
+before BF16 (at equal throughput, the numerically safer reduction, Megatron-LM's default); then less peak memory
 on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
-the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype).
+the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype, BF16 first).
 Folding: walking that order, a configuration with the same cut and schedule as one already shown (t, p, v,
 schedule, recompute, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and d
 share the batch, in its ZeRO stage or in its gradient dtype, and is counted instead of shown; so is one that
@@ -64,10 +65,11 @@ class Scored:
     def plan(self) -> Plan:
         return self.fitted.plan
 
-    def key(self) -> tuple[float, int, int, int, int]:
+    def key(self) -> tuple[float, int, int, int, int, int]:
         """The documented order: ascending key = better first."""
         c = self.candidate
-        return (-self.tokens_per_s, c.zero, self.fitted.peak_bytes, c.replica, self.fitted.index)
+        bf16 = int(c.grad_dtype == "bf16")
+        return (-self.tokens_per_s, c.zero, bf16, self.fitted.peak_bytes, c.replica, self.fitted.index)
 
 
 def fitted(

@@ -27,6 +27,8 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 
 MICRO_BATCHES = (1, 2, 4, 8)
+GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
+"""The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 
 
@@ -43,7 +45,7 @@ class Rejection(StrEnum):
     LAYER_SPLIT = "layers do not split into p·v chunks"
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
-    DOMINATED = "FP32 gradients where BF16 may be used (never faster, never less memory)"
+    DOMINATED = "FP32 twin of a BF16 configuration that is out of memory or below the top (not evaluated)"
     HIGHER_STAGE = "ZeRO-2/3 where the stage below fits (never slower; not evaluated)"
     INVALID = "refused by the plan's checks"
     MEMORY = "out of memory"
@@ -255,7 +257,9 @@ def _pipelines(
                     for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
                         if zero and d * cp == 1 and 0 in req.zero_stages:
                             continue  # nothing to shard over: the same plan as ZeRO-0
-                        for grads in req.grad_dtypes:
+                        for grads in sorted(
+                            req.grad_dtypes, key=GRAD_ORDER.index
+                        ):  # BF16 first: pplan.search
                             yield Candidate(
                                 fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero, grads
                             )
