@@ -187,36 +187,32 @@ def search(
     # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
     fp32_waiting: dict[int, tuple[int, Candidate]] = {}
     admitted_fp32: set[int] = set()
-    last: tuple[tuple[object, ...], int] | None = None
-    placed: tuple[Candidate, int] | None = None
+    last: tuple[Candidate, int] | None = None  # the last candidate in the heap or in the ZeRO chain
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
             result.rejected[Rejection.LAUNCHER] += 1
             continue
-        if placed is not None and _fp32_twin(cand, index, *placed):
-            fp32_waiting[placed[1]] = (index, cand)
+        if last is not None and _fp32_twin(cand, index, *last):
+            fp32_waiting[last[1]] = (index, cand)
             continue
-        placed = (cand, index)
-        key = _stage_key(cand)
-        if cand.zero >= 2 and last is not None and last[0] == key:  # ZeRO-2/3 behind the stage before it
-            tail = last[1]
-            while tail in waiting:
-                tail = waiting[tail][0]
-            waiting[tail] = (index, cand)
-            continue
-        last = (key, index)
-        heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
+        if cand.zero >= 2 and last is not None and _stage_key(cand) == _stage_key(last[0]):
+            waiting[last[1]] = (index, cand)  # ZeRO-2/3 behind the stage before it
+        else:
+            heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
+        last = (cand, index)
     heapq.heapify(heap)
     misses: list[Miss] = []
     final: list[Scored] = []
     kept: list[Scored] = []
 
-    def next_stage(index: int) -> None:
-        """The configuration at `index` does not fit: its next ZeRO stage enters the heap (cheap bound)."""
-        if index in waiting:
-            nxt, cand = waiting.pop(index)
-            heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), nxt, cand))
+    def admit(chain: dict[int, tuple[int, Candidate]], index: int) -> int | None:
+        """The candidate waiting behind `index` in `chain` enters the heap (cheap bound); its index, if any."""
+        if index not in chain:
+            return None
+        nxt, cand = chain.pop(index)
+        heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), nxt, cand))
+        return nxt
 
     while heap and len(kept) < req.top_n:
         _neg, level, _, index, item = heapq.heappop(heap)
@@ -226,12 +222,12 @@ def search(
                 fit = state.fit(item, index)
             except PplanError:
                 result.rejected[Rejection.INVALID] += 1
-                next_stage(index)
+                admit(waiting, index)
                 continue
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
-                next_stage(index)
+                admit(waiting, index)  # out of memory: the next ZeRO stage may fit
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
@@ -240,12 +236,11 @@ def search(
             fit = state.fit_exactly(item)
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
-                next_stage(index)
+                admit(waiting, index)  # out of memory: the next ZeRO stage may fit
                 continue
-            if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
-                nxt, twin = fp32_waiting.pop(index)
-                admitted_fp32.add(nxt)
-                heapq.heappush(heap, (-state.cheap_bound(twin) * (1 + BOUND_SLACK), _CHEAP, (), nxt, twin))
+            twin = admit(fp32_waiting, index)  # the BF16 twin fits: the FP32 one may too, and may rank first
+            if twin is not None:
+                admitted_fp32.add(twin)
             scored = score(model, hw, fit)
             result.simulated += 1
             if progress:
