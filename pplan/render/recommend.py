@@ -69,7 +69,8 @@ def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> Rend
     if result.candidates:
         parts.append(candidates_table(result, title))
     else:
-        parts.append(Text("No configuration fits. Closest misses below.", style="bold red"))
+        after = "Closest misses below." if result.closest_misses else "Why each was rejected below."
+        parts.append(Text(f"No configuration fits. {after}", style="bold red"))
     knobs = [(i, c.knobs) for i, c in enumerate(result.candidates, 1) if c.knobs]
     if knobs:
         parts.append(Text("What the memory knobs buy (same plan, one notch down):", style="bold"))
