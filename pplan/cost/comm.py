@@ -7,7 +7,8 @@ Symbols as in activations.py; B_act = 2 bytes (BF16).
   local; DualPipe: p − 1 per direction of travel, each micro-batch travelling one way).
 - Tensor parallel (Narayanan et al. 2021 §3.2; Korthikanti et al. 2022 §4.2.2): per layer 2 collectives in the
   forward and 2 in the backward (all-reduces, or all-gather + reduce-scatter pairs of the same volume under
-  sequence parallelism), each on the (s/cp)·b·h·B_act activation; full recompute re-runs the forward's 2. A ring
+  sequence parallelism), each on the (s/cp)·b·h·B_act activation; full recompute re-runs the forward's 2 on every
+  layer it recomputes, selective recompute of the MLP its input's 1. A ring
   moves 2(t−1)/t of the buffer per GPU for an all-reduce and (t−1)/t for an all-gather or a reduce-scatter.
   The ends add the embedding's forward all-reduce (first stage) and, on the last stage, the output layer's input
   gather and its backward reduce-scatter.
@@ -59,6 +60,7 @@ class TensorParallelTraffic:
     """Bytes one GPU sends per micro-batch for tensor parallelism."""
 
     per_layer_bytes: int
+    """A layer that recomputes (all of them, unless block recompute leaves some out)."""
     collectives_per_layer: int
     layers_bytes: int
     """All L layers (what one GPU of a TP group moves as one micro-batch passes through the whole model)."""
@@ -73,14 +75,17 @@ def _ring_allreduce(buffer_bytes: int, n: int) -> int:
 def tensor_parallel_traffic(model: ModelSpec, plan: Plan) -> TensorParallelTraffic:
     t = plan.tp
     buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * ACT_BYTES
-    collectives = 6 if plan.recompute == "full" else 4
+    repeated = {"full": 2, "selective": int("mlp" in plan.recompute_modules)}.get(plan.recompute, 0)
+    collectives = 4 + repeated
     per_collective = _ring_allreduce(buffer, t)
     per_layer = collectives * per_collective
     per_rank = []
     for rank, chunk_ids in enumerate(plan.layout.rank_chunks):
-        total = plan.layout.rank_layers(rank) * per_layer
+        total = plan.layout.rank_layers(rank) * 4 * per_collective
         for c in chunk_ids:
             chunk = plan.layout.chunks[c]
+            rerun = plan.recomputed_layers(chunk.layers) if plan.recompute == "full" else chunk.layers
+            total += rerun * repeated * per_collective
             if chunk.has_embedding:
                 total += per_collective
             if chunk.has_output and plan.sequence_parallel:
@@ -89,7 +94,12 @@ def tensor_parallel_traffic(model: ModelSpec, plan: Plan) -> TensorParallelTraff
     return TensorParallelTraffic(
         per_layer_bytes=per_layer,
         collectives_per_layer=collectives,
-        layers_bytes=model.num_layers * per_layer,
+        layers_bytes=model.num_layers * 4 * per_collective
+        + sum(
+            (plan.recomputed_layers(c.layers) if plan.recompute == "full" else c.layers) * repeated
+            for c in plan.layout.chunks
+        )
+        * per_collective,
         per_rank_bytes=tuple(per_rank),
     )
 

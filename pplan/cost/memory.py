@@ -9,7 +9,8 @@ ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), Z
 ZeRO-3 (FSDP) also the weights.
 Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
-that peak (`extra_activation_bytes`), plus the transient of one recomputed layer, plus (ZeRO-3) the gathered
+that peak (`extra_activation_bytes`), plus the transient of one recomputed checkpoint (pplan.model.activations),
+plus (ZeRO-3) the gathered
 weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer).
 """
 
@@ -215,7 +216,7 @@ def plan_memory(
     """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak."""
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
-    working = act.recompute_working_bytes(model, plan.shape)
+    working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
     items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
@@ -247,7 +248,7 @@ def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> 
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
     thousands of plans against usable memory with it)."""
     bpp = bytes_per_param(plan)
-    working = act.recompute_working_bytes(model, plan.shape)
+    working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
         sum(_param_bytes(params, bpp)) + act_bytes + extra + working + gathered
         for params, act_bytes, extra, gathered in zip(

@@ -15,7 +15,11 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
 - context parallelism (ring attention, as Megatron's and Llama 3's cp): each of the cp − 1 ring steps passes
   this rank's K and V (2·q·b·g·d_h·2/t bytes) to the next CP rank in F, and K, V and their gradients in I; the
   exchange overlaps the attention core, so only what exceeds the core's time is exposed ("cp-comm");
-- recomputation adds a forward (full) or the attention core (selective) to I, the pass that needs it.
+- recomputation adds to I, the pass that needs it, the forward of every recomputed layer (full: its GEMMs,
+  kernels and the two tensor-parallel collectives it repeats) or of the re-run modules (selective: the attention
+  core; the two norms' memory-bound passes; the MLP's GEMMs, activation function and the one collective pair
+  that gathers its input under tensor parallelism). Under block recompute only the first N layers of a chunk
+  pay it (`layout_pass_times`).
 Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
 effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
 tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
@@ -25,7 +29,7 @@ softmax over the logits (memory-bound); the embedding lookup is memory-bound and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
@@ -37,6 +41,8 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 """QKV, projection, fc1 (gate+up fused), fc2 per pass."""
 ELEMENTWISE_KERNELS = {"F": 6, "I": 10, "W": 0}
+NORM_TENSORS = 4
+"""The two norms of a layer read and write one q·b·h/sp tensor each (what recomputing them costs)."""
 SCORE_BYTES = 8
 """HBM bytes per attention-score element in an unfused forward: the QKᵀ GEMM writes it (2), the fused
 scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2)."""
@@ -156,8 +162,15 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> 
     if plan.recompute == "full":
         return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
     if plan.recompute == "selective":
-        core = dict(base.f).get("attention", 0.0)
-        return PassTimes(base.f, (*base.i, ("recompute", core)), base.w)
+        module_s = {
+            "core_attn": dict(base.f).get("attention", 0.0),
+            "layernorm": NORM_TENSORS * tokens * h * 2 / sp / hbm_rate + 2 * overhead,
+            "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead
+            + act_tensors * tokens * h * 2 / sp / hbm_rate + overhead + tp_coll,
+        }  # fmt: skip
+        return PassTimes(
+            base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w
+        )
     return base
 
 
@@ -173,19 +186,30 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
 
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
     """F, I, W per model chunk, in model order."""
-    return layout_pass_times(model, hw, plan.shape, plan.layout.chunks)
+    chunks = plan.layout.chunks
+    recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
+    return layout_pass_times(model, hw, plan.shape, chunks, recomputed)
 
 
 @lru_cache(maxsize=8192)
 def layout_pass_times(
-    model: ModelSpec, hw: HardwareSpec, shape: Shape, chunks: tuple[Chunk, ...]
+    model: ModelSpec,
+    hw: HardwareSpec,
+    shape: Shape,
+    chunks: tuple[Chunk, ...],
+    recomputed: tuple[int, ...] | None = None,
 ) -> tuple[PassTimes, ...]:
-    """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often)."""
+    """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often). Under
+    full recompute `recomputed[c]` of chunk c's layers re-run their forward (all of them when not given)."""
     layer = layer_pass_times(model, hw, shape)
+    kept = (
+        layer_pass_times(model, hw, replace(shape, recompute="none")) if shape.recompute == "full" else layer
+    )
     out = output_pass_times(model, hw, shape)
     result = []
-    for chunk in chunks:
-        times = layer.scaled(chunk.layers)
+    for c, chunk in enumerate(chunks):
+        n = chunk.layers if recomputed is None or shape.recompute != "full" else recomputed[c]
+        times = layer.scaled(n).plus(kept.scaled(chunk.layers - n)) if n < chunk.layers else layer.scaled(n)
         if chunk.has_output:
             times = times.plus(out)
         result.append(times)

@@ -84,8 +84,8 @@ def activation_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     """Per-rank peaks of activation bytes (layers, and what the model ends add) and of micro-batches in flight."""
     chunks = plan.layout.chunks
     of_stage = plan.stage_chunks
-    per_layer, emb, out = _bytes_per_microbatch(model, plan.shape)
-    layer_bytes = [chunks[c].layers * per_layer for c in of_stage]
+    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
+    layer_bytes = [per_chunk[c] for c in of_stage]
     both = [
         layer_bytes[s] + (emb if chunks[c].has_embedding else 0) + (out if chunks[c].has_output else 0)
         for s, c in enumerate(of_stage)
@@ -106,13 +106,13 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     """What every rank holds when its first backward starts (the family's closed form,
     `ScheduleFamily.warmup_in_flight`): no peak of the step is lower, so memory computed from it is a proven
     lower bound on the memory `activation_peaks` gives, at no cost in m."""
-    per_layer, emb, out = _bytes_per_microbatch(model, plan.shape)
+    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
     counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
     unit_layers = model.num_layers / plan.pp
     return ActivationPeaks(
-        tuple(layers * per_layer for layers, _, _ in counts),
-        tuple(e * emb + o * out for _, e, o in counts),
-        tuple(layers / unit_layers for layers, _, _ in counts),
+        tuple(sum(n * per_chunk[c] for c, n in held) for held, _, _, _ in counts),
+        tuple(e * emb + o * out for _, _, e, o in counts),
+        tuple(layers / unit_layers for _, layers, _, _ in counts),
         per_stage,
     )
 
@@ -120,9 +120,9 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
 @lru_cache(maxsize=4096)
 def _warmup_counts(
     family: ScheduleFamily, p: int, v: int, m: int, layout: Layout
-) -> tuple[tuple[tuple[int, int, int], ...], tuple[int, ...]]:
-    """Per rank at its first backward: (layers, embedding ends, output ends) summed over the micro-batches it
-    holds; and per stage, the micro-batches it holds then."""
+) -> tuple[tuple[tuple[tuple[int, int], ...], int, int, int], tuple[int, ...]]:
+    """Per rank at its first backward: ((chunk, micro-batches held), ...), and the layers, embedding ends and
+    output ends summed over the micro-batches it holds; and per stage, the micro-batches it holds then."""
     chunks = layout.chunks
     n_chunks = len(chunks)
     stages = family.rank_stages(p, v)
@@ -130,21 +130,35 @@ def _warmup_counts(
     per_rank = []
     for r, held in enumerate(family.warmup_in_flight(p, v, m)):
         layers = ends_e = ends_o = 0
+        of_chunk: list[tuple[int, int]] = []
         for s, n in zip(stages[r], held, strict=True):
             per_stage[s] = n
             c = chunks[s % n_chunks]
+            of_chunk.append((s % n_chunks, n))
             layers += n * c.layers
             ends_e += n * c.has_embedding
             ends_o += n * c.has_output
-        per_rank.append((layers, ends_e, ends_o))
+        per_rank.append((tuple(of_chunk), layers, ends_e, ends_o))
     return tuple(per_rank), tuple(per_stage)
 
 
+def _bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...], int, int]:
+    """One micro-batch's activation bytes: per model chunk (its layers, `plan.recomputed_layers` of them
+    recomputed), at the embedding end, at the output end."""
+    chunks = plan.layout.chunks
+    recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
+    layers = tuple(c.layers for c in chunks)
+    return _chunk_bytes(model, plan.shape, layers, recomputed, plan.recompute_group)
+
+
 @lru_cache(maxsize=4096)
-def _bytes_per_microbatch(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
-    """One micro-batch's activation bytes: per layer, at the embedding end, at the output end."""
+def _chunk_bytes(
+    model: ModelSpec, shape: Shape, layers: tuple[int, ...], recomputed: tuple[int, ...], group: int
+) -> tuple[tuple[int, ...], int, int]:
     return (
-        act.layer_activations(model, shape).total_bytes,
+        tuple(
+            act.chunk_layer_bytes(model, shape, n, k, group) for n, k in zip(layers, recomputed, strict=True)
+        ),
         act.embedding_end(model, shape).total_bytes,
         act.output_end(model, shape).total_bytes,
     )

@@ -178,7 +178,14 @@ def step_time(
     bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
-    hw_flops = hardware_flops_per_step(model, plan.seq_len, plan.global_batch, plan.recompute)
+    recomputed = (
+        sum(plan.recomputed_layers(c.layers) for c in plan.layout.chunks)
+        if plan.recompute == "full"
+        else None
+    )
+    hw_flops = hardware_flops_per_step(
+        model, plan.seq_len, plan.global_batch, plan.recompute, recomputed, plan.recompute_modules
+    )
     peak = hw.gpu.peak_bf16_tflops * 1e12
     return StepTime(
         step_s=step_s,

@@ -15,12 +15,20 @@ Two models:
 - `korthikanti`: Korthikanti et al. 2022 (arXiv 2205.05198) Table 2, for a GPT-3 layer whatever the
   architecture: sbh·(10 + 24/t + 5as/(ht)) with TP, sbh·(34/t + 5as/(ht)) with TP + SP; selective recompute or
   flash attention drops the 5as/h term; full recompute keeps the layer input, 2sbh (÷t with SP).
-Full recompute keeps only each layer's input (2qbh/sp) in both models. Ends (Korthikanti §4.3, Eq. after 5):
+Full recompute keeps only each checkpoint's input (2qbh/sp) in both models: one per layer, or one per group of N
+layers (Megatron-LM's uniform method), or the first N layers of a chunk only (block method: the rest keep
+everything; `chunk_layer_bytes`). Selective recompute drops what the re-run modules make (Megatron-LM
+`--recompute-modules`, megatron-core 0.16): `core_attn` the score path (flash attention: its FP32 log-sum-exp;
+q, k, v are the checkpoint's inputs and the output is the projection's input, both kept), `layernorm` the two norm
+outputs (attention/qkv_input, mlp/fc1_input; the norm inputs are kept), `mlp` everything inside the MLP but its
+input (mlp/fc1_input, fc1_output, activation_output). Ends (Korthikanti §4.3, Eq. after 5):
 the first stage keeps the embedding dropout mask qbh/sp (when the model has dropout); the last stage keeps the
 final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t.
 """
 
 from __future__ import annotations
+
+import math
 
 from pplan.model.itemised import Itemised
 from pplan.plan.configuration import LayerSetting
@@ -61,8 +69,37 @@ def _score_items(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
 
 def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
     """Itemised activation bytes of one layer for one micro-batch (see the module docstring)."""
-    qb, t, sp, _ = _dims(model, plan)
+    qb, _, sp, _ = _dims(model, plan)
     recompute = recompute or plan.recompute
+    if recompute == "full":
+        return ActivationItems((("layer_input", ACT_BYTES * qb * model.hidden_size // sp),))
+    items = _itemised_all(model, plan)
+    if recompute == "selective":
+        dropped = set(_dropped_by(plan))
+        items = [(n, b) for n, b in items if n not in dropped]
+    return ActivationItems(tuple(items))
+
+
+MODULE_ITEMS: dict[str, tuple[str, ...]] = {
+    "core_attn": (
+        "attention/softmax_lse_fp32",
+        "attention/softmax_output",
+        "attention/softmax_dropout_mask",
+        "attention/softmax_dropout_output",
+    ),
+    "layernorm": ("attention/qkv_input", "mlp/fc1_input"),
+    "mlp": ("mlp/fc1_input", "mlp/fc1_output", "mlp/activation_output"),
+}
+"""The itemised tensors each selectively recomputed module no longer keeps (see the module docstring)."""
+
+
+def _dropped_by(plan: LayerSetting) -> tuple[str, ...]:
+    return tuple(name for module in plan.recompute_modules for name in MODULE_ITEMS[module])
+
+
+def _itemised_all(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
+    """Every tensor a layer keeps without module recomputation (the score path unless flash attention)."""
+    qb, t, sp, _ = _dims(model, plan)
     h, a, g, dh, f = (
         model.hidden_size,
         model.num_attention_heads,
@@ -70,8 +107,6 @@ def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None =
         model.head_size,
         model.ffn_hidden_size,
     )
-    if recompute == "full":
-        return ActivationItems((("layer_input", ACT_BYTES * qb * h // sp),))
     items: list[tuple[str, int]] = [
         ("attention/norm_input", ACT_BYTES * qb * h // sp),
         ("attention/qkv_input", ACT_BYTES * qb * h // sp),
@@ -81,7 +116,7 @@ def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None =
     ]
     if plan.flash_attention:
         items.append(("attention/softmax_lse_fp32", FP32_BYTES * a * qb // t))
-    elif recompute != "selective":
+    else:
         items.extend(_score_items(model, plan))
     items.append(("attention/proj_input", ACT_BYTES * qb * a * dh // t))
     if model.dropout:
@@ -93,7 +128,7 @@ def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None =
     items.append(("mlp/activation_output", ACT_BYTES * qb * f // t))
     if model.dropout:
         items.append(("mlp/dropout_mask", MASK_BYTES * qb * h // sp))
-    return ActivationItems(tuple(items))
+    return items
 
 
 def korthikanti_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
@@ -119,17 +154,32 @@ def layer_activations(model: ModelSpec, plan: LayerSetting, recompute: str | Non
     return itemised_layer(model, plan, recompute)
 
 
-def recompute_working_bytes(model: ModelSpec, plan: LayerSetting) -> int:
-    """Transient bytes while one layer is recomputed in the backward pass.
+def recompute_working_bytes(model: ModelSpec, plan: LayerSetting, group_layers: int = 1) -> int:
+    """Transient bytes while a checkpoint is recomputed in the backward pass.
 
-    Full recompute re-runs one layer's forward and holds its whole activation set during that layer's backward;
-    selective recompute re-materialises one layer's attention scores. Zero without recomputation.
+    Full recompute re-runs one checkpoint's forward (`group_layers` layers: Megatron-LM's uniform method with
+    N > 1) and holds their whole activation sets during that checkpoint's backward; selective recompute
+    re-materialises what its modules drop, for one layer. Zero without recomputation.
     """
     if plan.recompute == "full":
-        return layer_activations(model, plan, "none").total_bytes
-    if plan.recompute == "selective" and not plan.flash_attention:
-        return sum(n for _, n in _score_items(model, plan))
+        return group_layers * layer_activations(model, plan, "none").total_bytes
+    if plan.recompute == "selective":
+        none = dict(layer_activations(model, plan, "none").items)
+        return sum(none.get(name, 0) for name in set(_dropped_by(plan)))
     return 0
+
+
+def chunk_layer_bytes(
+    model: ModelSpec, plan: LayerSetting, layers: int, recomputed: int, group_layers: int = 1
+) -> int:
+    """Activation bytes one micro-batch leaves on a chunk of `layers` layers, `recomputed` of which re-run their
+    forward (full recompute: checkpoints of `group_layers` layers keep only their input; the other layers keep
+    everything, as without recompute)."""
+    if plan.recompute != "full" or recomputed == 0:
+        base = "none" if plan.recompute == "full" else None
+        return layers * layer_activations(model, plan, base).total_bytes
+    kept = layer_activations(model, plan, "full").total_bytes * math.ceil(recomputed / group_layers)
+    return kept + (layers - recomputed) * layer_activations(model, plan, "none").total_bytes
 
 
 def embedding_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:

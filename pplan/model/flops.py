@@ -68,12 +68,20 @@ def logits_flops(model: ModelSpec, seq_len: int, micro_batch: int, cp: int = 1) 
     return 2.0 * (seq_len // cp) * micro_batch * model.hidden_size * model.vocab_size
 
 
-def recompute_flops(model: ModelSpec, layer: LayerFlops, recompute: str) -> float:
-    """Extra forward work the backward pass does: a whole forward (full) or the attention core (selective)."""
+def recompute_flops(
+    model: ModelSpec, layer: LayerFlops, recompute: str, modules: tuple[str, ...] = ("core_attn",)
+) -> float:
+    """Extra forward work the backward pass does per recomputed layer: a whole forward (full), or the forward of
+    the re-run modules (selective: the attention core, the MLP; norms are memory-bound, no FLOPs)."""
     if recompute == "full":
         return layer.f.total
     if recompute == "selective":
-        return layer.f.get("attention/scores") + layer.f.get("attention/context")
+        per_module = {
+            "core_attn": layer.f.get("attention/scores") + layer.f.get("attention/context"),
+            "mlp": layer.f.get("mlp"),
+            "layernorm": 0.0,
+        }
+        return sum(per_module[m] for m in modules)
     return 0.0
 
 
@@ -84,8 +92,17 @@ def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> f
     return model.num_layers * per_layer + 3 * logits_flops(model, seq_len, global_batch)
 
 
-def hardware_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int, recompute: str) -> float:
-    """Model FLOPs plus the recomputed forward work: the hardware-FLOPs (HFU) numerator."""
+def hardware_flops_per_step(
+    model: ModelSpec,
+    seq_len: int,
+    global_batch: int,
+    recompute: str,
+    recomputed_layers: int | None = None,
+    modules: tuple[str, ...] = ("core_attn",),
+) -> float:
+    """Model FLOPs plus the recomputed forward work: the hardware-FLOPs (HFU) numerator. `recomputed_layers`:
+    how many of the L layers re-run (full recompute with the block method; all L when not given)."""
     layer = layer_flops(model, seq_len, global_batch)
-    extra = model.num_layers * recompute_flops(model, layer, recompute)
+    layers = model.num_layers if recomputed_layers is None else recomputed_layers
+    extra = layers * recompute_flops(model, layer, recompute, modules)
     return model_flops_per_step(model, seq_len, global_batch) + extra

@@ -18,6 +18,15 @@ from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_fam
 from pplan.schedules.rules import nearest_valid, need_p
 
 Recompute = Literal["none", "selective", "full"]
+RecomputeMethod = Literal["uniform", "block"]
+"""How full recomputation picks its layers (Megatron-LM `--recompute-method`): `uniform` checkpoints every chunk's
+layers in groups of N (all recomputed; only each group's input kept), `block` recomputes the first N layers of
+every chunk and keeps the rest (`--recompute-num-layers N`)."""
+RecomputeModule = Literal["core_attn", "layernorm", "mlp"]
+"""What selective recomputation re-runs (Megatron-LM `--recompute-modules`, megatron-core 0.16 names): the
+attention core, the two norms (their outputs are not kept), the MLP (only its input is kept)."""
+DEFAULT_RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = ("core_attn",)
+"""Megatron-LM's default for `--recompute-granularity selective` (Korthikanti et al. 2022's selective recompute)."""
 GradDtype = Literal["bf16", "fp32"]
 ActivationModel = Literal["itemised", "korthikanti"]
 
@@ -41,6 +50,8 @@ class LayerSetting(Protocol):
     def recompute(self) -> Recompute: ...
     @property
     def activation_model(self) -> ActivationModel: ...
+    @property
+    def recompute_modules(self) -> tuple[RecomputeModule, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,8 @@ class Shape:
     flash_attention: bool
     recompute: Recompute
     activation_model: ActivationModel
+    recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES
+    """Selective recomputation only: the modules re-run (ignored otherwise)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +84,11 @@ class PlanRequest:
     schedule: str = "1f1b"
     seq_len: int | None = None
     recompute: Recompute = "none"
+    recompute_layers: int | None = None
+    """Full recompute only: N of `recompute_method` (None: every layer, one checkpoint each)."""
+    recompute_method: RecomputeMethod = "uniform"
+    recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES
+    """Selective recompute only: the modules re-run."""
     sequence_parallel: bool = True
     flash_attention: bool = True
     zero_stage: int = 0
@@ -95,6 +113,30 @@ class PlanRequest:
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
             )
         check_choice("--recompute", self.recompute, get_args(Recompute))
+        check_choice("--recompute-method", self.recompute_method, get_args(RecomputeMethod))
+        if not self.recompute_modules:
+            raise ConfigError(
+                "--recompute-modules", "no module to recompute", "e.g. --recompute-modules core_attn"
+            )
+        for module in self.recompute_modules:
+            check_choice("--recompute-modules", module, get_args(RecomputeModule))
+        if self.recompute_layers is not None:
+            check_count("--recompute-layers", self.recompute_layers)
+            if self.recompute != "full":
+                raise ConfigError(
+                    "--recompute-layers", f"applies to full recompute, not --recompute {self.recompute}",
+                    "add --recompute full, or drop --recompute-layers",
+                )  # fmt: skip
+        if self.recompute_method != "uniform" and self.recompute_layers is None:
+            raise ConfigError(
+                "--recompute-method", f"{self.recompute_method} needs a layer count",
+                "add --recompute-layers N (e.g. 2), or drop --recompute-method",
+            )  # fmt: skip
+        if tuple(self.recompute_modules) != DEFAULT_RECOMPUTE_MODULES and self.recompute != "selective":
+            raise ConfigError(
+                "--recompute-modules", f"applies to selective recompute, not --recompute {self.recompute}",
+                "add --recompute selective, or drop --recompute-modules",
+            )  # fmt: skip
         check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
         check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
 
@@ -115,6 +157,11 @@ class Plan:
     global_batch: int
     seq_len: int
     recompute: Recompute
+    recompute_layers: int | None
+    """Full recompute: N of `recompute_method`; None when every layer is its own checkpoint (N = 1, uniform)."""
+    recompute_method: RecomputeMethod
+    recompute_modules: tuple[RecomputeModule, ...]
+    """Selective recompute: the modules re-run, in canonical order; empty otherwise."""
     sequence_parallel: bool
     """Effective: requested and t > 1."""
     flash_attention: bool
@@ -136,8 +183,35 @@ class Plan:
         """What one layer's activations and pass times depend on, as a hashable record."""
         return Shape(
             self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
-            self.recompute, self.activation_model,
+            self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
         )  # fmt: skip
+
+    def recomputed_layers(self, chunk_layers: int) -> int:
+        """Layers of a chunk of `chunk_layers` whose whole forward is re-run in the backward (full recompute):
+        all of them, or the first N with the block method (Megatron-LM checks `layer < recompute_num_layers`
+        within each chunk)."""
+        if self.recompute != "full":
+            return 0
+        if self.recompute_method == "block" and self.recompute_layers is not None:
+            return min(self.recompute_layers, chunk_layers)
+        return chunk_layers
+
+    @property
+    def recompute_group(self) -> int:
+        """Layers per checkpoint under full recompute (uniform method: N; block: 1)."""
+        if self.recompute == "full" and self.recompute_method == "uniform" and self.recompute_layers:
+            return self.recompute_layers
+        return 1
+
+    @property
+    def recompute_label(self) -> str:
+        """The recompute policy in one word or two: `none`, `selective`, `selective(core_attn+mlp)`, `full`,
+        `full(block 2)`, `full(uniform 4)`."""
+        if self.recompute == "selective" and self.recompute_modules != DEFAULT_RECOMPUTE_MODULES:
+            return f"selective({'+'.join(self.recompute_modules)})"
+        if self.recompute == "full" and (self.recompute_method == "block" or self.recompute_group > 1):
+            return f"full({self.recompute_method} {self.recompute_layers})"
+        return self.recompute
 
     @property
     def placement(self) -> tuple[int, ...]:
@@ -188,6 +262,7 @@ COUNT_LIMITS: dict[str, int] = {
     "--vp": 10**4,
     "--max-vp": 10**4,
     "--seq-len": MAX_SEQ,
+    "--recompute-layers": 10**4,
     "--min-microbatches": 10**12,
     "--top": 10**4,
 }
@@ -317,8 +392,18 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             hint,
         )
     m = req.global_batch // per_step
+    if (
+        req.activation_model == "korthikanti"
+        and req.recompute == "selective"
+        and tuple(req.recompute_modules) != DEFAULT_RECOMPUTE_MODULES
+    ):
+        raise ConfigError(
+            "--recompute-modules", "Korthikanti et al.'s Table 2 covers their selective recompute (core_attn) only",
+            "use --activation-model itemised, or --recompute-modules core_attn",
+        )  # fmt: skip
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
     _check_pipeline(kind, p, m, per_step)
+    recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
     return Plan(
         tp=t,
         pp=p,
@@ -331,6 +416,9 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         global_batch=req.global_batch,
         seq_len=seq_len,
         recompute=req.recompute,
+        recompute_layers=recompute_layers,
+        recompute_method=req.recompute_method if recompute_layers is not None else "uniform",
+        recompute_modules=_canonical_modules(req.recompute_modules) if req.recompute == "selective" else (),
         sequence_parallel=req.sequence_parallel and t > 1,
         flash_attention=req.flash_attention,
         zero_stage=req.zero_stage,
@@ -340,3 +428,23 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         overlap_grad_reduce=req.overlap_grad_reduce,
         overlap_param_gather=req.overlap_param_gather,
     )
+
+
+def _recompute_layers(req: PlanRequest, most_layers: int) -> int | None:
+    """N of the full-recompute method, checked against the chunks; None for every layer its own checkpoint."""
+    n = req.recompute_layers
+    if n is None:
+        return None
+    if n > most_layers:
+        raise ConfigError(
+            "--recompute-layers", f"{n} is more than the {most_layers} layers of the largest chunk",
+            f"use --recompute-layers from 1 to {most_layers}",
+        )  # fmt: skip
+    if req.recompute_method == "uniform" and n == 1:
+        return None  # one checkpoint per layer: plain full recompute
+    return n
+
+
+def _canonical_modules(modules: tuple[RecomputeModule, ...]) -> tuple[RecomputeModule, ...]:
+    """The modules once each, in the order `RecomputeModule` lists them."""
+    return tuple(m for m in get_args(RecomputeModule) if m in modules)
