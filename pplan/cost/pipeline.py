@@ -120,7 +120,7 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
 @lru_cache(maxsize=4096)
 def _warmup_counts(
     family: ScheduleFamily, p: int, v: int, m: int, layout: Layout
-) -> tuple[tuple[tuple[tuple[int, int], ...], int, int, int], tuple[int, ...]]:
+) -> tuple[tuple[tuple[tuple[tuple[int, int], ...], int, int, int], ...], tuple[int, ...]]:
     """Per rank at its first backward: ((chunk, micro-batches held), ...), and the layers, embedding ends and
     output ends summed over the micro-batches it holds; and per stage, the micro-batches it holds then."""
     chunks = layout.chunks
