@@ -164,8 +164,8 @@ def recompute_working_bytes(model: ModelSpec, plan: LayerSetting, group_layers: 
     if plan.recompute == "full":
         return group_layers * layer_activations(model, plan, "none").total_bytes
     if plan.recompute == "selective":
-        none = layer_activations(model, plan, "none")
-        return sum(int(none.get(name)) for name in set(_dropped_by(plan)))
+        kept = dict(_itemised_all(model, plan))  # the tensors themselves, whatever the activation model
+        return sum(kept.get(name, 0) for name in set(_dropped_by(plan)))
     return 0
 
 
