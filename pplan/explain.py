@@ -12,7 +12,7 @@ from pplan.cost.comm import (
     tensor_parallel_traffic,
 )
 from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory
-from pplan.cost.pipeline import DurationModel, PipelineRun, simulate_plan
+from pplan.cost.pipeline import DurationModel, PipelineRun, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
 from pplan.documents.explain import (
@@ -27,6 +27,7 @@ from pplan.documents.explain import (
     PerformanceOut,
     PipelineOut,
     PlanOut,
+    RecomputeOut,
     SensitivityOut,
     StageMemory,
 )
@@ -161,6 +162,7 @@ def explain_with_run(
             ),
             activation_bytes_per_layer=layer.total_bytes,
             activation_items_per_layer=dict(layer.items),
+            activation_bytes_per_chunk=list(chunk_activation_bytes(model, plan)),
             in_flight_source=IN_FLIGHT_SOURCE,
             stages=[_stage_out(plan, r) for r in ranks],
         ),
@@ -208,6 +210,13 @@ def _plan_out(plan: Plan) -> PlanOut:
         global_batch=plan.global_batch,
         seq_len=plan.seq_len,
         recompute=plan.recompute,
+        recompute_policy=RecomputeOut(
+            label=plan.recompute_label,
+            method=plan.recompute_method if plan.recompute == "full" else None,
+            layers=plan.recompute_layers,
+            modules=list(plan.recompute_modules),
+            recomputed_layers_per_chunk=[plan.recomputed_layers(c.layers) for c in plan.layout.chunks],
+        ),
         sequence_parallel=plan.sequence_parallel,
         flash_attention=plan.flash_attention,
         zero_stage=plan.zero_stage,

@@ -13,6 +13,7 @@ from pplan.cli.options import (
     DEFAULT_GPUS,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
+    DEFAULT_RECOMPUTE_MODULES_TEXT,
     ActivationModelOpt,
     GlobalBatchOpt,
     GpusOpt,
@@ -20,10 +21,14 @@ from pplan.cli.options import (
     HardwareOpt,
     ModelOpt,
     PassDurationsOpt,
+    RecomputeLayersOpt,
+    RecomputeMethodOpt,
+    RecomputeModulesOpt,
     RecomputeOpt,
     SeqLenOpt,
     defaulted,
 )
+from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.base import version_of
 from pplan.documents.registry import DOCUMENTS, INPUTS
 from pplan.errors import ConfigError
@@ -61,6 +66,9 @@ def explain(
         ),
     ] = DEFAULT_SCHEDULE,
     recompute: RecomputeOpt = "none",
+    recompute_layers: RecomputeLayersOpt = None,
+    recompute_method: RecomputeMethodOpt = "uniform",
+    recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
     sequence_parallel: Annotated[bool, typer.Option(help="Megatron sequence parallelism (t > 1).")] = True,
     flash_attention: Annotated[
         bool, typer.Option(help="Flash attention (no attention-score tensors).")
@@ -112,6 +120,9 @@ def explain(
         schedule=schedule,
         seq_len=seq_len,
         recompute=recompute,
+        recompute_layers=recompute_layers,
+        recompute_method=recompute_method,
+        recompute_modules=parse_recompute_modules(recompute_modules),
         sequence_parallel=sequence_parallel,
         flash_attention=flash_attention,
         zero_stage=1 if distributed_optimizer else zero_stage,

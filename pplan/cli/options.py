@@ -15,7 +15,14 @@ import typer
 
 from pplan.cost.pipeline import DurationModel
 from pplan.errors import ConfigError
-from pplan.plan.configuration import ActivationModel, GradDtype, Recompute
+from pplan.plan.configuration import (
+    DEFAULT_RECOMPUTE_MODULES,
+    ActivationModel,
+    GradDtype,
+    Recompute,
+    RecomputeMethod,
+    RecomputeModule,
+)
 
 DEFAULT_MODEL = "llama3-70b"
 DEFAULT_HARDWARE = "h100-sxm-80gb"
@@ -35,6 +42,29 @@ GradDtypeOpt = Annotated[
     GradDtype, typer.Option("--grad-dtype", help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")
 ]
 RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", help="Activation recomputation.")]
+RecomputeLayersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--recompute-layers",
+        help="Full recompute: N layers per chunk (--recompute-method block) or layers per checkpoint (uniform; "
+        "default 1).",
+    ),
+]
+RecomputeMethodOpt = Annotated[
+    RecomputeMethod,
+    typer.Option(
+        "--recompute-method",
+        help="Full recompute: uniform (every layer, checkpoints of N layers) or block (the first N layers of "
+        "every chunk, the rest kept).",
+    ),
+]
+RecomputeModulesOpt = Annotated[
+    str,
+    typer.Option(
+        "--recompute-modules",
+        help="Selective recompute: comma list of core_attn, layernorm, mlp (Megatron-LM --recompute-modules).",
+    ),
+]
 ActivationModelOpt = Annotated[
     ActivationModel,
     typer.Option("--activation-model", help="itemised (this architecture) or korthikanti (GPT-3 formula)."),
@@ -47,6 +77,8 @@ PassDurationsOpt = Annotated[
     ),
 ]
 RECOMPUTE_CHOICES: tuple[Recompute, ...] = get_args(Recompute)
+RECOMPUTE_MODULE_CHOICES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
+DEFAULT_RECOMPUTE_MODULES_TEXT = ",".join(DEFAULT_RECOMPUTE_MODULES)
 GRAD_DTYPE_CHOICES: tuple[GradDtype, ...] = get_args(GradDtype)
 
 
@@ -71,3 +103,9 @@ def comma_list(flag: str, text: str | None, allowed: tuple[str, ...]) -> tuple[s
             flag, f"unknown value(s) {', '.join(bad) or text!r}", f"use a comma list of {', '.join(allowed)}"
         )
     return values
+
+
+def recompute_modules(text: str) -> tuple[RecomputeModule, ...]:
+    """`--recompute-modules core_attn,mlp` as the core's tuple."""
+    values = comma_list("--recompute-modules", text, RECOMPUTE_MODULE_CHOICES) or DEFAULT_RECOMPUTE_MODULES
+    return tuple(m for m in RECOMPUTE_MODULE_CHOICES if m in values)

@@ -142,6 +142,11 @@ def _warmup_counts(
     return tuple(per_rank), tuple(per_stage)
 
 
+def chunk_activation_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """One micro-batch's activation bytes on each model chunk (its transformer layers)."""
+    return _bytes_per_microbatch(model, plan)[0]
+
+
 def _bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...], int, int]:
     """One micro-batch's activation bytes: per model chunk (its layers, `plan.recomputed_layers` of them
     recomputed), at the embedding end, at the output end."""

@@ -44,6 +44,21 @@ class HardwareSummary(Out):
     gpus_per_node: int
 
 
+class RecomputeOut(Out):
+    """The recompute policy as the launchers spell it (Megatron-LM `--recompute-*`)."""
+
+    label: str
+    """One phrase: `none`, `selective`, `selective(core_attn+mlp)`, `full`, `full(block 2)`, `full(uniform 4)`."""
+    method: str | None
+    """Full recompute: `uniform` or `block`; None otherwise."""
+    layers: int | None
+    """Full recompute: N of the method (None: every layer its own checkpoint)."""
+    modules: list[str]
+    """Selective recompute: the modules re-run; empty otherwise."""
+    recomputed_layers_per_chunk: list[int]
+    """Full recompute: layers of each model chunk whose forward re-runs in the backward."""
+
+
 class PlanOut(Out):
     tp: int
     pp: int
@@ -57,6 +72,8 @@ class PlanOut(Out):
     global_batch: int
     seq_len: int
     recompute: str
+    """The mode: none, selective or full (`recompute_policy` has the details)."""
+    recompute_policy: RecomputeOut
     sequence_parallel: bool
     flash_attention: bool
     zero_stage: int
@@ -113,6 +130,8 @@ class MemoryOut(Out):
     activation_bytes_per_layer: NonNegativeInt
     """One layer, one micro-batch, under the plan's activation model."""
     activation_items_per_layer: dict[str, int]
+    activation_bytes_per_chunk: list[NonNegativeInt]
+    """One micro-batch's activations kept on each model chunk (its layers, recomputed or not)."""
     in_flight_source: str
     """Where the in-flight counts come from."""
     stages: list[StageMemory]

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.explain import ExplainReport, StageMemory
+from pplan.documents.explain import ExplainReport, PlanOut, StageMemory
 
 
 def gb(n: float) -> str:
@@ -52,7 +52,7 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         collapse_padding=True,
         caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed layer; gath ZeRO-3's gathered layer weights; free headroom",
+        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; free headroom",
         caption_justify="left",
     )
     columns: list[tuple[str, Callable[[StageMemory], str]]] = [
@@ -116,7 +116,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             ("layers per chunk", ", ".join(str(n) for n in plan.layers_per_chunk)),
             (
                 "recompute",
-                f"{plan.recompute}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
+                f"{_recompute_text(plan)}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
                 f"flash attention {'on' if plan.flash_attention else 'off'}",
             ),
             (
@@ -126,7 +126,8 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             ),
             (
                 "activations",
-                f"{plan.activation_model}: {mb(mem.activation_bytes_per_layer)} per layer per micro-batch",
+                f"{plan.activation_model}: "
+                + _activations_text(plan, mem.activation_bytes_per_layer, mem.activation_bytes_per_chunk),
             ),
         ]
         + [(d.quantity, d.formula) for d in report.derivations],
@@ -237,3 +238,27 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
         parts.append(Text("\nAdvice", style="bold"))
         parts.extend(Text(f"  • {a}") for a in report.advice)
     return Group(*parts)
+
+
+def _recompute_text(plan: PlanOut) -> str:
+    """The recompute policy in launcher words: `full, block: 2 of 20 layers per chunk`."""
+    rc = plan.recompute_policy
+    if plan.recompute == "selective":
+        return f"selective ({', '.join(rc.modules)})"
+    if plan.recompute != "full":
+        return plan.recompute
+    if rc.method == "block":
+        done, layers = sum(rc.recomputed_layers_per_chunk), sum(plan.layers_per_chunk)
+        return f"full, block: the first {rc.layers} layers of every chunk ({done} of {layers})"
+    if rc.layers:
+        return f"full, uniform: checkpoints of {rc.layers} layers"
+    return "full"
+
+
+def _activations_text(plan: PlanOut, per_layer: int, per_chunk: list[int]) -> str:
+    """Per layer per micro-batch; with partial full recompute (block, or uniform groups) what each chunk keeps."""
+    rc = plan.recompute_policy
+    if rc.method != "block" and not rc.layers:
+        return f"{mb(per_layer)} per layer per micro-batch"
+    shown = ", ".join(mb(x) for x in sorted(set(per_chunk)))
+    return f"{mb(per_layer)} per checkpoint input; per chunk {shown} per micro-batch"
