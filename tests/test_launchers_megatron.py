@@ -71,11 +71,12 @@ def _check_plan_values(entry: PanelPlan, model: ModelSpec, ns: argparse.Namespac
         assert ns.recompute_granularity is None
     elif req.recompute == "selective":
         assert ns.recompute_granularity == "selective" and ns.recompute_num_layers is None
+        assert sorted(ns.recompute_modules) == sorted(req.recompute_modules)
     else:
         assert (ns.recompute_granularity, ns.recompute_method, ns.recompute_num_layers) == (
             "full",
-            "uniform",
-            1,
+            req.recompute_method,
+            req.recompute_layers or 1,
         )
     # memory settings
     assert ns.grad_reduce_in_bf16 == (req.grad_dtype == "bf16")

@@ -33,6 +33,7 @@ from tests.launcher_panel import PANEL, PanelPlan
 VERSIONS = {"torchtitan": "0.3", "torchtitan@0.2": "0.2"}
 SELECTIVE = "torchtitan: no attention-core recompute (pplan's selective)"
 NO_MODEL = "torchtitan ships no configuration for this model"
+PARTIAL = "torchtitan: full recompute of every layer only"
 # Entries torchtitan cannot run, and why (the same in both releases): ZB-H1 is no torch class, pplan's selective
 # recompute (the attention core only) is no torchtitan mode, and torchtitan ships no GPT model.
 BF16_GRADS = "torchtitan: gradients reduced in FP32 only"
@@ -47,6 +48,9 @@ REFUSED = {
     "8b-t1-cp2-bf16": BF16_GRADS,
     "70b-t8-p8-v5-full": BF16_GRADS,
     "405b-t8-p9-cp2-v7-bf16": BF16_GRADS,
+    "70b-block-3": PARTIAL,
+    "70b-v2-uniform-2": PARTIAL,
+    "70b-selective-mlp-norm": SELECTIVE,
 }
 # torch.distributed.pipelining's class names (PyTorch 2.13 schedules.py, `get_schedule_class`) per pplan schedule.
 TORCH_SCHEDULE = {
@@ -219,7 +223,7 @@ def test_panel_entry_is_refused_or_the_plan(launcher: str, entry: PanelPlan) -> 
 def test_panel_covers_outputs_and_refusals() -> None:
     assert set(REFUSED) <= {e.id for e in PANEL}
     runnable = _runnable()
-    assert len(runnable) == 13 and len(REFUSED) == 10
+    assert len(runnable) == 13 and len(REFUSED) == 13
     assert {e.request.recompute for e in runnable} == {"none", "full"}
     assert any(e.request.pp == 1 for e in runnable) and any((e.request.vp or 1) > 1 for e in runnable)
 

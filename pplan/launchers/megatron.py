@@ -167,15 +167,12 @@ def _memory_args(plan: Plan) -> list[str]:
     args: list[str] = []
     if plan.recompute == "full":
         args += [
-            "--recompute-granularity",
-            "full",
-            "--recompute-method",
-            "uniform",
-            "--recompute-num-layers",
-            "1",
-        ]
+            "--recompute-granularity", "full",
+            "--recompute-method", plan.recompute_method,
+            "--recompute-num-layers", str(plan.recompute_layers or 1),
+        ]  # fmt: skip
     elif plan.recompute == "selective":
-        args += ["--recompute-granularity", "selective"]
+        args += ["--recompute-granularity", "selective", "--recompute-modules", *plan.recompute_modules]
     if plan.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
     if plan.zero_stage >= 2:

@@ -469,6 +469,18 @@ RULES: tuple[MegatronRule, ...] = (
         ),
     ),
     MegatronRule(
+        "recompute modules",
+        f"{CORE}/transformer/transformer_config.py, TransformerConfig.__post_init__",
+        "Invalid choices for recompute_modules (allowed: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+        "shared_experts)",
+        lambda ns, _: (
+            ns.recompute_granularity != "selective"
+            or not ns.recompute_modules
+            or set(ns.recompute_modules)
+            <= {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"}
+        ),
+    ),
+    MegatronRule(
         "param-gather overlap needs grad-reduce overlap",
         f"{MLM}, validate_args",
         "Must use --overlap-param-gather with --overlap-grad-reduce",

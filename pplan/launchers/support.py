@@ -120,7 +120,8 @@ def _refusal(
     recompute: str = "none",
     grad_dtype: str = "fp32",
 ) -> _Refusal | None:
-    """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its mode;
+    """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
+    (`pplan.plan.configuration.recompute_label`);
     `grad_dtype` its gradient dtype."""
     launcher = launcher_name(launcher)
     kind = schedule_family(schedule)
@@ -160,7 +161,15 @@ def _refusal(
             "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
             "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
         )
-    if recompute == "selective":
+    if recompute.startswith("full("):
+        return _Refusal(
+            "torchtitan: full recompute of every layer only",
+            "torchtitan's full AC checkpoints every transformer block on its own, and its layer option "
+            "(selective_ac_option = k) every k-th block, not the first N of each chunk nor groups of N "
+            "(torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py)",
+            "use --recompute full without --recompute-layers, or --launcher megatron (--recompute-method)",
+        )
+    if recompute.startswith("selective"):
         return _Refusal(
             "torchtitan: no attention-core recompute (pplan's selective)",
             "torchtitan's selective AC saves matmul and attention outputs and recomputes every second matmul "
@@ -255,7 +264,16 @@ def request_unsupported_reason(
             layers = (first, *([k] * (chunks - 2)), last)
     overlap = (req.overlap_grad_reduce, req.overlap_param_gather)
     refused = _refusal(
-        launcher, req.schedule, req.pp, v, m, req.zero_stage, layers, overlap, req.recompute, req.grad_dtype
+        launcher,
+        req.schedule,
+        req.pp,
+        v,
+        m,
+        req.zero_stage,
+        layers,
+        overlap,
+        req.recompute_label,
+        req.grad_dtype,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -272,7 +290,7 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.zero_stage,
         tuple(c.layers for c in plan.layout.chunks),
         (plan.overlap_grad_reduce, plan.overlap_param_gather),
-        plan.recompute,
+        plan.recompute_label,
         plan.grad_dtype,
     )
 

@@ -99,6 +99,13 @@ class PlanRequest:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
 
+    @property
+    def recompute_label(self) -> str:
+        """The recompute policy in one phrase (`recompute_label`)."""
+        return recompute_label(
+            self.recompute, self.recompute_layers, self.recompute_method, self.recompute_modules
+        )
+
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike); what
         depends on the model (divisibility, layers) is `make_plan`'s."""
@@ -205,13 +212,10 @@ class Plan:
 
     @property
     def recompute_label(self) -> str:
-        """The recompute policy in one word or two: `none`, `selective`, `selective(core_attn+mlp)`, `full`,
-        `full(block 2)`, `full(uniform 4)`."""
-        if self.recompute == "selective" and self.recompute_modules != DEFAULT_RECOMPUTE_MODULES:
-            return f"selective({'+'.join(self.recompute_modules)})"
-        if self.recompute == "full" and (self.recompute_method == "block" or self.recompute_group > 1):
-            return f"full({self.recompute_method} {self.recompute_layers})"
-        return self.recompute
+        """The recompute policy in one phrase (`recompute_label`)."""
+        return recompute_label(
+            self.recompute, self.recompute_layers, self.recompute_method, self.recompute_modules
+        )
 
     @property
     def placement(self) -> tuple[int, ...]:
@@ -428,6 +432,18 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         overlap_grad_reduce=req.overlap_grad_reduce,
         overlap_param_gather=req.overlap_param_gather,
     )
+
+
+def recompute_label(
+    mode: Recompute, layers: int | None, method: RecomputeMethod, modules: tuple[RecomputeModule, ...]
+) -> str:
+    """The recompute policy in one phrase: `none`, `selective`, `selective(core_attn+mlp)`, `full`,
+    `full(block 2)`, `full(uniform 4)` (default modules and one layer per checkpoint are left unsaid)."""
+    if mode == "selective" and tuple(modules) != DEFAULT_RECOMPUTE_MODULES:
+        return f"selective({'+'.join(_canonical_modules(modules))})"
+    if mode == "full" and layers is not None and (method == "block" or layers > 1):
+        return f"full({method} {layers})"
+    return mode
 
 
 def _recompute_layers(req: PlanRequest, most_layers: int) -> int | None:
