@@ -99,7 +99,7 @@ def test_rejections_account_for_every_configuration() -> None:
     model = load_model("llama3-70b")
     res = search(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
     after_enumeration = (
-        Rejection.DOMINATED, Rejection.HIGHER_STAGE, Rejection.MEMORY, Rejection.BOUND, Rejection.BELOW_TOP, Rejection.EQUIVALENT, Rejection.INVALID,
+        Rejection.DOMINATED, Rejection.HIGHER_STAGE, Rejection.MORE_RECOMPUTE, Rejection.MEMORY, Rejection.BOUND, Rejection.BELOW_TOP, Rejection.EQUIVALENT, Rejection.INVALID,
     )  # fmt: skip
     assert res.enumerated == len(res.candidates) + sum(res.rejected[r] for r in after_enumeration)
     assert res.bounded >= res.rejected[Rejection.MEMORY] + res.simulated

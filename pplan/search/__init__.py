@@ -24,14 +24,14 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
-from pplan.plan.configuration import PlanRequest, Recompute, Shape, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, make_plan
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
@@ -39,6 +39,7 @@ from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, 
 from pplan.search.knobs import knob_notes
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
+    GRAD_ORDER,
     Candidate,
     Rejection,
     SearchRequest,
@@ -91,7 +92,8 @@ class SearchResult:
     closest_misses: list[Miss] = field(default_factory=list)
     enumerated: int = 0
     bounded: int = 0
-    """Configurations whose memory and proven throughput bound were computed."""
+    """Configurations whose memory and proven throughput bound were computed (partial recomputes the bisection
+    skipped count too: each is proven out of memory by a bound that only falls with N)."""
     simulated: int = 0
     """Configurations whose schedule was simulated for the exact throughput."""
 
@@ -116,9 +118,12 @@ class Query:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
         It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
         yields those twins in a row: the last one is kept)."""
-        cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute)
+        cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost)
         if cut != self._last_cut:
-            f, b, layer, out = self._layer_times(c.t, c.cp, c.b, c.recompute)
+            # the first N layers of a chunk recomputed: bounded as if none were (recompute only adds time)
+            f, b, layer, out = self._layer_times(
+                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute
+            )
             ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
             makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)
             self._last_cut, self._last_bound = cut, self.tokens / makespan
@@ -157,6 +162,50 @@ class Query:
             return False
         return launcher_reason(self.req.launcher, c.request(self.req, self.seq), c.m) is not None
 
+    def first_partial(self, c: Candidate) -> Candidate | None:
+        """Without recompute `c` is out of memory: the same configuration recomputing the first layer of every
+        chunk, when the query tries partial recompute and the chunks have more than one layer."""
+        req = self.req
+        if (
+            c.recompute != "none"
+            or "full" not in req.recompute
+            or not req.partial_recompute
+            or c.most_layers < 2
+        ):
+            return None
+        return c.partial(1, req.recompute.index("full"))
+
+    def least_partial(self, c: Candidate, plan: Plan | None) -> tuple[Candidate | None, int]:
+        """From `c` (the first N layers of every chunk recomputed), the least N' ≥ N whose proven lower bound on
+        memory fits (None when even the largest partial N does not), by bisection: the bound only falls as N
+        grows (each recomputed layer keeps its input instead of everything). Also how many N were skipped."""
+        hi = c.most_layers - 1  # the largest partial N
+
+        def fits(n: int) -> bool:
+            trial = replace(c, recompute_layers=n, order=(*c.order[:-3], n, *c.order[-2:]))
+            if plan is None:  # no plan of this cut at hand: build one
+                try:
+                    return self.fit(trial, -1).fits(self.req.headroom_fraction)
+                except PplanError:
+                    return False
+            # the same cut with another recompute policy: what make_plan would build, without re-validating it
+            partial = replace(
+                plan, recompute="full", recompute_layers=n, recompute_method="block", recompute_modules=()
+            )
+            return fitted(self.model, self.hw, partial, trial, -1, False).fits(self.req.headroom_fraction)
+
+        lo = c.recompute_layers or 1
+        if not fits(hi):
+            return None, hi - lo + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        first = c.recompute_layers or 1
+        return replace(c, recompute_layers=lo, order=(*c.order[:-3], lo, *c.order[-2:])), lo - first
+
     def fit(self, c: Candidate, index: int) -> Fitted:
         """The plan with a proven lower bound on its memory (no schedule built)."""
         return fitted(
@@ -179,16 +228,18 @@ def search(
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation."""
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
-    heap: list[tuple[float, int, tuple[int, ...], int, object]] = []
-    # ZeRO-2 and 3 of a configuration wait behind the stage before them (`_stage_key`): one enters the heap only
-    # when that stage is out of memory.
-    waiting: dict[int, tuple[int, Candidate]] = {}
+    heap: list[tuple[float, int, tuple[object, ...], int, object]] = []
+    # A configuration whose ZeRO stage (2, 3) or recompute (`_recompute_predecessor`) is one step up from another
+    # enumerated one waits behind it (`_chain_key`), and enters the heap only when every such predecessor is out
+    # of memory: while one fits, it is never slower than the waiting one and ranks first.
+    chains = _Chains()
     # An FP32 configuration waits behind its BF16 twin (enumerated just before it) and enters the heap only once
     # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
     fp32_waiting: dict[int, tuple[int, Candidate]] = {}
     admitted_fp32: set[int] = set()
-    last: tuple[Candidate, int] | None = None  # the last candidate in the heap or in the ZeRO chain
-    for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, result.rejected)):
+    last: tuple[Candidate, int] | None = None  # the last candidate placed (in the heap or waiting in a chain)
+    candidates = enumerate_candidates(model, hw, req, state.seq, result.rejected, every_partial=False)
+    for index, cand in enumerate(candidates):
         result.enumerated += 1
         if state.launcher_refuses(cand, launcher_reason):
             result.rejected[Rejection.LAUNCHER] += 1
@@ -196,9 +247,7 @@ def search(
         if last is not None and _fp32_twin(cand, index, *last):
             fp32_waiting[last[1]] = (index, cand)
             continue
-        if cand.zero >= 2 and last is not None and _stage_key(cand) == _stage_key(last[0]):
-            waiting[last[1]] = (index, cand)  # ZeRO-2/3 behind the stage before it
-        else:
+        if not chains.place(index, cand):
             heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
         last = (cand, index)
     heapq.heapify(heap)
@@ -206,13 +255,35 @@ def search(
     final: list[Scored] = []
     kept: list[Scored] = []
 
-    def admit(chain: dict[int, tuple[int, Candidate]], index: int) -> int | None:
-        """The candidate waiting behind `index` in `chain` enters the heap (cheap bound); its index, if any."""
-        if index not in chain:
-            return None
-        nxt, cand = chain.pop(index)
-        heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), nxt, cand))
-        return nxt
+    def push(index: int, cand: Candidate) -> None:
+        heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
+
+    made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
+
+    def out_of_memory(index: int, cand: Candidate, plan: Plan | None = None) -> None:
+        """`cand` is out of memory (or invalid): what waited only on it enters the heap. Recomputing the first N
+        layers of every chunk: N + 1 is made now (with its FP32 twin behind it), and what waited on N waits on it."""
+        nonlocal made
+        more = None
+        if index not in admitted_fp32:
+            more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
+        if more is not None:
+            more, skipped = state.least_partial(more, plan)
+            result.enumerated += skipped + (more is not None)
+            result.rejected[Rejection.MEMORY] += skipped
+            result.bounded += skipped  # each proven out of memory by the bisection's monotone bound
+        if more is not None:
+            made += 1
+            chains.hand_over(index, made, more)
+            if not chains.place(made, more):
+                push(made, more)
+            if more.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
+                result.enumerated += 1
+                twin = replace(more, grad_dtype="fp32", order=(*more.order[:-1], GRAD_ORDER.index("fp32")))
+                fp32_waiting[made] = (made + 1, twin)
+                made += 1
+        for nxt, waiting in chains.release(index):
+            push(nxt, waiting)
 
     while heap and len(kept) < req.top_n:
         _neg, level, _, index, item = heapq.heappop(heap)
@@ -222,12 +293,12 @@ def search(
                 fit = state.fit(item, index)
             except PplanError:
                 result.rejected[Rejection.INVALID] += 1
-                admit(waiting, index)
+                out_of_memory(index, item)
                 continue
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
-                admit(waiting, index)  # out of memory: the next ZeRO stage may fit
+                out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
@@ -236,17 +307,18 @@ def search(
             fit = state.fit_exactly(item)
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
-                admit(waiting, index)  # out of memory: the next ZeRO stage may fit
+                out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
                 continue
-            twin = admit(fp32_waiting, index)  # the BF16 twin fits: the FP32 one may too, and may rank first
-            if twin is not None:
+            if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
+                twin, twin_cand = fp32_waiting.pop(index)
                 admitted_fp32.add(twin)
+                push(twin, twin_cand)
             scored = score(model, hw, fit)
             result.simulated += 1
             if progress:
                 progress(result.simulated)
             key = scored.key()
-            heapq.heappush(heap, (key[0], _EXACT, key[1:-1], index, scored))
+            heapq.heappush(heap, (key[0], _EXACT, key[1:], index, scored))
         else:
             assert isinstance(item, Scored)
             final.append(item)
@@ -256,7 +328,8 @@ def search(
     result.rejected[Rejection.BELOW_TOP] += len(final) - len(shown) - len(folded)
     for _, level, *_ in heap:
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
-    result.rejected[Rejection.HIGHER_STAGE] += len(waiting)
+    for reason in chains.left():
+        result.rejected[reason] += 1
     result.rejected[Rejection.DOMINATED] += len(fp32_waiting)
     result.candidates = [_recommendation(model, hw, req, s) for s in shown]
     result.closest_misses = _nearest(misses)
@@ -279,27 +352,114 @@ def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -
     )
 
 
-def _stage_key(c: Candidate) -> tuple[object, ...]:
-    """Everything but the ZeRO stage: candidates with equal keys are ZeRO-stage twins. The enumeration yields a
-    configuration's stages in a row, ascending. From ZeRO-1 up a higher stage is never faster (ZeRO-2 adds a
-    reduce-scatter per micro-batch, ZeRO-3 the weight gathers; the optimizer shard is the same: pplan.cost), so
-    while ZeRO-1 or 2 fits, the next stage ranks below it and is folded (pplan.search.rank.distinct): it needs
-    evaluating only when the stage before it is out of memory. ZeRO-0 is not in the chain: its optimizer step
-    runs over all the parameters, so ZeRO-1 can be faster."""
+Key = tuple[object, ...]
+
+
+def _chain_key(
+    c: Candidate, recompute: str | None = None, layers: int | bool | None = False, zero: int | None = None
+) -> Key:
+    """Everything that names a configuration, with the recompute mode, its N or the ZeRO stage replaced when
+    given (`layers=False`: keep N)."""
     return (
-        c.family,
-        c.t,
-        c.p,
-        c.cp,
-        c.d,
-        c.v,
-        c.b,
-        c.m,
-        c.first_layers,
-        c.last_layers,
-        c.recompute,
-        c.grad_dtype,
-    )
+        c.family, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
+        c.recompute if recompute is None else recompute, c.recompute_layers if layers is False else layers,
+        c.zero if zero is None else zero, c.grad_dtype,
+    )  # fmt: skip
+
+
+def _zero_predecessor(c: Candidate) -> Key | None:
+    """ZeRO-2 waits behind ZeRO-1 and ZeRO-3 behind ZeRO-2 of the same configuration. From ZeRO-1 up a higher
+    stage is never faster (ZeRO-2 adds a reduce-scatter per micro-batch, ZeRO-3 the weight gathers; the optimizer
+    shard is the same: pplan.cost) and needs no more memory, so while the stage below fits, this one ranks below
+    it and is folded (pplan.search.rank.distinct). ZeRO-0 is not in the chain: its optimizer step runs over all
+    the parameters, so ZeRO-1 can be faster."""
+    return _chain_key(c, zero=c.zero - 1) if c.zero >= 2 else None
+
+
+def _recompute_predecessor(c: Candidate) -> Key | None:
+    """Selective recompute and full recompute of the first layer of every chunk wait behind no recompute; the
+    first N + 1 layers behind the first N; every layer behind the largest partial N placed (`_Chains.place`), or
+    no recompute. Each step re-runs more forward work in the backward (the step is no shorter: pass times only
+    grow, pplan.cost.passtime) and keeps no more activations, so while the predecessor fits, this one ranks below
+    it (`Candidate.recompute_cost` breaks ties) and is folded as its twin."""
+    if c.recompute == "selective" or (c.recompute == "full" and c.recompute_layers == 1):
+        return _chain_key(c, recompute="none", layers=None)
+    if c.recompute == "full" and c.recompute_layers is not None:
+        return _chain_key(c, layers=c.recompute_layers - 1)
+    return None  # plain full recompute: `_Chains.place` looks for the largest partial N
+
+
+class _Chains:
+    """The configurations that wait behind others (`_zero_predecessor`, `_recompute_predecessor`): each enters
+    the heap once all the predecessors it waits on are out of memory or invalid."""
+
+    def __init__(self) -> None:
+        self._placed: dict[Key, int] = {}
+        self._largest_partial: dict[Key, int] = {}
+        self._next: dict[int, list[int]] = {}
+        self._waiting: dict[int, Candidate] = {}
+        self._on: dict[int, dict[int, str]] = {}
+        self._gone: set[int] = set()
+        """Indices already out of memory or invalid (released)."""
+
+    def place(self, index: int, c: Candidate) -> bool:
+        """Record `c`; True if it waits (False: it goes straight to the heap)."""
+        before: dict[int, str] = {}
+        zero = _zero_predecessor(c)
+        if zero is not None and self._waits_on(zero):
+            before[self._placed[zero]] = "zero"
+        more = _recompute_predecessor(c)
+        if more is None and c.recompute == "full":
+            partial = self._largest_partial.get(_chain_key(c, layers=0))
+            more = _chain_key(c, layers=partial) if partial else _chain_key(c, recompute="none")
+        if more is not None and self._waits_on(more):
+            before.setdefault(self._placed[more], "recompute")
+        key = _chain_key(c)
+        self._placed[key] = index
+        if c.recompute == "full" and c.recompute_layers is not None:
+            self._largest_partial[_chain_key(c, layers=0)] = c.recompute_layers
+        if not before:
+            return False
+        self._waiting[index] = c
+        self._on[index] = before
+        for pred in before:
+            self._next.setdefault(pred, []).append(index)
+        return True
+
+    def _waits_on(self, key: Key) -> bool:
+        """Whether the configuration of `key` was placed and is not yet out of memory."""
+        index = self._placed.get(key)
+        return index is not None and index not in self._gone
+
+    def hand_over(self, index: int, new: int, c: Candidate) -> None:
+        """`c` (index `new`, made from `index`: one more layer recomputed) takes over what waited on `index` for
+        its recompute."""
+        self._placed[_chain_key(c)] = new
+        for nxt in list(self._next.get(index, [])):
+            if self._on[nxt].get(index) == "recompute":
+                del self._on[nxt][index]
+                self._on[nxt][new] = "recompute"
+                self._next[index].remove(nxt)
+                self._next.setdefault(new, []).append(nxt)
+
+    def release(self, index: int) -> list[tuple[int, Candidate]]:
+        """`index` is out of memory or invalid: the candidates now waiting on nothing."""
+        self._gone.add(index)
+        free = []
+        for nxt in self._next.pop(index, []):
+            on = self._on[nxt]
+            on.pop(index, None)
+            if not on:
+                del self._on[nxt]
+                free.append((nxt, self._waiting.pop(nxt)))
+        return free
+
+    def left(self) -> list[Rejection]:
+        """Why each candidate still waiting was never evaluated."""
+        return [
+            Rejection.HIGHER_STAGE if "zero" in set(self._on[i].values()) else Rejection.MORE_RECOMPUTE
+            for i in self._waiting
+        ]
 
 
 def brute_force(

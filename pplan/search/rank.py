@@ -1,15 +1,17 @@
 """How `recommend` orders configurations and folds near-duplicates, and the exact evaluation it ranks by.
 
 Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then the lower ZeRO stage
-(at equal throughput, less sharding: fewer collectives than the model counts as hidden); then FP32 gradients
+(at equal throughput, less sharding: fewer collectives than the model counts as hidden); then less recompute
+(none, selective, the first N layers of every chunk, every layer: `Candidate.recompute_cost`); then FP32 gradients
 before BF16 (at equal throughput, the numerically safer reduction, Megatron-LM's default); then less peak memory
 on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
 the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype, BF16 first).
 Folding: walking that order, a configuration with the same cut and schedule as one already shown (t, p, v,
 schedule, recompute, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and d
 share the batch, in its ZeRO stage or in its gradient dtype, and is counted instead of shown; so is one that
-differs from a shown one in its gradient dtype alone, whatever its throughput (the shown one is the faster;
-`pplan.search.knobs` says what its ZeRO stage and gradient dtype buy).
+differs from a shown one in its ZeRO stage, recompute policy or gradient dtype alone, whatever its throughput
+(twins: the first walked is the best of its cut; `pplan.search.knobs` says what its ZeRO stage, recompute and
+gradient dtype buy).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search.space import Candidate
 
 EQUIVALENT_RELATIVE = 1e-3
+KEY_DIGITS = 12
+"""Throughput is ranked to 12 significant digits: plans that are the same arithmetic in another order (b and cp
+trading places, a schedule summary extended from a cached period or simulated afresh) differ in the last bits,
+and the tie-breakers, not rounding, must order them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +71,14 @@ class Scored:
     def plan(self) -> Plan:
         return self.fitted.plan
 
-    def key(self) -> tuple[float, int, int, int, int, int]:
+    def key(self) -> tuple[float, int, int, int, int, int, tuple[int, ...]]:
         """The documented order: ascending key = better first."""
         c = self.candidate
         bf16 = int(c.grad_dtype == "bf16")
-        return (-self.tokens_per_s, c.zero, bf16, self.fitted.peak_bytes, c.replica, self.fitted.index)
+        return (
+            -float(f"{self.tokens_per_s:.{KEY_DIGITS}g}"), c.zero, c.recompute_cost, bf16, self.fitted.peak_bytes,
+            c.replica, c.order,
+        )  # fmt: skip
 
 
 def fitted(
@@ -94,8 +103,8 @@ def equivalent(a: Scored, b: Scored) -> bool:
     """Same cut and schedule, and either throughput within 0.1 % (only how b, cp and d share the batch, the ZeRO
     stage or the gradient dtype differ) or only the gradient dtype differs."""
     ca, cb = a.candidate, b.candidate
-    same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, a.plan.layout.chunks) == (
-        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, b.plan.layout.chunks,
+    same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.recompute_layers, a.plan.layout.chunks) == (
+        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.recompute_layers, b.plan.layout.chunks,
     )  # fmt: skip
     if same and (ca.b, ca.cp, ca.zero) == (cb.b, cb.cp, cb.zero):
         return True  # only the gradient dtype differs: one row per cut (pplan.search.knobs says what it buys)
@@ -103,15 +112,17 @@ def equivalent(a: Scored, b: Scored) -> bool:
 
 
 def _twin_key(s: Scored) -> tuple[object, ...]:
-    """Everything but the ZeRO stage and the gradient dtype: configurations with the same key are twins."""
+    """Everything but the ZeRO stage, the recompute policy and the gradient dtype: configurations with the same
+    key are twins."""
     c = s.candidate
-    return (c.t, c.p, c.v, c.family.name, c.recompute, s.plan.layout.chunks, c.b, c.cp)
+    return (c.t, c.p, c.v, c.family.name, s.plan.layout.chunks, c.b, c.cp)
 
 
 def distinct(ordered: list[Scored], n: int) -> tuple[list[Scored], list[Scored]]:
     """Walking `ordered` (best first): (the first `n` neither equivalent to one already taken nor the twin — other
-    ZeRO stage or gradient dtype — of one already walked past, shown or folded; the folded ones). The first twin
-    walked is the best of its configuration (the lowest ZeRO stage that fits, BF16 before FP32: never slower),
+    ZeRO stage, recompute policy or gradient dtype — of one already walked past, shown or folded; the folded ones).
+    The first twin walked is the best of its configuration (the lowest ZeRO stage and the least recompute that
+    fit, BF16 before FP32: never slower),
     and stays its one row even when it was itself folded into a shown one, so the search may skip the twins it
     proves come later (pplan.search) without changing the answer."""
     kept: list[Scored] = []

@@ -7,7 +7,8 @@ and the FFN width, and stays inside a node unless allowed; cp divides the sequen
 sequence parallelism); t·p·cp divides the GPUs; b·d divides the global batch; p·v chunks split the layers evenly,
 or Llama 3's way with one layer fewer on the first and last chunk; every schedule family's rule on m (the
 registry's). ZeRO stages and gradient dtypes are axes like the recompute mode: every one asked is tried (by
-default ZeRO-0 to 3 and FP32 and BF16 gradients), the launcher keeping those it runs as costed. Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
+default ZeRO-0 to 3 and FP32 and BF16 gradients), the launcher keeping those it runs as costed. Full recompute
+comes with its partial forms: the first N layers of every chunk, N = 1 up to the largest chunk (`_recompute_options`). Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
 and keeps less memory, so turning it off is dominated) and flash attention is assumed. Without a pipeline
 (p = 1) every schedule is the same plan, so only the first requested one is tried.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import get_args
 
@@ -30,6 +31,8 @@ MICRO_BATCHES = (1, 2, 4, 8)
 GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
 """The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
 CONTEXT_PARALLEL = (1, 2, 4, 8)
+MAX_CHUNK_LAYERS = 10**4
+"""More layers than any chunk has (pplan.plan.configuration.COUNT_LIMITS): "every layer" in `recompute_cost`."""
 
 
 class Rejection(StrEnum):
@@ -47,6 +50,7 @@ class Rejection(StrEnum):
     LAUNCHER = "the launcher cannot run it"
     DOMINATED = "FP32 twin of a BF16 configuration that is out of memory or below the top (not evaluated)"
     HIGHER_STAGE = "ZeRO-2/3 where the stage below fits (never slower; not evaluated)"
+    MORE_RECOMPUTE = "more recompute where less fits (never faster; not evaluated)"
     INVALID = "refused by the plan's checks"
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
@@ -67,6 +71,9 @@ class SearchRequest:
     micro_batch: int | None = None
     schedules: tuple[str, ...] | None = None
     recompute: tuple[Recompute, ...] = ("none", "selective", "full")
+    partial_recompute: bool = True
+    """With `full` asked: also try full recompute of the first N layers of every chunk (N from 1 up; the search
+    evaluates N + 1 only when N is out of memory), as Megatron-LM's `--recompute-method block`."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     """ZeRO stages to try (a launcher keeps the ones it runs as costed: pplan.launchers.support)."""
     grad_dtypes: tuple[GradDtype, ...] = ("fp32", "bf16")
@@ -126,6 +133,41 @@ class Candidate:
     recompute: Recompute
     zero: int
     grad_dtype: GradDtype = "fp32"
+    recompute_layers: int | None = None
+    """Full recompute of the first N layers of every chunk (Megatron-LM's block method); None: every layer."""
+    most_layers: int = 1
+    """Layers of the largest chunk (N runs from 1 to one short of it)."""
+    order: tuple[int, ...] = ()
+    """Its place in the enumeration order (t, cp, p, b, schedule asked, v, layer split, recompute asked, N, ZeRO,
+    gradient dtype): the last tie-breaker, the same whether the search made it eagerly or on demand."""
+
+    def partial(self, n: int, rc_index: int) -> Candidate:
+        """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
+        recompute modes asked)."""
+        order = (*self.order[:-4], rc_index, n, *self.order[-2:])
+        return replace(self, recompute="full", recompute_layers=n, order=order)
+
+    def more_recompute(self) -> Candidate | None:
+        """The same configuration recomputing the first N + 1 layers of every chunk (None past the largest N)."""
+        n = self.recompute_layers
+        if n is None or n + 1 >= self.most_layers:
+            return None
+        order = (*self.order[:-3], n + 1, *self.order[-2:])
+        return replace(self, recompute_layers=n + 1, order=order)
+
+    @property
+    def recompute_cost(self) -> int:
+        """Orders a cut's recompute policies by what they re-run: none, selective (the attention core), the first
+        N layers of every chunk, every layer (a tie-breaker, and the search's waiting chain)."""
+        if self.recompute == "none":
+            return 0
+        if self.recompute == "selective":
+            return 1
+        return 1 + (self.recompute_layers or MAX_CHUNK_LAYERS)
+
+    @property
+    def recompute_label(self) -> str:
+        return f"full(block {self.recompute_layers})" if self.recompute_layers else self.recompute
 
     @property
     def replica(self) -> int:
@@ -137,6 +179,7 @@ class Candidate:
             gpus=req.gpus, global_batch=req.global_batch, micro_batch=self.b, tp=self.t, pp=self.p,
             vp=self.v if self.family.fixed_v is None else None, cp=self.cp, schedule=self.family.name,
             seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=self.grad_dtype,
+            recompute_layers=self.recompute_layers, recompute_method="block" if self.recompute_layers else "uniform",
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
         )  # fmt: skip
 
@@ -145,7 +188,7 @@ class Candidate:
         trim = f" layers {self.first_layers}/…/{self.last_layers}" if self.first_layers is not None else ""
         return (
             f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
-            f"recompute={self.recompute} zero={self.zero} grads={self.grad_dtype}"
+            f"recompute={self.recompute_label} zero={self.zero} grads={self.grad_dtype}"
         )
 
 
@@ -192,9 +235,16 @@ def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchReque
 
 
 def enumerate_candidates(
-    model: ModelSpec, hw: HardwareSpec, req: SearchRequest, seq: int, rejected: Counter[Rejection]
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    seq: int,
+    rejected: Counter[Rejection],
+    every_partial: bool = True,
 ) -> Iterator[Candidate]:
-    """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`."""
+    """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`.
+    `every_partial=False` yields no partial recompute when `none` is asked too, and only N = 1 otherwise: the search
+    makes the least N that may fit when no recompute (or N − 1) is out of memory (`pplan.search.Query.least_partial`)."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
     cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
     bs = [req.micro_batch] if req.micro_batch is not None else list(MICRO_BATCHES)
@@ -222,7 +272,7 @@ def enumerate_candidates(
                     if m < req.min_microbatches:
                         rejected[Rejection.FEW_MICROBATCHES] += 1
                         continue
-                    yield from _pipelines(model, req, families, t, cp, p, d, b, m, rejected)
+                    yield from _pipelines(model, req, families, t, cp, p, d, b, m, rejected, every_partial)
 
 
 def _pipelines(
@@ -236,9 +286,10 @@ def _pipelines(
     b: int,
     m: int,
     rejected: Counter[Rejection],
+    every_partial: bool,
 ) -> Iterator[Candidate]:
     layers = model.num_layers
-    for fam in families if p > 1 else families[:1]:
+    for fam_index, fam in enumerate(families if p > 1 else families[:1]):
         fam_here = fam if p > 1 else without_pipeline()
         for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
             if p > 1 and fam.p_problem(p) is not None:
@@ -252,14 +303,49 @@ def _pipelines(
             if p > 1 and fam.m_problem(p, m) is not None:
                 rejected[Rejection.M_RULE] += 1
                 continue
-            for first, last in splits:
-                for recompute in req.recompute:
+            for split, (first, last) in enumerate(splits):
+                most = (layers if first is None else layers + 2) // n_chunks  # the largest chunk's layers
+                for rc_index, (recompute, n) in _recompute_options(req, most, every_partial):
                     for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
                         if zero and d * cp == 1 and 0 in req.zero_stages:
                             continue  # nothing to shard over: the same plan as ZeRO-0
                         for grads in sorted(
                             req.grad_dtypes, key=GRAD_ORDER.index
                         ):  # BF16 first: pplan.search
+                            order = (
+                                t, cp, p, b, fam_index, v, split, rc_index, n or MAX_CHUNK_LAYERS, zero,
+                                GRAD_ORDER.index(grads),
+                            )  # fmt: skip
                             yield Candidate(
-                                fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero, grads
+                                fam_here,
+                                t,
+                                p,
+                                cp,
+                                d,
+                                v,
+                                b,
+                                m,
+                                first,
+                                last,
+                                recompute,
+                                zero,
+                                grads,
+                                n,
+                                most,
+                                order,
                             )
+
+
+def _recompute_options(
+    req: SearchRequest, most_layers: int, every_partial: bool
+) -> list[tuple[int, tuple[Recompute, int | None]]]:
+    """(index asked, (mode, N)) in the order asked; `full` preceded by the first 1, 2, … N layers of every chunk
+    (block), up to one layer short of the largest chunk (N = all is plain full recompute); unless `every_partial`,
+    none when `none` is asked (the search makes them on demand) and N = 1 otherwise."""
+    out: list[tuple[int, tuple[Recompute, int | None]]] = []
+    for i, mode in enumerate(req.recompute):
+        if mode == "full" and req.partial_recompute and (every_partial or "none" not in req.recompute):
+            last = most_layers if every_partial else min(2, most_layers)
+            out += [(i, ("full", n)) for n in range(1, last)]
+        out.append((i, (mode, None)))
+    return out
