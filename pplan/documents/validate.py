@@ -74,7 +74,8 @@ class MemoryBarOut(Out):
     run: str
     """The configuration: model, parallelism, micro-batch size and micro-batches."""
     quantity: str
-    """What the bar measures: parameters + optimizer, or activations under a setting."""
+    """What the bar measures: parameters + optimizer states, or activations ("act.") under a setting (SP: sequence
+    parallelism, selective: selective recompute)."""
     published_gib: PositiveFloat
     """GiB per GPU as read off the figure."""
     predicted_gib: NonNegativeFloat
@@ -92,7 +93,7 @@ class MemoryBarOut(Out):
 
 class MemoryShareOut(Out):
     setting: str
-    """The memory-saving technique."""
+    """The memory-saving technique (SP: sequence parallelism)."""
     run: str
     published_percent: NonNegativeFloat
     """Activations as a percentage of no recompute, as read off the figure."""

@@ -44,42 +44,55 @@ def _error_text(error: float) -> Text:
     return Text(f"{error:+.1%}", style=style)
 
 
-def _reasons(reasons: list[tuple[str, str]]) -> list[RenderableType]:
-    """One grey line per noted gap: the row's mark and its reason."""
-    return [Text(f"{mark} {reason}", style="grey62") for mark, reason in reasons]
+def _marked(error: float, mark: str) -> Text:
+    """The coloured error with the row's reason mark after it (when it has one)."""
+    text = _error_text(error)
+    if mark:
+        text.append(f" {mark}", style="grey62")
+    return text
 
 
 def memory_tables(result: MemoryValidationOut) -> Group:
-    """Figure 1's bars (GiB per GPU) and Figure 7's shares, predicted against published with the signed error,
-    the `korthikanti` activation model's value beside, the mean absolute errors and a reason per large gap."""
+    """Figure 1's bars (GiB per GPU) and Figure 7's shares, predicted against published with the signed error (and
+    the `korthikanti` activation model's error beside), the mean absolute errors, and a numbered reason per gap
+    above the threshold."""
     other = "korthikanti"
+    reasons: list[Text] = []
+
+    def mark(reason: str | None) -> str:
+        if reason is None:
+            return ""
+        reasons.append(Text(f"[{len(reasons) + 1}] {reason}", style="grey62"))
+        return f"[{len(reasons)}]"
+
     fig1 = Table(
-        title=f"{result.set_}: {result.figure_1_source} (first stage, {result.hardware})",
+        title=f"{result.set_}: {result.figure_1_source}",
         title_justify="left",
         caption=(
-            f"{result.source}; {result.precision}. Mean absolute error {result.figure_1_mape:.1%} "
-            f"({result.activation_model} activation model; {other}: {result.figure_1_korthikanti_mape:.1%})."
+            f"Mean absolute error {result.figure_1_mape:.1%} ({result.activation_model} activation model; the "
+            f"{other} column: the error with Table 2's formula, mean {result.figure_1_korthikanti_mape:.1%})."
         ),
         caption_justify="left",
     )
-    for col in ("run", "quantity", "published GiB", "predicted GiB", "error", f"{other} GiB", "error ", ""):
-        fig1.add_column(col, justify="left" if col in ("run", "quantity") else "right")
-    reasons: list[tuple[str, str]] = []
+    for col in ("model", "bar", "published", "pplan", "error", f"{other}"):
+        fig1.add_column(col, justify="left" if col in ("model", "bar") else "right", no_wrap=True)
+    runs: dict[str, str] = {}
     for r in result.figure_1:
-        mark = ""
-        if r.reason:
-            mark = f"[{len(reasons) + 1}]"
-            reasons.append((mark, r.reason))
+        runs.setdefault(r.label, r.run)
         fig1.add_row(
-            r.run,
+            r.label,
             r.quantity,
             f"{r.published_gib:.2f}",
             f"{r.predicted_gib:.2f}",
-            _error_text(r.error),
-            f"{r.korthikanti_gib:.2f}",
+            _marked(r.error, mark(r.reason)),
             _error_text(r.korthikanti_error),
-            mark,
         )
+    fig1_notes = [
+        Text(f"runs ({result.hardware}): " + "; ".join(runs.values()), style="grey62"),
+        Text(f"compared: {result.stage}", style="grey62"),
+        *reasons,
+    ]
+    shown = len(reasons)
     fig7 = Table(
         title=f"{result.set_}: {result.figure_7_source} ({result.figure_7[0].run})",
         title_justify="left",
@@ -89,28 +102,28 @@ def memory_tables(result: MemoryValidationOut) -> Group:
         ),
         caption_justify="left",
     )
-    for col in ("setting", "published %", "predicted %", "error", f"{other} %", "error ", ""):
-        fig7.add_column(col, justify="left" if col == "setting" else "right")
-    shares: list[tuple[str, str]] = []
+    for col in ("setting", "published %", "pplan %", "error", f"{other}"):
+        fig7.add_column(col, justify="left" if col == "setting" else "right", no_wrap=col != "setting")
     for s in result.figure_7:
-        mark = ""
-        if s.reason:
-            mark = f"[{len(reasons) + len(shares) + 1}]"
-            shares.append((mark, s.reason))
         fig7.add_row(
             s.setting,
             f"{s.published_percent:.2f}",
             f"{s.predicted_percent:.2f}",
-            _error_text(s.error),
-            f"{s.korthikanti_percent:.2f}",
+            _marked(s.error, mark(s.reason)),
             _error_text(s.korthikanti_error),
-            mark,
         )
-    stage = Text(f"compared: {result.stage}", style="grey62")
-    parts: list[RenderableType] = [fig1, *_reasons(reasons), stage, Text(), fig7, *_reasons(shares)]
     assumed = ", ".join(f"{k} = {v}" for k, v in result.assumed.items())
-    parts += [Text(f"assumed where the source is silent: {assumed}", style="grey62"), Text()]
-    return Group(*parts)
+    source = Text(f"{result.source}; {result.precision}.", style="grey62")
+    return Group(
+        fig1,
+        *fig1_notes,
+        Text(),
+        fig7,
+        *reasons[shown:],
+        source,
+        Text(f"assumed where the source is silent: {assumed}", style="grey62"),
+        Text(),
+    )
 
 
 def assumed_note(result: ValidationSetOut) -> Text:

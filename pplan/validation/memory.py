@@ -50,7 +50,7 @@ OTHER_MODEL: ActivationModel = "korthikanti"
 assert {DEFAULT_MODEL, OTHER_MODEL} == set(get_args(ActivationModel))
 NOTE_ABOVE = 0.03
 """Rows whose |error| exceeds this (above the ~2 % precision of reading the figures) get a reason."""
-PARAMS_QUANTITY = "parameters + optimizer"
+PARAMS_QUANTITY = "params + optimizer"
 STAGE = (
     "the first pipeline stage: it holds the most micro-batches in flight, Figure 1's count is for it, and it is "
     "pplan's peak stage in all four configurations"
