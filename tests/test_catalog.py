@@ -36,7 +36,9 @@ MEGATRON_TABLE_1 = [
     ("gpt-529.6b", 529.6, 128, 20480, 105),
     ("gpt-1t", 1008.0, 160, 25600, 128),
 ]
-MODELS = {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b"} | {row[0] for row in MEGATRON_TABLE_1}
+MODELS = {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "gpt-22b"} | {
+    row[0] for row in MEGATRON_TABLE_1
+}
 
 
 def _error(call: Callable[..., object], *args: str) -> str:
@@ -131,6 +133,19 @@ def test_megatron_table_models_match_the_papers_parameter_counts(
         True,
     )
     assert round(_megatron_params(model) / 1e9, 1) == params_b
+
+
+def test_gpt_22b_is_korthikantis_table_3_shape() -> None:
+    """Korthikanti et al. 2022 (arXiv 2205.05198) Table 3: 64 heads, hidden 6144, 48 layers; a GPT-3 layer."""
+    model = load_model("gpt-22b")
+    assert (model.num_attention_heads, model.hidden_size, model.num_layers) == (64, 6144, 48)
+    assert (model.ffn_hidden_size, model.vocab_size, model.seq_len, model.dropout) == (
+        4 * 6144,
+        51200,
+        2048,
+        True,
+    )
+    assert round(_megatron_params(model) / 1e9) == 22
 
 
 def test_gpt3_175b_has_175_billion_parameters() -> None:

@@ -158,11 +158,11 @@ def test_published_schemas_are_closed_and_require_every_key(
     capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
     """`pplan schema NAME`: no object takes keys beyond its own, and every key is required except the ones a
-    field says are left out (validate's `practice`, bench's `calibration`)."""
+    field says are left out (validate's `practice` and `memory`, bench's `calibration`)."""
     res = run_pplan(capsys, "schema", name)
     assert res.code == 0, res.err
     schema = res.json()
-    optional = {"practice", "calibration"}
+    optional = {"practice", "memory", "calibration"}
     for node in [schema, *schema.get("$defs", {}).values()]:
         assert node.get("additionalProperties") is False, node.get("title")
         assert set(node["properties"]) - set(node.get("required", [])) <= optional, node.get("title")
@@ -170,10 +170,11 @@ def test_published_schemas_are_closed_and_require_every_key(
 
 
 def test_optional_blocks_are_left_out_not_null() -> None:
-    """validate/1 without --practice prints no `practice` key (the golden file has none), and says so in its
+    """validate/1 without --practice (--memory) prints no `practice` (`memory`) key (the golden file has none), as its
     schema; the same document with the block prints it."""
     doc = json.loads((GOLDEN / "validate.json").read_text(encoding="utf-8"))
-    assert all("practice" not in s for s in doc["sets"])
+    assert all("practice" not in s for s in doc["sets"]) and "memory" not in doc
+    assert "memory" not in ValidateDocument.model_validate(doc).model_dump(mode="json")
     model = ValidateDocument.model_validate(doc)
     assert all("practice" not in s for s in model.model_dump(mode="json")["sets"])
     row = {"published": "a", "published_tokens_per_s": None, "best": "b", "best_tokens_per_s": 1.0,

@@ -206,6 +206,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "schedule-dualpipe": ("schedule", "dualpipe", "--pp", "4", "--microbatches", "10", "--json"),
     "validate": ("validate", "--json"),
     "validate-fit": ("validate", "--fit", "--json"),
+    "validate-memory": ("validate", "--memory", "--json"),
     "profiles-hardware-h100": ("profiles", "hardware", "h100-sxm-80gb", "--json"),
     "profiles-models-llama3-8b": ("profiles", "models", "llama3-8b", "--json"),
     "profiles-all": ("profiles", "--json"),

@@ -60,6 +60,7 @@ def test_wheel_ships_the_profiles_and_reads_them_when_installed(tmp_path: Path) 
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "pplan/profiles/hardware/h100-sxm-80gb.toml" in names
     assert "pplan/profiles/models/llama3-70b.toml" in names
+    assert {"pplan/validation/published_runs.json", "pplan/validation/published_memory.json"} <= names
 
     # A venv without the system's site-packages and without pip: this interpreter's pip installs into it, and
     # sees only what is in it, so an installed pplan elsewhere can neither satisfy nor shadow the wheel.

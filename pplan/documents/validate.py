@@ -1,7 +1,7 @@
 """The versioned JSON shape of `pplan validate --json` ("pplan.validate/1"): for every bundled set of published
 runs, predicted against published step time per run and the mean absolute error; with `--practice`, where each
-published configuration ranks among `pplan recommend`'s candidates; and `validation_set_document`, how one set's
-results fill it.
+published configuration ranks among `pplan recommend`'s candidates; with `--memory`, pplan's memory model against
+published per-GPU memory (`memory`); and `validation_set_document` / `memory_document`, how results fill them.
 
 Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
 """
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from pplan.documents.base import SCHEMA_KEY, Out
+from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
 from pplan.validation.published import ValidationSet
 
@@ -67,11 +68,81 @@ class ValidationSetOut(Out):
     best."""
 
 
+class MemoryBarOut(Out):
+    label: str
+    """The source's name for the model (22B, 175B, ...)."""
+    run: str
+    """The configuration: model, parallelism, micro-batch size and micro-batches."""
+    quantity: str
+    """What the bar measures: parameters + optimizer states, or activations ("act.") under a setting (SP: sequence
+    parallelism, selective: selective recompute)."""
+    published_gib: PositiveFloat
+    """GiB per GPU as read off the figure."""
+    predicted_gib: NonNegativeFloat
+    """pplan's GiB per GPU of the first pipeline stage, with its default activation model."""
+    error: float
+    """(predicted − published) / published."""
+    korthikanti_gib: NonNegativeFloat
+    """The same with the `korthikanti` activation model (the source's Table 2 formula)."""
+    korthikanti_error: float
+    parts_gib: dict[str, NonNegativeFloat]
+    """What predicted_gib sums."""
+    reason: str | None
+    """Why predicted and published differ, when |error| exceeds the note threshold (null otherwise)."""
+
+
+class MemoryShareOut(Out):
+    setting: str
+    """The memory-saving technique (SP: sequence parallelism)."""
+    run: str
+    published_percent: NonNegativeFloat
+    """Activations as a percentage of no recompute, as read off the figure."""
+    predicted_percent: NonNegativeFloat
+    """pplan's, with its default activation model."""
+    error: float
+    """(predicted − published) / published."""
+    korthikanti_percent: NonNegativeFloat
+    korthikanti_error: float
+    reason: str | None
+
+
+class MemoryValidationOut(Out):
+    set_: str = Field(alias="set")
+    """The set's name."""
+    source: str
+    """The publication the figures come from."""
+    precision: str
+    """How precisely the published values are known."""
+    hardware: str
+    """The hardware profile whose usable memory the plans are checked against."""
+    stage: str
+    """Which pipeline stage is compared, and why."""
+    activation_model: str
+    """The activation model the predictions, errors and means use (the other is shown beside)."""
+    note_above: NonNegativeFloat
+    """Rows with |error| above this fraction carry a reason."""
+    assumed: dict[str, str | int | float | bool]
+    """Settings the source does not state, with the value pplan assumed."""
+    figure_1_source: str
+    figure_1_mape: NonNegativeFloat
+    """Mean absolute error of Figure 1's bars, as a fraction."""
+    figure_1_korthikanti_mape: NonNegativeFloat
+    figure_1: list[MemoryBarOut]
+    figure_7_source: str
+    figure_7_mape: NonNegativeFloat
+    """Mean absolute error of Figure 7's bars, as a fraction."""
+    figure_7_korthikanti_mape: NonNegativeFloat
+    figure_7: list[MemoryShareOut]
+
+
 class ValidateDocument(Out):
     schema_: str = Field(VALIDATE_SCHEMA, alias=SCHEMA_KEY)
     """The document's version."""
     sets: list[ValidationSetOut]
     """Every bundled set of published runs, in the bundled order."""
+    memory: MemoryValidationOut | None = Field(None, exclude_if=lambda value: value is None)
+    """With --memory only (the key is left out otherwise): pplan's memory model against published per-GPU
+    memory."""
 
 
 def validation_set_document(
@@ -109,5 +180,53 @@ def validation_set_document(
                 passes=r.passes,
             )
             for r in practice
+        ],
+    )
+
+
+def memory_document(result: MemoryValidation) -> MemoryValidationOut:
+    """The `memory` block of `pplan.validate/1`, from `pplan.validation.memory.validate_memory`'s result."""
+    return MemoryValidationOut(
+        set_=result.name,
+        source=result.source,
+        precision=result.precision,
+        hardware=result.hardware,
+        stage=result.stage,
+        activation_model=result.activation_model,
+        note_above=result.note_above,
+        assumed=result.assumed,
+        figure_1_source=result.figure_1_source,
+        figure_1_mape=result.figure_1_mape,
+        figure_1_korthikanti_mape=result.figure_1_korthikanti_mape,
+        figure_1=[
+            MemoryBarOut(
+                label=r.label,
+                run=r.run,
+                quantity=r.quantity,
+                published_gib=r.published_gib,
+                predicted_gib=r.predicted_gib,
+                error=r.error,
+                korthikanti_gib=r.korthikanti_gib,
+                korthikanti_error=r.korthikanti_error,
+                parts_gib=dict(r.parts_gib),
+                reason=r.reason,
+            )
+            for r in result.figure_1
+        ],
+        figure_7_source=result.figure_7_source,
+        figure_7_mape=result.figure_7_mape,
+        figure_7_korthikanti_mape=result.figure_7_korthikanti_mape,
+        figure_7=[
+            MemoryShareOut(
+                setting=r.setting,
+                run=r.run,
+                published_percent=r.published_percent,
+                predicted_percent=r.predicted_percent,
+                error=r.error,
+                korthikanti_percent=r.korthikanti_percent,
+                korthikanti_error=r.korthikanti_error,
+                reason=r.reason,
+            )
+            for r in result.figure_7
         ],
     )

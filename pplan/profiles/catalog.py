@@ -95,6 +95,13 @@ def load_published_runs() -> dict[str, Any]:
     return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
+def load_published_memory() -> dict[str, Any]:
+    """The bundled published memory figures (pplan/validation/published_memory.json) that `pplan validate
+    --memory` checks."""
+    resource = resources.files("pplan.validation") / "published_memory.json"
+    return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
 def list_profiles(kind: ProfileKind) -> list[ProfileEntry]:
     """The bundled profiles of one kind, sorted by name."""
     entries = []

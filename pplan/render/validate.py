@@ -1,9 +1,10 @@
 """Rich renderables for `pplan validate`: per set of published runs, predicted against published step time with
-the error, what pplan assumed where the source is silent, and (with --practice) where each published
-configuration ranks in `pplan recommend`.
+the error, what pplan assumed where the source is silent, (with --practice) where each published
+configuration ranks in `pplan recommend`, and (with --memory) pplan's memory model against published per-GPU
+memory, with the reason for each large gap.
 
-Draws a `pplan.validate/1` set (`pplan.documents.validate.ValidationSetOut`) and nothing else: no files, no
-predictions.
+Draws a `pplan.validate/1` set (`pplan.documents.validate.ValidationSetOut`) or its memory block
+(`MemoryValidationOut`) and nothing else: no files, no predictions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.validate import PracticeOut, ValidationSetOut
+from pplan.documents.validate import MemoryValidationOut, PracticeOut, ValidationSetOut
 from pplan.validation.practice import GAP, TOP
 
 
@@ -28,14 +29,101 @@ def validation_table(result: ValidationSetOut) -> Table:
     for col in ("run", "published s", "predicted s", "error"):
         table.add_column(col, justify="left" if col == "run" else "right")
     for row in result.rows:
-        style = "green" if abs(row.error) <= 0.05 else "yellow" if abs(row.error) <= 0.10 else "red"
         table.add_row(
             row.run,
             f"{row.published_step_s:.3f}",
             f"{row.predicted_step_s:.3f}",
-            Text(f"{row.error:+.1%}", style=style),
+            _error_text(row.error),
         )
     return table
+
+
+def _error_text(error: float) -> Text:
+    """A signed error, coloured by size (green to 5 %, yellow to 10 %, red beyond)."""
+    style = "green" if abs(error) <= 0.05 else "yellow" if abs(error) <= 0.10 else "red"
+    return Text(f"{error:+.1%}", style=style)
+
+
+def _marked(error: float, mark: str) -> Text:
+    """The coloured error with the row's reason mark after it (when it has one)."""
+    text = _error_text(error)
+    if mark:
+        text.append(f" {mark}", style="grey62")
+    return text
+
+
+def memory_tables(result: MemoryValidationOut) -> Group:
+    """Figure 1's bars (GiB per GPU) and Figure 7's shares, predicted against published with the signed error (and
+    the `korthikanti` activation model's error beside), the mean absolute errors, and a numbered reason per gap
+    above the threshold."""
+    other = "korthikanti"
+    reasons: list[Text] = []
+
+    def mark(reason: str | None) -> str:
+        if reason is None:
+            return ""
+        reasons.append(Text(f"[{len(reasons) + 1}] {reason}", style="grey62"))
+        return f"[{len(reasons)}]"
+
+    fig1 = Table(
+        title=f"{result.set_}: {result.figure_1_source}",
+        title_justify="left",
+        caption=(
+            f"Mean absolute error {result.figure_1_mape:.1%} ({result.activation_model} activation model; the "
+            f"{other} column: the error with Table 2's formula, mean {result.figure_1_korthikanti_mape:.1%})."
+        ),
+        caption_justify="left",
+    )
+    for col in ("model", "bar", "published", "pplan", "error", f"{other}"):
+        fig1.add_column(col, justify="left" if col in ("model", "bar") else "right", no_wrap=True)
+    runs: dict[str, str] = {}
+    for r in result.figure_1:
+        runs.setdefault(r.label, r.run)
+        fig1.add_row(
+            r.label,
+            r.quantity,
+            f"{r.published_gib:.2f}",
+            f"{r.predicted_gib:.2f}",
+            _marked(r.error, mark(r.reason)),
+            _error_text(r.korthikanti_error),
+        )
+    fig1_notes = [
+        Text(f"runs ({result.hardware}): " + "; ".join(runs.values()), style="grey62"),
+        Text(f"compared: {result.stage}", style="grey62"),
+        *reasons,
+    ]
+    shown = len(reasons)
+    fig7 = Table(
+        title=f"{result.set_}: {result.figure_7_source} ({result.figure_7[0].run})",
+        title_justify="left",
+        caption=(
+            f"Mean absolute error {result.figure_7_mape:.1%} ({result.activation_model}; "
+            f"{other}: {result.figure_7_korthikanti_mape:.1%})."
+        ),
+        caption_justify="left",
+    )
+    for col in ("setting", "published %", "pplan %", "error", f"{other}"):
+        fig7.add_column(col, justify="left" if col == "setting" else "right", no_wrap=col != "setting")
+    for s in result.figure_7:
+        fig7.add_row(
+            s.setting,
+            f"{s.published_percent:.2f}",
+            f"{s.predicted_percent:.2f}",
+            _marked(s.error, mark(s.reason)),
+            _error_text(s.korthikanti_error),
+        )
+    assumed = ", ".join(f"{k} = {v}" for k, v in result.assumed.items())
+    source = Text(f"{result.source}; {result.precision}.", style="grey62")
+    return Group(
+        fig1,
+        *fig1_notes,
+        Text(),
+        fig7,
+        *reasons[shown:],
+        source,
+        Text(f"assumed where the source is silent: {assumed}", style="grey62"),
+        Text(),
+    )
 
 
 def assumed_note(result: ValidationSetOut) -> Text:
