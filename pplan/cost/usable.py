@@ -78,7 +78,7 @@ def communicators(
         ("context", cp),
         ("data×context", d * cp if cp > 1 else 1),
         ("model", t * p if zero_stage == 0 else 1),
-        ("embedding", 2 if tied_ends_apart else 1),
+        ("embedding", 2 if tied_ends_apart and p > 1 else 1),
     )
     return tuple(Communicator(name, size) for name, size in groups if size > 1)
 
