@@ -216,11 +216,8 @@ RETIRED_MEMORY_FIELDS = {
 
 
 class MemoryReserveSpec(_Frozen):
-    """What of the HBM a training job cannot use for weights, states and activations, as named parts.
-
-    Usable bytes of a plan = HBM − context − label gap − NCCL buffers of the communicators the plan opens
-    (pplan.cost.usable); allocator fragmentation is added to each rank's need instead (pplan.cost.memory).
-    """
+    """What of the HBM a training job cannot use, as named parts: a plan's usable bytes are HBM − context − label
+    gap − NCCL buffers of the communicators it opens (pplan.cost.usable); fragmentation adds to each rank's need."""
 
     context_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
     """CUDA context and framework workspaces (cuBLAS, cuDNN, PyTorch) per GPU, GiB (0 to 10^5): fixed per GPU."""
