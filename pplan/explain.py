@@ -15,6 +15,7 @@ from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory
 from pplan.cost.pipeline import DurationModel, PipelineRun, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
+from pplan.cost.usable import UsableMemory, usable_memory
 from pplan.documents.explain import (
     BytesPerParamOut,
     ChunkPassTimes,
@@ -30,6 +31,7 @@ from pplan.documents.explain import (
     RecomputeOut,
     SensitivityOut,
     StageMemory,
+    UsablePartOut,
 )
 from pplan.errors import ConfigError
 from pplan.model import activations as act
@@ -115,7 +117,9 @@ def explain_with_run(
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)
     timeline = run.summary
-    ranks = plan_memory(model, plan, hardware.usable_hbm_bytes, run.peaks)
+    usable = usable_memory(hardware, model, plan)
+    fraction = hardware.memory.dynamic_fragmentation_fraction
+    ranks = plan_memory(model, plan, usable.usable_bytes, run.peaks, fraction)
     bpp = bytes_per_param(plan)
     layer = act.layer_activations(model, plan)
     tp = tensor_parallel_traffic(model, plan)
@@ -145,13 +149,16 @@ def explain_with_run(
             name=hardware.name,
             gpu=hardware.gpu.name,
             hbm_bytes=hardware.gpu.hbm_bytes,
-            usable_bytes=hardware.usable_hbm_bytes,
+            usable_bytes=usable.usable_bytes,
             gpus_per_node=hardware.gpus_per_node,
         ),
         plan=_plan_out(plan),
         derivations=_derivations(model, plan, msg),
         memory=MemoryOut(
-            usable_bytes=hardware.usable_hbm_bytes,
+            usable_bytes=usable.usable_bytes,
+            usable_parts=[UsablePartOut(name=p.name, bytes=p.bytes, source=p.source) for p in usable.parts],
+            nccl_communicators=[f"{c.name} {c.size}" for c in usable.communicators],
+            fragmentation_fraction_of_dynamic=fraction,
             fits=all(r.fits for r in ranks),
             bytes_per_param=BytesPerParamOut(
                 weights=bpp.weights,
@@ -191,7 +198,7 @@ def explain_with_run(
         performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
         if durations == "analytic"
         else None,
-        assumptions=_assumptions(model, hardware, plan, request, durations),
+        assumptions=_assumptions(model, hardware, plan, request, durations, usable),
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )
     return report, plan, run
@@ -241,6 +248,7 @@ def _stage_out(plan: Plan, r: RankMemory) -> StageMemory:
         extra_activation_bytes=r.extra_activation_bytes,
         recompute_working_bytes=r.recompute_working_bytes,
         gathered_weights_bytes=r.gathered_weights_bytes,
+        fragmentation_bytes=r.fragmentation_bytes,
         in_flight_microbatches=r.in_flight_microbatches,
         in_flight_chunk_microbatches=list(r.in_flight_chunk_microbatches),
         total_bytes=r.total_bytes,
@@ -270,15 +278,31 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
     ]
 
 
+def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory) -> str:
+    mem = hardware.memory
+    comms = ", ".join(f"{c.name} {c.size}" for c in usable.communicators) or "none"
+    return (
+        f"usable HBM = HBM less named parts (pplan.cost.usable): {hardware.gpu.hbm_gib:g} GiB − "
+        f"{mem.context_gib:g} GiB CUDA context and workspaces − {mem.label_gap_gib:g} GiB label-to-driver gap − "
+        f"{len(usable.communicators)} NCCL communicators ({comms}) × {mem.nccl_per_communicator_mib:g} MiB = "
+        f"{usable.usable_bytes / GIB:.1f} GiB (profile {hardware.name}); the caching allocator's fragmentation, "
+        f"{mem.dynamic_fragmentation_fraction:.0%} of each stage's dynamic bytes (activations in flight, model-end "
+        "buffers, the recompute transient, ZeRO-3's gathered weights), is added to the stage's need"
+    )
+
+
 def _assumptions(
-    model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest, durations: DurationModel
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    plan: Plan,
+    req: PlanRequest,
+    durations: DurationModel,
+    usable: UsableMemory,
 ) -> list[str]:
     out = [
         "BF16 weights and activations; Adam with an FP32 master copy (12 bytes per parameter of optimizer state)",
         f"gradients in {plan.grad_dtype.upper()} ({'--grad-dtype' if req.grad_dtype != 'fp32' else 'default; --grad-dtype bf16 for 16 bytes per parameter'})",
-        f"usable HBM = {hardware.gpu.hbm_gib:g} GiB − {hardware.memory.reserve_gib:g} GiB reserve − "
-        f"{hardware.memory.fragmentation_fraction:.0%} fragmentation = {hardware.usable_hbm_bytes / GIB:.1f} GiB "
-        f"(profile {hardware.name})",
+        _usable_sentence(hardware, usable),
         f"activation model: {plan.activation_model}"
         + (
             " (Korthikanti et al. 2022 GPT-3 coefficients, whatever the architecture)"

@@ -180,12 +180,12 @@ CASES: tuple[Case, ...] = (
     Case("explain-seq-len-0", (*EXPLAIN, "--seq-len", "0"), REFUSED),
     Case("explain-train-tokens-nan", (*EXPLAIN, "--train-tokens", "nan"), REFUSED),
     Case("explain-train-tokens-inf", (*EXPLAIN, "--train-tokens", "inf", "--json"), REFUSED),
-    Case("hw-reserve-above-hbm", EXPLAIN_HW, REFUSED, _hw("reserve_gib", "105.0")),
+    Case("hw-context-above-hbm", EXPLAIN_HW, REFUSED, _hw("context_gib", "105.0")),
     Case(
-        "hw-reserve-above-hbm-recommend",
+        "hw-context-above-hbm-recommend",
         (*RECOMMEND, "--hardware", "{tmp}/hw.toml"),
         REFUSED,
-        _hw("reserve_gib", "105.0"),
+        _hw("context_gib", "105.0"),
     ),
     # --- output files -------------------------------------------------------------------------------------
     Case("schedule-csv-equals-svg", ("schedule", "1f1b", "--csv", "{tmp}/x", "--svg", "{tmp}/x"), REFUSED),

@@ -71,12 +71,15 @@ def test_every_hardware_profile_loads_under_its_own_name(name: str) -> None:
     spec = load_hardware(name)
     assert spec.name == name
     assert spec.gpus_per_node == 8
-    # pplan's stated assumption, not a published figure (see each profile's [memory] comments): the CUDA context,
-    # NCCL buffers and allocator fragmentation take a few GiB, about 5-10 % of the HBM (a fixed few GiB weigh
-    # more on a 40 GB part).
-    assert 2 <= spec.memory.reserve_gib <= 5
-    lost = 1 - spec.usable_hbm_bytes / spec.gpu.hbm_bytes
-    assert 0.05 <= lost <= 0.15
+    # The fixed parts (see each profile's [memory] comments): a CUDA context with workspaces under 1 GiB, a label
+    # gap of a few tenths of a GiB to about 2 GiB; NCCL buffers a few hundred MiB per communicator (NCCL's 4 MiB
+    # NCCL_BUFFSIZE per channel and connection, plus LL and LL128); fragmentation a fraction of the dynamic bytes.
+    mem = spec.memory
+    assert 0.25 <= mem.context_gib <= 1 and 0 < mem.label_gap_gib <= 2
+    assert 64 <= mem.nccl_per_communicator_mib <= 1024
+    assert 0 < mem.dynamic_fragmentation_fraction < 0.5
+    lost = 1 - spec.hbm_after_fixed_bytes / spec.gpu.hbm_bytes
+    assert 0.01 <= lost <= 0.05
     assert profile_source("hardware", name).startswith("#")
 
 
@@ -110,7 +113,7 @@ def test_hardware_datasheet_figures() -> None:
         180,
         900,
     )
-    assert h100.usable_hbm_bytes < 80 * GIB
+    assert h100.hbm_after_fixed_bytes < 80 * GIB
 
 
 def _megatron_params(model: ModelSpec) -> float:
@@ -316,7 +319,7 @@ def test_cli_shows_every_field_of_one_profile(capsys: pytest.CaptureFixture[str]
         "gpu.peak_bf16_tflops",
         "989.4",
         "inter_node.efficiency",
-        "memory.reserve_gib",
+        "memory.nccl_per_communicator_mib",
         "usable HBM",
     ):
         assert text in res.out

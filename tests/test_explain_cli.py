@@ -31,7 +31,7 @@ def test_json_carries_the_documented_keys(capsys: pytest.CaptureFixture[str]) ->
     assert all(stage_keys <= s.keys() for s in doc["memory"]["stages"])
     for s in doc["memory"]["stages"]:
         parts = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "extra_activation_bytes",
-                 "recompute_working_bytes", "gathered_weights_bytes")  # fmt: skip
+                 "recompute_working_bytes", "gathered_weights_bytes", "fragmentation_bytes")  # fmt: skip
         assert s["total_bytes"] == sum(s[k] for k in parts)
     assert {"bubble_fraction_of_ideal", "bubble_fraction_of_step", "p2p_message_bytes",
             "p2p_messages_per_step"} <= doc["pipeline"].keys()  # fmt: skip

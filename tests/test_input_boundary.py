@@ -89,8 +89,10 @@ def _refusal(call: Callable[[str], object], ref: str) -> str:
         "gpu.hbm_gib",
         "gpu.peak_bf16_tflops",
         "gpu.hbm_bandwidth_gb_per_s",
-        "memory.reserve_gib",
-        "memory.fragmentation_fraction",
+        "memory.context_gib",
+        "memory.label_gap_gib",
+        "memory.nccl_per_communicator_mib",
+        "memory.dynamic_fragmentation_fraction",
         "intra_node.bandwidth_gb_per_s",
         "inter_node.latency_us",
         "efficiency.matmul",
@@ -158,7 +160,8 @@ def test_model_sizes_outside_the_stated_range(
         ("inter_node.latency_us", 1e6 + 1, "from 0 to 10^6 µs"),  # 1 s
         ("efficiency.kernel_overhead_us", 1e30, "from 0 to 10^6 µs"),
         ("efficiency.attention", 1.5, "from 1e-09 to 1"),
-        ("memory.fragmentation_fraction", 1.0, "from 0 to below 1"),
+        ("memory.dynamic_fragmentation_fraction", 1.0, "from 0 to below 1"),
+        ("memory.nccl_per_communicator_mib", -1.0, "MiB"),
     ],
 )
 def test_hardware_figures_outside_the_stated_range(
@@ -169,16 +172,36 @@ def test_hardware_figures_outside_the_stated_range(
     assert text.startswith(f"{path}: {field}: ") and allowed in text
 
 
-def test_a_reserve_larger_than_the_hbm_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fixed_parts_larger_than_the_hbm_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The fuzz's case: usable memory came out at -25.8 GB with exit code 0.
-    path = _write(tmp_path, _with(H100, "memory.reserve_gib", 105.0))
+    path = _write(tmp_path, _with(H100, "memory.context_gib", 105.0))
     text = _refusal(load_hardware, path)
-    assert text.startswith(f"{path}: memory.reserve_gib: ") and "no usable HBM" in text
+    assert text.startswith(f"{path}: memory.context_gib: ") and "no usable HBM" in text
     assert "less than gpu.hbm_gib" in text
-    squeezed = _with(H100, "memory.fragmentation_fraction", 0.96)  # 3.5 GiB + 0.96 × 80 GiB > 80 GiB
+    squeezed = _with(H100, "memory.label_gap_gib", 79.5)  # 0.75 GiB context + 79.5 GiB gap > 80 GiB
     assert "no usable HBM" in _refusal(load_hardware, _write(tmp_path, squeezed))
     res = run_pplan(capsys, "explain", "--model", "llama3-8b", "--hardware", path, "--gpus", "8")
-    _one_line_error(res.code, res.err, "memory.reserve_gib")
+    _one_line_error(res.code, res.err, "memory.context_gib")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("reserve_gib", "memory.context_gib, memory.label_gap_gib and memory.nccl_per_communicator_mib"),
+        ("fragmentation_fraction", "memory.dynamic_fragmentation_fraction"),
+    ],
+)
+def test_a_profile_with_the_old_reserve_is_refused_naming_the_new_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str
+) -> None:
+    path = _write(tmp_path, _with(H100, f"memory.{old}", 3.5 if old == "reserve_gib" else 0.05))
+    text = _refusal(load_hardware, path)
+    assert text.startswith(f"{path}: memory.{old}: {old} is no longer read")
+    assert f"; replace memory.{old} with {new}" in text
+    res = run_pplan(capsys, "explain", "--model", "llama3-8b", "--hardware", path, "--gpus", "8")
+    _one_line_error(res.code, res.err, f"memory.{old}")
 
 
 def test_heads_are_checked_where_the_model_assumes_them(tmp_path: Path) -> None:
@@ -428,7 +451,7 @@ def _finite_numbers(value: object) -> bool:
 
 def _check_derived(model: ModelSpec, hardware: HardwareSpec) -> None:
     """Positive, finite derived quantities; an explain either answers in finite numbers or refuses."""
-    assert hardware.usable_hbm_bytes > 0 and hardware.gpu.hbm_bytes > 0
+    assert hardware.hbm_after_fixed_bytes > 0 and hardware.gpu.hbm_bytes > 0
     for link in (hardware.intra_node, hardware.inter_node):
         assert 0 < link.achievable_bytes_per_s < math.inf and 0 <= link.latency_s <= 1
     eff = hardware.efficiency

@@ -49,7 +49,7 @@ def test_block_recompute_keeps_n_layer_inputs_and_the_rest_whole(n: int) -> None
 def test_uniform_groups_keep_one_input_per_group_and_hold_a_group_while_recomputing() -> None:
     plan = _plan(recompute="full", recompute_layers=3)  # uniform: groups of 3 layers, ceil(20/3) = 7 inputs
     assert chunk_activation_bytes(LLAMA70, plan) == (7 * 2 * QBH_SP,) * 4  # type: ignore[arg-type]
-    ranks = plan_memory(LLAMA70, plan, H100.usable_hbm_bytes, activation_peaks(LLAMA70, plan))  # type: ignore[arg-type]
+    ranks = plan_memory(LLAMA70, plan, 80 * 2**30, activation_peaks(LLAMA70, plan), 0.0)  # type: ignore[arg-type]
     assert {r.recompute_working_bytes for r in ranks} == {3 * FULL_LAYER}
 
 

@@ -14,6 +14,7 @@ import pytest
 from pplan.cost.memory import plan_memory
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.steptime import step_time
+from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
@@ -92,7 +93,7 @@ def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, re
     assert peaks.activation_bytes == tuple(round(x) for x in per_rank)
     per_stage, _ = peak_in_flight(schedule, [1.0] * len(plan.placement))
     assert peaks.in_flight_per_stage == tuple(round(x) for x in per_stage)
-    ranks = plan_memory(model, plan, H100.usable_hbm_bytes, peaks)
+    ranks = plan_memory(model, plan, usable_bytes(H100, model, plan), peaks, 0.15)
     assert all(r.activation_bytes == peaks.activation_bytes[r.rank] for r in ranks)
 
 

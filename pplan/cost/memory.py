@@ -12,6 +12,9 @@ of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline)
 that peak (`extra_activation_bytes`), plus the transient of one recomputed checkpoint (pplan.model.activations),
 plus (ZeRO-3) the gathered
 weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer).
+Those four are the dynamic bytes, allocated and freed every step; the caching allocator's fragmentation is
+a fraction of them (the profile's `memory.dynamic_fragmentation_fraction`), added to the rank's need as its own
+item (`fragmentation_bytes`). What the HBM leaves usable for all this is pplan.cost.usable's.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class RankMemory:
     recompute_working_bytes: int
     gathered_weights_bytes: int
     """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP)."""
+    fragmentation_bytes: int
+    """The caching allocator's fragmentation: a fraction of the dynamic bytes (`dynamic_bytes`)."""
     in_flight_chunk_microbatches: tuple[int, ...]
     in_flight_microbatches: float
     """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
@@ -88,6 +93,18 @@ class RankMemory:
             + self.grads_bytes
             + self.optimizer_bytes
             + self.activation_bytes
+            + self.extra_activation_bytes
+            + self.recompute_working_bytes
+            + self.gathered_weights_bytes
+            + self.fragmentation_bytes
+        )
+
+    @property
+    def dynamic_bytes(self) -> int:
+        """What is allocated and freed every step: activations in flight, the model ends' buffers, the
+        recompute transient and ZeRO-3's gathered weights."""
+        return (
+            self.activation_bytes
             + self.extra_activation_bytes
             + self.recompute_working_bytes
             + self.gathered_weights_bytes
@@ -210,10 +227,20 @@ def _layout_params(
     )
 
 
+def fragmentation_bytes(dynamic_bytes: int, fraction: float) -> int:
+    """The caching allocator's fragmentation: `fraction` of the dynamic bytes, rounded up."""
+    return math.ceil(dynamic_bytes * fraction)
+
+
+def _with_fragmentation(dynamic: int, fraction: float) -> int:
+    return dynamic + fragmentation_bytes(dynamic, fraction)
+
+
 def plan_memory(
-    model: ModelSpec, plan: Plan, usable_bytes: int, peaks: ActivationPeaks
+    model: ModelSpec, plan: Plan, usable_bytes: int, peaks: ActivationPeaks, fragmentation_fraction: float
 ) -> tuple[RankMemory, ...]:
-    """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak."""
+    """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak, the plan's usable
+    bytes (pplan.cost.usable) and the allocator's fragmentation as a fraction of the dynamic bytes."""
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
@@ -230,7 +257,11 @@ def plan_memory(
             peaks.in_flight_stage_units[r],
         )
         gathered = gathered_weights_bytes(model, plan, r)
-        out.append(rank_memory(r, layers[r], items[r], bpp, working, gathered, usable_bytes, *acts))
+        out.append(
+            rank_memory(
+                r, layers[r], items[r], bpp, working, gathered, usable_bytes, fragmentation_fraction, *acts
+            )
+        )
     return tuple(out)
 
 
@@ -244,13 +275,16 @@ def _param_bytes(params: float, bpp: BytesPerParam) -> tuple[int, int, int]:
     return math.ceil(params * bpp.weights), math.ceil(params * bpp.grads), math.ceil(params * bpp.optimizer)
 
 
-def plan_memory_totals(model: ModelSpec, plan: Plan, peaks: ActivationPeaks) -> tuple[int, ...]:
+def plan_memory_totals(
+    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float
+) -> tuple[int, ...]:
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
-    thousands of plans against usable memory with it)."""
+    thousands of plans against usable memory with it); `fraction` is the allocator's fragmentation of the
+    dynamic bytes."""
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
-        sum(_param_bytes(params, bpp)) + act_bytes + extra + working + gathered
+        sum(_param_bytes(params, bpp)) + _with_fragmentation(act_bytes + extra + working + gathered, fraction)
         for params, act_bytes, extra, gathered in zip(
             plan_rank_params(model, plan),
             peaks.activation_bytes,
@@ -269,15 +303,18 @@ def rank_memory(
     working: int,
     gathered: int,
     usable_bytes: int,
+    fragmentation_fraction: float,
     activation_bytes: int,
     extra_activation_bytes: int,
     in_flight_chunks: tuple[int, ...],
     in_flight_units: float,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
-    bytes each, the activations its schedule keeps at the peak, and the per-plan transients."""
+    bytes each, the activations its schedule keeps at the peak, the per-plan transients, and the allocator's
+    fragmentation on all but the parameter bytes."""
     params = sum(n for _, n in items)
     weights, grads, optimizer = _param_bytes(params, bpp)
+    dynamic = activation_bytes + extra_activation_bytes + working + gathered
     return RankMemory(
         rank=rank,
         layers=layers,
@@ -290,6 +327,7 @@ def rank_memory(
         extra_activation_bytes=extra_activation_bytes,
         recompute_working_bytes=working,
         gathered_weights_bytes=gathered,
+        fragmentation_bytes=fragmentation_bytes(dynamic, fragmentation_fraction),
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,
         usable_bytes=usable_bytes,

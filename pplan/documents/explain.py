@@ -112,6 +112,9 @@ class StageMemory(Out):
     """Transient of one recomputed layer (0 without recomputation)."""
     gathered_weights_bytes: NonNegativeInt = 0
     """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
+    fragmentation_bytes: NonNegativeInt = 0
+    """The caching allocator's fragmentation: `memory.fragmentation_fraction_of_dynamic` of the dynamic bytes
+    (activation, extra activation, recompute working and gathered weights bytes); included in `total_bytes`."""
     in_flight_microbatches: float
     """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]
@@ -121,9 +124,24 @@ class StageMemory(Out):
     fits: bool
 
 
+class UsablePartOut(Out):
+    name: str
+    """`context`, `label gap` or `NCCL`."""
+    bytes: NonNegativeInt
+    source: str
+    """Where the figure comes from (the profile field, and for NCCL the communicators counted)."""
+
+
 class MemoryOut(Out):
     usable_bytes: NonNegativeInt
-    """HBM minus the profile's reserve and fragmentation allowance."""
+    """The HBM less `usable_parts` (pplan.cost.usable): what this plan leaves for weights, states and
+    activations."""
+    usable_parts: list[UsablePartOut] = Field(default_factory=list)
+    """What is taken off the HBM, part by part: CUDA context and workspaces, label-to-driver gap, NCCL buffers."""
+    nccl_communicators: list[str] = Field(default_factory=list)
+    """The NCCL communicators a rank of this plan opens, each as "group members" (e.g. `tensor 8`)."""
+    fragmentation_fraction_of_dynamic: float = 0.0
+    """The caching allocator's fragmentation as a fraction of each stage's dynamic bytes (added to its need)."""
     fits: bool
     """True when every stage fits."""
     bytes_per_param: BytesPerParamOut

@@ -206,13 +206,50 @@ class GpuSpec(_Frozen):
         return int(self.hbm_gib * GIB)
 
 
-class MemoryReserveSpec(_Frozen):
-    """What of the HBM a training job cannot use for weights, states and activations."""
+MIB = 2**20
 
-    reserve_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
-    """Fixed reserve (0 to 10^5 GiB, less than the HBM): CUDA context, NCCL buffers, the label-driver gap."""
-    fragmentation_fraction: float = Field(ge=0, lt=1, allow_inf_nan=False)
-    """Fraction of HBM lost to allocator fragmentation (0 ≤ x < 1)."""
+RETIRED_MEMORY_FIELDS = {
+    "reserve_gib": "memory.context_gib, memory.label_gap_gib and memory.nccl_per_communicator_mib",
+    "fragmentation_fraction": "memory.dynamic_fragmentation_fraction (a fraction of the dynamic bytes)",
+}
+"""Fields of the one-number reserve that named parts replaced, and what replaces each (pplan.cost.usable)."""
+
+
+class MemoryReserveSpec(_Frozen):
+    """What of the HBM a training job cannot use, as named parts: a plan's usable bytes are HBM − context − label
+    gap − NCCL buffers of the communicators it opens (pplan.cost.usable); fragmentation adds to each rank's need."""
+
+    context_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
+    """CUDA context and framework workspaces (cuBLAS, cuDNN, PyTorch) per GPU, GiB (0 to 10^5): fixed per GPU."""
+    label_gap_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
+    """The label capacity (gpu.hbm_gib) minus the total the driver reports to allocations, GiB (0 to 10^5)."""
+    nccl_per_communicator_mib: float = Field(ge=0, le=MAX_HBM_GIB * 1024, allow_inf_nan=False)
+    """NCCL buffers one communicator holds on one GPU, MiB (0 to 10^5 GiB); times the plan's communicators."""
+    dynamic_fragmentation_fraction: float = Field(ge=0, lt=1, allow_inf_nan=False)
+    """Caching-allocator fragmentation as a fraction of the dynamic bytes (activations in flight, extra buffers,
+    the recompute transient, ZeRO-3's gathered weights; 0 ≤ x < 1); added to each rank's need."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_retired_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in RETIRED_MEMORY_FIELDS.items():
+                if old in data:
+                    raise SpecRuleError(
+                        old,
+                        f"{old} is no longer read: usable memory is HBM minus named parts",
+                        f"replace memory.{old} with {new}",
+                    )
+        return data
+
+    @property
+    def fixed_bytes(self) -> int:
+        """What every GPU loses whatever the plan: the context and the label gap."""
+        return int((self.context_gib + self.label_gap_gib) * GIB)
+
+    @property
+    def nccl_per_communicator_bytes(self) -> int:
+        return int(self.nccl_per_communicator_mib * MIB)
 
 
 class LinkSpec(_Frozen):
@@ -278,13 +315,13 @@ class HardwareSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check_usable_memory(self) -> HardwareSpec:
-        if self.usable_hbm_bytes <= 0:
-            lost = self.memory.reserve_gib + self.memory.fragmentation_fraction * self.gpu.hbm_gib
+        if self.hbm_after_fixed_bytes <= 0:
+            fixed = self.memory.context_gib + self.memory.label_gap_gib
             raise SpecRuleError(
-                "memory.reserve_gib",
-                f"the reserve and fragmentation allowance ({lost:g} GiB) leave no usable HBM of "
-                f"gpu.hbm_gib = {self.gpu.hbm_gib:g}",
-                "make memory.reserve_gib + memory.fragmentation_fraction × gpu.hbm_gib less than gpu.hbm_gib",
+                "memory.context_gib",
+                f"the context and label gap ({fixed:g} GiB) leave no usable HBM of gpu.hbm_gib = "
+                f"{self.gpu.hbm_gib:g}",
+                "make memory.context_gib + memory.label_gap_gib less than gpu.hbm_gib",
             )
         return self
 
@@ -293,10 +330,10 @@ class HardwareSpec(_Frozen):
         return self.model_copy(update={"efficiency": self.efficiency.model_copy(update=changes)})
 
     @property
-    def usable_hbm_bytes(self) -> int:
-        """HBM minus the fixed reserve and the fragmentation allowance."""
-        total = self.gpu.hbm_bytes
-        return int(total - self.memory.reserve_gib * GIB - self.memory.fragmentation_fraction * total)
+    def hbm_after_fixed_bytes(self) -> int:
+        """HBM minus the parts every GPU loses whatever the plan (context, label gap); a plan's usable bytes
+        also lose its NCCL buffers (pplan.cost.usable)."""
+        return self.gpu.hbm_bytes - self.memory.fixed_bytes
 
 
 def _number_or_list(value: object) -> str:
@@ -347,7 +384,7 @@ class SpecProblem:
     fix: str
 
 
-_UNITS = {"_tflops": " TFLOP/s", "_gb_per_s": " GB/s", "_gib": " GiB", "_us": " µs"}
+_UNITS = {"_tflops": " TFLOP/s", "_gb_per_s": " GB/s", "_gib": " GiB", "_mib": " MiB", "_us": " µs"}
 
 
 def spec_problems(

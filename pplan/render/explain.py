@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pplan.documents.explain import ExplainReport, PlanOut, StageMemory
+from pplan.profiles.specs import GIB
 
 
 def gb(n: float) -> str:
@@ -52,7 +53,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         collapse_padding=True,
         caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; free headroom",
+        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; frag allocator fragmentation; "
+        "free headroom",
         caption_justify="left",
     )
     columns: list[tuple[str, Callable[[StageMemory], str]]] = [
@@ -70,6 +72,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         columns.append(("rcmp", lambda s: _g(s.recompute_working_bytes)))
     if any(s.gathered_weights_bytes for s in stages):
         columns.append(("gath", lambda s: _g(s.gathered_weights_bytes)))
+    if any(s.fragmentation_bytes for s in stages):
+        columns.append(("frag", lambda s: _g(s.fragmentation_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
     for name, _ in columns:
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
@@ -84,6 +88,27 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
             + str(table.caption)
         )
     return table
+
+
+def usable_line(report: ExplainReport) -> Text:
+    """`usable 77.2 GiB = 80.0 GiB HBM − 0.75 context − …`: the plan's usable memory and the parts taken off."""
+    mem = report.memory
+    terms = []
+    for part in mem.usable_parts:
+        term = f"{part.bytes / GIB:.2f} {part.name}"
+        if part.name == "NCCL" and mem.nccl_communicators:
+            n = len(mem.nccl_communicators)
+            each = part.bytes / n / GIB
+            term += f" ({n} communicators × {each:.2f}: {', '.join(mem.nccl_communicators)})"
+        terms.append(term)
+    text = f"usable {mem.usable_bytes / GIB:.2f} GiB = {report.hardware.hbm_bytes / GIB:.2f} GiB HBM"
+    text += "".join(f" − {t}" for t in terms)
+    if mem.fragmentation_fraction_of_dynamic:
+        text += (
+            f"; allocator fragmentation {mem.fragmentation_fraction_of_dynamic:.0%} of each stage's dynamic bytes, "
+            "in its total"
+        )
+    return Text(text)
 
 
 def _g(n: float) -> str:
@@ -218,6 +243,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
         config,
         Text(),
         memory_table(report, all_stages),
+        usable_line(report),
         Text(),
         pipeline,
         Text(),

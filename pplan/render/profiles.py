@@ -33,7 +33,7 @@ _HARDWARE_COLUMNS: dict[str, _Column[HardwareSpec]] = {
     "gpu": _Column("GPU", lambda s: s.gpu.name, numeric=False),
     "bf16": _Column("BF16\nTFLOP/s", lambda s: _number(s.gpu.peak_bf16_tflops)),
     "hbm": _Column("HBM\nGiB", lambda s: _number(s.gpu.hbm_gib)),
-    "usable": _Column("usable\nGiB", lambda s: f"{s.usable_hbm_bytes / GIB:.1f}"),
+    "usable": _Column("usable\nGiB", lambda s: f"{s.hbm_after_fixed_bytes / GIB:.1f}"),
     "gpus": _Column("GPUs/\nnode", lambda s: str(s.gpus_per_node)),
     "nvlink": _Column("NVLink\nGB/s", lambda s: _number(s.intra_node.bandwidth_gb_per_s)),
     "ib": _Column("IB\nGB/s", lambda s: _number(s.inter_node.bandwidth_gb_per_s)),
@@ -55,7 +55,10 @@ _MODEL_COLUMNS: dict[str, _Column[ModelSpec]] = {
 
 def hardware_table(specs: Sequence[HardwareSpec], title: str = "Hardware profiles") -> ConsoleRenderable:
     """One row per hardware profile: GPU, peak, HBM (label and usable), node size, link bandwidths."""
-    caption = "Bandwidths: nominal, per GPU and direction. Usable GiB = HBM − reserve − fragmentation."
+    caption = (
+        "Bandwidths: nominal, per GPU and direction. Usable GiB = HBM − CUDA context − label gap, before a "
+        "plan's NCCL buffers (memory.nccl_per_communicator_mib per communicator it opens)."
+    )
     return _FitTable(title, _HARDWARE_COLUMNS, specs, droppable=("description", "gpu"), caption=caption)
 
 
@@ -115,8 +118,9 @@ def profile_detail(spec: HardwareSpec | ModelSpec) -> Table:
     if isinstance(spec, HardwareSpec):
         table.add_row(
             "usable HBM (derived)",
-            f"{spec.usable_hbm_bytes / GIB:.2f}",
-            "GiB per GPU left for weights, states and activations: HBM − reserve − fragmentation.",
+            f"{spec.hbm_after_fixed_bytes / GIB:.2f}",
+            "GiB per GPU left for weights, states and activations: HBM − context − label gap, before a plan's "
+            "NCCL buffers (explain shows them per plan).",
         )
     return table
 

@@ -1,11 +1,14 @@
-"""Which memory knob made a shown plan fit: ZeRO-2/3 (gradients, then weights, sharded over d·cp) and BF16
-gradients (2 bytes per parameter instead of 4), each compared with the same plan one notch down, from the memory
-model (pplan.cost.memory, exact in-flight peaks: the figures `explain` shows), never hard-coded.
+"""Which memory knob made a shown plan fit: ZeRO-2/3 (gradients, then weights, sharded over d·cp), BF16
+gradients (2 bytes per parameter instead of 4) and recompute (the first N layers of every chunk, or all of them),
+each compared with the same plan one notch down, from the memory
+model (pplan.cost.memory, exact in-flight peaks: the figures `explain` shows) against each plan's own usable
+bytes (pplan.cost.usable), never hard-coded.
 
 The search orders equal throughput by the lower ZeRO stage (pplan.search.rank), and in the cost model a higher
 ZeRO stage is never faster (pplan.cost.steptime: more traffic, the same optimizer shard), so a shown ZeRO-2/3
 plan is one whose lower stage does not fit or is absent from the query; BF16 gradients are never slower
-(less traffic, fewer optimizer bytes), so the note says whether FP32 would fit.
+(less traffic, fewer optimizer bytes), so the note says whether FP32 would fit; the search finds the least
+recompute that fits (pplan.search), so the note says what one layer less (or none) would need.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import replace
 
 from pplan.cost.memory import plan_memory_totals
 from pplan.cost.pipeline import activation_peaks
+from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -21,38 +25,53 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 _SHARDED = {1: "optimizer states", 2: "gradients", 3: "weights"}
 
 
-def peak_bytes(model: ModelSpec, req: PlanRequest) -> int | None:
-    """Exact peak bytes of the most loaded stage of `req`'s plan, or None when it is no valid plan."""
+def peak_bytes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest) -> tuple[int, int] | None:
+    """Exact peak bytes of the most loaded stage of `req`'s plan and the plan's usable bytes
+    (pplan.cost.usable), or None when it is no valid plan."""
     try:
         plan = make_plan(model, req)
     except PplanError:
         return None
-    return max(plan_memory_totals(model, plan, activation_peaks(model, plan)))
+    fraction = hw.memory.dynamic_fragmentation_fraction
+    need = max(plan_memory_totals(model, plan, activation_peaks(model, plan), fraction))
+    return need, usable_bytes(hw, model, plan)
 
 
 def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) -> tuple[str, ...]:
     """One line per memory knob `req` uses beyond ZeRO-1 and FP32 gradients: what the plan needs one notch down.
     `need` is `req`'s own peak (bytes)."""
-    usable = hw.usable_hbm_bytes
-    n = req.gpus // (req.tp * req.pp * req.cp)
+    replicas = req.gpus // (req.tp * req.pp * req.cp)
     notes = []
     if req.zero_stage >= 2:
         lower = req.zero_stage - 1
-        other = peak_bytes(model, replace(req, zero_stage=lower))
+        other = peak_bytes(model, hw, replace(req, zero_stage=lower))
         head = (
-            f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {n * req.cp})"
+            f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {replicas * req.cp})"
         )
-        notes.append(head + ": " + _verdict(f"ZeRO-{lower}", other, need, usable))
+        notes.append(head + ": " + _verdict(f"ZeRO-{lower}", other, need))
     if req.grad_dtype == "bf16":
-        other = peak_bytes(model, replace(req, grad_dtype="fp32"))
-        notes.append("BF16 gradients: " + _verdict("FP32", other, need, usable))
+        other = peak_bytes(model, hw, replace(req, grad_dtype="fp32"))
+        notes.append("BF16 gradients: " + _verdict("FP32", other, need))
+    if req.recompute == "full":
+        n = req.recompute_layers if req.recompute_method == "block" else None
+        if n is not None:
+            head = f"fits recomputing the first {f'{n} layers' if n > 1 else 'layer'} of every chunk"
+        else:
+            head = "fits with full recompute"
+        if n is not None and n > 1:
+            less, what = replace(req, recompute_layers=n - 1), f"{n - 1}"
+        else:
+            less = replace(req, recompute="none", recompute_layers=None, recompute_method="uniform")
+            what = "no recompute"
+        notes.append(f"{head}: " + _verdict(what, peak_bytes(model, hw, less), need))
     return tuple(notes)
 
 
-def _verdict(what: str, other: int | None, need: int, usable: int) -> str:
+def _verdict(what: str, other: tuple[int, int] | None, need: int) -> str:
     if other is None:
         return f"{what} is no valid plan"
-    more = (other - need) / 1e9
-    if other > usable:
-        return f"{what} needs {more:.1f} GB more, does not fit ({other / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
-    return f"{what} needs {more:.1f} GB more, fits ({other / 1e9:.1f} of {usable / 1e9:.1f} GB), not faster"
+    peak, usable = other
+    more = (peak - need) / 1e9
+    if peak > usable:
+        return f"{what} needs {more:.1f} GB more, does not fit ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
+    return f"{what} needs {more:.1f} GB more, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), not faster"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pplan.cost.memory import plan_memory_totals
 from pplan.cost.pipeline import activation_peaks, warmup_peaks
 from pplan.cost.steptime import step_time, step_time_bound
+from pplan.cost.usable import usable_bytes
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search.space import Candidate
@@ -43,6 +44,7 @@ class Fitted:
     totals: tuple[int, ...]
     """Bytes per GPU of each pipeline rank (`RankMemory.total_bytes`)."""
     usable_bytes: int
+    """The plan's usable bytes per GPU (pplan.cost.usable: HBM less context, label gap and its NCCL buffers)."""
     exact: bool
     """True: the memory `explain` shows; False: a proven lower bound on it (what ranks hold at their first
     backward, pplan.cost.pipeline.warmup_peaks)."""
@@ -86,7 +88,8 @@ def fitted(
 ) -> Fitted:
     """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it."""
     peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
-    return Fitted(candidate, plan, index, plan_memory_totals(model, plan, peaks), hw.usable_hbm_bytes, exact)
+    totals = plan_memory_totals(model, plan, peaks, hw.memory.dynamic_fragmentation_fraction)
+    return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 
 
 def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:

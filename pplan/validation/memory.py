@@ -38,6 +38,7 @@ from typing import Any, cast, get_args
 
 from pplan.cost.memory import RankMemory, plan_memory
 from pplan.cost.pipeline import activation_peaks
+from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
 from pplan.plan.configuration import ActivationModel, Plan, PlanRequest, Recompute, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -198,7 +199,8 @@ def request(
 
 def first_stage(model: ModelSpec, plan: Plan, hardware: HardwareSpec) -> FirstStage:
     """What one GPU of `plan`'s first pipeline stage holds (module docstring)."""
-    ranks = plan_memory(model, plan, hardware.usable_hbm_bytes, activation_peaks(model, plan))
+    # the paper counts tensors, not the allocator's fragmentation: none is added here
+    ranks = plan_memory(model, plan, usable_bytes(hardware, model, plan), activation_peaks(model, plan), 0.0)
     first = ranks[0]
     per_param = (first.weights_bytes + first.grads_bytes + first.optimizer_bytes) / first.params
     rows = position_table_rows(model, plan.seq_len)
