@@ -117,6 +117,12 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     )
 
 
+def warmup_held(plan: Plan) -> tuple[int, ...]:
+    """Micro-batches each rank holds at its first backward, summed over its chunks (what `warmup_peaks` counts)."""
+    counts, _ = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
+    return tuple(sum(n for _, n in held) for held, _, _, _ in counts)
+
+
 @lru_cache(maxsize=4096)
 def _warmup_counts(
     family: ScheduleFamily, p: int, v: int, m: int, layout: Layout

@@ -22,15 +22,19 @@ configurations are only ever bounded. At equal figures a bound is refined before
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.cost.pipeline import warmup_held
+from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
+from pplan.model import activations as act
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, make_plan
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -99,6 +103,9 @@ class SearchResult:
 
 
 _CHEAP, _BOUND, _EXACT = 0, 1, 2
+ROUNDING_BYTES = 2**20
+"""Slack for the bytes `Query.least_partial` computes in closed form instead of summing (each part is rounded up
+on its own in pplan.cost.memory): far above any rounding, far below a layer's activations."""
 BOUND_SLACK = 1e-9
 """Bounds are raised by this fraction so that floating-point rounding cannot put a bound a hair below the exact
 value it bounds (where the bound is tight, e.g. 1F1B with uniform stages, both are the same sum in another order)."""
@@ -175,36 +182,53 @@ class Query:
             return None
         return c.partial(1, req.recompute.index("full"))
 
-    def least_partial(self, c: Candidate, plan: Plan | None) -> tuple[Candidate | None, int]:
+    def least_partial(
+        self, c: Candidate, plan: Plan | None, below: tuple[int, ...] | None = None
+    ) -> tuple[Candidate | None, int, Fitted | None]:
         """From `c` (the first N layers of every chunk recomputed), the least N' ≥ N whose proven lower bound on
-        memory fits (None when even the largest partial N does not), by bisection: the bound only falls as N
-        grows (each recomputed layer keeps its input instead of everything). Also how many N were skipped."""
+        memory may fit (None when even the largest partial N does not), how many N were skipped, and `c`'s own
+        bound when N' = N. The bound (what ranks hold at their first backward, `fitted`) falls linearly in N' over
+        the whole partial range: every chunk has at least N' layers (chunks differ by one layer at most and N'
+        stops one short of the largest), so each rank holding K micro-batches saves K·(one layer's activations −
+        its input)·(1 + fragmentation) per layer more recomputed, while the recompute transient stays one layer.
+        So one bound at N gives every N': those it puts over the limit by more than the rounding slack
+        (`ROUNDING_BYTES`) are skipped; a plan it lets through that does not fit only sends the search on."""
+        n = c.recompute_layers or 1
         hi = c.most_layers - 1  # the largest partial N
-
-        def fits(n: int) -> bool:
-            trial = replace(c, recompute_layers=n, order=(*c.order[:-3], n, *c.order[-2:]))
-            if plan is None:  # no plan of this cut at hand: build one
-                try:
-                    return self.fit(trial, -1).fits(self.req.headroom_fraction)
-                except PplanError:
-                    return False
-            # the same cut with another recompute policy: what make_plan would build, without re-validating it
-            partial = replace(
-                plan, recompute="full", recompute_layers=n, recompute_method="block", recompute_modules=()
-            )
-            return fitted(self.model, self.hw, partial, trial, -1, False).fits(self.req.headroom_fraction)
-
-        lo = c.recompute_layers or 1
-        if not fits(hi):
-            return None, hi - lo + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        first = c.recompute_layers or 1
-        return replace(c, recompute_layers=lo, order=(*c.order[:-3], lo, *c.order[-2:])), lo - first
+        try:
+            base = replace(plan, recompute="full", recompute_layers=n, recompute_method="block",
+                           recompute_modules=()) if plan is not None else make_plan(self.model, c.request(self.req, self.seq))  # fmt: skip
+        except PplanError:
+            return None, hi - n + 1, None
+        shape = base.shape
+        grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
+        whole = act.layer_activations(self.model, shape, "none").total_bytes
+        saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+        held = warmup_held(base)
+        prefit = None
+        totals: tuple[float, ...]
+        if below is not None and plan is not None and plan.recompute == "none" and n == 1:
+            # from no recompute's bound: one layer per chunk recomputed saves `saved` per micro-batch held and
+            # adds the recompute transient (one layer's activations)
+            totals = tuple(t + whole * grow - saved * k for t, k in zip(below, held, strict=True))
+            limit = usable_bytes(self.hw, self.model, base) * (1 - self.req.headroom_fraction)
+            need = n
+        else:
+            prefit = fitted(self.model, self.hw, base, c, -1, False)
+            if prefit.fits(self.req.headroom_fraction):
+                return c, 0, prefit
+            totals = tuple(float(t) for t in prefit.totals)
+            limit = prefit.usable_bytes * (1 - self.req.headroom_fraction)
+            need = n + 1
+        for total, k in zip(totals, held, strict=True):
+            over = total - limit - ROUNDING_BYTES  # N' below n + over / (saved·k) is over even with the slack
+            if over > 0:
+                need = max(need, n + math.ceil(over / (saved * k)) if k else hi + 1)
+        if need > hi:
+            return None, hi - n + 1, None
+        if need == n:
+            return c, 0, prefit
+        return c.partial(need, self.req.recompute.index("full")), need - n, None
 
     def fit(self, c: Candidate, index: int) -> Fitted:
         """The plan with a proven lower bound on its memory (no schedule built)."""
@@ -259,38 +283,61 @@ def search(
         heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
 
     made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
+    prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
 
-    def out_of_memory(index: int, cand: Candidate, plan: Plan | None = None) -> None:
-        """`cand` is out of memory (or invalid): what waited only on it enters the heap. Recomputing the first N
-        layers of every chunk: N + 1 is made now (with its FP32 twin behind it), and what waited on N waits on it."""
+    def out_of_memory(
+        index: int, cand: Candidate, plan: Plan | None = None, bound_totals: tuple[int, ...] | None = None
+    ) -> None:
+        """`cand` is out of memory (or invalid): what waited only on it enters the heap. Without recompute, or
+        recomputing the first N layers of every chunk: the partial recomputes with more layers enter the heap as
+        one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it."""
         nonlocal made
         more = None
         if index not in admitted_fp32:
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None:
-            more, skipped = state.least_partial(more, plan)
-            result.enumerated += skipped + (more is not None)
-            result.rejected[Rejection.MEMORY] += skipped
-            result.bounded += skipped  # each proven out of memory by the bisection's monotone bound
-        if more is not None:
             made += 1
+            result.enumerated += 1
             chains.hand_over(index, made, more)
-            if not chains.place(made, more):
-                push(made, more)
-            if more.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
-                result.enumerated += 1
-                twin = replace(more, grad_dtype="fp32", order=(*more.order[:-1], GRAD_ORDER.index("fp32")))
-                fp32_waiting[made] = (made + 1, twin)
-                made += 1
+            seed = _PartialSeed(more, plan, bound_totals)
+            heapq.heappush(heap, (-state.cheap_bound(more) * (1 + BOUND_SLACK), _CHEAP, (), made, seed))
         for nxt, waiting in chains.release(index):
             push(nxt, waiting)
+
+    def resolve(index: int, seed: _PartialSeed) -> Candidate | None:
+        """The seed's least partial recompute that may fit (the others proven out of memory), its FP32 twin
+        behind it; None (and what waited on the seed released) when none may."""
+        nonlocal made
+        cand, skipped, prefit = state.least_partial(seed.candidate, seed.plan, seed.bound_totals)
+        out = skipped - (cand is None)  # the seed itself was counted when it was made
+        result.enumerated += out
+        result.rejected[Rejection.MEMORY] += skipped
+        result.bounded += skipped  # each proven out of memory by the bisection's monotone bound
+        if cand is None:
+            for nxt, waiting in chains.release(index):
+                push(nxt, waiting)
+            return None
+        chains.hand_over(index, index, cand)
+        if cand.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
+            made += 1
+            result.enumerated += 1
+            twin = replace(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
+            fp32_waiting[index] = (made, twin)
+        if prefit is not None:
+            prefits[index] = replace(prefit, index=index)
+        return cand
 
     while heap and len(kept) < req.top_n:
         _neg, level, _, index, item = heapq.heappop(heap)
         if level == _CHEAP:
+            if isinstance(item, _PartialSeed):
+                resolved = resolve(index, item)
+                if resolved is None or chains.place(index, resolved):
+                    continue  # none may fit, or it waits on its ZeRO stage below
+                item = resolved
             assert isinstance(item, Candidate)
             try:
-                fit = state.fit(item, index)
+                fit = prefits.pop(index, None) or state.fit(item, index)
             except PplanError:
                 result.rejected[Rejection.INVALID] += 1
                 out_of_memory(index, item)
@@ -298,7 +345,9 @@ def search(
             result.bounded += 1
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
-                out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
+                out_of_memory(
+                    index, fit.candidate, fit.plan, fit.totals
+                )  # the next ZeRO stage or more recompute may fit
                 continue
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
@@ -389,6 +438,19 @@ def _recompute_predecessor(c: Candidate) -> Key | None:
     return None  # plain full recompute: `_Chains.place` looks for the largest partial N
 
 
+@dataclass(frozen=True, slots=True)
+class _PartialSeed:
+    """Recomputing the first N, N + 1, … layers of every chunk of one configuration, not yet looked at: in the heap
+    at the bound of N (a bound for them all: more recompute is never faster), resolved to the least N that may
+    fit only when that bound comes to the front (`Query.least_partial`). `plan`: the configuration's plan with
+    another recompute, when at hand (so no plan is rebuilt)."""
+
+    candidate: Candidate
+    plan: Plan | None
+    bound_totals: tuple[int, ...] | None = None
+    """The proven lower bound on memory per rank of `plan` (one recompute step below `candidate`), when known."""
+
+
 class _Chains:
     """The configurations that wait behind others (`_zero_predecessor`, `_recompute_predecessor`): each enters
     the heap once all the predecessors it waits on are out of memory or invalid."""
@@ -404,6 +466,9 @@ class _Chains:
 
     def place(self, index: int, c: Candidate) -> bool:
         """Record `c`; True if it waits (False: it goes straight to the heap)."""
+        if c.zero < 2 and c.recompute == "none":  # first in both chains
+            self._placed[_chain_key(c)] = index
+            return False
         before: dict[int, str] = {}
         zero = _zero_predecessor(c)
         if zero is not None and self._waits_on(zero):

@@ -45,9 +45,7 @@ def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) 
     if req.zero_stage >= 2:
         lower = req.zero_stage - 1
         other = peak_bytes(model, hw, replace(req, zero_stage=lower))
-        head = (
-            f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {replicas * req.cp})"
-        )
+        head = f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {replicas * req.cp})"
         notes.append(head + ": " + _verdict(f"ZeRO-{lower}", other, need))
     if req.grad_dtype == "bf16":
         other = peak_bytes(model, hw, replace(req, grad_dtype="fp32"))
