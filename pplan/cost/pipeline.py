@@ -106,9 +106,20 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     """What every rank holds when its first backward starts (the family's closed form,
     `ScheduleFamily.warmup_in_flight`): no peak of the step is lower, so memory computed from it is a proven
     lower bound on the memory `activation_peaks` gives, at no cost in m."""
-    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
     counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
     unit_layers = model.num_layers / plan.pp
+    if plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block":
+        # every chunk keeps the same bytes per layer (none, selective, full with one checkpoint per layer), or
+        # per group of layers (uniform): summed per layer where it can be, the search's hot path
+        per_layer, emb, out = _layer_bytes(model, plan.shape)
+        if plan.recompute_group == 1:
+            return ActivationPeaks(
+                tuple(layers * per_layer for _, layers, _, _ in counts),
+                tuple(e * emb + o * out for _, _, e, o in counts),
+                tuple(layers / unit_layers for _, layers, _, _ in counts),
+                per_stage,
+            )
+    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
     return ActivationPeaks(
         tuple(sum(n * per_chunk[c] for c, n in held) for held, _, _, _ in counts),
         tuple(e * emb + o * out for _, _, e, o in counts),
@@ -146,6 +157,16 @@ def _warmup_counts(
             ends_o += n * c.has_output
         per_rank.append((tuple(of_chunk), layers, ends_e, ends_o))
     return tuple(per_rank), tuple(per_stage)
+
+
+@lru_cache(maxsize=4096)
+def _layer_bytes(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
+    """One micro-batch's bytes per layer (every layer alike), at the embedding end, at the output end."""
+    return (
+        act.layer_activations(model, shape).total_bytes,
+        act.embedding_end(model, shape).total_bytes,
+        act.output_end(model, shape).total_bytes,
+    )
 
 
 def chunk_activation_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:

@@ -305,7 +305,7 @@ def search(
             push(nxt, waiting)
 
     def resolve(index: int, seed: _PartialSeed) -> Candidate | None:
-        """The seed's least partial recompute that may fit (the others proven out of memory), its FP32 twin
+        """Its least partial recompute that may fit (the others proven out of memory), its FP32 twin
         behind it; None (and what waited on the seed released) when none may."""
         nonlocal made
         cand, skipped, prefit = state.least_partial(seed.candidate, seed.plan, seed.bound_totals)
@@ -410,7 +410,7 @@ def _chain_key(
     """Everything that names a configuration, with the recompute mode, its N or the ZeRO stage replaced when
     given (`layers=False`: keep N)."""
     return (
-        c.family, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
+        c.family.name, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
         c.recompute if recompute is None else recompute, c.recompute_layers if layers is False else layers,
         c.zero if zero is None else zero, c.grad_dtype,
     )  # fmt: skip
