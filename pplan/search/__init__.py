@@ -363,7 +363,7 @@ def _chain_key(
     return (
         c.family, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
         c.recompute if recompute is None else recompute, c.recompute_layers if layers is False else layers,
-        c.zero if zero is None else zero, c.grad_dtype,
+        c.zero if zero is None else zero, c.grad_dtype, c.offload_modules,
     )  # fmt: skip
 
 
