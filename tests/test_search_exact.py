@@ -127,7 +127,7 @@ SMALL_QUERIES = [
             max_vp=2,
             schedules=("1f1b", "zbv", "interleaved-1f1b"),
             offload=((), ("attn_norm", "qkv_linear", "mlp_norm")),
-        ),  # fmt: skip
+        ),
     ),
 ]
 
