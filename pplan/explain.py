@@ -122,6 +122,8 @@ def explain_with_run(
     ranks = plan_memory(model, plan, usable.usable_bytes, run.peaks, fraction)
     bpp = bytes_per_param(plan)
     layer = act.layer_activations(model, plan)
+    offloaded = act.offloaded_layer(model, plan.shape)
+    host_bytes = run.peaks.host_bytes or (0,) * plan.pp
     tp = tensor_parallel_traffic(model, plan)
     dp_per_rank = [data_parallel_bytes_per_step(plan, r.params) for r in ranks]
     closed_ideal, closed_step = closed_forms.bubble_fractions(
@@ -171,7 +173,10 @@ def explain_with_run(
             activation_items_per_layer=dict(layer.items),
             activation_bytes_per_chunk=list(chunk_activation_bytes(model, plan)),
             in_flight_source=IN_FLIGHT_SOURCE,
-            stages=[_stage_out(plan, r) for r in ranks],
+            stages=[_stage_out(plan, r, host) for r, host in zip(ranks, host_bytes, strict=True)],
+            offload_bytes_per_layer=offloaded.total_bytes,
+            offload_items_per_layer=dict(offloaded.items),
+            host_offload_bytes=max(host_bytes),
         ),
         pipeline=PipelineOut(
             pass_durations=durations,
@@ -232,10 +237,11 @@ def _plan_out(plan: Plan) -> PlanOut:
         gpus=plan.gpus,
         layers_per_chunk=[c.layers for c in plan.layout.chunks],
         tokens_per_step=plan.global_batch * plan.seq_len,
+        offload_modules=list(plan.offload_modules),
     )
 
 
-def _stage_out(plan: Plan, r: RankMemory) -> StageMemory:
+def _stage_out(plan: Plan, r: RankMemory, host_bytes: int = 0) -> StageMemory:
     return StageMemory(
         stage=r.rank,
         layers=r.layers,
@@ -248,6 +254,8 @@ def _stage_out(plan: Plan, r: RankMemory) -> StageMemory:
         extra_activation_bytes=r.extra_activation_bytes,
         recompute_working_bytes=r.recompute_working_bytes,
         gathered_weights_bytes=r.gathered_weights_bytes,
+        offload_buffer_bytes=r.offload_buffer_bytes,
+        host_offload_bytes=host_bytes,
         fragmentation_bytes=r.fragmentation_bytes,
         in_flight_microbatches=r.in_flight_microbatches,
         in_flight_chunk_microbatches=list(r.in_flight_chunk_microbatches),
@@ -278,8 +286,9 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
     ]
 
 
-def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory) -> str:
+def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: bool = False) -> str:
     mem = hardware.memory
+    offload = ", the offload buffer" if offloads else ""
     comms = ", ".join(f"{c.name} {c.size}" for c in usable.communicators) or "none"
     return (
         f"usable HBM = HBM less named parts (pplan.cost.usable): {hardware.gpu.hbm_gib:g} GiB − "
@@ -287,7 +296,7 @@ def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory) -> str:
         f"{len(usable.communicators)} NCCL communicators ({comms}) × {mem.nccl_per_communicator_mib:g} MiB = "
         f"{usable.usable_bytes / GIB:.1f} GiB (profile {hardware.name}); the caching allocator's fragmentation, "
         f"{mem.dynamic_fragmentation_fraction:.0%} of each stage's dynamic bytes (activations in flight, model-end "
-        "buffers, the recompute transient, ZeRO-3's gathered weights), is added to the stage's need"
+        f"buffers, the recompute transient, ZeRO-3's gathered weights{offload}), is added to the stage's need"
     )
 
 
@@ -302,7 +311,7 @@ def _assumptions(
     out = [
         "BF16 weights and activations; Adam with an FP32 master copy (12 bytes per parameter of optimizer state)",
         f"gradients in {plan.grad_dtype.upper()} ({'--grad-dtype' if req.grad_dtype != 'fp32' else 'default; --grad-dtype bf16 for 16 bytes per parameter'})",
-        _usable_sentence(hardware, usable),
+        _usable_sentence(hardware, usable, bool(plan.offload_modules)),
         f"activation model: {plan.activation_model}"
         + (
             " (Korthikanti et al. 2022 GPT-3 coefficients, whatever the architecture)"
@@ -336,6 +345,16 @@ def _assumptions(
         )
     if plan.zero_stage:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
+    if plan.offload_modules and hardware.host_link is not None:
+        link = hardware.host_link
+        out.append(
+            f"activation offload ({'+'.join(plan.offload_modules)}): megatron-core's fine-grained offloading with "
+            "the local layer spec's separate norms (with Transformer Engine's fused norm + linear, attn_norm and "
+            "mlp_norm offload nothing and qkv_linear also offloads the norm input); each layer's offloaded bytes "
+            f"cross {link.name} at {link.bandwidth_gb_per_s:g} GB/s × {link.efficiency:g} per direction "
+            f"(+{link.latency_us:g} µs) on a side stream, exposed only where a copy outlasts the layer's pass; on "
+            "the GPU, one layer in transit out plus one reloaded ahead"
+        )
     return out
 
 

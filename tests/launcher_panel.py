@@ -4,7 +4,7 @@ launcher and by the acceptance tests that feed the outputs to the launchers' own
 Each entry is a model profile and a `PlanRequest` that `make_plan` accepts; together they cover dense Llama
 (RoPE, GQA, SwiGLU, RMSNorm, no biases, untied) and GPT-3 (learned positions, biases, GELU, LayerNorm, tied),
 a sequence above GPT-3's position table, t / p / v / cp / d, uneven first and last stages, every ZeRO stage,
-BF16 and FP32 gradients, every recompute mode (block and uniform N, selective modules), overlap switched off, and schedules each launcher runs or refuses.
+BF16 and FP32 gradients, every recompute mode (block and uniform N, selective modules), activation offload, overlap switched off, and schedules each launcher runs or refuses.
 A launcher either prints settings for an entry or refuses it with a ConfigError naming --launcher; it never
 prints settings that its parser rejects.
 """
@@ -48,6 +48,7 @@ PANEL: tuple[PanelPlan, ...] = (
     _p("70b-block-3", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, recompute="full", recompute_method="block", recompute_layers=3, zero_stage=1),
     _p("70b-v2-uniform-2", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, vp=2, schedule="interleaved-1f1b", recompute="full", recompute_layers=2),
     _p("70b-selective-mlp-norm", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, recompute="selective", recompute_modules=("layernorm", "mlp"), zero_stage=1),
+    _p("70b-offload", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, zero_stage=1, offload_modules=("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm")),
     _p("70b-zb-h1", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, schedule="zb-h1"),
     _p("405b-t8-p16-v2", "llama3-405b", gpus=8192, global_batch=2048, tp=8, pp=16, vp=2, schedule="interleaved-1f1b", recompute="full", zero_stage=1, first_stage_layers=3, last_stage_layers=3),
     _p("405b-t8-p9-cp2-v7-bf16", "llama3-405b", gpus=576, global_batch=252, tp=8, pp=9, vp=7, cp=2, schedule="interleaved-1f1b", zero_stage=1, grad_dtype="bf16"),

@@ -35,7 +35,8 @@ SELECTIVE = "torchtitan: no attention-core recompute (pplan's selective)"
 NO_MODEL = "torchtitan ships no configuration for this model"
 PARTIAL = "torchtitan: full recompute of every layer only"
 # Entries torchtitan cannot run, and why (the same in both releases): ZB-H1 is no torch class, pplan's selective
-# recompute (the attention core only) is no torchtitan mode, and torchtitan ships no GPT model.
+# recompute (the attention core only) is no torchtitan mode, torchtitan has no activation offload, and torchtitan
+# ships no GPT model.
 BF16_GRADS = "torchtitan: gradients reduced in FP32 only"
 REFUSED = {
     "8b-zero3-selective": SELECTIVE,
@@ -51,6 +52,7 @@ REFUSED = {
     "70b-block-3": PARTIAL,
     "70b-v2-uniform-2": PARTIAL,
     "70b-selective-mlp-norm": SELECTIVE,
+    "70b-offload": "torchtitan: no activation offload",
 }
 # torch.distributed.pipelining's class names (PyTorch 2.13 schedules.py, `get_schedule_class`) per pplan schedule.
 TORCH_SCHEDULE = {
@@ -223,7 +225,7 @@ def test_panel_entry_is_refused_or_the_plan(launcher: str, entry: PanelPlan) -> 
 def test_panel_covers_outputs_and_refusals() -> None:
     assert set(REFUSED) <= {e.id for e in PANEL}
     runnable = _runnable()
-    assert len(runnable) == 13 and len(REFUSED) == 13
+    assert len(runnable) == 13 and len(REFUSED) == 14
     assert {e.request.recompute for e in runnable} == {"none", "full"}
     assert any(e.request.pp == 1 for e in runnable) and any((e.request.vp or 1) > 1 for e in runnable)
 

@@ -116,6 +116,19 @@ SMALL_QUERIES = [
         marks=pytest.mark.acceptance,
     ),
     ("llama3-70b", H100, SearchRequest(gpus=64, global_batch=128, tp=8, headroom_fraction=0.1, max_vp=4)),
+    (  # activation offload as an axis: none and one module set
+        "llama3-70b",
+        H100,
+        SearchRequest(
+            gpus=64,
+            global_batch=128,
+            tp=8,
+            headroom_fraction=0.2,
+            max_vp=2,
+            schedules=("1f1b", "zbv", "interleaved-1f1b"),
+            offload=((), ("attn_norm", "qkv_linear", "mlp_norm")),
+        ),
+    ),
 ]
 
 
@@ -134,6 +147,8 @@ def _identity(c: Candidate) -> tuple[object, ...]:
         c.recompute,
         c.zero,
         c.grad_dtype,
+        c.recompute_layers,
+        c.offload_modules,
     )
 
 

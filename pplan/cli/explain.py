@@ -20,6 +20,7 @@ from pplan.cli.options import (
     GradDtypeOpt,
     HardwareOpt,
     ModelOpt,
+    OffloadModulesOpt,
     PassDurationsOpt,
     RecomputeLayersOpt,
     RecomputeMethodOpt,
@@ -28,6 +29,7 @@ from pplan.cli.options import (
     SeqLenOpt,
     defaulted,
 )
+from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.base import version_of
 from pplan.documents.registry import DOCUMENTS, INPUTS
@@ -69,6 +71,7 @@ def explain(
     recompute_layers: RecomputeLayersOpt = None,
     recompute_method: RecomputeMethodOpt = "uniform",
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
+    offload_modules: OffloadModulesOpt = None,
     sequence_parallel: Annotated[bool, typer.Option(help="Megatron sequence parallelism (t > 1).")] = True,
     flash_attention: Annotated[
         bool, typer.Option(help="Flash attention (no attention-score tensors).")
@@ -132,6 +135,7 @@ def explain(
         last_stage_layers=last_stage_layers,
         overlap_grad_reduce=overlap_grad_reduce,
         overlap_param_gather=overlap_param_gather,
+        offload_modules=parse_offload_modules(offload_modules),
     )
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)

@@ -17,8 +17,10 @@ from pplan.cost.pipeline import DurationModel
 from pplan.errors import ConfigError
 from pplan.plan.configuration import (
     DEFAULT_RECOMPUTE_MODULES,
+    MOE_OFFLOAD_MODULES,
     ActivationModel,
     GradDtype,
+    OffloadModule,
     Recompute,
     RecomputeMethod,
     RecomputeModule,
@@ -65,6 +67,14 @@ RecomputeModulesOpt = Annotated[
         help="Selective recompute: comma list of core_attn, layernorm, mlp (Megatron-LM --recompute-modules).",
     ),
 ]
+OffloadModulesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--offload-modules",
+        help="Activation offload to host memory: comma list of attn_norm, qkv_linear, core_attn, attn_proj, "
+        "mlp_norm (Megatron-LM --offload-modules; default: no offload).",
+    ),
+]
 ActivationModelOpt = Annotated[
     ActivationModel,
     typer.Option("--activation-model", help="itemised (this architecture) or korthikanti (GPT-3 formula)."),
@@ -80,6 +90,7 @@ RECOMPUTE_CHOICES: tuple[Recompute, ...] = get_args(Recompute)
 RECOMPUTE_MODULE_CHOICES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
 DEFAULT_RECOMPUTE_MODULES_TEXT = ",".join(DEFAULT_RECOMPUTE_MODULES)
 GRAD_DTYPE_CHOICES: tuple[GradDtype, ...] = get_args(GradDtype)
+OFFLOAD_MODULE_CHOICES: tuple[OffloadModule, ...] = get_args(OffloadModule)
 
 
 def defaulted(ctx: typer.Context, names: tuple[str, ...], values: dict[str, Any]) -> list[str]:
@@ -109,3 +120,10 @@ def recompute_modules(text: str) -> tuple[RecomputeModule, ...]:
     """`--recompute-modules core_attn,mlp` as the core's tuple."""
     values = comma_list("--recompute-modules", text, RECOMPUTE_MODULE_CHOICES) or DEFAULT_RECOMPUTE_MODULES
     return tuple(m for m in RECOMPUTE_MODULE_CHOICES if m in values)
+
+
+def offload_modules(text: str | None) -> tuple[OffloadModule, ...]:
+    """`--offload-modules qkv_linear,core_attn` as the core's tuple (empty when not given); the MoE modules pass
+    through to the core, which refuses them with its own reason."""
+    values = comma_list("--offload-modules", text, (*OFFLOAD_MODULE_CHOICES, *MOE_OFFLOAD_MODULES)) or ()
+    return tuple(values)  # type: ignore[arg-type]  # the core checks each (PlanRequest)

@@ -22,9 +22,11 @@ from pplan.cli.options import (
     GpusOpt,
     HardwareOpt,
     ModelOpt,
+    OffloadModulesOpt,
     SeqLenOpt,
     comma_list,
 )
+from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
 from pplan.launchers.support import LAUNCHERS, Launcher
@@ -97,6 +99,7 @@ def recommend(
         str | None,
         typer.Option(help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both)."),
     ] = None,
+    offload_modules: OffloadModulesOpt = None,
     min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
@@ -123,9 +126,12 @@ def recommend(
         min_microbatches=min_microbatches, headroom_fraction=headroom,
         launcher=launcher, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
         split_p2p=output == "json",  # only the JSON shows the step-time breakdown
+        offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
+    if any(request.offload):
+        hardware_spec.require_host_link()
     layers = model_spec.num_layers
     if launcher is not None:  # a launcher that cannot build the model runs nothing
         launchers.support.check_model(launcher, model_spec)
@@ -192,4 +198,6 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--first-stage-layers {req.first_stage_layers}")
     if req.last_stage_layers is not None:
         args.append(f"--last-stage-layers {req.last_stage_layers}")
+    if req.offload_modules:
+        args.append(f"--offload-modules {','.join(req.offload_modules)}")
     return " ".join(args)

@@ -11,8 +11,10 @@ Activations on a rank are the peak, over the simulated step, of Σ over the micr
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
 that peak (`extra_activation_bytes`), plus the transient of one recomputed checkpoint (pplan.model.activations),
 plus (ZeRO-3) the gathered
-weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer).
-Those four are the dynamic bytes, allocated and freed every step; the caching allocator's fragmentation is
+weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer),
+plus (activation offload) the offload's transit buffer: one layer's offloaded tensors being copied out and one
+layer's reloaded ahead (pplan.model.activations.offload_buffer_bytes; the offloaded tensors themselves are not in
+the activations in flight). Those five are the dynamic bytes, allocated and freed every step; the caching allocator's fragmentation is
 a fraction of them (the profile's `memory.dynamic_fragmentation_fraction`), added to the rank's need as its own
 item (`fragmentation_bytes`). What the HBM leaves usable for all this is pplan.cost.usable's.
 """
@@ -79,6 +81,9 @@ class RankMemory:
     recompute_working_bytes: int
     gathered_weights_bytes: int
     """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP)."""
+    offload_buffer_bytes: int
+    """Activation offload only: one layer's offloaded tensors in transit to the host plus one layer's reloaded
+    ahead of its backward (0 without offload, or when every layer of the rank is a full-recompute checkpoint)."""
     fragmentation_bytes: int
     """The caching allocator's fragmentation: a fraction of the dynamic bytes (`dynamic_bytes`)."""
     in_flight_chunk_microbatches: tuple[int, ...]
@@ -96,18 +101,20 @@ class RankMemory:
             + self.extra_activation_bytes
             + self.recompute_working_bytes
             + self.gathered_weights_bytes
+            + self.offload_buffer_bytes
             + self.fragmentation_bytes
         )
 
     @property
     def dynamic_bytes(self) -> int:
         """What is allocated and freed every step: activations in flight, the model ends' buffers, the
-        recompute transient and ZeRO-3's gathered weights."""
+        recompute transient, ZeRO-3's gathered weights and the offload's transit buffer."""
         return (
             self.activation_bytes
             + self.extra_activation_bytes
             + self.recompute_working_bytes
             + self.gathered_weights_bytes
+            + self.offload_buffer_bytes
         )
 
     @property
@@ -131,6 +138,9 @@ class ActivationPeaks:
     """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
     in_flight_per_stage: tuple[int, ...]
     """Peak micro-batches in flight per virtual stage."""
+    host_bytes: tuple[int, ...] = ()
+    """Activation offload: peak bytes of offloaded activations held in host memory for one GPU of each rank
+    (empty or zeros without offload)."""
 
 
 def gathered_weights_bytes(model: ModelSpec, plan: Plan, rank: int = 0) -> int:
@@ -227,6 +237,19 @@ def _layout_params(
     )
 
 
+def plan_offload_buffer_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """The offload transit buffer of every rank (pplan.model.activations.offload_buffer_bytes), on ranks that
+    hold a layer that keeps its activations (not every layer a full-recompute checkpoint)."""
+    buffer = act.offload_buffer_bytes(model, plan.shape)
+    if not buffer:
+        return (0,) * plan.pp
+    chunks = plan.layout.chunks
+    return tuple(
+        buffer if any(plan.recomputed_layers(chunks[c].layers) < chunks[c].layers for c in held) else 0
+        for held in plan.layout.rank_chunks
+    )
+
+
 def fragmentation_bytes(dynamic_bytes: int, fraction: float) -> int:
     """The caching allocator's fragmentation: `fraction` of the dynamic bytes, rounded up."""
     return math.ceil(dynamic_bytes * fraction)
@@ -247,6 +270,7 @@ def plan_memory(
     items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
+    buffers = plan_offload_buffer_bytes(model, plan)
     out = []
     for r in range(plan.pp):
         chunks = tuple(per_stage[s] for s in stages[r])
@@ -259,7 +283,18 @@ def plan_memory(
         gathered = gathered_weights_bytes(model, plan, r)
         out.append(
             rank_memory(
-                r, layers[r], items[r], bpp, working, gathered, usable_bytes, fragmentation_fraction, *acts
+                *(
+                    r,
+                    layers[r],
+                    items[r],
+                    bpp,
+                    working,
+                    gathered,
+                    usable_bytes,
+                    fragmentation_fraction,
+                    *acts,
+                ),
+                offload_buffer=buffers[r],
             )
         )
     return tuple(out)
@@ -284,12 +319,14 @@ def plan_memory_totals(
     bpp = bytes_per_param(plan)
     working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
-        sum(_param_bytes(params, bpp)) + _with_fragmentation(act_bytes + extra + working + gathered, fraction)
-        for params, act_bytes, extra, gathered in zip(
+        sum(_param_bytes(params, bpp))
+        + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
+        for params, act_bytes, extra, gathered, buffer in zip(
             plan_rank_params(model, plan),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan),
+            plan_offload_buffer_bytes(model, plan),
             strict=True,
         )
     )
@@ -308,13 +345,14 @@ def rank_memory(
     extra_activation_bytes: int,
     in_flight_chunks: tuple[int, ...],
     in_flight_units: float,
+    offload_buffer: int = 0,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
     bytes each, the activations its schedule keeps at the peak, the per-plan transients, and the allocator's
     fragmentation on all but the parameter bytes."""
     params = sum(n for _, n in items)
     weights, grads, optimizer = _param_bytes(params, bpp)
-    dynamic = activation_bytes + extra_activation_bytes + working + gathered
+    dynamic = activation_bytes + extra_activation_bytes + working + gathered + offload_buffer
     return RankMemory(
         rank=rank,
         layers=layers,
@@ -327,6 +365,7 @@ def rank_memory(
         extra_activation_bytes=extra_activation_bytes,
         recompute_working_bytes=working,
         gathered_weights_bytes=gathered,
+        offload_buffer_bytes=offload_buffer,
         fragmentation_bytes=fragmentation_bytes(dynamic, fragmentation_fraction),
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,

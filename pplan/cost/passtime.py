@@ -20,6 +20,12 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
   core; the two norms' memory-bound passes; the MLP's GEMMs, activation function and the one collective pair
   that gathers its input under tensor parallelism). Under block recompute only the first N layers of a chunk
   pay it (`layout_pass_times`).
+- activation offload (Megatron-LM --offload-modules): each layer's offloaded bytes (pplan.model.activations.
+  offloaded_layer) go device → host in F and host → device in I as one copy over the profile's `host_link`
+  (latency + bytes / (bandwidth × efficiency)). megatron-core copies on their own CUDA streams (`d2h_stream`,
+  `h2d_stream` in `pipeline_parallel/fine_grained_activation_offload.py`), overlapping compute, so what a layer's
+  pass exposes is max(0, copy time − that pass's time for the layer without the copy) ("offload"); layers that
+  are full-recompute checkpoints save nothing and copy nothing.
 Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
 effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
 tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
@@ -33,6 +39,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
+from pplan.model.activations import offloaded_layer
 from pplan.model.flops import layer_flops, logits_flops
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
@@ -114,7 +121,32 @@ def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> f
 
 
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
-    """One layer, one micro-batch, one GPU."""
+    """One layer, one micro-batch, one GPU (with the exposed part of its activation offload copies)."""
+    return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
+
+
+def offload_copy_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
+    """Seconds to copy one layer's offloaded bytes over the host link, one way (0 without offload)."""
+    nbytes = offloaded_layer(model, plan).total_bytes
+    if plan.recompute == "full" or not nbytes:
+        return 0.0
+    return message_s(hw.require_host_link(), nbytes)
+
+
+def with_offload(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, times: PassTimes) -> PassTimes:
+    """`times` of one layer plus the exposed offload copies: max(0, copy − the pass's time) in F and in I."""
+    copy = offload_copy_s(model, hw, plan)
+    if not copy:
+        return times
+    return PassTimes(
+        (*times.f, ("offload", max(0.0, copy - times.f_s))),
+        (*times.i, ("offload", max(0.0, copy - times.i_s))),
+        times.w,
+    )
+
+
+def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    """One layer, one micro-batch, one GPU, without activation offload."""
     gemm_rate, attn_rate, hbm_rate, overhead = _rates(hw)
     t = plan.tp
     sp = t if plan.sequence_parallel else 1

@@ -10,7 +10,10 @@ Two duration models:
   on the last chunk) and each hop's P2P message time on the link between the two ranks (pplan.cost.links).
 Virtual stages are the schedule's; for DualPipe, up-pipeline stage p + k runs model chunk k.
 Activation peaks depend only on the order of each rank's list, not on durations: per rank, the most bytes held
-at once by the micro-batches in flight on its stages (pplan.schedules.periodic.in_flight_profile).
+at once by the micro-batches in flight on its stages (pplan.schedules.periodic.in_flight_profile). With
+activation offload the offloaded tensors are out of those bytes, and the host bytes per GPU are the same peak
+taken over what each micro-batch offloads on each chunk (its layers that keep their activations × the bytes one
+layer offloads).
 """
 
 from __future__ import annotations
@@ -94,11 +97,13 @@ def activation_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     profile = in_flight_profile(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches)
     layers_peak = tuple(round(x) for x in profile.peak_per_rank(layer_bytes))
     combined = profile.peak_per_rank(both)
+    host = _host_bytes_per_microbatch(model, plan)
     return ActivationPeaks(
         layers_peak,
         tuple(max(0, round(c) - a) for c, a in zip(combined, layers_peak, strict=True)),
         profile.peak_per_rank([chunks[c].layers / unit_layers for c in of_stage]),
         profile.peak_per_stage,
+        tuple(round(x) for x in profile.peak_per_rank([host[c] for c in of_stage])) if any(host) else (),
     )
 
 
@@ -108,7 +113,9 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     lower bound on the memory `activation_peaks` gives, at no cost in m."""
     counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
     unit_layers = model.num_layers / plan.pp
-    if plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block":
+    if not plan.offload_modules and (
+        plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block"
+    ):
         # every chunk keeps the same bytes per layer (none, selective, full with one checkpoint per layer), or
         # per group of layers (uniform): summed per layer where it can be, the search's hot path
         per_layer, emb, out = _layer_bytes(model, plan.shape)
@@ -120,11 +127,13 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
                 per_stage,
             )
     per_chunk, emb, out = _bytes_per_microbatch(model, plan)
+    host = _host_bytes_per_microbatch(model, plan)
     return ActivationPeaks(
         tuple(sum(n * per_chunk[c] for c, n in held) for held, _, _, _ in counts),
         tuple(e * emb + o * out for _, _, e, o in counts),
         tuple(layers / unit_layers for _, layers, _, _ in counts),
         per_stage,
+        tuple(sum(n * host[c] for c, n in held) for held, _, _, _ in counts) if any(host) else (),
     )
 
 
@@ -167,6 +176,13 @@ def _layer_bytes(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
         act.embedding_end(model, shape).total_bytes,
         act.output_end(model, shape).total_bytes,
     )
+
+
+def _host_bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """One micro-batch's offloaded bytes per model chunk: its layers that keep their activations (not
+    full-recompute checkpoints) × what one layer offloads (pplan.model.activations.offloaded_layer)."""
+    per_layer = act.offloaded_layer(model, plan.shape).total_bytes
+    return tuple((c.layers - plan.recomputed_layers(c.layers)) * per_layer for c in plan.layout.chunks)
 
 
 def chunk_activation_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:

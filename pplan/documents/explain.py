@@ -82,6 +82,9 @@ class PlanOut(Out):
     gpus: int
     layers_per_chunk: list[int]
     tokens_per_step: int
+    offload_modules: list[str] = Field(default_factory=list)
+    """Activation offload to host memory: the modules whose saved inputs are offloaded (Megatron-LM
+    `--offload-modules`), in canonical order; empty when off."""
 
 
 class BytesPerParamOut(Out):
@@ -112,9 +115,16 @@ class StageMemory(Out):
     """Transient of one recomputed layer (0 without recomputation)."""
     gathered_weights_bytes: NonNegativeInt = 0
     """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
+    offload_buffer_bytes: NonNegativeInt = 0
+    """Activation offload: one layer's offloaded tensors in transit to the host plus one layer's reloaded ahead of
+    its backward (0 without offload); dynamic, included in `total_bytes`."""
+    host_offload_bytes: NonNegativeInt = 0
+    """Activation offload: peak bytes of offloaded activations this GPU keeps in host memory (the micro-batches in
+    flight × their offloading layers × `memory.offload_bytes_per_layer`); not in `total_bytes`."""
     fragmentation_bytes: NonNegativeInt = 0
     """The caching allocator's fragmentation: `memory.fragmentation_fraction_of_dynamic` of the dynamic bytes
-    (activation, extra activation, recompute working and gathered weights bytes); included in `total_bytes`."""
+    (activation, extra activation, recompute working, gathered weights and offload buffer bytes); included in
+    `total_bytes`."""
     in_flight_microbatches: float
     """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]
@@ -153,6 +163,14 @@ class MemoryOut(Out):
     in_flight_source: str
     """Where the in-flight counts come from."""
     stages: list[StageMemory]
+    offload_bytes_per_layer: NonNegativeInt = 0
+    """Activation offload: bytes one layer (one that keeps its activations) moves to host memory per micro-batch;
+    already left out of `activation_bytes_per_layer`. 0 when off."""
+    offload_items_per_layer: dict[str, int] = Field(default_factory=dict)
+    """The tensors behind `offload_bytes_per_layer`, itemised as in `activation_items_per_layer`."""
+    host_offload_bytes: NonNegativeInt = 0
+    """Activation offload: the most host memory one GPU of any stage holds at the peak (check it against the
+    node's RAM ÷ GPUs per node); 0 when off."""
 
 
 class ChunkPassTimes(Out):

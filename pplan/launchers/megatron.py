@@ -16,7 +16,9 @@ What the arguments say:
   (`--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params`, with the
   `fsdp_dtensor` checkpoint format validate_args requires; megatron-core 0.16.1's `DistributedOptimizer` carries
   the Megatron-FSDP paths, so `--use-distributed-optimizer` stays on); BF16 gradients as `--grad-reduce-in-bf16`
-  (otherwise Megatron keeps FP32 main gradients); the two overlaps.
+  (otherwise Megatron keeps FP32 main gradients); the two overlaps; activation offload as
+  `--fine-grained-activation-offloading --offload-modules ...` (megatron-core 0.16.1 `transformer_config.py`), with
+  a note where Transformer Engine's fused norms make it offload other tensors than pplan counted.
 What they cannot say is refused (a ConfigError on `--launcher`: ALiBi, biases everywhere but the QKV projection)
 or written as a `#` note (the tokenizer, the RoPE base and norm epsilon pplan's profiles do not state, a
 position table grown to the sequence (and costed so), vocabulary padding pplan did not cost).
@@ -173,6 +175,8 @@ def _memory_args(plan: Plan) -> list[str]:
         ]  # fmt: skip
     elif plan.recompute == "selective":
         args += ["--recompute-granularity", "selective", "--recompute-modules", *plan.recompute_modules]
+    if plan.offload_modules:
+        args += ["--fine-grained-activation-offloading", "--offload-modules", *plan.offload_modules]
     if plan.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
     if plan.zero_stage >= 2:
@@ -257,6 +261,12 @@ def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
         )
     if not plan.flash_attention:
         notes.append("# pplan assumed attention without flash attention (full score matrices kept)")
+    if plan.offload_modules:
+        notes.append(
+            "# activation offload: pplan counted the local layer spec's separate norms; under Megatron's default "
+            "--transformer-impl transformer_engine the norms are fused into the linears, so attn_norm and mlp_norm "
+            "offload nothing and qkv_linear also offloads the norm input (add --transformer-impl local to match)"
+        )
     return notes
 
 

@@ -481,6 +481,21 @@ RULES: tuple[MegatronRule, ...] = (
         ),
     ),
     MegatronRule(
+        "offload modules",
+        f"{CORE}/transformer/transformer_config.py, TransformerConfig.__post_init__",
+        "Invalid choices for offload_modules (allowed: core_attn, attn_proj, expert_fc1, moe_act, attn_norm, "
+        "mlp_norm, qkv_linear) / attn_proj cannot be set to offload_modules alone without core_attn",
+        lambda ns, _: (
+            not ns.fine_grained_activation_offloading
+            or (
+                bool(ns.offload_modules)
+                and set(ns.offload_modules)
+                <= {"core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm", "qkv_linear"}
+                and ("attn_proj" not in ns.offload_modules or "core_attn" in ns.offload_modules)
+            )
+        ),
+    ),
+    MegatronRule(
         "param-gather overlap needs grad-reduce overlap",
         f"{MLM}, validate_args",
         "Must use --overlap-param-gather with --overlap-grad-reduce",

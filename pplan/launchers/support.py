@@ -38,7 +38,11 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   gradients in FP32 (`training.mixed_precision_reduce` takes only float32), so a BF16-gradient plan is refused;
   its FSDP is ZeRO-3 and its replicate axis ZeRO-0, so a search for it skips ZeRO-1/2 (`request_unsupported_reason`;
   a hand-picked ZeRO-1/2 plan is written as FSDP with a note). `torchtitan` is the current release
-  (0.3.x), `torchtitan@0.2` the 0.2.x TOML; both refuse the same plans.
+  (0.3.x), `torchtitan@0.2` the 0.2.x TOML; both refuse the same plans. torchtitan has no activation offload:
+  its one offload option, `training.enable_cpu_offload` (torchtitan 0.3.0 torchtitan/config/configs.py), offloads
+  FSDP's parameters, gradients and optimizer states, and its activation checkpointing
+  (torchtitan/distributed/activation_checkpoint.py) has no offload mode; so a plan with `--offload-modules` is
+  refused.
 """
 
 from __future__ import annotations
@@ -119,10 +123,11 @@ def _refusal(
     overlap: tuple[bool, bool] = (True, True),
     recompute: str = "none",
     grad_dtype: str = "fp32",
+    offload: bool = False,
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
-    `grad_dtype` its gradient dtype."""
+    `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory."""
     launcher = launcher_name(launcher)
     kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
@@ -160,6 +165,13 @@ def _refusal(
             "torchtitan keeps and reduces gradients in FP32 (training.mixed_precision_reduce takes only float32, "
             "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
             "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
+        )
+    if offload:
+        return _Refusal(
+            "torchtitan: no activation offload",
+            "torchtitan's only offload option, training.enable_cpu_offload, moves FSDP's parameters, gradients "
+            "and optimizer states to the CPU, not saved activations (torchtitan 0.3.0 torchtitan/config/configs.py)",
+            "drop --offload-modules, or use --launcher megatron (--fine-grained-activation-offloading)",
         )
     if recompute.startswith("full("):
         return _Refusal(
@@ -274,6 +286,7 @@ def request_unsupported_reason(
         overlap,
         req.recompute_label,
         req.grad_dtype,
+        bool(req.offload_modules),
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -292,6 +305,7 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         (plan.overlap_grad_reduce, plan.overlap_param_gather),
         plan.recompute_label,
         plan.grad_dtype,
+        bool(plan.offload_modules),
     )
 
 

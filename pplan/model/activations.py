@@ -24,6 +24,23 @@ outputs (attention/qkv_input, mlp/fc1_input; the norm inputs are kept), `mlp` ev
 input (mlp/fc1_input, fc1_output, activation_output). Ends (Korthikanti §4.3, Eq. after 5):
 the first stage keeps the embedding dropout mask qbh/sp (when the model has dropout); the last stage keeps the
 final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t.
+
+Activation offload (Megatron-LM `--fine-grained-activation-offloading --offload-modules`, megatron-core 0.16
+`pipeline_parallel/fine_grained_activation_offload.py`): every tensor a named module saves for the backward
+inside its forward is copied to pinned host memory on a side stream once the module's group commits, and its GPU
+copy freed; it is reloaded one group ahead of the backward that needs it. The saved tensors each module offloads
+(`OFFLOAD_ITEMS`), for the local layer spec pplan itemises (separate norm modules, `transformer_layer.py`
+`input_layernorm` / `pre_mlp_layernorm`): `attn_norm` the attention norm's input (attention/norm_input),
+`qkv_linear` the QKV projection's input, the norm's output (attention/qkv_input), `core_attn` the attention
+core's q, k, v (`attention.py`: the core's group commit releases query, key and value) and what the core saves
+besides (the flash log-sum-exp, or the score path without flash attention), `attn_proj` the output projection's
+input (attention/proj_input; megatron-core requires `core_attn` with it), `mlp_norm` the MLP norm's input
+(mlp/norm_input). Assumed: with Transformer Engine's fused norm + linear (Megatron-LM's default
+`--transformer-impl transformer_engine`), `attn_norm` and `mlp_norm` have no norm module to wrap and offload
+nothing, and `qkv_linear` offloads both attention/norm_input and attention/qkv_input; pplan counts the local
+spec's split. Tensors under `MIN_OFFLOADED_ELEMENTS` elements stay on the GPU (megatron-core's
+`min_offloaded_tensor_size`). An offloaded tensor leaves the per-layer bytes (`itemised_layer`); what is in
+transit is `offload_buffer_bytes`.
 """
 
 from __future__ import annotations
@@ -67,17 +84,78 @@ def _score_items(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
     return items
 
 
-def itemised_layer(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
-    """Itemised activation bytes of one layer for one micro-batch (see the module docstring)."""
+def itemised_layer(
+    model: ModelSpec, plan: LayerSetting, recompute: str | None = None, keep_offloaded: bool = False
+) -> ActivationItems:
+    """Itemised activation bytes one layer keeps on the GPU for one micro-batch (see the module docstring):
+    without what the plan offloads to host memory unless `keep_offloaded`."""
     qb, _, sp, _ = _dims(model, plan)
     recompute = recompute or plan.recompute
     if recompute == "full":
         return ActivationItems((("layer_input", ACT_BYTES * qb * model.hidden_size // sp),))
+    items = _kept_items(model, plan, recompute)
+    if plan.offload_modules and not keep_offloaded:
+        gone = {name for name, _ in _offloaded(plan, items)}
+        items = [(n, b) for n, b in items if n not in gone]
+    return ActivationItems(tuple(items))
+
+
+def _kept_items(model: ModelSpec, plan: LayerSetting, recompute: str) -> list[tuple[str, int]]:
+    """Every tensor a layer keeps under a recompute policy other than full, offloaded or not."""
     items = _itemised_all(model, plan)
     if recompute == "selective":
         dropped = set(_dropped_by(plan))
         items = [(n, b) for n, b in items if n not in dropped]
-    return ActivationItems(tuple(items))
+    return items
+
+
+OFFLOAD_ITEMS: dict[str, tuple[str, ...]] = {
+    "attn_norm": ("attention/norm_input",),
+    "qkv_linear": ("attention/qkv_input",),
+    "core_attn": (
+        "attention/q",
+        "attention/k",
+        "attention/v",
+        "attention/softmax_lse_fp32",
+        "attention/softmax_output",
+        "attention/softmax_dropout_mask",
+        "attention/softmax_dropout_output",
+    ),
+    "attn_proj": ("attention/proj_input",),
+    "mlp_norm": ("mlp/norm_input",),
+}
+"""The itemised tensors each offloaded module moves to host memory (see the module docstring)."""
+MIN_OFFLOADED_ELEMENTS = 1024 * 1024
+"""megatron-core 0.16's `min_offloaded_tensor_size` default (`transformer_config.py`): smaller tensors stay."""
+
+
+def _element_bytes(name: str) -> int:
+    """Bytes per element of an itemised tensor: FP32 statistics, 1-byte masks, 16-bit activations."""
+    if name.endswith("_fp32"):
+        return FP32_BYTES
+    return MASK_BYTES if name.endswith("mask") else ACT_BYTES
+
+
+def _offloaded(plan: LayerSetting, items: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Of `items`, those the plan's offload modules move to host memory (at least MIN_OFFLOADED_ELEMENTS)."""
+    names = {name for module in plan.offload_modules for name in OFFLOAD_ITEMS[module]}
+    return [(n, b) for n, b in items if n in names and b // _element_bytes(n) >= MIN_OFFLOADED_ELEMENTS]
+
+
+def offloaded_layer(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
+    """What one layer that keeps its activations (not a full-recompute checkpoint) offloads to host memory for
+    one micro-batch, itemised; empty without offload or under the Korthikanti model (no tensors to name)."""
+    if not plan.offload_modules or plan.activation_model != "itemised":
+        return ActivationItems(())
+    recompute = "none" if plan.recompute == "full" else plan.recompute
+    return ActivationItems(tuple(_offloaded(plan, _kept_items(model, plan, recompute))))
+
+
+def offload_buffer_bytes(model: ModelSpec, plan: LayerSetting) -> int:
+    """The offload's transient on the GPU: one layer's offloaded tensors still being copied out in the forward
+    plus one layer's reloaded ahead of the backward that needs them (megatron-core reloads the next layer's group
+    when a group's backward starts, and keeps the last group of each module on the GPU), 2 × `offloaded_layer`."""
+    return 2 * offloaded_layer(model, plan).total_bytes
 
 
 MODULE_ITEMS: dict[str, tuple[str, ...]] = {
@@ -147,11 +225,13 @@ def korthikanti_layer(model: ModelSpec, plan: LayerSetting, recompute: str | Non
     return ActivationItems(tuple(items))
 
 
-def layer_activations(model: ModelSpec, plan: LayerSetting, recompute: str | None = None) -> ActivationItems:
-    """One layer, one micro-batch, under the plan's activation model."""
+def layer_activations(
+    model: ModelSpec, plan: LayerSetting, recompute: str | None = None, keep_offloaded: bool = False
+) -> ActivationItems:
+    """One layer, one micro-batch, under the plan's activation model (what stays on the GPU)."""
     if plan.activation_model == "korthikanti":
         return korthikanti_layer(model, plan, recompute)
-    return itemised_layer(model, plan, recompute)
+    return itemised_layer(model, plan, recompute, keep_offloaded)
 
 
 def recompute_working_bytes(model: ModelSpec, plan: LayerSetting, group_layers: int = 1) -> int:
@@ -162,7 +242,7 @@ def recompute_working_bytes(model: ModelSpec, plan: LayerSetting, group_layers: 
     re-materialises what its modules drop, for one layer. Zero without recomputation.
     """
     if plan.recompute == "full":
-        return group_layers * layer_activations(model, plan, "none").total_bytes
+        return group_layers * layer_activations(model, plan, "none", keep_offloaded=True).total_bytes
     if plan.recompute == "selective":
         kept = dict(_itemised_all(model, plan))  # the tensors themselves, whatever the activation model
         return sum(kept.get(name, 0) for name in set(_dropped_by(plan)))

@@ -27,6 +27,13 @@ RecomputeModule = Literal["core_attn", "layernorm", "mlp"]
 attention core, the two norms (their outputs are not kept), the MLP (only its input is kept)."""
 DEFAULT_RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = ("core_attn",)
 """Megatron-LM's default for `--recompute-granularity selective` (Korthikanti et al. 2022's selective recompute)."""
+OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"]
+"""Whose saved inputs fine-grained activation offloading moves to host memory (Megatron-LM
+`--offload-modules`, megatron-core 0.16 `transformer_config.py` `offload_modules`), in canonical order: the
+attention norm, the QKV projection, the attention core, the output projection, the MLP norm
+(pplan.model.activations says which tensors each offloads)."""
+MOE_OFFLOAD_MODULES = ("expert_fc1", "moe_act")
+"""megatron-core's offload modules for mixture-of-experts layers, which pplan does not model (refused)."""
 GradDtype = Literal["bf16", "fp32"]
 ActivationModel = Literal["itemised", "korthikanti"]
 
@@ -52,6 +59,8 @@ class LayerSetting(Protocol):
     def activation_model(self) -> ActivationModel: ...
     @property
     def recompute_modules(self) -> tuple[RecomputeModule, ...]: ...
+    @property
+    def offload_modules(self) -> tuple[OffloadModule, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +77,8 @@ class Shape:
     activation_model: ActivationModel
     recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES
     """Selective recomputation only: the modules re-run (ignored otherwise)."""
+    offload_modules: tuple[OffloadModule, ...] = ()
+    """The modules whose saved inputs go to host memory (empty: no offload)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +109,8 @@ class PlanRequest:
     last_stage_layers: int | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    offload_modules: tuple[OffloadModule, ...] = ()
+    """Activation offload to host memory: the modules whose saved inputs are offloaded (empty: off)."""
 
     @property
     def recompute_label(self) -> str:
@@ -146,6 +159,10 @@ class PlanRequest:
             )  # fmt: skip
         check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
         check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
+        check_offload(
+            self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
+            self.recompute_modules,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +197,8 @@ class Plan:
     """Gradient synchronisation runs behind the last backward passes (Megatron --overlap-grad-reduce)."""
     overlap_param_gather: bool
     """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
+    offload_modules: tuple[OffloadModule, ...] = ()
+    """Activation offload: the modules whose saved inputs go to host memory, in canonical order; empty: off."""
 
     @property
     def gpus(self) -> int:
@@ -191,6 +210,7 @@ class Plan:
         return Shape(
             self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
             self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
+            self.offload_modules,
         )  # fmt: skip
 
     def recomputed_layers(self, chunk_layers: int) -> int:
@@ -405,6 +425,11 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "--recompute-modules", "Korthikanti et al.'s Table 2 covers their selective recompute (core_attn) only",
             "use --activation-model itemised, or --recompute-modules core_attn",
         )  # fmt: skip
+    if req.offload_modules and req.activation_model == "korthikanti":
+        raise ConfigError(
+            "--offload-modules", "Korthikanti et al.'s Table 2 has no per-tensor items to offload",
+            "use --activation-model itemised, or drop --offload-modules",
+        )  # fmt: skip
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
     _check_pipeline(kind, p, m, per_step)
     recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
@@ -431,6 +456,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         layout=layout,
         overlap_grad_reduce=req.overlap_grad_reduce,
         overlap_param_gather=req.overlap_param_gather,
+        offload_modules=canonical_offload(req.offload_modules),
     )
 
 
@@ -459,6 +485,59 @@ def _recompute_layers(req: PlanRequest, most_layers: int) -> int | None:
     if req.recompute_method == "uniform" and n == 1:
         return None  # one checkpoint per layer: plain full recompute
     return n
+
+
+def canonical_offload(modules: tuple[OffloadModule, ...]) -> tuple[OffloadModule, ...]:
+    """The offload modules once each, in the order `OffloadModule` lists them."""
+    return tuple(m for m in get_args(OffloadModule) if m in modules)
+
+
+OFFLOAD_DROPPED_BY_RECOMPUTE: dict[str, tuple[str, ...]] = {"layernorm": ("qkv_linear",)}
+"""Offload modules whose every offloaded tensor a selectively recomputed module already drops: `layernorm`
+recompute discards the attention norm's output, which is what `qkv_linear` offloads (pplan.model.activations)."""
+
+
+def check_offload(
+    modules: tuple[str, ...],
+    recompute: str,
+    method: str,
+    recompute_layers: int | None,
+    recompute_modules: tuple[str, ...] = (),
+) -> None:
+    """The offload rules, each a one-line ConfigError on --offload-modules: known modules only (the MoE ones
+    refused: pplan models dense layers); `attn_proj` needs `core_attn` (megatron-core 0.16
+    `transformer_config.py` raises it: the projection's input is the attention core's output, which the core's
+    backward needs); nothing a recompute policy already drops (offloading it would move bytes for no memory):
+    full recompute of every layer (uniform) keeps only checkpoint inputs, and `layernorm` recompute drops what
+    `qkv_linear` offloads. Full recompute by blocks offloads from the layers it keeps whole."""
+    for module in modules:
+        if module in MOE_OFFLOAD_MODULES:
+            raise ConfigError(
+                "--offload-modules", f"{module} offloads mixture-of-experts inputs; pplan models dense layers only",
+                f"drop {module} (offload one of {', '.join(get_args(OffloadModule))})",
+            )  # fmt: skip
+        check_choice("--offload-modules", module, get_args(OffloadModule))
+    if not modules:
+        return
+    if "attn_proj" in modules and "core_attn" not in modules:
+        raise ConfigError(
+            "--offload-modules", "attn_proj needs core_attn: its input is the attention core's output, which the "
+            "core's backward keeps on the GPU (megatron-core raises the same)", "add core_attn, or drop attn_proj",
+        )  # fmt: skip
+    if recompute == "full" and method != "block":
+        what = "every layer" if recompute_layers in (None, 1) else f"groups of {recompute_layers} layers"
+        raise ConfigError(
+            "--offload-modules", f"full recompute of {what} keeps only checkpoint inputs: nothing left to offload",
+            "use --recompute-method block --recompute-layers N (the other layers offload), or drop --offload-modules",
+        )  # fmt: skip
+    if recompute == "selective":
+        for rc in recompute_modules:
+            for module in OFFLOAD_DROPPED_BY_RECOMPUTE.get(rc, ()):
+                if module in modules:
+                    raise ConfigError(
+                        "--offload-modules", f"{module} offloads what --recompute-modules {rc} already drops",
+                        f"drop {module} from --offload-modules, or {rc} from --recompute-modules",
+                    )  # fmt: skip
 
 
 def _canonical_modules(modules: tuple[RecomputeModule, ...]) -> tuple[RecomputeModule, ...]:

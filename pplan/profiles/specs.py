@@ -31,6 +31,8 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
+from pplan.errors import ConfigError
+
 GIB = 2**30
 GB = 10**9
 
@@ -227,7 +229,8 @@ class MemoryReserveSpec(_Frozen):
     """NCCL buffers one communicator holds on one GPU, MiB (0 to 10^5 GiB); times the plan's communicators."""
     dynamic_fragmentation_fraction: float = Field(ge=0, lt=1, allow_inf_nan=False)
     """Caching-allocator fragmentation as a fraction of the dynamic bytes (activations in flight, extra buffers,
-    the recompute transient, ZeRO-3's gathered weights; 0 ≤ x < 1); added to each rank's need."""
+    the recompute transient, ZeRO-3's gathered weights, the offload buffer; 0 ≤ x < 1); added to each rank's
+    need."""
 
     @model_validator(mode="before")
     @classmethod
@@ -312,6 +315,20 @@ class HardwareSpec(_Frozen):
     inter_node: LinkSpec
     """GPU-to-GPU across nodes (per GPU: one NIC per GPU on DGX nodes)."""
     efficiency: EfficiencySpec
+    host_link: LinkSpec | None = None
+    """GPU to host memory and back (the PCIe link to the CPU), per GPU per direction: what activation offload
+    copies over. Every bundled profile states it; a profile without it loads, and a plan that offloads on it is
+    refused naming this field (`require_host_link`): no default would be honest across hosts."""
+
+    def require_host_link(self) -> LinkSpec:
+        """The host link, or a ConfigError naming `host_link` when the profile has none (activation offload)."""
+        if self.host_link is None:
+            raise ConfigError(
+                "--offload-modules", f"hardware profile {self.name} has no [host_link] section (the GPU-to-host "
+                "link activation offload copies over)",
+                "add [host_link] with name, bandwidth_gb_per_s, efficiency and latency_us, or drop --offload-modules",
+            )  # fmt: skip
+        return self.host_link
 
     @model_validator(mode="after")
     def _check_usable_memory(self) -> HardwareSpec:

@@ -53,7 +53,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         collapse_padding=True,
         caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; frag allocator fragmentation; "
+        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; offl activation offload in transit; "
+        "frag allocator fragmentation; "
         "free headroom",
         caption_justify="left",
     )
@@ -72,6 +73,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         columns.append(("rcmp", lambda s: _g(s.recompute_working_bytes)))
     if any(s.gathered_weights_bytes for s in stages):
         columns.append(("gath", lambda s: _g(s.gathered_weights_bytes)))
+    if any(s.offload_buffer_bytes for s in stages):
+        columns.append(("offl", lambda s: _g(s.offload_buffer_bytes)))
     if any(s.fragmentation_bytes for s in stages):
         columns.append(("frag", lambda s: _g(s.fragmentation_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
@@ -143,6 +146,11 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 "recompute",
                 f"{_recompute_text(plan)}; sequence parallel {'on' if plan.sequence_parallel else 'off'}; "
                 f"flash attention {'on' if plan.flash_attention else 'off'}",
+            ),
+            *(
+                [("offload", _offload_text(plan, mem.offload_bytes_per_layer, mem.host_offload_bytes))]
+                if plan.offload_modules
+                else []
             ),
             (
                 "states",
@@ -279,6 +287,14 @@ def _recompute_text(plan: PlanOut) -> str:
     if rc.layers:
         return f"full, uniform: checkpoints of {rc.layers} layers"
     return "full"
+
+
+def _offload_text(plan: PlanOut, per_layer: int, host_bytes: int) -> str:
+    """The offload line: modules, bytes offloaded per layer per micro-batch, host bytes per GPU at the peak."""
+    return (
+        f"{', '.join(plan.offload_modules)} to host memory: {mb(per_layer)} per layer per micro-batch; "
+        f"{host_bytes / 1e9:.2f} GB of host memory per GPU at the peak"
+    )
 
 
 def _activations_text(plan: PlanOut, per_layer: int, per_chunk: list[int]) -> str:

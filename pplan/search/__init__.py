@@ -207,7 +207,13 @@ class Query:
         held = warmup_held(base)
         prefit = None
         totals: tuple[float, ...]
-        if below is not None and plan is not None and plan.recompute == "none" and n == 1:
+        if (
+            below is not None
+            and plan is not None
+            and plan.recompute == "none"
+            and n == 1
+            and not plan.offload_modules
+        ):
             # from no recompute's bound: one layer per chunk recomputed saves `saved` per micro-batch held and
             # adds the recompute transient (one layer's activations)
             totals = tuple(t + whole * grow - saved * k for t, k in zip(below, held, strict=True))
@@ -412,7 +418,7 @@ def _chain_key(
     return (
         c.family.name, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
         c.recompute if recompute is None else recompute, c.recompute_layers if layers is False else layers,
-        c.zero if zero is None else zero, c.grad_dtype,
+        c.zero if zero is None else zero, c.grad_dtype, c.offload_modules,
     )  # fmt: skip
 
 

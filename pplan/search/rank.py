@@ -2,7 +2,8 @@
 
 Order (a total order, so "the top N" is well defined): higher predicted tokens/s first; then the lower ZeRO stage
 (at equal throughput, less sharding: fewer collectives than the model counts as hidden); then less recompute
-(none, selective, the first N layers of every chunk, every layer: `Candidate.recompute_cost`); then FP32 gradients
+(none, selective, the first N layers of every chunk, every layer: `Candidate.recompute_cost`); then no activation
+offload before offload (at equal throughput, no copies to the host); then FP32 gradients
 before BF16 (at equal throughput, the numerically safer reduction, Megatron-LM's default); then less peak memory
 on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
 the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype, BF16 first).
@@ -73,13 +74,13 @@ class Scored:
     def plan(self) -> Plan:
         return self.fitted.plan
 
-    def key(self) -> tuple[float, int, int, int, int, int, tuple[int, ...]]:
+    def key(self) -> tuple[float, int, int, int, int, int, int, tuple[int, ...]]:
         """The documented order: ascending key = better first."""
         c = self.candidate
         bf16 = int(c.grad_dtype == "bf16")
         return (
-            -float(f"{self.tokens_per_s:.{KEY_DIGITS}g}"), c.zero, c.recompute_cost, bf16, self.fitted.peak_bytes,
-            c.replica, c.order,
+            -float(f"{self.tokens_per_s:.{KEY_DIGITS}g}"), c.zero, c.recompute_cost, int(bool(c.offload_modules)),
+            bf16, self.fitted.peak_bytes, c.replica, c.order,
         )  # fmt: skip
 
 

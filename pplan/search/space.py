@@ -10,7 +10,9 @@ registry's). ZeRO stages and gradient dtypes are axes like the recompute mode: e
 default ZeRO-0 to 3 and FP32 and BF16 gradients), the launcher keeping those it runs as costed. Full recompute
 comes with its partial forms: the first N layers of every chunk, N = 1 up to the largest chunk (`_recompute_options`). Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
 and keeps less memory, so turning it off is dominated) and flash attention is assumed. Without a pipeline
-(p = 1) every schedule is the same plan, so only the first requested one is tried.
+(p = 1) every schedule is the same plan, so only the first requested one is tried. Activation offload is an
+axis too (`SearchRequest.offload`, by default only no offload): each module set asked is tried with every
+recompute policy it can go with (not full recompute of every layer, which keeps nothing to offload).
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from enum import StrEnum
 from typing import get_args
 
 from pplan.errors import ConfigError
-from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, check_choice, check_count
+from pplan.plan.configuration import (
+    GradDtype,
+    OffloadModule,
+    PlanRequest,
+    Recompute,
+    canonical_offload,
+    check_choice,
+    check_count,
+    check_offload,
+)
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 
@@ -88,6 +99,8 @@ class SearchRequest:
     split_p2p: bool = True
     """Separate exposed P2P time from the bubble in the shown candidates' breakdowns (one more simulation each;
     the step time is the same either way)."""
+    offload: tuple[tuple[OffloadModule, ...], ...] = ((),)
+    """Activation offload module sets to try (`()`: no offload; the default tries only that)."""
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
@@ -114,6 +127,12 @@ class SearchRequest:
             check_choice("--grad-dtype", dtype, get_args(GradDtype))
         for name in self.schedules or ():
             schedule_family(name)
+        if not self.offload:
+            raise ConfigError(
+                "--offload-modules", "no offload setting to try", "e.g. --offload-modules qkv_linear"
+            )
+        for modules in self.offload:
+            check_offload(modules, "none", "uniform", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +157,11 @@ class Candidate:
     most_layers: int = 1
     """Layers of the largest chunk (N runs from 1 to one short of it)."""
     order: tuple[int, ...] = ()
-    """Its place in the enumeration order (t, cp, p, b, schedule asked, v, layer split, recompute asked, N, ZeRO,
-    gradient dtype): the last tie-breaker, the same whether the search made it eagerly or on demand."""
+    """Its place in the enumeration order (t, cp, p, b, schedule asked, v, layer split, offload set asked,
+    recompute asked, N, ZeRO, gradient dtype): the last tie-breaker, the same whether the search made it eagerly
+    or on demand."""
+    offload_modules: tuple[OffloadModule, ...] = ()
+    """Activation offload: the modules whose saved inputs go to host memory (empty: none)."""
 
     def partial(self, n: int, rc_index: int) -> Candidate:
         """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
@@ -181,6 +203,7 @@ class Candidate:
             seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=self.grad_dtype,
             recompute_layers=self.recompute_layers, recompute_method="block" if self.recompute_layers else "uniform",
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
+            offload_modules=self.offload_modules,
         )  # fmt: skip
 
     def summary(self) -> str:
@@ -189,6 +212,7 @@ class Candidate:
         return (
             f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
             f"recompute={self.recompute_label} zero={self.zero} grads={self.grad_dtype}"
+            + (f" offload={'+'.join(self.offload_modules)}" if self.offload_modules else "")
         )
 
 
@@ -305,35 +329,25 @@ def _pipelines(
                 continue
             for split, (first, last) in enumerate(splits):
                 most = (layers if first is None else layers + 2) // n_chunks  # the largest chunk's layers
-                for rc_index, (recompute, n) in _recompute_options(req, most, every_partial):
-                    for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
-                        if zero and d * cp == 1 and 0 in req.zero_stages:
-                            continue  # nothing to shard over: the same plan as ZeRO-0
-                        for grads in sorted(
-                            req.grad_dtypes, key=GRAD_ORDER.index
-                        ):  # BF16 first: pplan.search
-                            order = (
-                                t, cp, p, b, fam_index, v, split, rc_index, n or MAX_CHUNK_LAYERS, zero,
-                                GRAD_ORDER.index(grads),
-                            )  # fmt: skip
-                            yield Candidate(
-                                fam_here,
-                                t,
-                                p,
-                                cp,
-                                d,
-                                v,
-                                b,
-                                m,
-                                first,
-                                last,
-                                recompute,
-                                zero,
-                                grads,
-                                n,
-                                most,
-                                order,
-                            )
+                for off_index, offload in enumerate(req.offload):
+                    offload = canonical_offload(offload)
+                    for rc_index, (recompute, n) in _recompute_options(req, most, every_partial):
+                        if offload and recompute == "full" and n is None:
+                            continue  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
+                        for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
+                            if zero and d * cp == 1 and 0 in req.zero_stages:
+                                continue  # nothing to shard over: the same plan as ZeRO-0
+                            for grads in sorted(
+                                req.grad_dtypes, key=GRAD_ORDER.index
+                            ):  # BF16 first: pplan.search
+                                order = (
+                                    t, cp, p, b, fam_index, v, split, off_index, rc_index, n or MAX_CHUNK_LAYERS,
+                                    zero, GRAD_ORDER.index(grads),
+                                )  # fmt: skip
+                                yield Candidate(
+                                    fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero, grads, n, most,
+                                    order, offload,
+                                )  # fmt: skip
 
 
 def _recompute_options(
