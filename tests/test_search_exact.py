@@ -116,6 +116,9 @@ SMALL_QUERIES = [
         marks=pytest.mark.acceptance,
     ),
     ("llama3-70b", H100, SearchRequest(gpus=64, global_batch=128, tp=8, headroom_fraction=0.1, max_vp=4)),
+    # where no recompute is out of memory and the least partial recompute differs by ZeRO stage (ZeRO-3: the first
+    # 2 layers of every chunk, ZeRO-2: 5): the chains of partial recomputes made on demand
+    ("llama3-8b", H100, SearchRequest(gpus=16, global_batch=128, tp=1, pp=2, schedules=("dualpipe", "1f1b"))),
     (  # activation offload as an axis: none and one module set
         "llama3-70b",
         H100,

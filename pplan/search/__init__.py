@@ -323,6 +323,7 @@ def search(
             for nxt, waiting in chains.release(index):
                 push(nxt, waiting)
             return None
+        chains.forget(seed.candidate, index)  # the seed stood for N; the candidate is N' (no self-wait on N)
         chains.hand_over(index, index, cand)
         if cand.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
             made += 1
@@ -501,6 +502,12 @@ class _Chains:
         """Whether the configuration of `key` was placed and is not yet out of memory."""
         index = self._placed.get(key)
         return index is not None and index not in self._gone
+
+    def forget(self, c: Candidate, index: int) -> None:
+        """`c` is no longer what `index` stands for."""
+        key = _chain_key(c)
+        if self._placed.get(key) == index:
+            del self._placed[key]
 
     def hand_over(self, index: int, new: int, c: Candidate) -> None:
         """`c` (index `new`, made from `index`: one more layer recomputed) takes over what waited on `index` for
