@@ -159,10 +159,20 @@ def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, .
     assert res.code == 2 and needle in res.err and len(res.err.strip().splitlines()) == 1, res.err
 
 
-def test_printed_explain_command_reproduces_the_best(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "query",
+    [
+        ("--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--top", "1"),
+        # the best recomputes the first 8 layers of every chunk (block): the command must say so
+        ("--model", "llama3-70b", "--gpus", "64", "--global-batch", "128", "--tp", "8", "--pp", "2", "--cp", "1",
+         "--micro-batch", "2", "--schedule", "1f1b", "--zero-stage", "1", "--grad-dtype", "fp32", "--top", "1"),
+    ],
+)  # fmt: skip
+def test_printed_explain_command_reproduces_the_best(
+    capsys: pytest.CaptureFixture[str], query: tuple[str, ...]
+) -> None:
     import shlex
 
-    query = ("--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--top", "1")
     res = run_pplan(capsys, "recommend", *query)
     command = res.out.strip().splitlines()[-1].strip()
     assert command.startswith("pplan explain")

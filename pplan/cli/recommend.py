@@ -16,6 +16,7 @@ from pplan.cli.options import (
     DEFAULT_GPUS,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
+    DEFAULT_RECOMPUTE_MODULES_TEXT,
     GRAD_DTYPE_CHOICES,
     RECOMPUTE_CHOICES,
     GlobalBatchOpt,
@@ -23,14 +24,16 @@ from pplan.cli.options import (
     HardwareOpt,
     ModelOpt,
     OffloadModulesOpt,
+    RecomputeModulesOpt,
     SeqLenOpt,
     comma_list,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
+from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
 from pplan.launchers.support import LAUNCHERS, Launcher
-from pplan.plan.configuration import GradDtype, PlanRequest, Recompute, make_plan
+from pplan.plan.configuration import DEFAULT_RECOMPUTE_MODULES, GradDtype, PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
@@ -100,6 +103,14 @@ def recommend(
         typer.Option(help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both)."),
     ] = None,
     offload_modules: OffloadModulesOpt = None,
+    partial_recompute: Annotated[
+        bool,
+        typer.Option(
+            help="With full recompute among the modes: also try the first N layers of every chunk (Megatron-LM "
+            "--recompute-method block), the least N that fits."
+        ),
+    ] = True,
+    recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
     min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
@@ -127,6 +138,7 @@ def recommend(
         launcher=launcher, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
         split_p2p=output == "json",  # only the JSON shows the step-time breakdown
         offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
+        partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
@@ -190,6 +202,10 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         f"--micro-batch {req.micro_batch}", f"--schedule {req.schedule}", f"--recompute {req.recompute}",
         f"--zero-stage {req.zero_stage}", f"--grad-dtype {req.grad_dtype}",
     ]  # fmt: skip
+    if req.recompute_layers is not None:
+        args += [f"--recompute-method {req.recompute_method}", f"--recompute-layers {req.recompute_layers}"]
+    if req.recompute == "selective" and tuple(req.recompute_modules) != DEFAULT_RECOMPUTE_MODULES:
+        args.append(f"--recompute-modules {','.join(req.recompute_modules)}")
     if req.seq_len is not None:
         args.append(f"--seq-len {req.seq_len}")
     if req.vp is not None:

@@ -34,13 +34,13 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
         table.add_row(
             str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
-            f"{plan.micro_batch}×{plan.num_microbatches}", f"{RECOMPUTE_SHORT[plan.recompute]}/{plan.zero_stage}/{GRAD_SHORT[plan.grad_dtype]}",
+            f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{plan.zero_stage}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
             f"{perf.tokens_per_s / 1e6:.3f}", f"{perf.mfu:.0%}",
         )  # fmt: skip
     table.caption = (
         "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
-        "micro-batches. rc/Z/g: recomputation / ZeRO stage / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
+        "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"
         + " GB). * one layer fewer on the first and last chunk."
@@ -50,6 +50,15 @@ def candidates_table(result: SearchResult, title: str) -> Table:
 
 
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
+
+
+def _recompute_short(layers: int | None, mode: str, method: str | None) -> str:
+    """`full`, or `b3` for the first 3 layers of every chunk (block), `u4` for checkpoints of 4 layers."""
+    if mode == "full" and layers is not None:
+        return f"{'b' if method == 'block' else 'u'}{layers}"
+    return RECOMPUTE_SHORT[mode]
+
+
 GRAD_SHORT = {"fp32": "f32", "bf16": "b16"}
 
 

@@ -26,10 +26,12 @@ from typing import get_args
 
 from pplan.errors import ConfigError
 from pplan.plan.configuration import (
+    DEFAULT_RECOMPUTE_MODULES,
     GradDtype,
     OffloadModule,
     PlanRequest,
     Recompute,
+    RecomputeModule,
     canonical_offload,
     check_choice,
     check_count,
@@ -82,6 +84,8 @@ class SearchRequest:
     micro_batch: int | None = None
     schedules: tuple[str, ...] | None = None
     recompute: tuple[Recompute, ...] = ("none", "selective", "full")
+    recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES
+    """What `selective` re-runs (Megatron-LM `--recompute-modules`)."""
     partial_recompute: bool = True
     """With `full` asked: also try full recompute of the first N layers of every chunk (N from 1 up; the search
     evaluates N + 1 only when N is out of memory), as Megatron-LM's `--recompute-method block`."""
@@ -202,6 +206,7 @@ class Candidate:
             vp=self.v if self.family.fixed_v is None else None, cp=self.cp, schedule=self.family.name,
             seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=self.grad_dtype,
             recompute_layers=self.recompute_layers, recompute_method="block" if self.recompute_layers else "uniform",
+            recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules,
         )  # fmt: skip
