@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from pplan.model import activations as act
 from pplan.model.params import ParamItem, embedding_params, layer_params, output_params, position_table_rows
-from pplan.plan.configuration import Plan
+from pplan.plan.configuration import Plan, Shape
 from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
 
@@ -240,6 +240,8 @@ def _layout_params(
 def plan_offload_buffer_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
     """The offload transit buffer of every rank (pplan.model.activations.offload_buffer_bytes), on ranks that
     hold a layer that keeps its activations (not every layer a full-recompute checkpoint)."""
+    if not plan.offload_modules:
+        return (0,) * plan.pp
     buffer = act.offload_buffer_bytes(model, plan.shape)
     if not buffer:
         return (0,) * plan.pp
@@ -305,6 +307,12 @@ def _rank_layers(layout: Layout) -> tuple[int, ...]:
     return tuple(layout.rank_layers(r) for r in range(layout.num_ranks))
 
 
+@lru_cache(maxsize=4096)
+def _working_bytes(model: ModelSpec, shape: Shape, group: int) -> int:
+    """`pplan.model.activations.recompute_working_bytes`, remembered (the search asks for it per plan)."""
+    return act.recompute_working_bytes(model, shape, group)
+
+
 def _param_bytes(params: float, bpp: BytesPerParam) -> tuple[int, int, int]:
     """(weights, gradients, optimizer states) bytes of `params` parameters, each rounded up."""
     return math.ceil(params * bpp.weights), math.ceil(params * bpp.grads), math.ceil(params * bpp.optimizer)
@@ -317,7 +325,7 @@ def plan_memory_totals(
     thousands of plans against usable memory with it); `fraction` is the allocator's fragmentation of the
     dynamic bytes."""
     bpp = bytes_per_param(plan)
-    working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
+    working = _working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
         sum(_param_bytes(params, bpp))
         + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
