@@ -21,7 +21,7 @@ def test_default_example_runs_and_says_what_it_assumed(capsys: pytest.CaptureFix
 
 def test_json_carries_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
     doc = run_pplan(capsys, "explain", "--json").json()
-    assert doc["schema"] == "pplan.explain/1"
+    assert doc["schema"] == "pplan.explain/2"
     plan_keys = {"tp", "pp", "dp", "vp", "cp", "schedule", "micro_batch", "num_microbatches", "global_batch",
                  "seq_len", "recompute", "sequence_parallel"}  # fmt: skip
     assert plan_keys <= doc["plan"].keys()

@@ -35,7 +35,7 @@ def test_default_recommend_gives_a_ranked_answer(capsys: pytest.CaptureFixture[s
     speeds = [c["performance"]["tokens_per_s"] for c in cands]
     assert speeds == sorted(speeds, reverse=True)
     assert all(c["memory"]["fits"] for c in cands)
-    assert doc["schema"] == "pplan.recommend/1" and doc["rejected"]
+    assert doc["schema"] == "pplan.recommend/2" and doc["rejected"]
 
 
 def test_top_candidate_is_what_explain_prints(capsys: pytest.CaptureFixture[str]) -> None:

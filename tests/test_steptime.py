@@ -106,7 +106,7 @@ def test_explain_json_performance_block(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_validate_command_meets_the_target(capsys: pytest.CaptureFixture[str]) -> None:
     doc = run_pplan(capsys, "validate", "--json").json()
-    assert doc["schema"] == "pplan.validate/1"
+    assert doc["schema"] == "pplan.validate/2"
     for s in doc["sets"]:
         assert s["mape"] <= 0.05
         assert all(abs(r["error"]) <= 0.10 for r in s["rows"])

@@ -293,7 +293,7 @@ def test_worked_example_through_cli_json(capsys: pytest.CaptureFixture[str]) -> 
     res = run_pplan(capsys, *WORKED_ARGS)
     assert res.code == 0, res.err
     doc = res.json()
-    assert doc["schema"] == "pplan.explain/1"
+    assert doc["schema"] == "pplan.explain/2"
     assert doc["plan"]["dp"] == 64 and doc["plan"]["num_microbatches"] == 16
     assert doc["pipeline"]["p2p_message_bytes"] == 16_777_216  # P2P message
     assert doc["communication"]["tp_bytes_per_microbatch"] == 75_161_927_680  # tensor-parallel traffic

@@ -96,7 +96,7 @@ def explain(
     ] = None,
     pass_durations: PassDurationsOpt = "analytic",
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/1 JSON document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/2 JSON document.")] = False,
     launcher_format: Annotated[
         Launcher | None,
         typer.Option(

@@ -40,14 +40,14 @@ from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
 
 Format = Literal["table", "json", Launcher]
-"""What `recommend` prints: the ranked table, the pplan.recommend/1 document, or the best plan's launcher
+"""What `recommend` prints: the ranked table, the pplan.recommend/2 document, or the best plan's launcher
 settings."""
 
 
 def recommend_report(
     result: SearchResult, inputs: RecommendInputs, model: str, hardware: str
 ) -> RecommendReport:
-    """The `--format json` document ("pplan.recommend/1"; `pplan schema recommend` prints its JSON Schema)."""
+    """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema)."""
     return RecommendReport(
         inputs=inputs,
         candidates=[

@@ -1,7 +1,7 @@
 """`pplan validate`: predicted against published step time for every bundled run, with the error and the MAPE;
 with --memory, also pplan's memory model against published per-GPU memory.
 
-Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/1` block (`pplan.documents.validate`)
+Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/2` block (`pplan.documents.validate`)
 and prints it as tables (`pplan.render.validate`) or, with --json, the whole document. --memory adds to the
 step-time sets rather than replacing them, as --practice does: the terminal shows what the JSON document holds.
 """
@@ -43,7 +43,7 @@ def validate(
             "(Figures 1 and 7), printed after the step-time sets (with --json: the document's memory block).",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/1 JSON document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/2 JSON document.")] = False,
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
     sets: list[ValidationSetOut] = []

@@ -1,6 +1,6 @@
-"""The versioned JSON shape of `pplan explain` ("pplan.explain/1"): pydantic models that are both the data the
+"""The versioned JSON shape of `pplan explain` ("pplan.explain/2"): pydantic models that are both the data the
 renderers read and the documented schema (`pplan schema explain` prints it). The plan, memory, pipeline and
-performance blocks are shared with `pplan.recommend/1` (`pplan.documents.recommend`).
+performance blocks are shared with `pplan.recommend/2` (`pplan.documents.recommend`).
 
 Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
 All byte counts are per GPU unless the name says otherwise; bubble fractions name their convention.
@@ -12,7 +12,7 @@ from pydantic import Field, NonNegativeInt
 
 from pplan.documents.base import SCHEMA_KEY, Out
 
-EXPLAIN_SCHEMA = "pplan.explain/1"
+EXPLAIN_SCHEMA = "pplan.explain/2"
 
 
 class Derivation(Out):

@@ -1,5 +1,5 @@
-"""The versioned JSON shape of `pplan recommend --format json` ("pplan.recommend/1"): the inputs, the exact top N
-candidates (each with the plan, memory, pipeline and performance blocks of `pplan.explain/1`), the rejection
+"""The versioned JSON shape of `pplan recommend --format json` ("pplan.recommend/2"): the inputs, the exact top N
+candidates (each with the plan, memory, pipeline and performance blocks of `pplan.explain/2`), the rejection
 counts and the closest misses. `pplan schema recommend` prints its JSON Schema.
 
 Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
@@ -12,7 +12,7 @@ from pydantic import Field, NonNegativeFloat
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.documents.explain import MemoryOut, PerformanceOut, PipelineOut, PlanOut
 
-RECOMMEND_SCHEMA = "pplan.recommend/1"
+RECOMMEND_SCHEMA = "pplan.recommend/2"
 
 
 class RecommendInputs(Out):

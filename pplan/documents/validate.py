@@ -1,4 +1,4 @@
-"""The versioned JSON shape of `pplan validate --json` ("pplan.validate/1"): for every bundled set of published
+"""The versioned JSON shape of `pplan validate --json` ("pplan.validate/2"): for every bundled set of published
 runs, predicted against published step time per run and the mean absolute error; with `--practice`, where each
 published configuration ranks among `pplan recommend`'s candidates; with `--memory`, pplan's memory model against
 published per-GPU memory (`memory`); and `validation_set_document` / `memory_document`, how results fill them.
@@ -17,7 +17,7 @@ from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
 from pplan.validation.published import ValidationSet
 
-VALIDATE_SCHEMA = "pplan.validate/1"
+VALIDATE_SCHEMA = "pplan.validate/2"
 
 
 class ValidationRunOut(Out):
@@ -148,7 +148,7 @@ class ValidateDocument(Out):
 def validation_set_document(
     result: ValidationSet, matmul: float, fitted: bool, practice: Sequence[PracticeRow] | None = None
 ) -> ValidationSetOut:
-    """One set of `pplan.validate/1`: `result` predicted with GEMM efficiency `matmul` (`fitted` to the set or
+    """One set of `pplan.validate/2`: `result` predicted with GEMM efficiency `matmul` (`fitted` to the set or
     the profile's), with the practice check when `practice` is given."""
     return ValidationSetOut(
         set_=result.name,
@@ -185,7 +185,7 @@ def validation_set_document(
 
 
 def memory_document(result: MemoryValidation) -> MemoryValidationOut:
-    """The `memory` block of `pplan.validate/1`, from `pplan.validation.memory.validate_memory`'s result."""
+    """The `memory` block of `pplan.validate/2`, from `pplan.validation.memory.validate_memory`'s result."""
     return MemoryValidationOut(
         set_=result.name,
         source=result.source,

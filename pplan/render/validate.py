@@ -3,7 +3,7 @@ the error, what pplan assumed where the source is silent, (with --practice) wher
 configuration ranks in `pplan recommend`, and (with --memory) pplan's memory model against published per-GPU
 memory, with the reason for each large gap.
 
-Draws a `pplan.validate/1` set (`pplan.documents.validate.ValidationSetOut`) or its memory block
+Draws a `pplan.validate/2` set (`pplan.documents.validate.ValidationSetOut`) or its memory block
 (`MemoryValidationOut`) and nothing else: no files, no predictions.
 """
 
