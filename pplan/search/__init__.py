@@ -127,10 +127,14 @@ class Query:
         yields those twins in a row: the last one is kept)."""
         cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost)
         if cut != self._last_cut:
-            # the first N layers of a chunk recomputed: bounded as if none were (recompute only adds time)
             f, b, layer, out = self._layer_times(
                 c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute
             )
+            if c.recompute_layers:
+                # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
+                # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
+                extra = f * c.recompute_layers / c.most_layers
+                b, layer = b + extra, layer + extra
             ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
             makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)
             self._last_cut, self._last_bound = cut, self.tokens / makespan
