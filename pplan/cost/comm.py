@@ -17,7 +17,10 @@ Symbols as in activations.py; B_act = 2 bytes (BF16).
   ((N−1)/N × 2 bytes per parameter); ZeRO-2 keeps only a gradient shard, so it reduce-scatters after each of the
   m micro-batches' backward (m reduce-scatters, then the parameter all-gather); ZeRO-3 also gathers the
   parameters for each micro-batch's forward and again for its backward (m × (reduce-scatter + 2 all-gathers);
-  Rajbhandari et al. 2020, arXiv:1910.02054 §7.2; pplan.cost.steptime).
+  Rajbhandari et al. 2020, arXiv:1910.02054 §7.2; pplan.cost.steptime); without resharding after the forward,
+  one all-gather per micro-batch. Hybrid sharding over shard groups of S GPUs (R = N/S replicas): the
+  reduce-scatters and all-gathers move (S−1)/S, and once per step the shard's gradients (1/S of them) are
+  all-reduced across the R replicas, 2(R−1)/R × gradient bytes / S (pplan.cost.steptime).
 """
 
 from __future__ import annotations
@@ -112,11 +115,14 @@ def data_parallel_bytes_per_step(plan: Plan, params_per_gpu: float) -> int:
     grads = params_per_gpu * GRAD_BYTES[plan.grad_dtype]
     if plan.zero_stage == 0:
         return int(2 * (n - 1) * grads / n)
-    gather = (n - 1) * params_per_gpu * WEIGHT_BYTES / n
-    scatter = (n - 1) * grads / n
+    s, r = plan.shards, plan.shard_replicas
+    gather = (s - 1) * params_per_gpu * WEIGHT_BYTES / s
+    scatter = (s - 1) * grads / s
+    across = 2 * (r - 1) * grads / s / r  # the shard's all-reduce across replicas (0 without hybrid sharding)
     m = plan.num_microbatches
     if plan.zero_stage == 1:
-        return int(scatter + gather)
+        return int(scatter + gather + across)
     if plan.zero_stage == 2:
-        return int(m * scatter + gather)
-    return int(m * (scatter + 2 * gather))
+        return int(m * scatter + gather + across)
+    gathers = 2 if plan.reshard_after_forward else 1
+    return int(m * (scatter + gathers * gather) + across)

@@ -6,12 +6,16 @@ weights 2 (BF16); gradients 2 (BF16, the 16 bytes per parameter of Rajbhandari e
 v 4). So 16 or 18 bytes per parameter unsharded.
 Sharding over the N = d·cp data-parallel replicas (Megatron's distributed optimizer shards over dp × cp):
 ZeRO-1 / distributed optimizer divides the optimizer states (18 → 6 + 12/N), ZeRO-2 also the gradients,
-ZeRO-3 (FSDP) also the weights.
+ZeRO-3 (FSDP) also the weights. Hybrid sharding (HSDP: PyTorch FSDP's `ShardingStrategy.HYBRID_SHARD`, FSDP2's
+2-D mesh; torchtitan's data_parallel_replicate_degree × data_parallel_shard_degree; Megatron-LM's
+`--num-distributed-optimizer-instances`) shards over a group of S of the N GPUs instead (N/S copies of each shard):
+the sharded parts are divided by S (`Plan.shards`).
 Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
 that peak (`extra_activation_bytes`), plus the transient of one recomputed checkpoint (pplan.model.activations),
 plus (ZeRO-3) the gathered
-weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer),
+weights of the unit running and the one prefetched (the rank's two largest: layers, embedding, output layer), or
+without resharding after the forward the rank's whole weights less its shard (`plan_gathered_weights_bytes`),
 plus (activation offload) the offload's transit buffer: one layer's offloaded tensors being copied out and one
 layer's reloaded ahead (pplan.model.activations.offload_buffer_bytes; the offloaded tensors themselves are not in
 the activations in flight). Those five are the dynamic bytes, allocated and freed every step; the caching allocator's fragmentation is
@@ -38,7 +42,8 @@ GRAD_BYTES = {"bf16": 2, "fp32": 4}
 
 @dataclass(frozen=True, slots=True)
 class BytesPerParam:
-    """Bytes each parameter costs a GPU after sharding over `shards` data-parallel replicas."""
+    """Bytes each parameter costs a GPU after sharding over `shards` data-parallel GPUs (d·cp, or the shard
+    group S under hybrid sharding)."""
 
     weights: float
     grads: float
@@ -51,7 +56,7 @@ class BytesPerParam:
 
 
 def bytes_per_param(plan: Plan) -> BytesPerParam:
-    n = plan.dp * plan.cp
+    n = plan.shards
     z = plan.zero_stage
     grad = GRAD_BYTES[plan.grad_dtype]
     return BytesPerParam(
@@ -80,7 +85,8 @@ class RankMemory:
     """Embedding, output-layer, logits and loss buffers for the micro-batches in flight."""
     recompute_working_bytes: int
     gathered_weights_bytes: int
-    """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP)."""
+    """ZeRO-3 only: one layer's weights gathered for use plus the next one prefetched (BF16, after TP); without
+    resharding after the forward, the rank's whole BF16 weights less its own shard."""
     offload_buffer_bytes: int
     """Activation offload only: one layer's offloaded tensors in transit to the host plus one layer's reloaded
     ahead of its backward (0 without offload, or when every layer of the rank is a full-recompute checkpoint)."""
@@ -152,9 +158,22 @@ def gathered_weights_bytes(model: ModelSpec, plan: Plan, rank: int = 0) -> int:
 
 
 def plan_gathered_weights_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
-    """`gathered_weights_bytes` of every rank."""
+    """`gathered_weights_bytes` of every rank.
+
+    Without resharding after the forward (`Plan.reshard_after_forward` False; FSDP2's
+    `reshard_after_forward=False`, torchtitan's `fsdp_reshard_after_forward = "never"`), each unit keeps its
+    gathered weights from its forward until its backward. Under pipelining some micro-batch is between its forward
+    and its backward on the rank for the whole step, so the model is the rank's whole weights (BF16, after TP)
+    gathered at once: 2·P_rank − 2·P_rank/S bytes beyond the shard `weights_bytes` already counts, instead of the
+    two-unit prefetch buffer (an upper bound without pipelining, where the first units are freed as the backward
+    passes them)."""
     if plan.zero_stage < 3:
         return (0,) * plan.pp
+    if not plan.reshard_after_forward:
+        return tuple(
+            math.ceil(params * WEIGHT_BYTES) - math.ceil(params * WEIGHT_BYTES / plan.shards)
+            for params in plan_rank_params(model, plan)
+        )
     return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
 
 

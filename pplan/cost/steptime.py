@@ -15,6 +15,15 @@ Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer
   `--overlap-grad-reduce`) the synchronisation runs in buckets behind the rank's passes: the last reduce-scatter
   only behind the last micro-batch's backward through the rank's chunks, and the step's whole DP traffic at most
   behind all of the rank's passes, so exposed = max(0, last − last backward, all − all passes).
+  Hybrid sharding (HSDP over a shard group of S of the N = d·cp GPUs, R = N/S replicas; PyTorch FSDP's
+  `HYBRID_SHARD`, FSDP2 on a 2-D (replicate, shard) mesh, torchtitan's data_parallel_replicate_degree R ×
+  data_parallel_shard_degree S, Megatron-LM's `--num-distributed-optimizer-instances R` whose buckets
+  reduce-scatter within an instance and all-reduce across instances, megatron/core/distributed/
+  param_and_grad_buffer.py): the reduce-scatters and all-gathers above run within the shard group (S GPUs with
+  stride t: on NVLink while S·t fits in a node, pplan.cost.links), and once per step, after the last
+  reduce-scatter, the shard's gradients (1/S of them) are all-reduced across the R replicas (stride t·S: the
+  inter-node link unless all of d·cp·t fits in a node). ZeRO-3 without resharding after the forward gathers
+  once per micro-batch (its backward reuses the forward's weights): m all-gathers, none after the last backward.
 - optimizer: Adam reads the gradient, reads and writes the FP32 master weights and both moments and writes the
   BF16 weights, 26 + gradient bytes per parameter of the rank's shard, at the HBM rate; with a distributed
   optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
@@ -32,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.cost.links import all_gather_s, all_reduce_s, dp_group
+from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
 from pplan.cost.passtime import PassTimes
 from pplan.cost.pipeline import PipelineRun, simulate_plan, stage_inputs
@@ -85,24 +94,28 @@ def rank_sync(hw: HardwareSpec, plan: Plan, params: float) -> RankSync:
     n = plan.dp * plan.cp
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
-    link = dp_group(plan.tp, plan.cp, plan.dp).link(hw)
     grads = params * GRAD_BYTES[plan.grad_dtype]
     weights = params * WEIGHT_BYTES
     if plan.zero_stage == 0:
-        reduce = all_reduce_s(link, grads, n)
+        reduce = all_reduce_s(dp_group(plan.tp, plan.cp, plan.dp).link(hw), grads, n)
         return RankSync(reduce, reduce, 0.0)
-    scatter = all_gather_s(link, grads, n)  # reduce-scatter: same volume as an all-gather
+    s, r = plan.shards, plan.shard_replicas
+    link = GroupShape(s, plan.tp).link(hw)  # the shard group: all d·cp GPUs without hybrid sharding
+    across = all_reduce_s(GroupShape(r, plan.tp * s).link(hw), grads / s, r)  # 0 without hybrid sharding
+    scatter = all_gather_s(link, grads, s)  # reduce-scatter: same volume as an all-gather
     if plan.zero_stage == 1:
-        return RankSync(scatter, scatter, all_gather_s(link, weights, n))
+        return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s))
     m = plan.num_microbatches
     if plan.zero_stage == 2:
-        return RankSync(scatter, m * scatter, all_gather_s(link, weights, n))
-    gather = all_gather_s(link, weights, n)
-    return RankSync(scatter + gather, m * (scatter + 2 * gather), 0.0)
+        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s))
+    gather = all_gather_s(link, weights, s)
+    if not plan.reshard_after_forward:
+        return RankSync(scatter + across, m * (scatter + gather) + across, 0.0)
+    return RankSync(scatter + gather + across, m * (scatter + 2 * gather) + across, 0.0)
 
 
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
-    shard = params / (plan.dp * plan.cp) if plan.zero_stage >= 1 else params
+    shard = params / plan.shards if plan.zero_stage >= 1 else params
     per_param = ADAM_BYTES_PER_PARAM + GRAD_BYTES[plan.grad_dtype]
     return shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
 

@@ -52,7 +52,7 @@ class UsableMemory:
 
 @lru_cache(maxsize=4096)
 def communicators(
-    t: int, p: int, d: int, cp: int, zero_stage: int, tied_ends_apart: bool
+    t: int, p: int, d: int, cp: int, zero_stage: int, tied_ends_apart: bool, shard_group: int | None = None
 ) -> tuple[Communicator, ...]:
     """The NCCL communicators a rank of a Megatron-LM-style BF16 run opens, one per process group it runs
     collectives on (Megatron-LM's `parallel_state` groups; ranks ordered tp fastest, then cp, dp, pp). Only a
@@ -68,7 +68,9 @@ def communicators(
     - model (t·p, ZeRO-0 only): the plain optimizer's gradient-norm and found-inf all-reduces;
     - embedding (tied embeddings, the input embedding and the output layer on different ranks): the all-reduce
       of the tied matrix's gradient between them. Middle ranks are not members; the plan's figure is that of
-      the ranks that open the most communicators, the end ranks, which also hold the model's ends.
+      the ranks that open the most communicators, the end ranks, which also hold the model's ends;
+    - hybrid sharding (`shard_group` S < d·cp): the shard group (S, the reduce-scatters and gathers) and the
+      replica group ((d·cp)/S, the all-reduce across replicas; Megatron-LM's intra- and inter-instance groups).
     """
     groups = (
         ("world", t * p * d * cp),
@@ -79,6 +81,8 @@ def communicators(
         ("data×context", d * cp if cp > 1 else 1),
         ("model", t * p if zero_stage == 0 else 1),
         ("embedding", 2 if tied_ends_apart and p > 1 else 1),
+        ("shard", shard_group or 1),
+        ("shard replicas", d * cp // shard_group if shard_group else 1),
     )
     return tuple(Communicator(name, size) for name, size in groups if size > 1)
 
@@ -86,7 +90,7 @@ def communicators(
 def plan_communicators(model: ModelSpec, plan: Plan) -> tuple[Communicator, ...]:
     """`communicators` of `plan`."""
     tied = model.tied_embeddings and _ends_apart(plan.layout)
-    return communicators(plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied)
+    return communicators(plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied, plan.shard_group)
 
 
 @lru_cache(maxsize=4096)

@@ -111,6 +111,12 @@ class PlanRequest:
     overlap_param_gather: bool = True
     offload_modules: tuple[OffloadModule, ...] = ()
     """Activation offload to host memory: the modules whose saved inputs are offloaded (empty: off)."""
+    shard_group: int | None = None
+    """ZeRO ≥ 1: GPUs S each sharded state is divided over (hybrid sharding, HSDP: S must divide d·cp; the states
+    are replicated across the (d·cp)/S shard groups); None: shard over all d·cp data-parallel GPUs."""
+    reshard_after_forward: bool = True
+    """ZeRO-3 only: free each unit's gathered weights after its forward and gather them again for its backward
+    (FSDP2's `reshard_after_forward=True`); False keeps the rank's gathered weights from forward to backward."""
 
     @property
     def recompute_label(self) -> str:
@@ -157,6 +163,7 @@ class PlanRequest:
                 "--recompute-modules", f"applies to selective recompute, not --recompute {self.recompute}",
                 "add --recompute selective, or drop --recompute-modules",
             )  # fmt: skip
+        check_sharding(self.zero_stage, self.shard_group, self.reshard_after_forward)
         check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
         check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
         check_offload(
@@ -199,10 +206,25 @@ class Plan:
     """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
     offload_modules: tuple[OffloadModule, ...] = ()
     """Activation offload: the modules whose saved inputs go to host memory, in canonical order; empty: off."""
+    shard_group: int | None = None
+    """Hybrid sharding (HSDP, ZeRO ≥ 1): the S GPUs each sharded state is divided over, S < d·cp; None when the
+    states are sharded over all d·cp data-parallel GPUs (a request for S = d·cp is stored as None)."""
+    reshard_after_forward: bool = True
+    """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward."""
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def shards(self) -> int:
+        """GPUs the sharded states are divided over: the shard group S, or all d·cp data-parallel GPUs."""
+        return self.shard_group if self.shard_group is not None else self.dp * self.cp
+
+    @property
+    def shard_replicas(self) -> int:
+        """Copies of each shard across the data-parallel GPUs: (d·cp)/S (1 without hybrid sharding)."""
+        return self.dp * self.cp // self.shards
 
     @property
     def shape(self) -> Shape:
@@ -289,6 +311,7 @@ COUNT_LIMITS: dict[str, int] = {
     "--recompute-layers": 10**4,
     "--min-microbatches": 10**12,
     "--top": 10**4,
+    "--shard-group": 10**7,
 }
 """The largest value each count a plan or a search is asked for may take: beyond any machine, model or batch
 that exists, small enough that every figure derived from it stays a finite float (a model has at most 10^4 layers,
@@ -416,6 +439,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             hint,
         )
     m = req.global_batch // per_step
+    shard_group = _shard_group(req.shard_group, d * cp)
     if (
         req.activation_model == "korthikanti"
         and req.recompute == "selective"
@@ -457,7 +481,37 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         overlap_grad_reduce=req.overlap_grad_reduce,
         overlap_param_gather=req.overlap_param_gather,
         offload_modules=canonical_offload(req.offload_modules),
+        shard_group=shard_group,
+        reshard_after_forward=req.reshard_after_forward,
     )
+
+
+def check_sharding(zero_stage: int, shard_group: int | None, reshard_after_forward: bool) -> None:
+    """The sharding options' own rules, each a one-line ConfigError: a shard group is a count and needs ZeRO ≥ 1
+    (ZeRO-0 shards nothing); not resharding after the forward needs ZeRO-3 (only ZeRO-3 gathers weights)."""
+    if shard_group is not None:
+        check_count("--shard-group", shard_group)
+        if zero_stage == 0:
+            raise ConfigError(
+                "--shard-group", "ZeRO-0 shards nothing to group", "add --zero-stage 1, 2 or 3, or drop --shard-group"
+            )
+    if not reshard_after_forward and zero_stage != 3:
+        raise ConfigError(
+            "--no-reshard-after-forward", f"applies to ZeRO-3 (gathered weights), not ZeRO-{zero_stage}",
+            "add --zero-stage 3, or drop --no-reshard-after-forward",
+        )  # fmt: skip
+
+
+def _shard_group(requested: int | None, replicas: int) -> int | None:
+    """The plan's shard group: None for all `replicas` (= d·cp) data-parallel GPUs; else S, which must divide them."""
+    if requested is None or requested == replicas:
+        return None
+    if replicas % requested:
+        raise ConfigError(
+            "--shard-group", f"S = {requested} does not divide the d·cp = {replicas} data-parallel GPUs",
+            f"use --shard-group in {_divisors_near(replicas, requested)}",
+        )  # fmt: skip
+    return requested
 
 
 def recompute_label(
