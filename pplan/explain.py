@@ -238,6 +238,9 @@ def _plan_out(plan: Plan) -> PlanOut:
         layers_per_chunk=[c.layers for c in plan.layout.chunks],
         tokens_per_step=plan.global_batch * plan.seq_len,
         offload_modules=list(plan.offload_modules),
+        shard_group=plan.shard_group,
+        shard_replicas=plan.shard_replicas,
+        reshard_after_forward=plan.reshard_after_forward,
     )
 
 
@@ -282,6 +285,18 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
             formula=f"(s/cp)·b·h·2 / {'t' if sp > 1 else '1'} = ({plan.seq_len}/{cp})·{b}·{model.hidden_size}·2 / {sp}"
             f" = {msg}",
             value=msg,
+        ),
+        *(
+            [
+                Derivation(
+                    quantity="shard_replicas",
+                    formula=f"R = d·cp / S = {d}·{cp} / {plan.shards} = {plan.shard_replicas} copies of each "
+                    "shard (hybrid sharding)",
+                    value=plan.shard_replicas,
+                )
+            ]
+            if plan.shard_group is not None
+            else []
         ),
     ]
 
@@ -343,8 +358,22 @@ def _assumptions(
             f"{eff.hbm:.0%} of HBM bandwidth, {eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"
         )
-    if plan.zero_stage:
+    if plan.zero_stage and plan.shard_group is None:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
+    elif plan.zero_stage:
+        out.append(
+            f"ZeRO stage {plan.zero_stage}, hybrid sharding (HSDP): sharded over shard groups of S = "
+            f"{plan.shards} GPUs (stride t), each shard replicated across R = {plan.shard_replicas} groups; the "
+            "reduce-scatters and gathers run within the shard group, and once per step the shard's gradients are "
+            "all-reduced across the replicas (PyTorch FSDP HYBRID_SHARD; torchtitan data_parallel_replicate_degree "
+            "× data_parallel_shard_degree)"
+        )
+    if plan.zero_stage == 3 and not plan.reshard_after_forward:
+        out.append(
+            "ZeRO-3 without resharding after the forward: the rank's whole BF16 weights stay gathered while any "
+            "micro-batch is between its forward and its backward (under pipelining, the whole step), and the "
+            "backward re-gather is skipped (1 all-gather per micro-batch instead of 2)"
+        )
     if plan.offload_modules and hardware.host_link is not None:
         link = hardware.host_link
         out.append(

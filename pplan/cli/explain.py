@@ -91,6 +91,20 @@ def explain(
     overlap_param_gather: Annotated[
         bool, typer.Option(help="Distributed optimizer's parameter all-gather behind the next forward.")
     ] = True,
+    shard_group: Annotated[
+        int | None,
+        typer.Option(
+            help="Hybrid sharding (HSDP, ZeRO ≥ 1): shard the states over groups of S GPUs (S divides d·cp), "
+            "replicated across the (d·cp)/S groups; default all d·cp."
+        ),
+    ] = None,
+    reshard_after_forward: Annotated[
+        bool,
+        typer.Option(
+            help="ZeRO-3: free gathered weights after each forward and gather again for the backward "
+            "(--no-reshard-after-forward keeps the rank's weights gathered: more memory, half the gathers)."
+        ),
+    ] = True,
     train_tokens: Annotated[
         float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
     ] = None,
@@ -136,6 +150,8 @@ def explain(
         overlap_grad_reduce=overlap_grad_reduce,
         overlap_param_gather=overlap_param_gather,
         offload_modules=parse_offload_modules(offload_modules),
+        shard_group=shard_group,
+        reshard_after_forward=reshard_after_forward,
     )
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)

@@ -85,6 +85,15 @@ class PlanOut(Out):
     offload_modules: list[str] = Field(default_factory=list)
     """Activation offload to host memory: the modules whose saved inputs are offloaded (Megatron-LM
     `--offload-modules`), in canonical order; empty when off."""
+    shard_group: int | None = None
+    """Hybrid sharding (HSDP, ZeRO ≥ 1): the S GPUs each sharded state is divided over, S < d·cp; null when the
+    states are sharded over all d·cp data-parallel GPUs (`memory.bytes_per_param.shards` is the divisor)."""
+    shard_replicas: int = 1
+    """Copies of each shard across the data-parallel GPUs, (d·cp)/S: the all-reduce of the shard's gradients once
+    per step spans them (1 without hybrid sharding)."""
+    reshard_after_forward: bool = True
+    """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward; false
+    keeps the rank's whole weights gathered from forward to backward (one all-gather per micro-batch)."""
 
 
 class BytesPerParamOut(Out):
@@ -93,7 +102,8 @@ class BytesPerParamOut(Out):
     optimizer: float
     total: float
     shards: int
-    """Data-parallel replicas the sharded parts are divided over (d·cp)."""
+    """Data-parallel GPUs the sharded parts are divided over (d·cp, or the shard group S under hybrid
+    sharding)."""
 
 
 class StageMemory(Out):
@@ -114,7 +124,8 @@ class StageMemory(Out):
     recompute_working_bytes: NonNegativeInt
     """Transient of one recomputed layer (0 without recomputation)."""
     gathered_weights_bytes: NonNegativeInt = 0
-    """ZeRO-3: the gathered weights of the running and the prefetched layer (0 otherwise)."""
+    """ZeRO-3: the gathered weights of the running and the prefetched layer, or without resharding after the
+    forward the rank's whole BF16 weights less its shard (0 otherwise)."""
     offload_buffer_bytes: NonNegativeInt = 0
     """Activation offload: one layer's offloaded tensors in transit to the host plus one layer's reloaded ahead of
     its backward (0 without offload); dynamic, included in `total_bytes`."""

@@ -53,7 +53,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         collapse_padding=True,
         caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered layer weights; offl activation offload in transit; "
+        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered weights (two units, or the rank's all with no reshard "
+        "after forward); offl activation offload in transit; "
         "frag allocator fragmentation; "
         "free headroom",
         caption_justify="left",
@@ -155,7 +156,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             (
                 "states",
                 f"{bpp.total:g} bytes/parameter = weights {bpp.weights:g} + grads {bpp.grads:g} + "
-                f"optimizer {bpp.optimizer:g} (ZeRO {plan.zero_stage}, grads {plan.grad_dtype})",
+                f"optimizer {bpp.optimizer:g} (ZeRO {plan.zero_stage}{_shard_text(plan)}, grads {plan.grad_dtype})",
             ),
             (
                 "activations",
@@ -304,3 +305,13 @@ def _activations_text(plan: PlanOut, per_layer: int, per_chunk: list[int]) -> st
         return f"{mb(per_layer)} per layer per micro-batch"
     shown = ", ".join(mb(x) for x in sorted(set(per_chunk)))
     return f"{mb(per_layer)} per checkpoint input; per chunk {shown} per micro-batch"
+
+
+def _shard_text(plan: PlanOut) -> str:
+    """The states line's sharding: the shard group and its replicas (hybrid sharding), resharding (ZeRO-3)."""
+    out = ""
+    if plan.shard_group is not None:
+        out += f", shard group {plan.shard_group} GPUs × {plan.shard_replicas} replicas"
+    if plan.zero_stage == 3 and not plan.reshard_after_forward:
+        out += ", no reshard after forward"
+    return out
