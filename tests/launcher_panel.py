@@ -4,7 +4,8 @@ launcher and by the acceptance tests that feed the outputs to the launchers' own
 Each entry is a model profile and a `PlanRequest` that `make_plan` accepts; together they cover dense Llama
 (RoPE, GQA, SwiGLU, RMSNorm, no biases, untied) and GPT-3 (learned positions, biases, GELU, LayerNorm, tied),
 a sequence above GPT-3's position table, t / p / v / cp / d, uneven first and last stages, every ZeRO stage,
-BF16 and FP32 gradients, every recompute mode (block and uniform N, selective modules), activation offload, overlap switched off, and schedules each launcher runs or refuses.
+BF16 and FP32 gradients, hybrid sharding (a shard group) and ZeRO-3 without resharding after the forward,
+every recompute mode (block and uniform N, selective modules), activation offload, overlap switched off, and schedules each launcher runs or refuses.
 A launcher either prints settings for an entry or refuses it with a ConfigError naming --launcher; it never
 prints settings that its parser rejects.
 """
@@ -57,5 +58,8 @@ PANEL: tuple[PanelPlan, ...] = (
     _p("gpt3-seq4096", "gpt3-175b", gpus=1024, global_batch=1536, tp=8, pp=16, seq_len=4096, recompute="selective", zero_stage=1),
     _p("gpt3-t8-p8-v3-fp32", "gpt3-175b", gpus=512, global_batch=512, tp=8, pp=8, vp=3, schedule="interleaved-1f1b", recompute="full"),
     _p("gpt-1.7b-d32", "gpt-1.7b", gpus=32, global_batch=512),
+    _p("70b-hsdp-zero3", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, zero_stage=3, shard_group=4),
+    _p("70b-hsdp-zero1", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, zero_stage=1, shard_group=2),
+    _p("8b-zero3-no-reshard", "llama3-8b", gpus=16, global_batch=64, tp=2, pp=2, zero_stage=3, reshard_after_forward=False),
 )
 # fmt: on

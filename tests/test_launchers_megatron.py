@@ -34,6 +34,8 @@ REFUSED = {
     "70b-gpipe": "megatron cannot run gpipe",
     "70b-zb-h1": "megatron cannot run zb-h1",
     "70b-no-overlap": "--overlap-param-gather needs --overlap-grad-reduce",
+    "70b-hsdp-zero3": "no hybrid sharding for Megatron-FSDP",
+    "8b-zero3-no-reshard": "Megatron-FSDP reshards after every forward",
 }
 POSITION_TYPE = {"rope": "rope", "learned": "learned_absolute"}
 NORM = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -82,6 +84,9 @@ def _check_plan_values(entry: PanelPlan, model: ModelSpec, ns: argparse.Namespac
     assert ns.grad_reduce_in_bf16 == (req.grad_dtype == "bf16")
     assert ns.use_distributed_optimizer == (req.zero_stage >= 1)
     assert ns.use_megatron_fsdp == (req.zero_stage >= 2)
+    d = req.gpus // (req.tp * req.pp * req.cp)
+    instances = d * req.cp // req.shard_group if req.shard_group else 1
+    assert ns.num_distributed_optimizer_instances == instances  # hybrid sharding: one instance per replica
     if req.zero_stage >= 2:
         assert ns.data_parallel_sharding_strategy == FSDP[req.zero_stage]
         assert ns.ckpt_format == "fsdp_dtensor"

@@ -71,6 +71,7 @@ TT03_VALUES = {
         "context_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
         "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
         "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+        "fsdp_reshard_after_forward",
     },
     "training": {"local_batch_size", "global_batch_size", "seq_len"},
 }  # fmt: skip
@@ -150,7 +151,9 @@ def _check_values(entry: PanelPlan, version: str, got: dict[str, Any]) -> None:
     req = entry.request
     replicate, shard = got["data_parallel_replicate_degree"], got["data_parallel_shard_degree"]
     assert replicate * shard == exp["d"]
-    if req.zero_stage == 0 and (version == "0.3" or req.tp == req.pp == req.cp == 1):
+    if req.shard_group is not None:  # HSDP: FSDP shards over shard × cp, replicated
+        assert (shard * req.cp, replicate) == (req.shard_group, exp["d"] * req.cp // req.shard_group)
+    elif req.zero_stage == 0 and (version == "0.3" or req.tp == req.pp == req.cp == 1):
         assert shard == 1  # ZeRO-0: replicas
     else:
         assert (
@@ -175,6 +178,8 @@ def _check_values(entry: PanelPlan, version: str, got: dict[str, Any]) -> None:
         assert got["local_batch_size"] == req.micro_batch
         assert req.global_batch // (got["local_batch_size"] * exp["d"]) == exp["m"]
     assert got["ac"] == AC_READ_BACK[version][req.recompute]
+    if req.zero_stage == 3:  # set explicitly: torchtitan's "default" does not reshard under pipeline parallelism
+        assert got["fsdp_reshard_after_forward"] == ("always" if req.reshard_after_forward else "never")
 
 
 # ----------------------------------------------------------------------------------------------- fast tier
@@ -225,7 +230,7 @@ def test_panel_entry_is_refused_or_the_plan(launcher: str, entry: PanelPlan) -> 
 def test_panel_covers_outputs_and_refusals() -> None:
     assert set(REFUSED) <= {e.id for e in PANEL}
     runnable = _runnable()
-    assert len(runnable) == 13 and len(REFUSED) == 14
+    assert len(runnable) == 16 and len(REFUSED) == 14
     assert {e.request.recompute for e in runnable} == {"none", "full"}
     assert any(e.request.pp == 1 for e in runnable) and any((e.request.vp or 1) > 1 for e in runnable)
 
@@ -404,6 +409,7 @@ PAR = (
     "context_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+    "fsdp_reshard_after_forward",
 )
 
 

@@ -179,6 +179,8 @@ def _memory_args(plan: Plan) -> list[str]:
         args += ["--fine-grained-activation-offloading", "--offload-modules", *plan.offload_modules]
     if plan.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
+    if plan.shard_group is not None:  # ZeRO-1 only (pplan.launchers.support): instances = shard replicas
+        args += ["--num-distributed-optimizer-instances", str(plan.shard_replicas)]
     if plan.zero_stage >= 2:
         args += [
             "--use-megatron-fsdp",

@@ -19,7 +19,11 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   ZeRO-2/3 Megatron-FSDP (`pplan.launchers.megatron`). `validate_args` (megatron/training/arguments.py) asserts
   "Must use --overlap-param-gather with --overlap-grad-reduce": a sharded plan (ZeRO ≥ 1) that overlaps the
   parameter gather but not the gradient reduction cannot be written, and writing both off would not be the plan
-  pplan costed (the gather hidden), so it is refused.
+  pplan costed (the gather hidden), so it is refused. Hybrid sharding is written for ZeRO-1 only, as
+  `--num-distributed-optimizer-instances` (megatron-core 0.16.1 `param_and_grad_buffer.py`: reduce-scatter within
+  an instance, all-reduce across instances); Megatron-FSDP plans with a shard group, and ZeRO-3 without resharding
+  after the forward (Megatron-FSDP reshards; `--torch-fsdp2-no-reshard-after-forward` is torch FSDP2's), are
+  refused.
 - torchtitan runs torch.distributed.pipelining's classes: GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
   InterleavedZeroBubble, ZBVZeroBubble and DualPipeV, with torch's rules on m (PyTorch 2.13
   `torch/distributed/pipelining/schedules.py`, the classes' checks on `n_microbatches`): 1F1B needs m ≥ p;
@@ -124,10 +128,15 @@ def _refusal(
     recompute: str = "none",
     grad_dtype: str = "fp32",
     offload: bool = False,
+    shard_group: int | None = None,
+    cp: int = 1,
+    reshard_after_forward: bool = True,
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
-    `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory."""
+    `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
+    hybrid-sharding group S (None: all d·cp), `cp` its context-parallel size, `reshard_after_forward` ZeRO-3's
+    resharding."""
     launcher = launcher_name(launcher)
     kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
@@ -151,6 +160,20 @@ def _refusal(
                 "add --no-overlap-param-gather (pplan then costs the parameter gather as exposed), "
                 "or drop --no-overlap-grad-reduce",
             )
+        if shard_group is not None and zero_stage >= 2:
+            return _Refusal(
+                "megatron: no hybrid sharding for Megatron-FSDP in pplan's flags",
+                f"ZeRO-{zero_stage} with a shard group; pplan writes hybrid sharding only as the distributed "
+                "optimizer's --num-distributed-optimizer-instances (ZeRO-1), not Megatron-FSDP's",
+                "use --zero-stage 1, or drop --shard-group, or --launcher torchtitan",
+            )
+        if not reshard_after_forward:
+            return _Refusal(
+                "megatron: Megatron-FSDP reshards after every forward",
+                "megatron-core 0.16.1's only no-reshard flag, --torch-fsdp2-no-reshard-after-forward, applies to "
+                "--use-torch-fsdp2, not the Megatron-FSDP pplan writes for ZeRO-3",
+                "drop --no-reshard-after-forward, or use --launcher torchtitan (fsdp_reshard_after_forward)",
+            )
         # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
         if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
             return _Refusal(
@@ -159,6 +182,13 @@ def _refusal(
                 f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
             )
         return None
+    if shard_group is not None and shard_group % cp:
+        return _Refusal(
+            "torchtitan: the shard group must be a multiple of cp",
+            f"S = {shard_group}, cp = {cp}: torchtitan's FSDP shards over data_parallel_shard_degree × "
+            "context_parallel_degree (torchtitan 0.3.0 torchtitan/config/configs.py)",
+            f"use --shard-group a multiple of {cp}, or --launcher megatron",
+        )
     if grad_dtype == "bf16":
         return _Refusal(
             "torchtitan: gradients reduced in FP32 only",
@@ -287,6 +317,9 @@ def request_unsupported_reason(
         req.recompute_label,
         req.grad_dtype,
         bool(req.offload_modules),
+        req.shard_group,
+        req.cp,
+        req.reshard_after_forward,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -306,6 +339,9 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.recompute_label,
         plan.grad_dtype,
         bool(plan.offload_modules),
+        plan.shard_group,
+        plan.cp,
+        plan.reshard_after_forward,
     )
 
 
@@ -344,4 +380,6 @@ def plan_summary(model: ModelSpec, plan: Plan) -> str:
         f"{plan.kind.name}{v}, micro-batch {plan.micro_batch} × {plan.num_microbatches} micro-batches, "
         f"global batch {plan.global_batch}, sequence {plan.seq_len}, recompute {plan.recompute}, "
         f"ZeRO-{plan.zero_stage}"
+        + (f" over shard groups of {plan.shard_group} (× {plan.shard_replicas} replicas)" if plan.shard_group else "")
+        + (", no reshard after forward" if not plan.reshard_after_forward else "")
     )

@@ -79,8 +79,12 @@ def data_parallel_degrees(plan: Plan, version: TorchtitanVersion = "0.3") -> tup
     a replicate axis and a shard axis of 1, `resolve_fsdp_mesh` in torchtitan/distributed/full_dtensor.py);
     0.2.x replicates (DDP) only when data parallelism is the only dimension
     (torchtitan/models/llama3/infra/parallelize.py). Everything else shards d: for ZeRO-1/2 that shards more
-    than planned (memory ≤ the plan's, more parameter traffic).
+    than planned (memory ≤ the plan's, more parameter traffic). Hybrid sharding (a shard group S of the d·cp GPUs)
+    is torchtitan's HSDP: FSDP shards over data_parallel_shard_degree × context_parallel_degree, so the shard
+    degree is S/cp and the replicate degree (d·cp)/S (torchtitan 0.3.0 torchtitan/config/configs.py).
     """
+    if plan.shard_group is not None:
+        return plan.shard_replicas, plan.shard_group // plan.cp
     if plan.zero_stage == 0 and (version == "0.3" or plan.tp == plan.pp == plan.cp == 1):
         return plan.dp, 1
     return 1, plan.dp
@@ -97,6 +101,14 @@ class _Field:
 
 def _dp_note(plan: Plan, version: TorchtitanVersion) -> str:
     shard = data_parallel_degrees(plan, version)[1]
+    if plan.shard_group is not None:
+        note = (
+            f"HSDP: FSDP shards over shard × cp = {shard}·{plan.cp} = {plan.shard_group} GPUs, "
+            f"replicated {plan.shard_replicas} times"
+        )
+        if plan.zero_stage < 3:
+            note += f" (pplan planned ZeRO-{plan.zero_stage}; FSDP shards the weights too: memory ≤ plan)"
+        return note
     if shard == 1:
         if plan.dp == 1:
             return ""
@@ -136,6 +148,17 @@ def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_F
             "tensor_parallel_degree",
             plan.tp,
             "planned without sequence parallelism; torchtitan 0.2.x's TP shards the norms over the sequence anyway",
+        )
+    if plan.zero_stage == 3:
+        default = "does not reshard" if plan.pp > 1 else "reshards"
+        out.append(
+            _Field(
+                par,
+                "fsdp_reshard_after_forward",
+                "always" if plan.reshard_after_forward else "never",
+                f'as pplan costed; torchtitan\'s "default" {default} with pp = {plan.pp} '
+                "(get_fsdp_reshard_after_forward_policy: not pipeline-parallel)",
+            )
         )
     out += [
         _Field(par, "context_parallel_degree", plan.cp),
