@@ -178,7 +178,9 @@ def _check_values(entry: PanelPlan, version: str, got: dict[str, Any]) -> None:
         assert got["local_batch_size"] == req.micro_batch
         assert req.global_batch // (got["local_batch_size"] * exp["d"]) == exp["m"]
     assert got["ac"] == AC_READ_BACK[version][req.recompute]
-    if req.zero_stage == 3:  # set explicitly: torchtitan's "default" does not reshard under pipeline parallelism
+    if (
+        req.zero_stage == 3
+    ):  # set explicitly: torchtitan's "default" does not reshard under pipeline parallelism
         assert got["fsdp_reshard_after_forward"] == ("always" if req.reshard_after_forward else "never")
 
 

@@ -380,6 +380,10 @@ def plan_summary(model: ModelSpec, plan: Plan) -> str:
         f"{plan.kind.name}{v}, micro-batch {plan.micro_batch} × {plan.num_microbatches} micro-batches, "
         f"global batch {plan.global_batch}, sequence {plan.seq_len}, recompute {plan.recompute}, "
         f"ZeRO-{plan.zero_stage}"
-        + (f" over shard groups of {plan.shard_group} (× {plan.shard_replicas} replicas)" if plan.shard_group else "")
+        + (
+            f" over shard groups of {plan.shard_group} (× {plan.shard_replicas} replicas)"
+            if plan.shard_group
+            else ""
+        )
         + (", no reshard after forward" if not plan.reshard_after_forward else "")
     )

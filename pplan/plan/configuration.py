@@ -493,7 +493,9 @@ def check_sharding(zero_stage: int, shard_group: int | None, reshard_after_forwa
         check_count("--shard-group", shard_group)
         if zero_stage == 0:
             raise ConfigError(
-                "--shard-group", "ZeRO-0 shards nothing to group", "add --zero-stage 1, 2 or 3, or drop --shard-group"
+                "--shard-group",
+                "ZeRO-0 shards nothing to group",
+                "add --zero-stage 1, 2 or 3, or drop --shard-group",
             )
     if not reshard_after_forward and zero_stage != 3:
         raise ConfigError(
