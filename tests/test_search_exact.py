@@ -97,8 +97,9 @@ def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, re
     assert all(r.activation_bytes == peaks.activation_bytes[r.rank] for r in ranks)
 
 
-# The brute force simulates every configuration: three spaces take seconds (acceptance tier), the pinned 70B one
-# keeps the comparison (ZeRO stages and gradient-dtype twins included) in the fast tier.
+# The brute force simulates every configuration (every partial recompute N included): four spaces take seconds
+# (acceptance tier); the pinned ones keep the comparison (ZeRO stages, gradient-dtype twins, partial recompute made
+# on demand, offload) in the fast tier.
 SMALL_QUERIES = [
     pytest.param(
         "llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8), marks=pytest.mark.acceptance
@@ -115,7 +116,12 @@ SMALL_QUERIES = [
         SearchRequest(gpus=32, global_batch=256, seq_len=2048, top_n=12, zero_stages=(0, 1, 2, 3)),
         marks=pytest.mark.acceptance,
     ),
-    ("llama3-70b", H100, SearchRequest(gpus=64, global_batch=128, tp=8, headroom_fraction=0.1, max_vp=4)),
+    pytest.param(
+        "llama3-70b",
+        H100,
+        SearchRequest(gpus=64, global_batch=128, tp=8, headroom_fraction=0.1, max_vp=4),
+        marks=pytest.mark.acceptance,
+    ),
     # where no recompute is out of memory and the least partial recompute differs by ZeRO stage (ZeRO-3: the first
     # 2 layers of every chunk, ZeRO-2: 5): the chains of partial recomputes made on demand
     ("llama3-8b", H100, SearchRequest(gpus=16, global_batch=128, tp=1, pp=2, schedules=("dualpipe", "1f1b"))),
@@ -126,6 +132,7 @@ SMALL_QUERIES = [
             gpus=64,
             global_batch=128,
             tp=8,
+            pp=2,
             headroom_fraction=0.2,
             max_vp=2,
             schedules=("1f1b", "zbv", "interleaved-1f1b"),
