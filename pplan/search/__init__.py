@@ -44,6 +44,7 @@ from pplan.search.knobs import knob_notes
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
     GRAD_ORDER,
+    MAX_CHUNK_LAYERS,
     Candidate,
     Rejection,
     SearchRequest,
@@ -266,7 +267,7 @@ def search(
     # A configuration whose ZeRO stage (2, 3) or recompute (`_recompute_predecessor`) is one step up from another
     # enumerated one waits behind it (`_chain_key`), and enters the heap only when every such predecessor is out
     # of memory: while one fits, it is never slower than the waiting one and ranks first.
-    chains = _Chains()
+    chains = _Chains(req.recompute)
     # An FP32 configuration waits behind its BF16 twin (enumerated just before it) and enters the heap only once
     # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
     fp32_waiting: dict[int, tuple[int, Candidate]] = {}
@@ -412,18 +413,19 @@ def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -
     )
 
 
-Key = tuple[object, ...]
+Key = tuple[int, ...]
 
 
 def _chain_key(
-    c: Candidate, recompute: str | None = None, layers: int | bool | None = False, zero: int | None = None
+    c: Candidate, layers: int | None = None, zero: int | None = None, rc: int | None = None
 ) -> Key:
-    """Everything that names a configuration, with the recompute mode, its N or the ZeRO stage replaced when
-    given (`layers=False`: keep N)."""
+    """Everything that names a configuration: its place in the enumeration order (`Candidate.order`: the cut, the
+    offload set, the recompute mode asked and its N, the ZeRO stage, the gradient dtype), with N, the ZeRO stage or
+    the recompute mode's index replaced when given."""
+    o = c.order
     return (
-        c.family.name, c.t, c.p, c.cp, c.d, c.v, c.b, c.m, c.first_layers, c.last_layers,
-        c.recompute if recompute is None else recompute, c.recompute_layers if layers is False else layers,
-        c.zero if zero is None else zero, c.grad_dtype, c.offload_modules,
+        *o[:-4], o[-4] if rc is None else rc, o[-3] if layers is None else layers, o[-2] if zero is None else zero,
+        o[-1],
     )  # fmt: skip
 
 
@@ -436,14 +438,15 @@ def _zero_predecessor(c: Candidate) -> Key | None:
     return _chain_key(c, zero=c.zero - 1) if c.zero >= 2 else None
 
 
-def _recompute_predecessor(c: Candidate) -> Key | None:
-    """Selective recompute and full recompute of the first layer of every chunk wait behind no recompute; the
-    first N + 1 layers behind the first N; every layer behind the largest partial N placed (`_Chains.place`), or
-    no recompute. Each step re-runs more forward work in the backward (the step is no shorter: pass times only
-    grow, pplan.cost.passtime) and keeps no more activations, so while the predecessor fits, this one ranks below
-    it (`Candidate.recompute_cost` breaks ties) and is folded as its twin."""
+def _recompute_predecessor(c: Candidate, rc_none: int | None) -> Key | None:
+    """Selective recompute and full recompute of the first layer of every chunk wait behind no recompute (mode
+    index `rc_none` in the order asked, when asked); the first N + 1 layers behind the first N; every layer behind
+    the largest partial N placed (`_Chains.place`), or no recompute. Each step re-runs more forward work in the
+    backward (the step is no shorter: pass times only grow, pplan.cost.passtime) and keeps no more activations,
+    so while the predecessor fits, this one ranks below it (`Candidate.recompute_cost` breaks ties) and is folded
+    as its twin."""
     if c.recompute == "selective" or (c.recompute == "full" and c.recompute_layers == 1):
-        return _chain_key(c, recompute="none", layers=None)
+        return None if rc_none is None else _chain_key(c, layers=MAX_CHUNK_LAYERS, rc=rc_none)
     if c.recompute == "full" and c.recompute_layers is not None:
         return _chain_key(c, layers=c.recompute_layers - 1)
     return None  # plain full recompute: `_Chains.place` looks for the largest partial N
@@ -466,7 +469,8 @@ class _Chains:
     """The configurations that wait behind others (`_zero_predecessor`, `_recompute_predecessor`): each enters
     the heap once all the predecessors it waits on are out of memory or invalid."""
 
-    def __init__(self) -> None:
+    def __init__(self, recompute: tuple[str, ...]) -> None:
+        self._rc_none = recompute.index("none") if "none" in recompute else None
         self._placed: dict[Key, int] = {}
         self._largest_partial: dict[Key, int] = {}
         self._next: dict[int, list[int]] = {}
@@ -484,10 +488,13 @@ class _Chains:
         zero = _zero_predecessor(c)
         if zero is not None and self._waits_on(zero):
             before[self._placed[zero]] = "zero"
-        more = _recompute_predecessor(c)
+        more = _recompute_predecessor(c, self._rc_none)
         if more is None and c.recompute == "full":
             partial = self._largest_partial.get(_chain_key(c, layers=0))
-            more = _chain_key(c, layers=partial) if partial else _chain_key(c, recompute="none")
+            if partial:
+                more = _chain_key(c, layers=partial)
+            elif self._rc_none is not None:
+                more = _chain_key(c, layers=MAX_CHUNK_LAYERS, rc=self._rc_none)
         if more is not None and self._waits_on(more):
             before.setdefault(self._placed[more], "recompute")
         key = _chain_key(c)
