@@ -120,3 +120,19 @@ def test_search_finds_the_least_block_recompute_that_fits() -> None:
     best = search(LLAMA70, H100, req).candidates[0]
     assert (best.request.recompute, best.request.recompute_layers) == ("full", least)
     assert best.request.recompute_method == "block"
+
+
+def test_a_launcher_without_partial_recompute_gets_none(capsys: pytest.CaptureFixture[str]) -> None:
+    # Partial recomputes are made during the search, after the enumeration's launcher filter: they must be
+    # filtered too. For Megatron-LM the best of this cut recomputes the first layers of every chunk; torchtitan
+    # cannot run that and gets full recompute (or none) instead.
+    from tests.cli_run import run_pplan
+
+    query = ("recommend", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "128", "--tp", "8", "--pp", "2",
+             "--cp", "1", "--micro-batch", "4", "--schedule", "1f1b", "--grad-dtype", "fp32", "--zero-stage", "3",
+             "--top", "3", "--format", "json")  # fmt: skip
+    megatron = run_pplan(capsys, *query, "--launcher", "megatron").json()
+    torchtitan = run_pplan(capsys, *query, "--launcher", "torchtitan").json()
+    assert megatron["candidates"][0]["plan"]["recompute_policy"]["method"] == "block"
+    assert torchtitan["candidates"]
+    assert all(c["plan"]["recompute_policy"]["layers"] is None for c in torchtitan["candidates"])

@@ -306,6 +306,8 @@ def search(
         more = None
         if index not in admitted_fp32:
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
+        if more is not None and state.launcher_refuses(more, launcher_reason):
+            more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
         if more is not None:
             made += 1
             result.enumerated += 1
