@@ -108,3 +108,16 @@ def test_train_tokens_reports_a_finite_time(capsys: pytest.CaptureFixture[str]) 
         raise ValueError(token)
 
     json.loads(res.out, parse_constant=reject)
+
+
+def test_memory_table_with_every_knob_fits_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    # ZeRO-3 gathers, a recompute transient, offload in transit, fragmentation and the model ends: 14 columns
+    res = run_pplan(capsys, "explain", "--model", "llama3-70b", "--gpus", "2048", "--global-batch", "1024",
+                    "--tp", "8", "--pp", "4", "--zero-stage", "3", "--shard-group", "8", "--recompute", "full",
+                    "--recompute-method", "block", "--recompute-layers", "2", "--offload-modules",
+                    "attn_norm,mlp_norm")  # fmt: skip
+    assert res.code == 0, res.err
+    header = next(line for line in res.out.splitlines() if line.lstrip().startswith("stage "))
+    assert header.split() == [
+        "stage", "wts", "grad", "opt", "mb", "act", "ext", "rcmp", "gath", "offl", "frag", "total", "free", "fits",
+    ]  # fmt: skip

@@ -79,9 +79,14 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
     if any(s.fragmentation_bytes for s in stages):
         columns.append(("frag", lambda s: _g(s.fragmentation_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
+    if len(columns) > WIDE_TABLE_COLUMNS:  # every knob at once: one decimal keeps the table in 80 columns
+        columns = [
+            (n, _one_decimal(fmt) if n not in ("stage", "mb") else fmt) for n, fmt in columns if n != "L"
+        ]
+        table.title = f"{table.title}; to 0.1 GB, layers per chunk above"
     for name, _ in columns:
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-    table.add_column("fits")
+    table.add_column("fits", no_wrap=True, min_width=4)
     for s in stages:
         cells: list[str | Text] = [fmt(s) for _, fmt in columns]
         cells.append(Text("yes", style="green") if s.fits else Text("NO", style="bold red"))
@@ -117,6 +122,16 @@ def usable_line(report: ExplainReport) -> Text:
 
 def _g(n: float) -> str:
     return f"{n / 1e9:.2f}"
+
+
+WIDE_TABLE_COLUMNS = 12
+"""More memory columns than this (stage, layers, in flight and the byte columns) do not fit 80 characters at two
+decimals: then one decimal, and no layers column (the configuration lists the layers per chunk)."""
+
+
+def _one_decimal(fmt: Callable[[StageMemory], str]) -> Callable[[StageMemory], str]:
+    """`fmt` (a two-decimal GB figure) to one decimal."""
+    return lambda s: f"{float(fmt(s)):.1f}"
 
 
 def _in_flight(s: StageMemory) -> str:
