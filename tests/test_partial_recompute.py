@@ -136,3 +136,10 @@ def test_a_launcher_without_partial_recompute_gets_none(capsys: pytest.CaptureFi
     assert megatron["candidates"][0]["plan"]["recompute_policy"]["method"] == "block"
     assert torchtitan["candidates"]
     assert all(c["plan"]["recompute_policy"]["layers"] is None for c in torchtitan["candidates"])
+
+
+@pytest.mark.parametrize("modules", [(), ("attention",)])
+def test_search_request_refuses_bad_recompute_modules(modules: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError) as err:
+        SearchRequest(gpus=8, global_batch=8, recompute_modules=modules)  # type: ignore[arg-type]
+    assert err.value.field == "--recompute-modules"

@@ -129,6 +129,12 @@ class SearchRequest:
             raise ConfigError("--grad-dtype", "no gradient dtype to try", "e.g. --grad-dtype fp32,bf16")
         for dtype in self.grad_dtypes:
             check_choice("--grad-dtype", dtype, get_args(GradDtype))
+        if not self.recompute_modules:
+            raise ConfigError(
+                "--recompute-modules", "no module to recompute", "e.g. --recompute-modules core_attn"
+            )
+        for module in self.recompute_modules:
+            check_choice("--recompute-modules", module, get_args(RecomputeModule))
         for name in self.schedules or ():
             schedule_family(name)
         if not self.offload:
