@@ -287,7 +287,7 @@ def plan_memory(
     bytes (pplan.cost.usable) and the allocator's fragmentation as a fraction of the dynamic bytes."""
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
-    working = act.recompute_working_bytes(model, plan.shape, plan.recompute_group)
+    working = _working_bytes(model, plan.shape, plan.recompute_group)
     items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)

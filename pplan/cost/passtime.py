@@ -239,12 +239,16 @@ def layout_pass_times(
     )
     out = output_pass_times(model, hw, shape)
     result = []
-    alike: dict[tuple[int, int, bool], PassTimes] = {}  # chunks come in two or three sizes: each computed once
+    alike: dict[
+        tuple[int, int, bool], PassTimes
+    ] = {}  # chunks come in two or three sizes: each computed once
     for c, chunk in enumerate(chunks):
         n = chunk.layers if recomputed is None or shape.recompute != "full" else recomputed[c]
         key = (chunk.layers, n, chunk.has_output)
         if key not in alike:
-            times = layer.scaled(n).plus(kept.scaled(chunk.layers - n)) if n < chunk.layers else layer.scaled(n)
+            times = (
+                layer.scaled(n).plus(kept.scaled(chunk.layers - n)) if n < chunk.layers else layer.scaled(n)
+            )
             alike[key] = times.plus(out) if chunk.has_output else times
         result.append(alike[key])
     return tuple(result)

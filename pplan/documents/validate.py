@@ -9,6 +9,7 @@ Compatibility: fields are only ever added within a major version; a rename or re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
@@ -185,48 +186,15 @@ def validation_set_document(
 
 
 def memory_document(result: MemoryValidation) -> MemoryValidationOut:
-    """The `memory` block of `pplan.validate/2`, from `pplan.validation.memory.validate_memory`'s result."""
+    """The `memory` block of `pplan.validate/2`, from `pplan.validation.memory.validate_memory`'s result: every
+    field of each document model read off the result's attribute of the same name (`set` is its `name`)."""
+    bars = [MemoryBarOut(**_fields(MemoryBarOut, r, parts_gib=dict(r.parts_gib))) for r in result.figure_1]
+    shares = [MemoryShareOut(**_fields(MemoryShareOut, r)) for r in result.figure_7]
     return MemoryValidationOut(
-        set_=result.name,
-        source=result.source,
-        precision=result.precision,
-        hardware=result.hardware,
-        stage=result.stage,
-        activation_model=result.activation_model,
-        note_above=result.note_above,
-        assumed=result.assumed,
-        figure_1_source=result.figure_1_source,
-        figure_1_mape=result.figure_1_mape,
-        figure_1_korthikanti_mape=result.figure_1_korthikanti_mape,
-        figure_1=[
-            MemoryBarOut(
-                label=r.label,
-                run=r.run,
-                quantity=r.quantity,
-                published_gib=r.published_gib,
-                predicted_gib=r.predicted_gib,
-                error=r.error,
-                korthikanti_gib=r.korthikanti_gib,
-                korthikanti_error=r.korthikanti_error,
-                parts_gib=dict(r.parts_gib),
-                reason=r.reason,
-            )
-            for r in result.figure_1
-        ],
-        figure_7_source=result.figure_7_source,
-        figure_7_mape=result.figure_7_mape,
-        figure_7_korthikanti_mape=result.figure_7_korthikanti_mape,
-        figure_7=[
-            MemoryShareOut(
-                setting=r.setting,
-                run=r.run,
-                published_percent=r.published_percent,
-                predicted_percent=r.predicted_percent,
-                error=r.error,
-                korthikanti_percent=r.korthikanti_percent,
-                korthikanti_error=r.korthikanti_error,
-                reason=r.reason,
-            )
-            for r in result.figure_7
-        ],
+        **_fields(MemoryValidationOut, result, set_=result.name, figure_1=bars, figure_7=shares)
     )
+
+
+def _fields(model: type[Out], source: object, **given: object) -> dict[str, Any]:
+    """`model`'s fields (by name, not alias) from `source`'s attributes of the same name, except those `given`."""
+    return {name: given[name] if name in given else getattr(source, name) for name in model.model_fields}

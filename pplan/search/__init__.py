@@ -239,7 +239,7 @@ class Query:
             return None, hi - n + 1, None
         if need == n:
             return c, 0, prefit
-        return c.partial(need, self.req.recompute.index("full")), need - n, None
+        return c.partial(need, c.order[-4]), need - n, None
 
     def fit(self, c: Candidate, index: int) -> Fitted:
         """The plan with a proven lower bound on its memory (no schedule built)."""
@@ -311,7 +311,7 @@ def search(
         if more is not None:
             made += 1
             result.enumerated += 1
-            chains.hand_over(index, made, more)
+            chains.move_waiters(index, made)
             seed = _PartialSeed(more, plan, bound_totals)
             heapq.heappush(heap, (-state.cheap_bound(more) * (1 + BOUND_SLACK), _CHEAP, (), made, seed))
         for nxt, waiting in chains.release(index):
@@ -325,13 +325,11 @@ def search(
         out = skipped - (cand is None)  # the seed itself was counted when it was made
         result.enumerated += out
         result.rejected[Rejection.MEMORY] += skipped
-        result.bounded += skipped  # each proven out of memory by the bisection's monotone bound
+        result.bounded += skipped  # each proven out of memory by the bound's closed form
         if cand is None:
             for nxt, waiting in chains.release(index):
                 push(nxt, waiting)
             return None
-        chains.forget(seed.candidate, index)  # the seed stood for N; the candidate is N' (no self-wait on N)
-        chains.hand_over(index, index, cand)
         if cand.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
             made += 1
             result.enumerated += 1
@@ -516,16 +514,9 @@ class _Chains:
         index = self._placed.get(key)
         return index is not None and index not in self._gone
 
-    def forget(self, c: Candidate, index: int) -> None:
-        """`c` is no longer what `index` stands for."""
-        key = _chain_key(c)
-        if self._placed.get(key) == index:
-            del self._placed[key]
-
-    def hand_over(self, index: int, new: int, c: Candidate) -> None:
-        """`c` (index `new`, made from `index`: one more layer recomputed) takes over what waited on `index` for
-        its recompute."""
-        self._placed[_chain_key(c)] = new
+    def move_waiters(self, index: int, new: int) -> None:
+        """What waited on `index` for its recompute waits on `new` (a seed of more recompute made from it); the
+        seed is placed under its own key only once it is resolved to one N (`place`)."""
         for nxt in list(self._next.get(index, [])):
             if self._on[nxt].get(index) == "recompute":
                 del self._on[nxt][index]

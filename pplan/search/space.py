@@ -31,11 +31,13 @@ from pplan.plan.configuration import (
     OffloadModule,
     PlanRequest,
     Recompute,
+    RecomputeMethod,
     RecomputeModule,
     canonical_offload,
     check_choice,
     check_count,
     check_offload,
+    recompute_label,
 )
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
@@ -184,8 +186,7 @@ class Candidate:
         n = self.recompute_layers
         if n is None or n + 1 >= self.most_layers:
             return None
-        order = (*self.order[:-3], n + 1, *self.order[-2:])
-        return replace(self, recompute_layers=n + 1, order=order)
+        return self.partial(n + 1, self.order[-4])
 
     @property
     def recompute_cost(self) -> int:
@@ -199,7 +200,8 @@ class Candidate:
 
     @property
     def recompute_label(self) -> str:
-        return f"full(block {self.recompute_layers})" if self.recompute_layers else self.recompute
+        method: RecomputeMethod = "block" if self.recompute_layers else "uniform"
+        return recompute_label(self.recompute, self.recompute_layers, method, DEFAULT_RECOMPUTE_MODULES)
 
     @property
     def replica(self) -> int:
