@@ -105,8 +105,26 @@ NormKind = Literal["layernorm", "rmsnorm"]
 PositionKind = Literal["rope", "learned", "alibi", "none"]
 
 
+_HASHES: dict[int, tuple[BaseModel, int]] = {}
+"""Each spec's hash by id, with the spec itself (kept alive, so its id is not reused while cached)."""
+_HASHES_LIMIT = 4096
+
+
 class _Frozen(BaseModel):
     model_config = _Strict
+
+    def __hash__(self) -> int:
+        """The hash of the class and every field value (what pydantic hashes for a frozen model), computed once
+        per object: specs key every cost cache (a search looks them up hundreds of thousands of times), and
+        pydantic's own hash walks every field, nested specs included, on each lookup."""
+        got = _HASHES.get(id(self))
+        if got is not None and got[0] is self:
+            return got[1]
+        if len(_HASHES) >= _HASHES_LIMIT:
+            _HASHES.clear()
+        value = hash((type(self), *self.__dict__.values()))
+        _HASHES[id(self)] = (self, value)
+        return value
 
 
 class ModelSpec(_Frozen):

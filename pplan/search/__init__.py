@@ -46,9 +46,11 @@ from pplan.search.space import (
     GRAD_ORDER,
     MAX_CHUNK_LAYERS,
     Candidate,
+    Cut,
     Rejection,
     SearchRequest,
     enumerate_candidates,
+    enumerate_cuts,
 )
 
 __all__ = [
@@ -272,19 +274,37 @@ def search(
     # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
     fp32_waiting: dict[int, tuple[int, Candidate]] = {}
     admitted_fp32: set[int] = set()
+    # Without a launcher to filter cells, a cut's cells are placed lazily: only those that go straight to the heap
+    # (its heads, `_Lattice`) at first, the rest when one of its cells is first out of memory (`materialise`).
+    # Until then every other cell waits on a head, so what `_Chains` would say of it is the lattice's own.
+    lazy = launcher_reason is None or not req.launcher
+    lattices: dict[tuple[object, ...], _Lattice] = {}
+    unplaced: dict[int, tuple[Cut, int, _Lattice]] = {}  # head index → its cut, first index, lattice
     last: tuple[Candidate, int] | None = None  # the last candidate placed (in the heap or waiting in a chain)
-    candidates = enumerate_candidates(model, hw, req, state.seq, result.rejected, every_partial=False)
-    for index, cand in enumerate(candidates):
-        result.enumerated += 1
-        if state.launcher_refuses(cand, launcher_reason):
-            result.rejected[Rejection.LAUNCHER] += 1
+    for cut in enumerate_cuts(model, hw, req, state.seq, result.rejected, every_partial=False):
+        base = result.enumerated
+        result.enumerated += len(cut)
+        if lazy:
+            lattice = lattices.get(cut.pattern) or lattices.setdefault(cut.pattern, _Lattice.of(cut, req))
+            for i in lattice.heads:
+                cand = cut.cell(i)
+                chains.place(base + i, cand)
+                heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), base + i, cand))
+                if i + 1 in lattice.twins:
+                    fp32_waiting[base + i] = (base + i + 1, cut.cell(i + 1))
+                unplaced[base + i] = (cut, base, lattice)
             continue
-        if last is not None and _fp32_twin(cand, index, *last):
-            fp32_waiting[last[1]] = (index, cand)
-            continue
-        if not chains.place(index, cand):
-            heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
-        last = (cand, index)
+        for i in range(len(cut)):
+            cand, index = cut.cell(i), base + i
+            if state.launcher_refuses(cand, launcher_reason):
+                result.rejected[Rejection.LAUNCHER] += 1
+                continue
+            if last is not None and _fp32_twin(cand, index, *last):
+                fp32_waiting[last[1]] = (index, cand)
+                continue
+            if not chains.place(index, cand):
+                heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
+            last = (cand, index)
     heapq.heapify(heap)
     misses: list[Miss] = []
     final: list[Scored] = []
@@ -292,6 +312,24 @@ def search(
 
     def push(index: int, cand: Candidate) -> None:
         heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
+
+    def materialise(index: int) -> None:
+        """Place the cells of `index`'s cut that are not heads, as the enumeration would have (they wait)."""
+        got = unplaced.pop(index, None)
+        if got is None:
+            return
+        cut, base, lattice = got
+        for i in lattice.heads:
+            unplaced.pop(base + i, None)
+        for i in range(len(cut)):
+            if i in lattice.heads or (i - 1 in lattice.heads and i in lattice.twins):
+                continue
+            cand = cut.cell(i)
+            if i in lattice.twins:
+                fp32_waiting[base + i - 1] = (base + i, cand)
+            else:
+                waits = chains.place(base + i, cand)
+                assert waits, "a cell that is not a head waits on one"
 
     made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
     prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
@@ -303,6 +341,7 @@ def search(
         recomputing the first N layers of every chunk: the partial recomputes with more layers enter the heap as
         one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it."""
         nonlocal made
+        materialise(index)
         more = None
         if index not in admitted_fp32:
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
@@ -391,11 +430,14 @@ def search(
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
     for reason in chains.left():
         result.rejected[reason] += 1
+    for head, (_, base, lattice) in unplaced.items():
+        if head == base + lattice.heads[0]:  # once per cut never materialised
+            result.rejected.update(lattice.waiting)
     result.rejected[Rejection.DOMINATED] += len(fp32_waiting)
     result.candidates = [_recommendation(model, hw, req, s) for s in shown]
     result.closest_misses = _nearest(misses)
-    for reason in [r for r, n in result.rejected.items() if n == 0]:
-        del result.rejected[reason]
+    # in the order of the pipeline that rejects them (`Rejection`), whatever order they were counted in
+    result.rejected = Counter({r: result.rejected[r] for r in Rejection if result.rejected[r]})
     return result
 
 
@@ -463,6 +505,37 @@ class _PartialSeed:
     plan: Plan | None
     bound_totals: tuple[int, ...] | None = None
     """The proven lower bound on memory per rank of `plan` (one recompute step below `candidate`), when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Lattice:
+    """What `_Chains` does with the cells of one cut placed in a row while none is out of memory: which go straight
+    to the heap (`heads`), which are FP32 twins of the cell before (`twins`), and why the rest would be left
+    unevaluated if no head were ever released (`waiting`: `_Chains.left`, and DOMINATED for the twins of cells that
+    are not heads). Chain keys differ between cuts only in the cut's prefix, so it is the same for every cut of a
+    pattern (`Cut.pattern`) and computed once per pattern, by placing one cut's cells in a scratch `_Chains`."""
+
+    heads: tuple[int, ...]
+    twins: frozenset[int]
+    waiting: Counter[Rejection]
+
+    @staticmethod
+    def of(cut: Cut, req: SearchRequest) -> _Lattice:
+        chains = _Chains(req.recompute)
+        heads: list[int] = []
+        twins: set[int] = set()
+        last: tuple[Candidate, int] | None = None
+        for i in range(len(cut)):
+            cand = cut.cell(i)
+            if last is not None and _fp32_twin(cand, i, *last):
+                twins.add(i)
+                continue
+            if not chains.place(i, cand):
+                heads.append(i)
+            last = (cand, i)
+        waiting = Counter(chains.left())
+        waiting[Rejection.DOMINATED] += len(twins - {h + 1 for h in heads})
+        return _Lattice(tuple(heads), frozenset(twins), waiting)
 
 
 class _Chains:

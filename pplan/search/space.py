@@ -271,6 +271,51 @@ def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchReque
     return [t for t in divisors(math.gcd(heads, kv, ffn)) if t <= hw.gpus_per_node or req.allow_cross_node_tp]
 
 
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One way to cut the model (t, p, cp, d, v, b, schedule, layer split, offload set) with the lattice of options
+    tried on it: recompute modes (`options`: index asked, mode, N), ZeRO stages and gradient dtypes, in
+    enumeration order (recompute outermost, gradient dtype innermost). `cell(i)` is its i-th configuration, built
+    only when asked (the search builds most cuts' few first cells only)."""
+
+    family: ScheduleFamily
+    t: int
+    p: int
+    cp: int
+    d: int
+    v: int
+    b: int
+    m: int
+    first_layers: int | None
+    last_layers: int | None
+    most_layers: int
+    prefix: tuple[int, ...]
+    """(t, cp, p, b, schedule asked, v, layer split, offload set asked): the head of every cell's `order`."""
+    offload: tuple[OffloadModule, ...]
+    options: tuple[tuple[int, Recompute, int | None], ...]
+    zeros: tuple[int, ...]
+    grads: tuple[GradDtype, ...]
+
+    def __len__(self) -> int:
+        return len(self.options) * len(self.zeros) * len(self.grads)
+
+    @property
+    def pattern(self) -> tuple[object, ...]:
+        """The lattice's shape: cuts with the same pattern order their cells alike."""
+        return self.options, self.zeros, self.grads
+
+    def cell(self, i: int) -> Candidate:
+        rest, g = divmod(i, len(self.grads))
+        o, z = divmod(rest, len(self.zeros))
+        rc_index, recompute, n = self.options[o]
+        zero, grads = self.zeros[z], self.grads[g]
+        order = (*self.prefix, rc_index, n or MAX_CHUNK_LAYERS, zero, GRAD_ORDER.index(grads))
+        return Candidate(
+            self.family, self.t, self.p, self.cp, self.d, self.v, self.b, self.m, self.first_layers,
+            self.last_layers, recompute, zero, grads, n, self.most_layers, order, self.offload,
+        )  # fmt: skip
+
+
 def enumerate_candidates(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -282,9 +327,24 @@ def enumerate_candidates(
     """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`.
     `every_partial=False` yields no partial recompute when `none` is asked too, and only N = 1 otherwise: the search
     makes the least N that may fit when no recompute (or N − 1) is out of memory (`pplan.search.Query.least_partial`)."""
+    for cut in enumerate_cuts(model, hw, req, seq, rejected, every_partial):
+        for i in range(len(cut)):
+            yield cut.cell(i)
+
+
+def enumerate_cuts(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    seq: int,
+    rejected: Counter[Rejection],
+    every_partial: bool = True,
+) -> Iterator[Cut]:
+    """`enumerate_candidates` a cut at a time: every cell of every cut, in the same order."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
     cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
     bs = [req.micro_batch] if req.micro_batch is not None else list(MICRO_BATCHES)
+    grads = tuple(sorted(req.grad_dtypes, key=GRAD_ORDER.index))  # BF16 first: pplan.search
     for t in tensor_parallel_options(model, hw, req):
         for cp in cps:
             if seq % cp or (t > 1 and (seq // cp) % t):
@@ -301,6 +361,10 @@ def enumerate_candidates(
                     rejected[Rejection.STAGES_LAYERS] += 1
                     continue
                 d = req.gpus // (t * cp * p)
+                # ascending: pplan.search chains the stages; nothing to shard over without data parallelism
+                zeros = tuple(
+                    z for z in sorted(req.zero_stages) if not (z and d * cp == 1 and 0 in req.zero_stages)
+                )
                 for b in bs:
                     if req.global_batch % (b * d):
                         rejected[Rejection.BATCH_SPLIT] += 1
@@ -309,22 +373,22 @@ def enumerate_candidates(
                     if m < req.min_microbatches:
                         rejected[Rejection.FEW_MICROBATCHES] += 1
                         continue
-                    yield from _pipelines(model, req, families, t, cp, p, d, b, m, rejected, every_partial)
+                    yield from _pipelines(
+                        model, req, families, (t, cp, p, d, b, m), zeros, grads, rejected, every_partial
+                    )
 
 
 def _pipelines(
     model: ModelSpec,
     req: SearchRequest,
     families: list[ScheduleFamily],
-    t: int,
-    cp: int,
-    p: int,
-    d: int,
-    b: int,
-    m: int,
+    dims: tuple[int, int, int, int, int, int],
+    zeros: tuple[int, ...],
+    grads: tuple[GradDtype, ...],
     rejected: Counter[Rejection],
     every_partial: bool,
-) -> Iterator[Candidate]:
+) -> Iterator[Cut]:
+    t, cp, p, d, b, m = dims
     layers = model.num_layers
     for fam_index, fam in enumerate(families if p > 1 else families[:1]):
         fam_here = fam if p > 1 else without_pipeline()
@@ -342,25 +406,18 @@ def _pipelines(
                 continue
             for split, (first, last) in enumerate(splits):
                 most = (layers if first is None else layers + 2) // n_chunks  # the largest chunk's layers
+                options = _recompute_options(req, most, every_partial)
                 for off_index, offload in enumerate(req.offload):
                     offload = canonical_offload(offload)
-                    for rc_index, (recompute, n) in _recompute_options(req, most, every_partial):
-                        if offload and recompute == "full" and n is None:
-                            continue  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
-                        for zero in sorted(req.zero_stages):  # ascending: pplan.search chains the stages
-                            if zero and d * cp == 1 and 0 in req.zero_stages:
-                                continue  # nothing to shard over: the same plan as ZeRO-0
-                            for grads in sorted(
-                                req.grad_dtypes, key=GRAD_ORDER.index
-                            ):  # BF16 first: pplan.search
-                                order = (
-                                    t, cp, p, b, fam_index, v, split, off_index, rc_index, n or MAX_CHUNK_LAYERS,
-                                    zero, GRAD_ORDER.index(grads),
-                                )  # fmt: skip
-                                yield Candidate(
-                                    fam_here, t, p, cp, d, v, b, m, first, last, recompute, zero, grads, n, most,
-                                    order, offload,
-                                )  # fmt: skip
+                    yield Cut(
+                        fam_here, t, p, cp, d, v, b, m, first, last, most,
+                        (t, cp, p, b, fam_index, v, split, off_index), offload,
+                        tuple(
+                            (rc_index, recompute, n) for rc_index, (recompute, n) in options
+                            if not (offload and recompute == "full" and n is None)
+                        ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
+                        zeros, grads,
+                    )  # fmt: skip
 
 
 def _recompute_options(
