@@ -11,7 +11,9 @@ import pytest
 import typer
 import typer.main
 
-from pplan.cli import main
+from pplan.cli import main, register
+
+register()  # every command, so the one build `_built_once` shares has them all
 
 _build_command = typer.main.get_command
 _COMMANDS: dict[int, tuple[typer.Typer, Any]] = {}

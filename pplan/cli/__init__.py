@@ -8,6 +8,7 @@ Every line is printed with control characters escaped, so a profile key cannot d
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -15,8 +16,23 @@ import traceback
 from pplan.cli.app import app, err_console
 from pplan.errors import PplanError
 
-# Importing the command modules registers their commands on `app`.
-from pplan.cli import bench, explain, profiles, recommend, schedule, validate  # noqa: F401  isort: skip
+COMMAND_MODULES = {
+    "schedule": "schedule", "bubble": "schedule", "bench": "bench", "explain": "explain", "schema": "explain",
+    "profiles": "profiles", "recommend": "recommend", "validate": "validate",
+}  # fmt: skip
+"""Each command's module (importing it registers its commands on `app`), in the order `--help` lists them."""
+
+
+def register(argv: list[str] | None = None) -> None:
+    """Register the commands on `app`: only the module of the command `argv` starts with, when it starts with one
+    (a command's start-up then skips the imports of the others: a tenth of a second of `recommend`'s budget),
+    otherwise every command (the help, and the message for an unknown command, list them all)."""
+    modules = list(dict.fromkeys(COMMAND_MODULES.values()))
+    if argv and argv[0] in COMMAND_MODULES:
+        modules = [COMMAND_MODULES[argv[0]]]
+    for module in modules:
+        importlib.import_module(f"pplan.cli.{module}")
+
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -70,6 +86,7 @@ def _bad_parameter(err: Exception) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `pplan` console script and `python -m pplan`."""
+    register(sys.argv[1:] if argv is None else argv)
     try:
         app(args=argv, prog_name="pplan", standalone_mode=False)
     except PplanError as err:

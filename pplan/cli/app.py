@@ -16,6 +16,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+@app.callback()
+def _commands() -> None:
+    """The group of commands (a callback keeps `pplan COMMAND` a group when only that command is registered:
+    pplan.cli.register)."""
+
+
 console = Console()
 err_console = Console(stderr=True)
 

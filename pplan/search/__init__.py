@@ -28,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import layer_pass_times, output_pass_times
-from pplan.cost.pipeline import warmup_held
+from pplan.cost.pipeline import warmup_held, warmup_peaks
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
@@ -123,6 +124,7 @@ class Query:
         self.tokens = req.global_batch * self.seq
         self._last_cut: tuple[object, ...] = ()
         self._last_bound = 0.0
+        self._siblings: dict[tuple[int, ...], tuple[Plan, ActivationPeaks]] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -244,10 +246,18 @@ class Query:
         return c.partial(need, c.order[-4]), need - n, None
 
     def fit(self, c: Candidate, index: int) -> Fitted:
-        """The plan with a proven lower bound on its memory (no schedule built)."""
-        return fitted(
-            self.model, self.hw, make_plan(self.model, c.request(self.req, self.seq)), c, index, False
-        )
+        """The plan with a proven lower bound on its memory (no schedule built). A configuration that differs from
+        one already fitted only in its ZeRO stage and gradient dtype has that one's plan with those two fields
+        replaced (`make_plan` derives nothing from them) and the same warm-up peaks (they depend on neither)."""
+        key = c.order[:-2]
+        sibling = self._siblings.get(key)
+        if sibling is None:
+            plan = make_plan(self.model, c.request(self.req, self.seq))
+            peaks = warmup_peaks(self.model, plan)
+            self._siblings[key] = (plan, peaks)
+            return fitted(self.model, self.hw, plan, c, index, False, peaks)
+        plan = replace(sibling[0], zero_stage=c.zero, grad_dtype=c.grad_dtype)
+        return fitted(self.model, self.hw, plan, c, index, False, sibling[1])
 
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""

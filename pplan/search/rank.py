@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.cost.memory import plan_memory_totals
+from pplan.cost.memory import ActivationPeaks, plan_memory_totals
 from pplan.cost.pipeline import activation_peaks, warmup_peaks
 from pplan.cost.steptime import step_time, step_time_bound
 from pplan.cost.usable import usable_bytes
@@ -85,10 +85,18 @@ class Scored:
 
 
 def fitted(
-    model: ModelSpec, hw: HardwareSpec, plan: Plan, candidate: Candidate, index: int, exact: bool
+    model: ModelSpec,
+    hw: HardwareSpec,
+    plan: Plan,
+    candidate: Candidate,
+    index: int,
+    exact: bool,
+    peaks: ActivationPeaks | None = None,
 ) -> Fitted:
-    """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it."""
-    peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
+    """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it. `peaks`:
+    the plan's `warmup_peaks` (`exact` False) or `activation_peaks`, when already at hand."""
+    if peaks is None:
+        peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
     totals = plan_memory_totals(model, plan, peaks, hw.memory.dynamic_fragmentation_fraction)
     return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 
