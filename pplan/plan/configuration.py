@@ -8,7 +8,7 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from pplan.errors import ConfigError
@@ -79,6 +79,24 @@ class Shape:
     """Selective recomputation only: the modules re-run (ignored otherwise)."""
     offload_modules: tuple[OffloadModule, ...] = ()
     """The modules whose saved inputs go to host memory (empty: no offload)."""
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    """The hash of the fields, computed once: shapes key the per-layer cost caches."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_hash",
+            hash(
+                (
+                    self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
+                    self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
+                    self.offload_modules,
+                )
+            ),
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +146,12 @@ class PlanRequest:
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike); what
         depends on the model (divisibility, layers) is `make_plan`'s."""
-        for field, value in (
+        for flag, value in (
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--micro-batch", self.micro_batch),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--seq-len", self.seq_len), ("--vp", self.vp),
         ):  # fmt: skip
             if value is not None:
-                check_count(field, value)
+                check_count(flag, value)
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
@@ -226,13 +244,18 @@ class Plan:
         """Copies of each shard across the data-parallel GPUs: (d·cp)/S (1 without hybrid sharding)."""
         return self.dp * self.cp // self.shards
 
-    @property
-    def shape(self) -> Shape:
-        """What one layer's activations and pass times depend on, as a hashable record."""
-        return Shape(
-            self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
-            self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
-            self.offload_modules,
+    shape: Shape = field(init=False, repr=False, compare=False)
+    """What one layer's activations and pass times depend on, as a hashable record (derived from the fields)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "shape",
+            Shape(
+                self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
+                self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
+                self.offload_modules,
+            ),
         )  # fmt: skip
 
     def recomputed_layers(self, chunk_layers: int) -> int:

@@ -12,7 +12,7 @@ each end; Megatron's `--decoder-first/last-pipeline-num-layers`); the rest must 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pplan.errors import ConfigError
@@ -35,6 +35,14 @@ class Layout:
 
     chunks: tuple[Chunk, ...]
     rank_chunks: tuple[tuple[int, ...], ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    """The hash of the two fields, computed once: layouts key the cost caches."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.chunks, self.rank_chunks)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def num_ranks(self) -> int:

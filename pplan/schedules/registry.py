@@ -65,9 +65,10 @@ WarmupForm = Callable[[int, int, int], Warmup]
 rank's first backward starts."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ScheduleFamily:
-    """Everything pplan knows about one schedule family."""
+    """Everything pplan knows about one schedule family. One record per family (`FAMILIES`), so records compare
+    and hash by identity: they key the cost caches, and hashing every field on each lookup was a search hot spot."""
 
     name: str
     """Canonical name (lower case, hyphenated): what `--schedule` lists and plans print."""

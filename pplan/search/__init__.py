@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import layer_pass_times, output_pass_times
@@ -282,7 +282,7 @@ def search(
     chains = _Chains(req.recompute)
     # An FP32 configuration waits behind its BF16 twin (enumerated just before it) and enters the heap only once
     # the twin fits: it needs more memory and is never faster (`_fp32_twin`).
-    fp32_waiting: dict[int, tuple[int, Candidate]] = {}
+    fp32_waiting: dict[int, tuple[int, Callable[[], Candidate]]] = {}  # made only if the twin fits
     admitted_fp32: set[int] = set()
     # Without a launcher to filter cells, a cut's cells are placed lazily: only those that go straight to the heap
     # (its heads, `_Lattice`) at first, the rest when one of its cells is first out of memory (`materialise`).
@@ -301,7 +301,7 @@ def search(
                 chains.place(base + i, cand)
                 heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), base + i, cand))
                 if i + 1 in lattice.twins:
-                    fp32_waiting[base + i] = (base + i + 1, cut.cell(i + 1))
+                    fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
                 unplaced[base + i] = (cut, base, lattice)
             continue
         for i in range(len(cut)):
@@ -310,7 +310,7 @@ def search(
                 result.rejected[Rejection.LAUNCHER] += 1
                 continue
             if last is not None and _fp32_twin(cand, index, *last):
-                fp32_waiting[last[1]] = (index, cand)
+                fp32_waiting[last[1]] = (index, _given(cand))
                 continue
             if not chains.place(index, cand):
                 heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
@@ -334,11 +334,10 @@ def search(
         for i in range(len(cut)):
             if i in lattice.heads or (i - 1 in lattice.heads and i in lattice.twins):
                 continue
-            cand = cut.cell(i)
             if i in lattice.twins:
-                fp32_waiting[base + i - 1] = (base + i, cand)
+                fp32_waiting[base + i - 1] = (base + i, partial(cut.cell, i))
             else:
-                waits = chains.place(base + i, cand)
+                waits = chains.place(base + i, cut.cell(i))
                 assert waits, "a cell that is not a head waits on one"
 
     made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
@@ -383,7 +382,7 @@ def search(
             made += 1
             result.enumerated += 1
             twin = replace(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
-            fp32_waiting[index] = (made, twin)
+            fp32_waiting[index] = (made, _given(twin))
         if prefit is not None:
             prefits[index] = replace(prefit, index=index)
         return cand
@@ -420,9 +419,9 @@ def search(
                 out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
                 continue
             if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
-                twin, twin_cand = fp32_waiting.pop(index)
+                twin, make_twin = fp32_waiting.pop(index)
                 admitted_fp32.add(twin)
-                push(twin, twin_cand)
+                push(twin, make_twin())
             scored = score(model, hw, fit)
             result.simulated += 1
             if progress:
@@ -449,6 +448,10 @@ def search(
     # in the order of the pipeline that rejects them (`Rejection`), whatever order they were counted in
     result.rejected = Counter({r: result.rejected[r] for r in Rejection if result.rejected[r]})
     return result
+
+
+def _given(c: Candidate) -> Callable[[], Candidate]:
+    return lambda: c
 
 
 def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -> bool:
