@@ -27,6 +27,7 @@ import sys
 import time
 from unittest import mock
 
+from pplan.collector import collector_paused
 from pplan.schedules import get_schedule, periodic, registry, timeline
 from pplan.schedules.periodic import _common
 from pplan.schedules.timeline import Durations, RunSummary, peak_in_flight, simulate
@@ -171,7 +172,7 @@ def cold() -> None:
         gen = float("inf")
         for _ in range(COLD_REPEAT):
             _clear()
-            with _common.collector_paused():  # as the route generates them
+            with collector_paused():  # as the route generates them
                 t0 = time.perf_counter()
                 for mg in generated:
                     get_schedule(name, p, mg, v)

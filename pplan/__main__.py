@@ -1,5 +1,5 @@
 """`python -m pplan` runs the command-line interface."""
 
-from pplan.cli import main
+from pplan.cli import run
 
-main()
+run()

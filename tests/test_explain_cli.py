@@ -74,6 +74,26 @@ def test_python_dash_m_runs() -> None:
     assert json.loads(out.stdout)["plan"]["num_microbatches"] == 16
 
 
+def test_python_dash_m_exit_status_and_flushed_output() -> None:
+    """`run` leaves with os._exit: the exit status must still be main's, and what was printed must arrive."""
+    import subprocess
+    import sys
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "pplan", "explain", "--tp", "3"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("pplan: error: --tp") and bad.stdout == ""
+    good = subprocess.run([sys.executable, "-m", "pplan", "profiles"], capture_output=True, text=True)
+    assert good.returncode == 0 and "llama3-405b" in good.stdout
+
+
+def test_exit_status_as_sys_exit_gives_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from pplan.cli import _exit_status
+
+    assert (_exit_status(None), _exit_status(0), _exit_status(3)) == (0, 0, 3)
+    assert _exit_status("stopped") == 1 and capsys.readouterr().err == "stopped\n"
+
+
 def test_explain_emits_launcher_settings(capsys: pytest.CaptureFixture[str]) -> None:
     import tomllib
 

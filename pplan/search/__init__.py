@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 
+from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
@@ -272,7 +273,19 @@ def search(
     launcher_reason: LauncherReason | None = None,
 ) -> SearchResult:
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
-    why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation."""
+    why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation.
+    The cyclic garbage collector is paused meanwhile (pplan.collector)."""
+    with collector_paused():
+        return _search(model, hw, req, progress, launcher_reason)
+
+
+def _search(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    progress: Callable[[int], None] | None = None,
+    launcher_reason: LauncherReason | None = None,
+) -> SearchResult:
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, tuple[object, ...], int, object]] = []
@@ -635,6 +648,13 @@ def brute_force(
 ) -> list[Scored]:
     """Every enumerated configuration that fits, each simulated, in the documented order (no bound used): the
     reference `search` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
+    with collector_paused():
+        return _brute_force(model, hw, req, launcher_reason)
+
+
+def _brute_force(
+    model: ModelSpec, hw: HardwareSpec, req: SearchRequest, launcher_reason: LauncherReason | None
+) -> list[Scored]:
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):

@@ -14,8 +14,9 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pplan.collector import collector_paused
 from pplan.schedules import Schedule
-from pplan.schedules.periodic._common import collector_paused, generate, tables
+from pplan.schedules.periodic._common import generate, tables
 from pplan.schedules.periodic.profile import InFlightProfile, keep_profile, profile_rows
 from pplan.schedules.periodic.split import read
 from pplan.schedules.timeline import Durations, Latency, RunSummary, simulate

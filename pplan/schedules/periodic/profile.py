@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import and_, mul
 
+from pplan.collector import collector_paused
 from pplan.errors import ConfigError
-from pplan.schedules.periodic._common import CACHE_LIMIT, collector_paused, generate
+from pplan.schedules.periodic._common import CACHE_LIMIT, generate
 from pplan.schedules.periodic.split import read
 
 PROFILES: dict[tuple[str, int, int | None, int], InFlightProfile] = {}

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import floordiv, mod
 
-from pplan.schedules.periodic._common import CACHE_LIMIT, collector_paused
+from pplan.collector import collector_paused
+from pplan.schedules.periodic._common import CACHE_LIMIT
 from pplan.schedules.periodic.direct import NONE, Row, Rules
 from pplan.schedules.periodic.profile import InFlightProfile, profile_rows
 from pplan.schedules.periodic.split import Decomposition, Got, detect, moved, period
