@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pplan.errors import ConfigError
 
@@ -31,9 +31,9 @@ class ScheduleError(ConfigError):
     """A schedule's action lists are malformed or cannot run (missing passes, wrong rank, deadlock)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One pass: `kind` (F, I, W or B) of `microbatch` through virtual `stage`."""
+class Action(NamedTuple):
+    """One pass: `kind` (F, I, W or B) of `microbatch` through virtual `stage`. A named tuple: immutable and
+    hashable like a frozen dataclass, and built twice as fast (a search generates hundreds of thousands)."""
 
     stage: int
     kind: Kind
