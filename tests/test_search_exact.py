@@ -139,6 +139,13 @@ SMALL_QUERIES = [
             offload=((), ("attn_norm", "qkv_linear", "mlp_norm")),
         ),
     ),
+    # sharding variants made on demand: hybrid sharding within a node (t = 1: groups of 8 of the 32) and ZeRO-3's
+    # gathered weights kept, both in the top N (ZeRO-3 only: they then hide all the data-parallel traffic)
+    (
+        "llama3-8b",
+        H100,
+        SearchRequest(gpus=32, global_batch=128, tp=1, schedules=("1f1b", "zbv"), max_vp=2, zero_stages=(3,)),
+    ),
 ]
 
 
@@ -159,6 +166,8 @@ def _identity(c: Candidate) -> tuple[object, ...]:
         c.grad_dtype,
         c.recompute_layers,
         c.offload_modules,
+        c.shard_group,
+        c.reshard,
     )
 
 

@@ -111,6 +111,20 @@ def recommend(
         ),
     ] = True,
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
+    hybrid_shard: Annotated[
+        bool,
+        typer.Option(
+            help="With ZeRO ≥ 1: also try sharding over one node's data-parallel GPUs, replicated across nodes "
+            "(HSDP; explain --shard-group), where full sharding fits."
+        ),
+    ] = True,
+    keep_gathered: Annotated[
+        bool,
+        typer.Option(
+            help="With ZeRO-3: also try keeping the gathered weights from forward to backward (explain "
+            "--no-reshard-after-forward), where resharding fits."
+        ),
+    ] = True,
     min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
@@ -123,7 +137,7 @@ def recommend(
         typer.Option("--format", help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}."),
     ] = "table",
 ) -> None:
-    """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype) and rank what fits by predicted throughput."""
+    """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
     if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
     zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
@@ -139,6 +153,7 @@ def recommend(
         split_p2p=output == "json",  # only the JSON shows the step-time breakdown
         offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
+        hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
@@ -216,4 +231,8 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--last-stage-layers {req.last_stage_layers}")
     if req.offload_modules:
         args.append(f"--offload-modules {','.join(req.offload_modules)}")
+    if req.shard_group is not None:
+        args.append(f"--shard-group {req.shard_group}")
+    if not req.reshard_after_forward:
+        args.append("--no-reshard-after-forward")
     return " ".join(args)

@@ -34,13 +34,13 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
         table.add_row(
             str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
-            f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{plan.zero_stage}/{GRAD_SHORT[plan.grad_dtype]}",
+            f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{_zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
             f"{perf.tokens_per_s / 1e6:.3f}", f"{perf.mfu:.0%}",
         )  # fmt: skip
     table.caption = (
         "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
-        "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
+        "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"
         + " GB). * one layer fewer on the first and last chunk."
@@ -60,6 +60,11 @@ def _recompute_short(layers: int | None, mode: str, method: str | None) -> str:
 
 
 GRAD_SHORT = {"fp32": "f32", "bf16": "b16"}
+
+
+def _zero_short(stage: int, shard_group: int | None, reshard: bool) -> str:
+    """`3`, or `3h8` sharded over groups of 8 (HSDP), `3k` keeping the gathered weights, `3h8k` both."""
+    return f"{stage}{'' if shard_group is None else f'h{shard_group}'}{'' if reshard else 'k'}"
 
 
 def rejection_table(result: SearchResult) -> Table:

@@ -21,6 +21,7 @@ configurations are only ever bounded. At equal figures a bound is refined before
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 
 from pplan.collector import collector_paused
-from pplan.cost.memory import ActivationPeaks
+from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
 from pplan.cost.usable import usable_bytes
@@ -53,6 +54,7 @@ from pplan.search.space import (
     SearchRequest,
     enumerate_candidates,
     enumerate_cuts,
+    sharding_variants,
 )
 
 __all__ = [
@@ -125,7 +127,7 @@ class Query:
         self.tokens = req.global_batch * self.seq
         self._last_cut: tuple[object, ...] = ()
         self._last_bound = 0.0
-        self._siblings: dict[tuple[int, ...], tuple[Plan, ActivationPeaks]] = {}
+        self._siblings: dict[tuple[object, ...], tuple[Plan, ActivationPeaks]] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -248,9 +250,10 @@ class Query:
 
     def fit(self, c: Candidate, index: int) -> Fitted:
         """The plan with a proven lower bound on its memory (no schedule built). A configuration that differs from
-        one already fitted only in its ZeRO stage and gradient dtype has that one's plan with those two fields
-        replaced (`make_plan` derives nothing from them) and the same warm-up peaks (they depend on neither)."""
-        key = c.order[:-2]
+        one already fitted only in its ZeRO stage and gradient dtype (same sharding choices) has that one's plan
+        with those two fields replaced (`make_plan` derives nothing from them) and the same warm-up peaks (they
+        depend on neither)."""
+        key = (*c.order[:-2], c.sharding_order, c.shard_group or 0)
         sibling = self._siblings.get(key)
         if sibling is None:
             plan = make_plan(self.model, c.request(self.req, self.seq))
@@ -336,6 +339,17 @@ def _search(
     def push(index: int, cand: Candidate) -> None:
         heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
 
+    made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
+
+    def admit(variant: Candidate) -> None:
+        """Make `variant` (a sharding variant, pplan.search.space.sharding_variants) and push it."""
+        nonlocal made
+        if state.launcher_refuses(variant, launcher_reason):
+            return
+        made += 1
+        result.enumerated += 1
+        push(made, variant)
+
     def materialise(index: int) -> None:
         """Place the cells of `index`'s cut that are not heads, as the enumeration would have (they wait)."""
         got = unplaced.pop(index, None)
@@ -353,7 +367,6 @@ def _search(
                 waits = chains.place(base + i, cut.cell(i))
                 assert waits, "a cell that is not a head waits on one"
 
-    made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
     prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
 
     def out_of_memory(
@@ -365,7 +378,8 @@ def _search(
         nonlocal made
         materialise(index)
         more = None
-        if index not in admitted_fp32:
+        variant = cand.sharding_order != (0, 0)  # a sharding variant's recompute successors are its base's
+        if index not in admitted_fp32 and not variant:
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None and state.launcher_refuses(more, launcher_reason):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
@@ -416,12 +430,19 @@ def _search(
                 out_of_memory(index, item)
                 continue
             result.bounded += 1
+            # Its sharding variants (more memory, maybe faster) enter the heap now, at its cheap bound (also
+            # theirs: they run the same passes), so none is finalised out of order: when it may fit, and keeping
+            # ZeRO-3's gathered weights also when that may take less memory on some rank.
             if not fit.fits(req.headroom_fraction):
                 _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
+                if req.keep_gathered and _keeping_may_cost_less(model, fit.plan):
+                    admit(replace(fit.candidate, reshard=False))
                 out_of_memory(
                     index, fit.candidate, fit.plan, fit.totals
                 )  # the next ZeRO stage or more recompute may fit
                 continue
+            for variant in sharding_variants(fit.candidate, req, hw.gpus_per_node):
+                admit(variant)
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
         elif level == _BOUND:
@@ -443,7 +464,7 @@ def _search(
             heapq.heappush(heap, (key[0], _EXACT, key[1:], index, scored))
         else:
             assert isinstance(item, Scored)
-            final.append(item)
+            bisect.insort(final, item, key=Scored.key)  # in the documented order whatever order they came in
             kept, _ = distinct(final, req.top_n)
     shown, folded = distinct(final, req.top_n)
     result.rejected[Rejection.EQUIVALENT] += len(folded)
@@ -461,6 +482,17 @@ def _search(
     # in the order of the pipeline that rejects them (`Rejection`), whatever order they were counted in
     result.rejected = Counter({r: result.rejected[r] for r in Rejection if result.rejected[r]})
     return result
+
+
+def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:
+    """Whether a ZeRO-3 plan that reshards after forward (and is tried without: `SearchRequest.keep_gathered`)
+    has a rank whose gathered weights would take fewer bytes kept whole than as the two-unit prefetch buffer (a
+    rank of at most two units): then keeping them is not dominated in memory, and is tried even though this
+    plan is out of memory."""
+    if plan.zero_stage != 3 or not plan.reshard_after_forward:
+        return False
+    kept = plan_gathered_weights_bytes(model, replace(plan, reshard_after_forward=False))
+    return any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, plan), strict=True))
 
 
 def _given(c: Candidate) -> Callable[[], Candidate]:

@@ -1,6 +1,7 @@
 """Which memory knob made a shown plan fit: ZeRO-2/3 (gradients, then weights, sharded over d·cp), BF16
 gradients (2 bytes per parameter instead of 4) and recompute (the first N layers of every chunk, or all of them),
-each compared with the same plan one notch down, from the memory
+each compared with the same plan one notch down; and what a sharding choice taken for speed costs (hybrid
+sharding within a node, ZeRO-3's gathered weights kept), compared with the leaner choice, from the memory
 model (pplan.cost.memory, exact in-flight peaks: the figures `explain` shows) against each plan's own usable
 bytes (pplan.cost.usable), never hard-coded.
 
@@ -44,7 +45,7 @@ def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) 
     notes = []
     if req.zero_stage >= 2:
         lower = req.zero_stage - 1
-        other = peak_bytes(model, hw, replace(req, zero_stage=lower))
+        other = peak_bytes(model, hw, replace(req, zero_stage=lower, reshard_after_forward=True))
         head = f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {replicas * req.cp})"
         notes.append(head + ": " + _verdict(f"ZeRO-{lower}", other, need))
     if req.grad_dtype == "bf16":
@@ -62,7 +63,27 @@ def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) 
             less = replace(req, recompute="none", recompute_layers=None, recompute_method="uniform")
             what = "no recompute"
         notes.append(f"{head}: " + _verdict(what, peak_bytes(model, hw, less), need))
+    if req.shard_group is not None:
+        full = peak_bytes(model, hw, replace(req, shard_group=None))
+        notes.append(
+            f"hybrid sharding (groups of {req.shard_group} GPUs, {replicas * req.cp // req.shard_group} replicas): "
+            + _cheaper(f"full sharding over d·cp = {replicas * req.cp}", full, need)
+        )
+    if not req.reshard_after_forward:
+        resharding = peak_bytes(model, hw, replace(req, reshard_after_forward=True))
+        notes.append(
+            "ZeRO-3 weights kept gathered from forward to backward: "
+            + _cheaper("resharding", resharding, need)
+        )
     return tuple(notes)
+
+
+def _cheaper(what: str, other: tuple[int, int] | None, need: int) -> str:
+    """A sharding choice taken for speed: what the leaner choice would need (the search shows the faster one)."""
+    if other is None:
+        return f"{what} is no valid plan"
+    peak, usable = other
+    return f"{what} needs {(need - peak) / 1e9:.1f} GB less ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB) but runs slower"
 
 
 def _verdict(what: str, other: tuple[int, int] | None, need: int) -> str:

@@ -6,11 +6,13 @@ Order (a total order, so "the top N" is well defined): higher predicted tokens/s
 offload before offload (at equal throughput, no copies to the host); then FP32 gradients
 before BF16 (at equal throughput, the numerically safer reduction, Megatron-LM's default); then less peak memory
 on the most loaded stage; then the smaller model replica t·p·cp; then enumeration order (t, cp, p, b ascending,
-the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype, BF16 first).
+the schedules in the order asked, v, layer split, recompute in the order asked, ZeRO stage, gradient dtype, BF16 first);
+then full sharding before hybrid sharding, resharding after forward before keeping the gathered weights.
 Folding: walking that order, a configuration with the same cut and schedule as one already shown (t, p, v,
 schedule, recompute, layers per chunk) and a throughput within 0.1 % of it differs only in how b, cp and d
 share the batch, in its ZeRO stage or in its gradient dtype, and is counted instead of shown; so is one that
-differs from a shown one in its ZeRO stage, recompute policy or gradient dtype alone, whatever its throughput
+differs from a shown one in its ZeRO stage, recompute policy, gradient dtype or sharding (hybrid, gathered weights
+kept) alone, whatever its throughput
 (twins: the first walked is the best of its cut; `pplan.search.knobs` says what its ZeRO stage, recompute and
 gradient dtype buy).
 """
@@ -74,13 +76,13 @@ class Scored:
     def plan(self) -> Plan:
         return self.fitted.plan
 
-    def key(self) -> tuple[float, int, int, int, int, int, int, tuple[int, ...]]:
+    def key(self) -> tuple[float, int, int, int, int, int, int, tuple[int, ...], tuple[int, int]]:
         """The documented order: ascending key = better first."""
         c = self.candidate
         bf16 = int(c.grad_dtype == "bf16")
         return (
             -float(f"{self.tokens_per_s:.{KEY_DIGITS}g}"), c.zero, c.recompute_cost, int(bool(c.offload_modules)),
-            bf16, self.fitted.peak_bytes, c.replica, c.order,
+            bf16, self.fitted.peak_bytes, c.replica, c.order, c.sharding_order,
         )  # fmt: skip
 
 
@@ -113,7 +115,7 @@ def score(model: ModelSpec, hw: HardwareSpec, item: Fitted) -> Scored:
 
 def equivalent(a: Scored, b: Scored) -> bool:
     """Same cut and schedule, and either throughput within 0.1 % (only how b, cp and d share the batch, the ZeRO
-    stage or the gradient dtype differ) or only the gradient dtype differs."""
+    stage or the gradient dtype differ) or only the gradient dtype or the sharding choices differ."""
     ca, cb = a.candidate, b.candidate
     same = (ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.recompute_layers, a.plan.layout.chunks) == (
         cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.recompute_layers, b.plan.layout.chunks,
@@ -124,8 +126,8 @@ def equivalent(a: Scored, b: Scored) -> bool:
 
 
 def _twin_key(s: Scored) -> tuple[object, ...]:
-    """Everything but the ZeRO stage, the recompute policy and the gradient dtype: configurations with the same
-    key are twins."""
+    """Everything but the ZeRO stage, the recompute policy, the gradient dtype and the sharding choices:
+    configurations with the same key are twins."""
     c = s.candidate
     return (c.t, c.p, c.v, c.family.name, s.plan.layout.chunks, c.b, c.cp)
 

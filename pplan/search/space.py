@@ -107,6 +107,13 @@ class SearchRequest:
     the step time is the same either way)."""
     offload: tuple[tuple[OffloadModule, ...], ...] = ((),)
     """Activation offload module sets to try (`()`: no offload; the default tries only that)."""
+    hybrid_sharding: bool = True
+    """With ZeRO ≥ 1: also try sharding over the data-parallel GPUs of one node and replicating across nodes (HSDP,
+    `node_shard_group`) where full sharding fits: more memory, but the per-micro-batch reduce-scatters and gathers
+    stay on NVLink."""
+    keep_gathered: bool = True
+    """With ZeRO-3: also try keeping the gathered weights from forward to backward (no resharding after forward:
+    one gather per micro-batch instead of two) where resharding fits."""
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
@@ -174,6 +181,10 @@ class Candidate:
     or on demand."""
     offload_modules: tuple[OffloadModule, ...] = ()
     """Activation offload: the modules whose saved inputs go to host memory (empty: none)."""
+    shard_group: int | None = None
+    """ZeRO ≥ 1 with hybrid sharding: the S GPUs each state is sharded over (None: all d·cp)."""
+    reshard: bool = True
+    """ZeRO-3: gathered weights freed after each unit's forward (False: kept until its backward)."""
 
     def partial(self, n: int, rc_index: int) -> Candidate:
         """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
@@ -216,8 +227,13 @@ class Candidate:
             recompute_layers=self.recompute_layers, recompute_method="block" if self.recompute_layers else "uniform",
             recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
-            offload_modules=self.offload_modules,
+            offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
         )  # fmt: skip
+
+    @property
+    def sharding_order(self) -> tuple[int, int]:
+        """Full sharding before hybrid, resharding before keeping the gathered weights (a tie-breaker)."""
+        return int(self.shard_group is not None), int(not self.reshard)
 
     def summary(self) -> str:
         v = f" v={self.v}" if self.family.fixed_v is None else ""
@@ -226,7 +242,34 @@ class Candidate:
             f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
             f"recompute={self.recompute_label} zero={self.zero} grads={self.grad_dtype}"
             + (f" offload={'+'.join(self.offload_modules)}" if self.offload_modules else "")
+            + (f" shard-group={self.shard_group}" if self.shard_group is not None else "")
+            + ("" if self.reshard else " keep-gathered")
         )
+
+
+def node_shard_group(t: int, d: int, cp: int, gpus_per_node: int) -> int | None:
+    """The hybrid-sharding group the search tries: the data-parallel GPUs of one node, S = GPUs per node / t (the
+    d·cp group's members sit t apart, so S of them fill a node), when 2 ≤ S < d·cp and S divides d·cp; else None.
+    `explain --shard-group` costs any S."""
+    if gpus_per_node % t:
+        return None
+    s = gpus_per_node // t
+    return s if 2 <= s < d * cp and (d * cp) % s == 0 else None
+
+
+def sharding_variants(c: Candidate, req: SearchRequest, gpus_per_node: int) -> list[Candidate]:
+    """`c` with one more memory-hungry sharding choice: hybrid sharding within a node (from full sharding,
+    resharding), and for ZeRO-3 the gathered weights kept (from resharding). Each keeps more bytes on every rank
+    than `c`, except that keeping a rank's gathered weights can cost less than the two-unit prefetch buffer on a
+    rank with at most two units (pplan.cost.memory.plan_gathered_weights_bytes): the search checks that case."""
+    out = []
+    if c.zero >= 1 and c.shard_group is None and c.reshard and req.hybrid_sharding:
+        s = node_shard_group(c.t, c.d, c.cp, gpus_per_node)
+        if s is not None:
+            out.append(replace(c, shard_group=s))
+    if c.zero == 3 and c.reshard and req.keep_gathered:
+        out.append(replace(c, reshard=False))
+    return out
 
 
 def divisors(n: int) -> list[int]:
@@ -325,11 +368,18 @@ def enumerate_candidates(
     every_partial: bool = True,
 ) -> Iterator[Candidate]:
     """Every configuration the query allows, in a fixed order; the ones broken by a rule counted in `rejected`.
+    Each cell of a cut is followed by its sharding variants (`sharding_variants`, and theirs).
     `every_partial=False` yields no partial recompute when `none` is asked too, and only N = 1 otherwise: the search
     makes the least N that may fit when no recompute (or N − 1) is out of memory (`pplan.search.Query.least_partial`)."""
     for cut in enumerate_cuts(model, hw, req, seq, rejected, every_partial):
         for i in range(len(cut)):
-            yield cut.cell(i)
+            cell = cut.cell(i)
+            yield cell
+            more = sharding_variants(cell, req, hw.gpus_per_node)
+            while more:
+                variant = more.pop(0)
+                yield variant
+                more += sharding_variants(variant, req, hw.gpus_per_node)
 
 
 def enumerate_cuts(

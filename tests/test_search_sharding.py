@@ -1,0 +1,84 @@
+"""Hybrid sharding (HSDP) and ZeRO-3's gathered weights kept, as search axes: which shard group is tried, which
+variants a configuration has, when keeping the gathered weights can cost less memory, and that the search shows
+them when they are faster (its top N against the brute force: tests/test_search_exact.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pplan.cost.memory import plan_gathered_weights_bytes
+from pplan.cost.steptime import step_time
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
+from pplan.schedules import schedule_family
+from pplan.search import SearchRequest, _keeping_may_cost_less, search
+from pplan.search.space import Candidate, node_shard_group, sharding_variants
+
+H100 = load_hardware("h100-sxm-80gb")
+
+
+@pytest.mark.parametrize(
+    ("t", "d", "cp", "per_node", "expected"),
+    [
+        (1, 64, 1, 8, 8),  # eight data-parallel GPUs per node: groups of 8, 8 replicas
+        (2, 8, 1, 8, 4),  # t = 2: four per node
+        (2, 2, 2, 8, None),  # d·cp = 4 = the node's four: that is full sharding
+        (8, 64, 1, 8, None),  # one data-parallel GPU per node: nothing to shard within it
+        (3, 16, 1, 8, None),  # t does not divide the node
+        (1, 12, 1, 8, None),  # 8 does not divide d·cp = 12
+    ],
+)
+def test_node_shard_group(t: int, d: int, cp: int, per_node: int, expected: int | None) -> None:
+    assert node_shard_group(t, d, cp, per_node) == expected
+
+
+def _cell(zero: int, t: int = 1, d: int = 32) -> Candidate:
+    return Candidate(schedule_family("1f1b"), t, 1, 1, d, 1, 1, 4, None, None, "none", zero, "bf16")
+
+
+def test_sharding_variants_step_up_one_choice_at_a_time() -> None:
+    req = SearchRequest(gpus=32, global_batch=128)
+    assert sharding_variants(_cell(0), req, 8) == []  # ZeRO-0 shards nothing
+    assert [(v.shard_group, v.reshard) for v in sharding_variants(_cell(1), req, 8)] == [(8, True)]
+    assert [(v.shard_group, v.reshard) for v in sharding_variants(_cell(3), req, 8)] == [
+        (8, True),
+        (None, False),
+    ]
+    hybrid = replace(_cell(3), shard_group=8)
+    assert [(v.shard_group, v.reshard) for v in sharding_variants(hybrid, req, 8)] == [(8, False)]
+    assert sharding_variants(replace(_cell(3), reshard=False), req, 8) == []
+    off = replace(req, hybrid_sharding=False, keep_gathered=False)
+    assert sharding_variants(_cell(3), off, 8) == []
+
+
+def test_keeping_the_gathered_weights_can_cost_less_on_a_rank_of_two_units() -> None:
+    """The two-unit prefetch buffer of a rank holding one layer and the output layer is the rank's whole weights
+    (BF16); kept, they cost 2·P − 2·P/S beyond the shard: less. On a rank of many layers keeping costs more."""
+    model = load_model("llama3-8b")
+    few = make_plan(model, PlanRequest(gpus=64, global_batch=64, pp=32, zero_stage=3))  # 1 layer per rank
+    kept = plan_gathered_weights_bytes(model, replace(few, reshard_after_forward=False))
+    assert any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, few), strict=True))
+    assert _keeping_may_cost_less(model, few)
+    many = make_plan(model, PlanRequest(gpus=16, global_batch=64, pp=2, zero_stage=3))  # 16 layers per rank
+    assert not _keeping_may_cost_less(model, many)
+    assert not _keeping_may_cost_less(model, replace(many, zero_stage=2))
+
+
+def test_the_search_shows_hybrid_sharding_where_it_is_faster() -> None:
+    """ZeRO-1 with cp = 2 on 64 GPUs (t = 1, d·cp = 64): gradients reduce-scattered within the node and
+    all-reduced across the 8 replicas beat one reduce-scatter over all 64 data-parallel GPUs; the shown plan says
+    so, and its full-sharding twin (explained on its own) is slower."""
+    model = load_model("llama3-8b")
+    req = SearchRequest(gpus=64, global_batch=512, tp=1, pp=1, cp=2, micro_batch=1, zero_stages=(1,), top_n=1)
+    best = search(model, H100, req).candidates[0]
+    assert best.request.shard_group == 8
+    full = step_time(model, H100, make_plan(model, replace(best.request, shard_group=None)), split_p2p=False)
+    assert best.report.performance is not None
+    assert best.report.performance.tokens_per_s > full.tokens_per_s
+    assert any(note.startswith("hybrid sharding (groups of 8 GPUs, 8 replicas)") for note in best.knobs)
+    off = search(model, H100, replace(req, hybrid_sharding=False)).candidates[0]
+    assert off.request.shard_group is None
+    assert off.report.performance is not None
+    assert off.report.performance.tokens_per_s == pytest.approx(full.tokens_per_s, rel=1e-12)
