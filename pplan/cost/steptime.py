@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
-from pplan.cost.passtime import PassTimes
+from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, simulate_plan, stage_inputs
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
@@ -140,6 +140,17 @@ def rank_tails(
         after = _optimizer_s(hw, plan, params) + (0.0 if plan.overlap_param_gather else sync.gather_s)
         out.append(RankTail(exposed, after))
     return tuple(out)
+
+
+def sync_hidden(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> bool:
+    """Whether every rank's data-parallel traffic hides behind its backward passes and no parameter gather runs
+    after the optimizer (overlapped with the next forward, or none: ZeRO-0, ZeRO-3): the step is then the pipeline
+    plus the optimizer. Sharding over fewer GPUs (hybrid sharding) or gathering ZeRO-3's weights less often cannot
+    shorten such a step: the passes are the same, no traffic is less exposed than none, and the optimizer's shard
+    is at least as large (the search skips those variants, pplan.search)."""
+    tails = rank_tails(model, hw, plan, chunk_pass_times(model, hw, plan))
+    gathers_after = not plan.overlap_param_gather and plan.zero_stage in (1, 2)
+    return not gathers_after and all(x.dp_exposed_s == 0.0 for x in tails)
 
 
 def step_time_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
+from pplan.cost.steptime import sync_hidden
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
@@ -332,7 +334,7 @@ def _search(
                 heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), index, cand))
             last = (cand, index)
     heapq.heapify(heap)
-    misses: list[Miss] = []
+    misses: list[_Missed] = []
     final: list[Scored] = []
     kept: list[Scored] = []
 
@@ -378,8 +380,9 @@ def _search(
         nonlocal made
         materialise(index)
         more = None
-        variant = cand.sharding_order != (0, 0)  # a sharding variant's recompute successors are its base's
-        if index not in admitted_fp32 and not variant:
+        if index not in admitted_fp32 and not _variant(
+            cand
+        ):  # a variant's recompute successors are its base's
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None and state.launcher_refuses(more, launcher_reason):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
@@ -434,22 +437,35 @@ def _search(
             # theirs: they run the same passes), so none is finalised out of order: when it may fit, and keeping
             # ZeRO-3's gathered weights also when that may take less memory on some rank.
             if not fit.fits(req.headroom_fraction):
-                _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
+                _miss(
+                    result,
+                    misses,
+                    fit,
+                    req.headroom_fraction,
+                    index in admitted_fp32 or _variant(fit.candidate),
+                )
                 if req.keep_gathered and _keeping_may_cost_less(model, fit.plan):
                     admit(replace(fit.candidate, reshard=False))
                 out_of_memory(
                     index, fit.candidate, fit.plan, fit.totals
                 )  # the next ZeRO stage or more recompute may fit
                 continue
-            for variant in sharding_variants(fit.candidate, req, hw.gpus_per_node):
-                admit(variant)
+            if not sync_hidden(model, hw, fit.plan):  # else no variant is faster (pplan.cost.steptime)
+                for variant in sharding_variants(fit.candidate, req, hw.gpus_per_node):
+                    admit(variant)
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
         elif level == _BOUND:
             assert isinstance(item, Fitted)
             fit = state.fit_exactly(item)
             if not fit.fits(req.headroom_fraction):
-                _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32)
+                _miss(
+                    result,
+                    misses,
+                    fit,
+                    req.headroom_fraction,
+                    index in admitted_fp32 or _variant(fit.candidate),
+                )
                 out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
                 continue
             if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
@@ -493,6 +509,12 @@ def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:
         return False
     kept = plan_gathered_weights_bytes(model, replace(plan, reshard_after_forward=False))
     return any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, plan), strict=True))
+
+
+def _variant(c: Candidate) -> bool:
+    """Whether `c` is a sharding variant (pplan.search.space.sharding_variants): a choice made for speed (or, rarely,
+    keeping ZeRO-3's gathered weights on ranks of two units), whose base's miss stands for the cut."""
+    return c.sharding_order != (0, 0)
 
 
 def _given(c: Candidate) -> Callable[[], Candidate]:
@@ -711,26 +733,39 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
     return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes))
 
 
+_Missed = tuple[float, float, int, bool, Candidate]
+"""A miss as the search keeps it: (need / usable, need bytes, usable bytes, exact, configuration); its summary is
+written only for the nearest (`_nearest`)."""
+
+
 def _miss(
-    result: SearchResult, misses: list[Miss], fit: Fitted, headroom_fraction: float, twin_fits: bool = False
+    result: SearchResult,
+    misses: list[_Missed],
+    fit: Fitted,
+    headroom_fraction: float,
+    twin_fits: bool = False,
 ) -> None:
     """Count a configuration out of memory, and keep it for the nearest misses unless a twin of it fits (an FP32
-    configuration admitted because its BF16 twin fits is no miss of the cut)."""
+    configuration admitted because its BF16 twin fits is no miss of the cut; nor is a sharding variant, `_variant`,
+    whose base's miss is kept)."""
     result.rejected[Rejection.MEMORY] += 1
     if twin_fits:
         return
     usable = fit.usable_bytes
     need = fit.peak_bytes + usable * headroom_fraction
-    misses.append(Miss(fit.candidate.summary(), need, usable, fit.exact))
+    misses.append((need / usable, need, usable, fit.exact, fit.candidate))
 
 
-def _nearest(misses: list[Miss]) -> list[Miss]:
-    """The five nearest misses on memory, one line per distinct shortfall (not every b / cp variant of it)."""
-    misses.sort(key=lambda x: (x.need_bytes / x.usable_bytes, x.summary))
+def _nearest(misses: list[_Missed]) -> list[Miss]:
+    """The five nearest misses on memory (need / usable, then the summary), one line per distinct shortfall (not
+    every b / cp variant of it)."""
+    misses.sort(key=lambda x: x[0])
     nearest: list[Miss] = []
-    for miss in misses:
-        if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in nearest):
-            nearest.append(miss)
-        if len(nearest) == 5:
-            break
+    for _, group in itertools.groupby(misses, key=lambda x: x[0]):
+        for miss in sorted((Miss(c.summary(), need, usable, exact) for _, need, usable, exact, c in group),
+                           key=lambda x: x.summary):  # fmt: skip
+            if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in nearest):
+                nearest.append(miss)
+            if len(nearest) == 5:
+                return nearest
     return nearest
