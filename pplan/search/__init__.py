@@ -360,14 +360,16 @@ def _search(
         cut, base, lattice = got
         for i in lattice.heads:
             unplaced.pop(base + i, None)
-        for i in range(len(cut)):
-            if i in lattice.heads or (i - 1 in lattice.heads and i in lattice.twins):
-                continue
-            if i in lattice.twins:
+        for i in lattice.twins:
+            if i - 1 not in lattice.heads:
                 fp32_waiting[base + i - 1] = (base + i, partial(cut.cell, i))
-            else:
+        if lattice.keyed:
+            for i, _ in lattice.waits_on:
                 waits = chains.place(base + i, cut.cell(i))
                 assert waits, "a cell that is not a head waits on one"
+        else:  # what `place` would record, read off the lattice, the cells made only when released
+            for i, on in lattice.waits_on:
+                chains.wait(base + i, partial(cut.cell, i), {base + j: why for j, why in on})
 
     prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
 
@@ -598,6 +600,11 @@ class _Lattice:
     heads: tuple[int, ...]
     twins: frozenset[int]
     waiting: Counter[Rejection]
+    waits_on: tuple[tuple[int, tuple[tuple[int, str], ...]], ...]
+    """Each cell that waits (not a head, not a twin): the cells it waits on and why ("zero", "recompute")."""
+    keyed: bool
+    """Whether a cell of the lattice can be another configuration's predecessor outside it (a partial recompute:
+    resolved seeds wait on those), so materialising must record the cells' chain keys (`_Chains.place`)."""
 
     @staticmethod
     def of(cut: Cut, req: SearchRequest) -> _Lattice:
@@ -615,7 +622,9 @@ class _Lattice:
             last = (cand, i)
         waiting = Counter(chains.left())
         waiting[Rejection.DOMINATED] += len(twins - {h + 1 for h in heads})
-        return _Lattice(tuple(heads), frozenset(twins), waiting)
+        waits_on = chains.waits_on()
+        keyed = any(n is not None for _, mode, n in cut.options if mode == "full")
+        return _Lattice(tuple(heads), frozenset(twins), waiting, waits_on, keyed)
 
 
 class _Chains:
@@ -627,7 +636,7 @@ class _Chains:
         self._placed: dict[Key, int] = {}
         self._largest_partial: dict[Key, int] = {}
         self._next: dict[int, list[int]] = {}
-        self._waiting: dict[int, Candidate] = {}
+        self._waiting: dict[int, Callable[[], Candidate]] = {}
         self._on: dict[int, dict[int, str]] = {}
         self._gone: set[int] = set()
         """Indices already out of memory or invalid (released)."""
@@ -656,11 +665,19 @@ class _Chains:
             self._largest_partial[_chain_key(c, layers=0)] = c.recompute_layers
         if not before:
             return False
-        self._waiting[index] = c
-        self._on[index] = before
-        for pred in before:
-            self._next.setdefault(pred, []).append(index)
+        self.wait(index, _given(c), before)
         return True
+
+    def wait(self, index: int, make: Callable[[], Candidate], on: dict[int, str]) -> None:
+        """`index` (made by `make` once released) waits on the indices of `on`, each for its reason."""
+        self._waiting[index] = make
+        self._on[index] = on
+        for pred in on:
+            self._next.setdefault(pred, []).append(index)
+
+    def waits_on(self) -> tuple[tuple[int, tuple[tuple[int, str], ...]], ...]:
+        """Each waiting index with what it waits on (for `_Lattice`)."""
+        return tuple((i, tuple(self._on[i].items())) for i in self._waiting)
 
     def _waits_on(self, key: Key) -> bool:
         """Whether the configuration of `key` was placed and is not yet out of memory."""
@@ -686,7 +703,7 @@ class _Chains:
             on.pop(index, None)
             if not on:
                 del self._on[nxt]
-                free.append((nxt, self._waiting.pop(nxt)))
+                free.append((nxt, self._waiting.pop(nxt)()))
         return free
 
     def left(self) -> list[Rejection]:
