@@ -39,6 +39,7 @@ from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
+from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, make_plan
 from pplan.plan.layout import make_layout
@@ -210,7 +211,7 @@ class Query:
         n = c.recompute_layers or 1
         hi = c.most_layers - 1  # the largest partial N
         try:
-            base = replace(plan, recompute="full", recompute_layers=n, recompute_method="block",
+            base = changed(plan, recompute="full", recompute_layers=n, recompute_method="block",
                            recompute_modules=()) if plan is not None else make_plan(self.model, c.request(self.req, self.seq))  # fmt: skip
         except PplanError:
             return None, hi - n + 1, None
@@ -262,7 +263,7 @@ class Query:
             peaks = warmup_peaks(self.model, plan)
             self._siblings[key] = (plan, peaks)
             return fitted(self.model, self.hw, plan, c, index, False, peaks)
-        plan = replace(sibling[0], zero_stage=c.zero, grad_dtype=c.grad_dtype)
+        plan = changed(sibling[0], zero_stage=c.zero, grad_dtype=c.grad_dtype)
         return fitted(self.model, self.hw, plan, c, index, False, sibling[1])
 
     def fit_exactly(self, item: Fitted) -> Fitted:
@@ -452,8 +453,9 @@ def _search(
                     index, fit.candidate, fit.plan, fit.totals
                 )  # the next ZeRO stage or more recompute may fit
                 continue
-            if not sync_hidden(model, hw, fit.plan):  # else no variant is faster (pplan.cost.steptime)
-                for variant in sharding_variants(fit.candidate, req, hw.gpus_per_node):
+            variants = sharding_variants(fit.candidate, req, hw.gpus_per_node)
+            if variants and not sync_hidden(model, hw, fit.plan):  # else none is faster (pplan.cost.steptime)
+                for variant in variants:
                     admit(variant)
             bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
             heapq.heappush(heap, (-bound, _BOUND, (), index, fit))

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import get_args
 
 from pplan.errors import ConfigError
+from pplan.frozen import changed
 from pplan.plan.configuration import (
     DEFAULT_RECOMPUTE_MODULES,
     GradDtype,
@@ -190,7 +191,7 @@ class Candidate:
         """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
         recompute modes asked)."""
         order = (*self.order[:-4], rc_index, n, *self.order[-2:])
-        return replace(self, recompute="full", recompute_layers=n, order=order)
+        return changed(self, recompute="full", recompute_layers=n, order=order)
 
     def more_recompute(self) -> Candidate | None:
         """The same configuration recomputing the first N + 1 layers of every chunk (None past the largest N)."""
