@@ -126,8 +126,12 @@ def rank_tails(
     """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
     n_chunks = len(chunk_times)
     out = []
+    syncs: dict[float, RankSync] = {}  # ranks holding the same parameters sync alike (the middle ranks, mostly)
+    optimizer: dict[float, float] = {}
     for r, params in enumerate(plan_rank_params(model, plan)):
-        sync = rank_sync(hw, plan, params)
+        if params not in syncs:
+            syncs[params] = rank_sync(hw, plan, params)
+        sync = syncs[params]
         exposed = sync.step_s
         if plan.overlap_grad_reduce:
             last_window = 0.0
@@ -137,7 +141,9 @@ def rank_tails(
                 last_window += t.i_s + t.w_s  # the last micro-batch's backward through this chunk
                 all_window += (t.f_s + t.i_s + t.w_s) * plan.microbatches_per_stage
             exposed = max(0.0, sync.last_s - last_window, sync.step_s - all_window)
-        after = _optimizer_s(hw, plan, params) + (0.0 if plan.overlap_param_gather else sync.gather_s)
+        if params not in optimizer:
+            optimizer[params] = _optimizer_s(hw, plan, params)
+        after = optimizer[params] + (0.0 if plan.overlap_param_gather else sync.gather_s)
         out.append(RankTail(exposed, after))
     return tuple(out)
 
