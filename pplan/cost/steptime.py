@@ -126,7 +126,9 @@ def rank_tails(
     """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
     n_chunks = len(chunk_times)
     out = []
-    syncs: dict[float, RankSync] = {}  # ranks holding the same parameters sync alike (the middle ranks, mostly)
+    syncs: dict[
+        float, RankSync
+    ] = {}  # ranks holding the same parameters sync alike (the middle ranks, mostly)
     optimizer: dict[float, float] = {}
     for r, params in enumerate(plan_rank_params(model, plan)):
         if params not in syncs:

@@ -26,7 +26,7 @@ import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 
@@ -46,7 +46,10 @@ from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
+from pplan.schedules.periodic import PROVIDERS, StructureKey, structure_key
 from pplan.search.knobs import knob_notes
+from pplan.search.prefetch import Prefetch
+from pplan.search.prefetch import available as prefetch_available
 from pplan.search.rank import Fitted, Scored, distinct, fitted, score, throughput_bound
 from pplan.search.space import (
     GRAD_ORDER,
@@ -420,72 +423,86 @@ def _search(
             prefits[index] = replace(prefit, index=index)
         return cand
 
-    while heap and len(kept) < req.top_n:
-        _neg, level, _, index, item = heapq.heappop(heap)
-        if level == _CHEAP:
-            if isinstance(item, _PartialSeed):
-                resolved = resolve(index, item)
-                if resolved is None or chains.place(index, resolved):
-                    continue  # none may fit, or it waits on its ZeRO stage below
-                item = resolved
-            assert isinstance(item, Candidate)
-            try:
-                fit = prefits.pop(index, None) or state.fit(item, index)
-            except PplanError:
-                result.rejected[Rejection.INVALID] += 1
-                out_of_memory(index, item)
-                continue
-            result.bounded += 1
-            # Its sharding variants (more memory, maybe faster) enter the heap now, at its cheap bound (also
-            # theirs: they run the same passes), so none is finalised out of order: when it may fit, and keeping
-            # ZeRO-3's gathered weights also when that may take less memory on some rank.
-            if not fit.fits(req.headroom_fraction):
-                _miss(
-                    result,
-                    misses,
-                    fit,
-                    req.headroom_fraction,
-                    index in admitted_fp32 or _variant(fit.candidate),
-                )
-                if req.keep_gathered and _keeping_may_cost_less(model, fit.plan):
-                    admit(replace(fit.candidate, reshard=False))
-                out_of_memory(
-                    index, fit.candidate, fit.plan, fit.totals
-                )  # the next ZeRO stage or more recompute may fit
-                continue
-            variants = sharding_variants(fit.candidate, req, hw.gpus_per_node)
-            if variants and not sync_hidden(model, hw, fit.plan):  # else none is faster (pplan.cost.steptime)
-                for variant in variants:
-                    admit(variant)
-            bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
-            heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
-        elif level == _BOUND:
-            assert isinstance(item, Fitted)
-            fit = state.fit_exactly(item)
-            if not fit.fits(req.headroom_fraction):
-                _miss(
-                    result,
-                    misses,
-                    fit,
-                    req.headroom_fraction,
-                    index in admitted_fp32 or _variant(fit.candidate),
-                )
-                out_of_memory(index, fit.candidate, fit.plan)  # the next ZeRO stage or more recompute may fit
-                continue
-            if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
-                twin, make_twin = fp32_waiting.pop(index)
-                admitted_fp32.add(twin)
-                push(twin, make_twin())
-            scored = score(model, hw, fit)
-            result.simulated += 1
-            if progress:
-                progress(result.simulated)
-            key = scored.key()
-            heapq.heappush(heap, (key[0], _EXACT, key[1:], index, scored))
-        else:
-            assert isinstance(item, Scored)
-            bisect.insort(final, item, key=Scored.key)  # in the documented order whatever order they came in
-            kept, _ = distinct(final, req.top_n)
+    prefetch = _prefetch(state, heap, req)
+    try:
+        while heap and len(kept) < req.top_n:
+            _neg, level, _, index, item = heapq.heappop(heap)
+            if level == _CHEAP:
+                if isinstance(item, _PartialSeed):
+                    resolved = resolve(index, item)
+                    if resolved is None or chains.place(index, resolved):
+                        continue  # none may fit, or it waits on its ZeRO stage below
+                    item = resolved
+                assert isinstance(item, Candidate)
+                try:
+                    fit = prefits.pop(index, None) or state.fit(item, index)
+                except PplanError:
+                    result.rejected[Rejection.INVALID] += 1
+                    out_of_memory(index, item)
+                    continue
+                result.bounded += 1
+                # Its sharding variants (more memory, maybe faster) enter the heap now, at its cheap bound (also
+                # theirs: they run the same passes), so none is finalised out of order: when it may fit, and keeping
+                # ZeRO-3's gathered weights also when that may take less memory on some rank.
+                if not fit.fits(req.headroom_fraction):
+                    _miss(
+                        result,
+                        misses,
+                        fit,
+                        req.headroom_fraction,
+                        index in admitted_fp32 or _variant(fit.candidate),
+                    )
+                    if req.keep_gathered and _keeping_may_cost_less(model, fit.plan):
+                        admit(replace(fit.candidate, reshard=False))
+                    out_of_memory(
+                        index, fit.candidate, fit.plan, fit.totals
+                    )  # the next ZeRO stage or more recompute may fit
+                    continue
+                variants = sharding_variants(fit.candidate, req, hw.gpus_per_node)
+                if variants and not sync_hidden(
+                    model, hw, fit.plan
+                ):  # else none is faster (pplan.cost.steptime)
+                    for variant in variants:
+                        admit(variant)
+                bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
+                heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
+            elif level == _BOUND:
+                assert isinstance(item, Fitted)
+                if prefetch is not None:
+                    prefetch.poll()
+                fit = state.fit_exactly(item)
+                if not fit.fits(req.headroom_fraction):
+                    _miss(
+                        result,
+                        misses,
+                        fit,
+                        req.headroom_fraction,
+                        index in admitted_fp32 or _variant(fit.candidate),
+                    )
+                    out_of_memory(
+                        index, fit.candidate, fit.plan
+                    )  # the next ZeRO stage or more recompute may fit
+                    continue
+                if index in fp32_waiting:  # the BF16 twin fits: the FP32 one may too, and may rank first
+                    twin, make_twin = fp32_waiting.pop(index)
+                    admitted_fp32.add(twin)
+                    push(twin, make_twin())
+                scored = score(model, hw, fit)
+                result.simulated += 1
+                if progress:
+                    progress(result.simulated)
+                key = scored.key()
+                heapq.heappush(heap, (key[0], _EXACT, key[1:], index, scored))
+            else:
+                assert isinstance(item, Scored)
+                bisect.insort(
+                    final, item, key=Scored.key
+                )  # in the documented order whatever order they came in
+                kept, _ = distinct(final, req.top_n)
+    finally:
+        if prefetch is not None:
+            PROVIDERS.remove(prefetch.provide)
+            prefetch.close()
     shown, folded = distinct(final, req.top_n)
     result.rejected[Rejection.EQUIVALENT] += len(folded)
     result.rejected[Rejection.BELOW_TOP] += len(final) - len(shown) - len(folded)
@@ -523,6 +540,42 @@ def _variant(c: Candidate) -> bool:
 
 def _given(c: Candidate) -> Callable[[], Candidate]:
     return lambda: c
+
+
+PREFETCH_FROM_HEADS = 2000
+"""Queries with at least this many configurations in the first heap build structures ahead on a second core
+(pplan.search.prefetch); smaller ones finish before a child would help."""
+
+
+def _prefetch(
+    state: Query, heap: list[tuple[float, int, tuple[object, ...], int, object]], req: SearchRequest
+) -> Prefetch | None:
+    """Start building, on another core, the structures the search will likely ask for: those of the
+    configurations that pass the memory lower bound (or would with ZeRO-3), best cheap bound first (the order
+    the search takes them in)."""
+    if not req.prefetch or len(heap) < PREFETCH_FROM_HEADS or not prefetch_available():
+        return None
+
+    def keys() -> Iterator[StructureKey]:
+        for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
+            if not isinstance(item, Candidate):
+                continue
+            sharded = 3 in req.zero_stages and item.d * item.cp > 1 and item.zero < 3
+            for cand in [item, changed(item, zero=3)] if sharded else [item]:
+                try:
+                    fit = state.fit(cand, index)
+                except PplanError:
+                    break
+                if fit.fits(req.headroom_fraction):
+                    plan = fit.plan
+                    key = structure_key(plan.kind.name, plan.pp, plan.generator_v, plan.num_microbatches)
+                    if key is not None:
+                        yield key
+                    break
+
+    prefetch = Prefetch(keys)
+    PROVIDERS.append(prefetch.provide)
+    return prefetch
 
 
 def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -> bool:

@@ -115,6 +115,9 @@ class SearchRequest:
     keep_gathered: bool = True
     """With ZeRO-3: also try keeping the gathered weights from forward to backward (no resharding after forward:
     one gather per micro-batch instead of two) where resharding fits."""
+    prefetch: bool = True
+    """Build the schedules' periodic structures ahead on a second core where there is one (pplan.search.prefetch):
+    the same answer, sooner."""
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""

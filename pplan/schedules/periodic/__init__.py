@@ -80,16 +80,25 @@ from pplan.schedules.periodic.direct import LISTS, full
 from pplan.schedules.periodic.play import extrapolate, stream
 from pplan.schedules.periodic.profile import PROFILES, InFlightProfile, profile_full
 from pplan.schedules.periodic.split import CHECK_COPIES, first_m0, period
-from pplan.schedules.periodic.structure import STRUCTURES, Structure, structure_cached
+from pplan.schedules.periodic.structure import (
+    PROVIDERS,
+    STRUCTURES,
+    Structure,
+    StructureKey,
+    structure_cached,
+)
 from pplan.schedules.timeline import Durations, Latency, RunSummary
 
 __all__ = [
+    "PROVIDERS",
     "InFlightProfile",
     "Route",
+    "StructureKey",
     "clear_caches",
     "in_flight_profile",
     "period",
     "route",
+    "structure_key",
     "summarise",
     "summarise_with_route",
 ]
@@ -98,6 +107,18 @@ _FULL_BELOW = 0.7
 """Cold route choice: simulate the list at m in full when it has at most this share of the micro-batches the
 periodic route works through cold (the lists it generates, at m0, m0 + Δ and the checked ones, and about one
 more list's worth to compile and play its head and tail): measured, either route then costs about the same."""
+
+
+def structure_key(name: str, p: int, v: int | None, m: int) -> StructureKey | None:
+    """The structure a cold call at m would build (route A), or None when it would take another route."""
+    name = canonical_name(name)
+    delta = period(name, p)
+    if delta is None:
+        return None
+    residue = m % delta
+    m0 = max(first_m0(name, p, residue), 1)
+    worked = sum(m0 + j * delta for j in (0, 1, 1, *CHECK_COPIES))
+    return None if m < m0 or m <= _FULL_BELOW * worked else (name, p, v, residue)
 
 
 def _plan(name: str, p: int, v: int | None, m: int, least: int | None) -> tuple[Structure, int] | str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import floordiv, mod
 
@@ -399,7 +399,12 @@ def _structure(name: str, p: int, v: int | None, residue: int) -> Structure | No
     )
 
 
-STRUCTURES: dict[tuple[str, int, int | None, int], Structure | None] = {}
+StructureKey = tuple[str, int, int | None, int]
+"""(schedule name, p, the generator's v, m's class mod Δ)."""
+STRUCTURES: dict[StructureKey, Structure | None] = {}
+PROVIDERS: list[Callable[[StructureKey], tuple[Structure | None] | None]] = []
+"""Asked, latest first, for a structure not cached before it is built here: the structure (in a 1-tuple: None is
+an answer too), or None when the provider has none (pplan.search.prefetch builds them on another core)."""
 
 
 def structure_cached(name: str, p: int, v: int | None, residue: int) -> Structure | None:
@@ -407,6 +412,10 @@ def structure_cached(name: str, p: int, v: int | None, residue: int) -> Structur
     if key not in STRUCTURES:
         if len(STRUCTURES) >= CACHE_LIMIT:
             STRUCTURES.pop(next(iter(STRUCTURES)))
-        with collector_paused():
-            STRUCTURES[key] = _structure(name, p, v, residue)
+        got = next((x for x in (provide(key) for provide in reversed(PROVIDERS)) if x is not None), None)
+        if got is not None:
+            STRUCTURES[key] = got[0]
+        else:
+            with collector_paused():
+                STRUCTURES[key] = _structure(name, p, v, residue)
     return STRUCTURES[key]
