@@ -50,6 +50,10 @@ def test_top_candidate_is_what_explain_prints(capsys: pytest.CaptureFixture[str]
     layers = plan["layers_per_chunk"]
     if layers[0] != layers[len(layers) // 2]:
         args += ["--first-stage-layers", str(layers[0]), "--last-stage-layers", str(layers[-1])]
+    if plan["shard_group"] is not None:
+        args += ["--shard-group", str(plan["shard_group"])]
+    if not plan["reshard_after_forward"]:
+        args.append("--no-reshard-after-forward")
     doc = run_pplan(capsys, *args).json()
     assert doc["performance"]["tokens_per_s"] == pytest.approx(best["performance"]["tokens_per_s"])
 

@@ -146,6 +146,15 @@ SMALL_QUERIES = [
         H100,
         SearchRequest(gpus=32, global_batch=128, tp=1, schedules=("1f1b", "zbv"), max_vp=2, zero_stages=(3,)),
     ),
+    # where ZeRO-1 fits fully sharded but not within the node, and ZeRO-2 within the node beats it: the next stage
+    # over the same shard group is made when the group's stage below is out of memory (its base waits forever)
+    (
+        "llama3-70b",
+        H100,
+        SearchRequest(
+            gpus=64, global_batch=1024, tp=2, pp=4, cp=4, micro_batch=1, schedules=("zbv", "1f1b"), top_n=4
+        ),
+    ),
 ]
 
 

@@ -82,3 +82,24 @@ def test_the_search_shows_hybrid_sharding_where_it_is_faster() -> None:
     assert off.request.shard_group is None
     assert off.report.performance is not None
     assert off.report.performance.tokens_per_s == pytest.approx(full.tokens_per_s, rel=1e-12)
+
+
+def test_zero_2_within_the_node_beats_zero_1_fully_sharded() -> None:
+    """Llama 3 70B, t2 p4 cp4 d2 on 64 H100s (ZB-V): ZeRO-1 within the node (groups of 4 of d·cp = 8) is out of
+    memory, ZeRO-2 fully sharded reduce-scatters every micro-batch across nodes (slow), ZeRO-2 within the node fits
+    and beats ZeRO-1 fully sharded, which fits: the search shows it although ZeRO-2 (full) waits behind ZeRO-1."""
+    model = load_model("llama3-70b")
+    req = SearchRequest(
+        gpus=64, global_batch=1024, tp=2, pp=4, cp=4, micro_batch=1, schedules=("zbv",), top_n=1
+    )
+    best = search(model, H100, req).candidates[0]
+    assert (best.request.zero_stage, best.request.shard_group) == (2, 4)
+
+    def tokens(zero: int, group: int | None) -> float:
+        plan = make_plan(model, replace(best.request, zero_stage=zero, shard_group=group))
+        return step_time(model, H100, plan, split_p2p=False).tokens_per_s
+
+    assert best.report.performance is not None
+    assert best.report.performance.tokens_per_s == pytest.approx(tokens(2, 4), rel=1e-12)
+    assert tokens(2, 4) > tokens(1, None) > tokens(2, None)
+    assert any(note.startswith("fits with ZeRO-2") and "does not fit" in note for note in best.knobs)

@@ -347,11 +347,15 @@ def _search(
 
     made = result.enumerated  # indices of the candidates made on demand follow the enumerated ones
 
+    admitted: set[tuple[object, ...]] = set()
+
     def admit(variant: Candidate) -> None:
-        """Make `variant` (a sharding variant, pplan.search.space.sharding_variants) and push it."""
+        """Make `variant` (a sharding variant, pplan.search.space.sharding_variants) and push it, once."""
         nonlocal made
-        if state.launcher_refuses(variant, launcher_reason):
+        key = (variant.order, variant.shard_group, variant.reshard)
+        if key in admitted or state.launcher_refuses(variant, launcher_reason):
             return
+        admitted.add(key)
         made += 1
         result.enumerated += 1
         push(made, variant)
@@ -385,6 +389,16 @@ def _search(
         one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it."""
         nonlocal made
         materialise(index)
+        if _variant(cand) and cand.shard_group is not None and cand.reshard:
+            # A hybrid-sharded configuration's successors over the same shard group: the next ZeRO stage, and
+            # selective recompute after none. Their bases may wait behind a configuration that fits, yet sharded
+            # within the node they can beat it (never the same group's predecessor, which is out of memory).
+            o = cand.order
+            if cand.zero + 1 in req.zero_stages:
+                admit(changed(cand, zero=cand.zero + 1, order=(*o[:-2], cand.zero + 1, o[-1])))
+            if cand.recompute == "none" and "selective" in req.recompute:
+                rc = req.recompute.index("selective")
+                admit(changed(cand, recompute="selective", order=(*o[:-4], rc, MAX_CHUNK_LAYERS, *o[-2:])))
         more = None
         if index not in admitted_fp32 and not _variant(
             cand
