@@ -61,8 +61,13 @@ class StepTime:
     """compute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
     tokens_per_s: float
     model_tflops_per_gpu: float
+    """Model FLOPs, the attention scores counted over the full s×s matrix (the non-causal convention)."""
+    model_tflops_per_gpu_causal: float
+    """Model FLOPs, the attention scores counted over the causal half (pplan.model.flops.model_flops_per_step)."""
     hardware_tflops_per_gpu: float
     mfu: float
+    """Non-causal convention."""
+    mfu_causal: float
     hfu: float
     run: PipelineRun
 
@@ -210,6 +215,7 @@ def step_time(
     bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
+    causal_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch, causal=True)
     recomputed = (
         sum(plan.recomputed_layers(c.layers) for c in plan.layout.chunks)
         if plan.recompute == "full"
@@ -231,8 +237,10 @@ def step_time(
         },
         tokens_per_s=tokens / step_s,
         model_tflops_per_gpu=model_flops / step_s / plan.gpus / 1e12,
+        model_tflops_per_gpu_causal=causal_flops / step_s / plan.gpus / 1e12,
         hardware_tflops_per_gpu=hw_flops / step_s / plan.gpus / 1e12,
         mfu=model_flops / (step_s * plan.gpus * peak),
+        mfu_causal=causal_flops / (step_s * plan.gpus * peak),
         hfu=hw_flops / (step_s * plan.gpus * peak),
         run=run,
     )

@@ -248,12 +248,20 @@ class PerformanceOut(Out):
     """Predicted wall-clock seconds per optimizer step."""
     tokens_per_s: float
     model_tflops_per_gpu: float
-    """Model FLOPs (no recomputation) per second per GPU, TFLOP/s: the MFU convention."""
+    """Model FLOPs (no recomputation) per second per GPU, TFLOP/s, the attention scores counted over the full s×s
+    matrix: the non-causal MFU convention (Narayanan et al. 2021, Korthikanti et al. 2022, PaLM)."""
+    model_tflops_per_gpu_causal: float
+    """The same with the attention core counted over the causal half of the scores (s²/2), as newer performance
+    tables count."""
     hardware_tflops_per_gpu: float
     """Model FLOPs plus recomputed work per second per GPU (the HFU convention; Narayanan's Eq. 3 with full
-    recompute)."""
+    recompute; attention counted non-causally)."""
     mfu: float
+    """Model FLOPs utilisation of the BF16 peak, non-causal convention (`model_tflops_per_gpu`)."""
+    mfu_causal: float
+    """Model FLOPs utilisation of the BF16 peak, causal convention (`model_tflops_per_gpu_causal`)."""
     hfu: float
+    """Hardware FLOPs utilisation of the BF16 peak (`hardware_tflops_per_gpu`)."""
     breakdown_s: dict[str, float]
     """On the busiest pipeline rank: compute, tp_comm (exposed tensor-parallel), bubble, p2p (exposed
     point-to-point), dp_comm (exposed data-parallel), optimizer; sums to step_s."""

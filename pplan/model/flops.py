@@ -9,8 +9,9 @@ Backward (Qi et al. 2024, Table 1): I costs the same GEMMs again for the activat
 attention-core work (dQ, dK, dV, dP); W costs the weight GEMMs once more and no attention-core work.
 For a GPT-3 layer this gives F = sbh(24h + 4s), I = sbh(24h + 8s), W = 24sbh² (Qi et al. Table 1), and with one
 recomputed forward per layer Narayanan et al. 2021 Eq. 3: 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h)).
-Logits: 2·qb·h·V per pass (forward, input gradient, weight gradient). Causal masking is not discounted: the
-conventional model-FLOPs count (Narayanan, Korthikanti, PaLM's MFU) counts the full s² score matrix.
+Logits: 2·qb·h·V per pass (forward, input gradient, weight gradient). Causal masking is not discounted in the
+pass costs: the conventional model-FLOPs count (Narayanan, Korthikanti, PaLM's MFU) counts the full s² score
+matrix; `model_flops_per_step(causal=True)` gives the causal convention (half the attention core) for MFU only.
 Recomputation adds what re-runs: a whole forward (full) or the attention core's forward (selective). Korthikanti
 et al.'s Appendix A writes hardware FLOPs with selective recompute as 72BLsh²(1 + s/(3h) + ...), which adds the
 core's forward and backward; pplan counts only the re-run forward, 4·b·s²·h per layer.
@@ -85,10 +86,21 @@ def recompute_flops(
     return 0.0
 
 
-def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> float:
-    """Model FLOPs of one optimizer step (forward + backward, no recomputation): the MFU numerator."""
+ATTENTION_CORE = ("attention/scores", "attention/context")
+"""The attention core's items: QKᵀ and PV, each over the s×s score matrix."""
+
+
+def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int, causal: bool = False) -> float:
+    """Model FLOPs of one optimizer step (forward + backward, no recomputation): the MFU numerator.
+
+    Two conventions for the attention core (QKᵀ and PV, forward and input gradient): `causal=False` counts the
+    full s×s score matrix, as Narayanan et al. 2021 (Eq. 3), Korthikanti et al. 2022 and PaLM's MFU do (pplan's
+    `mfu`); `causal=True` counts the half a causal mask keeps, s²/2 (the lower triangle to leading order), as newer
+    performance tables do (`mfu_causal`). Per layer the two differ by 6·B·s²·a·d_h."""
     layer = layer_flops(model, seq_len, global_batch)
     per_layer = layer.f.total + layer.i.total + layer.w.total
+    if causal:
+        per_layer -= sum(p.get(name) for p in (layer.f, layer.i) for name in ATTENTION_CORE) / 2
     return model.num_layers * per_layer + 3 * logits_flops(model, seq_len, global_batch)
 
 

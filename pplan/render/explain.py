@@ -238,7 +238,11 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 f"{perf.tokens_per_s:,.0f} tokens/s; {perf.model_tflops_per_gpu:.0f} TFLOP/s per GPU "
                 f"(model FLOPs), {perf.hardware_tflops_per_gpu:.0f} (hardware FLOPs)",
             ),
-            ("utilisation", f"MFU {perf.mfu:.1%}, HFU {perf.hfu:.1%} of the BF16 peak"),
+            (
+                "utilisation",
+                f"MFU {perf.mfu:.1%} (attention over the full s×s scores; {perf.mfu_causal:.1%} counting the causal "
+                f"half), HFU {perf.hfu:.1%}, of the BF16 peak",
+            ),
         ]
         if perf.time_to_train_s is not None and perf.train_tokens is not None:
             rows.append(

@@ -43,7 +43,8 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"
-        + " GB). * one layer fewer on the first and last chunk."
+        + " GB). MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal"
+        " count). * one layer fewer on the first and last chunk."
     )
     table.caption_justify = "left"
     return table
