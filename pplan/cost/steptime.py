@@ -155,19 +155,26 @@ def rank_tails(
     return tuple(out)
 
 
-def sync_hidden(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> bool:
-    """Whether every rank's data-parallel traffic hides behind its backward passes and no parameter gather runs
-    after the optimizer (overlapped with the next forward, or none: ZeRO-0, ZeRO-3): the step is then the pipeline
-    plus the optimizer. Sharding over fewer GPUs (hybrid sharding) or gathering ZeRO-3's weights less often cannot
-    shorten such a step: the passes are the same, no traffic is less exposed than none, and the optimizer's shard
-    is at least as large (the search skips those variants, pplan.search)."""
-    tails = rank_tails(model, hw, plan, chunk_pass_times(model, hw, plan))
+def plan_tails(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[RankTail, ...]:
+    """`rank_tails` of `plan` from its analytic pass times (what `step_time_bound` and `sync_hidden` read)."""
+    return rank_tails(model, hw, plan, chunk_pass_times(model, hw, plan))
+
+
+def sync_hidden(plan: Plan, tails: tuple[RankTail, ...]) -> bool:
+    """Whether every rank's data-parallel traffic hides behind its backward passes (`tails`: `plan_tails`) and no
+    parameter gather runs after the optimizer (overlapped with the next forward, or none: ZeRO-0, ZeRO-3): the step
+    is then the pipeline plus the optimizer. Sharding over fewer GPUs (hybrid sharding) or gathering ZeRO-3's
+    weights less often cannot shorten such a step: the passes are the same, no traffic is less exposed than none,
+    and the optimizer's shard is at least as large (the search skips those variants, pplan.search)."""
     gathers_after = not plan.overlap_param_gather and plan.zero_stage in (1, 2)
     return not gathers_after and all(x.dp_exposed_s == 0.0 for x in tails)
 
 
-def step_time_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
-    """A lower bound on `step_time(model, hw, plan).step_s`, without simulating the schedule."""
+def step_time_bound(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, tails: tuple[RankTail, ...] | None = None
+) -> float:
+    """A lower bound on `step_time(model, hw, plan).step_s`, without simulating the schedule (`tails`: the plan's
+    `plan_tails`, when already at hand)."""
     inputs = stage_inputs(model, hw, plan)
     d = inputs.durations
     assert not isinstance(d.f, float) and not isinstance(d.i, float) and not isinstance(d.w, float)
@@ -175,7 +182,7 @@ def step_time_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
         plan.placement, plan.chains, plan.num_microbatches, d.f, d.i, d.w, inputs.latency,
         plan.kind.splits_backward,
     )  # fmt: skip
-    tails = rank_tails(model, hw, plan, inputs.chunk_times)
+    tails = tails or rank_tails(model, hw, plan, inputs.chunk_times)
     pipeline_end = max(
         bound.makespan_s, *(e + x.dp_exposed_s for e, x in zip(bound.end_per_rank_s, tails, strict=True))
     )

@@ -34,7 +34,7 @@ from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
-from pplan.cost.steptime import sync_hidden
+from pplan.cost.steptime import plan_tails, sync_hidden
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
@@ -60,6 +60,7 @@ from pplan.search.space import (
     SearchRequest,
     enumerate_candidates,
     enumerate_cuts,
+    group_successors,
     sharding_variants,
 )
 
@@ -259,7 +260,7 @@ class Query:
         one already fitted only in its ZeRO stage and gradient dtype (same sharding choices) has that one's plan
         with those two fields replaced (`make_plan` derives nothing from them) and the same warm-up peaks (they
         depend on neither)."""
-        key = (*c.order[:-2], c.sharding_order, c.shard_group or 0)
+        key = (*c.order[:-2], c.shard_group, c.reshard)
         sibling = self._siblings.get(key)
         if sibling is None:
             plan = make_plan(self.model, c.request(self.req, self.seq))
@@ -274,6 +275,7 @@ class Query:
         return fitted(self.model, self.hw, item.plan, item.candidate, item.index, True)
 
 
+@collector_paused()
 def search(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -284,17 +286,6 @@ def search(
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation.
     The cyclic garbage collector is paused meanwhile (pplan.collector)."""
-    with collector_paused():
-        return _search(model, hw, req, progress, launcher_reason)
-
-
-def _search(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    req: SearchRequest,
-    progress: Callable[[int], None] | None = None,
-    launcher_reason: LauncherReason | None = None,
-) -> SearchResult:
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, tuple[object, ...], int, object]] = []
@@ -389,20 +380,11 @@ def _search(
         one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it."""
         nonlocal made
         materialise(index)
-        if _variant(cand) and cand.shard_group is not None and cand.reshard:
-            # A hybrid-sharded configuration's successors over the same shard group: the next ZeRO stage, and
-            # selective recompute after none. Their bases may wait behind a configuration that fits, yet sharded
-            # within the node they can beat it (never the same group's predecessor, which is out of memory).
-            o = cand.order
-            if cand.zero + 1 in req.zero_stages:
-                admit(changed(cand, zero=cand.zero + 1, order=(*o[:-2], cand.zero + 1, o[-1])))
-            if cand.recompute == "none" and "selective" in req.recompute:
-                rc = req.recompute.index("selective")
-                admit(changed(cand, recompute="selective", order=(*o[:-4], rc, MAX_CHUNK_LAYERS, *o[-2:])))
+        for successor in group_successors(cand, req):
+            admit(successor)
         more = None
-        if index not in admitted_fp32 and not _variant(
-            cand
-        ):  # a variant's recompute successors are its base's
+        # a sharding variant's recompute successors are its base's (or `group_successors`)
+        if index not in admitted_fp32 and not _variant(cand):
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None and state.launcher_refuses(more, launcher_reason):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
@@ -473,12 +455,11 @@ def _search(
                     )  # the next ZeRO stage or more recompute may fit
                     continue
                 variants = sharding_variants(fit.candidate, req, hw.gpus_per_node)
-                if variants and not sync_hidden(
-                    model, hw, fit.plan
-                ):  # else none is faster (pplan.cost.steptime)
+                tails = plan_tails(model, hw, fit.plan) if variants else None
+                if tails is not None and not sync_hidden(fit.plan, tails):  # else none is faster
                     for variant in variants:
                         admit(variant)
-                bound = throughput_bound(model, hw, fit.plan) * (1 + BOUND_SLACK)
+                bound = throughput_bound(model, hw, fit.plan, tails) * (1 + BOUND_SLACK)
                 heapq.heappush(heap, (-bound, _BOUND, (), index, fit))
             elif level == _BOUND:
                 assert isinstance(item, Fitted)
@@ -509,9 +490,8 @@ def _search(
                 heapq.heappush(heap, (key[0], _EXACT, key[1:], index, scored))
             else:
                 assert isinstance(item, Scored)
-                bisect.insort(
-                    final, item, key=Scored.key
-                )  # in the documented order whatever order they came in
+                # in the documented order, whatever order they were finalised in
+                bisect.insort(final, item, key=Scored.key)
                 kept, _ = distinct(final, req.top_n)
     finally:
         if prefetch is not None:
@@ -542,7 +522,7 @@ def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:
     plan is out of memory."""
     if plan.zero_stage != 3 or not plan.reshard_after_forward:
         return False
-    kept = plan_gathered_weights_bytes(model, replace(plan, reshard_after_forward=False))
+    kept = plan_gathered_weights_bytes(model, changed(plan, reshard_after_forward=False))
     return any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, plan), strict=True))
 
 
@@ -783,18 +763,12 @@ class _Chains:
         ]
 
 
+@collector_paused()
 def brute_force(
     model: ModelSpec, hw: HardwareSpec, req: SearchRequest, launcher_reason: LauncherReason | None = None
 ) -> list[Scored]:
     """Every enumerated configuration that fits, each simulated, in the documented order (no bound used): the
     reference `search` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
-    with collector_paused():
-        return _brute_force(model, hw, req, launcher_reason)
-
-
-def _brute_force(
-    model: ModelSpec, hw: HardwareSpec, req: SearchRequest, launcher_reason: LauncherReason | None
-) -> list[Scored]:
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):

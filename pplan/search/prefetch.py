@@ -40,7 +40,7 @@ class Prefetch:
         """Fork the child, which builds the structures `keys()` names (evaluated in the child only)."""
         read, write = os.pipe()
         with contextlib.suppress(OSError):
-            fcntl.fcntl(write, 1031, _PIPE_BYTES)  # F_SETPIPE_SZ
+            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._pid = os.fork()
         if self._pid == 0:  # the child: build, send, never return
             os.close(read)

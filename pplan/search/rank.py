@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pplan.cost.memory import ActivationPeaks, plan_memory_totals
 from pplan.cost.pipeline import activation_peaks, warmup_peaks
-from pplan.cost.steptime import step_time, step_time_bound
+from pplan.cost.steptime import RankTail, step_time, step_time_bound
 from pplan.cost.usable import usable_bytes
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -103,9 +103,12 @@ def fitted(
     return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 
 
-def throughput_bound(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> float:
-    """A proven upper bound on the tokens/s `score` returns (pplan.cost.steptime.step_time_bound)."""
-    return plan.global_batch * plan.seq_len / step_time_bound(model, hw, plan)
+def throughput_bound(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, tails: tuple[RankTail, ...] | None = None
+) -> float:
+    """A proven upper bound on the tokens/s `score` returns (pplan.cost.steptime.step_time_bound; `tails`: the
+    plan's `plan_tails`, when at hand)."""
+    return plan.global_batch * plan.seq_len / step_time_bound(model, hw, plan, tails)
 
 
 def score(model: ModelSpec, hw: HardwareSpec, item: Fitted) -> Scored:

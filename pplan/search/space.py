@@ -261,6 +261,22 @@ def node_shard_group(t: int, d: int, cp: int, gpus_per_node: int) -> int | None:
     return s if 2 <= s < d * cp and (d * cp) % s == 0 else None
 
 
+def group_successors(c: Candidate, req: SearchRequest) -> list[Candidate]:
+    """A hybrid-sharded configuration's successors over the same shard group, tried when it is out of memory: the
+    next ZeRO stage, and selective recompute after none. Their fully sharded bases may wait forever behind a
+    configuration that fits, yet within the node they can beat it (never the same group's predecessor: it is out
+    of memory)."""
+    if c.shard_group is None or not c.reshard:
+        return []
+    o, out = c.order, []
+    if c.zero + 1 in req.zero_stages:
+        out.append(changed(c, zero=c.zero + 1, order=(*o[:-2], c.zero + 1, o[-1])))
+    if c.recompute == "none" and "selective" in req.recompute:
+        rc = req.recompute.index("selective")
+        out.append(changed(c, recompute="selective", order=(*o[:-4], rc, MAX_CHUNK_LAYERS, *o[-2:])))
+    return out
+
+
 def sharding_variants(c: Candidate, req: SearchRequest, gpus_per_node: int) -> list[Candidate]:
     """`c` with one more memory-hungry sharding choice: hybrid sharding within a node (from full sharding,
     resharding), and for ZeRO-3 the gathered weights kept (from resharding). Each keeps more bytes on every rank
