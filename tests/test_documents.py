@@ -37,7 +37,7 @@ VERSIONS = {
     "recommend": "pplan.recommend/2",
     "schedule": "pplan.schedule/1",
     "bench": "pplan.bench/1",
-    "validate": "pplan.validate/2",
+    "validate": "pplan.validate/3",
 }
 """The published version strings, as the README and the golden documents state them."""
 
@@ -170,7 +170,7 @@ def test_published_schemas_are_closed_and_require_every_key(
 
 
 def test_optional_blocks_are_left_out_not_null() -> None:
-    """validate/2 without --practice (--memory) prints no `practice` (`memory`) key (the golden file has none), as its
+    """validate/3 without --practice (--memory) prints no `practice` (`memory`) key (the golden file has none), as its
     schema; the same document with the block prints it."""
     doc = json.loads((GOLDEN / "validate.json").read_text(encoding="utf-8"))
     assert all("practice" not in s for s in doc["sets"]) and "memory" not in doc

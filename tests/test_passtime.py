@@ -1,11 +1,15 @@
-"""Pass times: GEMM efficiency falls with smaller kernels; context parallelism's exchange hides behind attention."""
+"""Pass times: GEMM efficiency falls with smaller kernels; context parallelism's exchange hides behind attention;
+the backward's tensor-parallel overlap, the memory-bound bytes and what recomputation re-runs, by hand."""
 
 from __future__ import annotations
 
-from pplan.cost.passtime import layer_pass_times
+import pytest
+
+from pplan.cost.passtime import layer_pass_times, tp_backward
 from pplan.model.flops import layer_flops
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.stacks import StackName
 
 LLAMA = load_model("llama3-70b")
 H100 = load_hardware("h100-sxm-80gb")
@@ -40,3 +44,101 @@ def test_tensor_parallel_collectives_cross_nodes_when_t_exceeds_a_node() -> None
     tp8 = dict(layer_pass_times(model, H100, p8).f)["tp-comm"]
     tp16 = dict(layer_pass_times(model, H100, p16).f)["tp-comm"]
     assert tp16 > 5 * tp8
+
+
+# --- issue 14: recomputation, overlap and fusion terms, each against a hand derivation --------------------------
+GPT22 = load_model("gpt-22b")  # Korthikanti et al. Table 4's layer: h = 6144, a = 64, GeLU, dropout
+A100 = load_hardware("a100-sxm-80gb")
+
+
+def _t4(
+    recompute: Recompute = "none",
+    sp: bool = False,
+    schedule: str = "1f1b",
+    stack: StackName = "megatron-core",
+) -> Plan:
+    return make_plan(GPT22, PlanRequest(gpus=8, global_batch=4, micro_batch=4, tp=8, seq_len=2048,
+                                        recompute=recompute, sequence_parallel=sp, flash_attention=False,
+                                        schedule=schedule, stack=stack))  # fmt: skip
+
+
+def _link_s(n_bytes: float, steps_fraction: float, steps: int) -> float:
+    link = A100.intra_node
+    return steps * link.latency_us * 1e-6 + steps_fraction * n_bytes / (
+        link.bandwidth_gb_per_s * 1e9 * link.efficiency
+    )
+
+
+def _grad_gemms_s() -> list[float]:
+    # wgrad of QKV (h × 3h) and of the MLP's first GEMM (h × 4h) on one of t = 8 GPUs, plus one kernel overhead
+    q, h, t = 2048 * 4, 6144, 8
+    rate = A100.gpu.peak_bf16_tflops * 1e12 * A100.efficiency.matmul
+    overhead = A100.efficiency.kernel_overhead_us * 1e-6
+    return [2 * q * h * 3 * h / t / rate + overhead, 2 * q * h * 4 * h / t / rate + overhead]
+
+
+def test_backward_all_reduce_hides_behind_the_weight_gradient_gemm() -> None:
+    # Without sequence parallelism the two input-gradient all-reduces (8192 × 6144 × 2 bytes, ring over 8 GPUs)
+    # overlap QKV's and fc1's weight-gradient GEMMs: exposed max(0, all-reduce − GEMM) each; with a stack that does
+    # not overlap (torchtitan) or a schedule that splits the backward (ZB-H1), both are exposed.
+    buffer = 2048 * 4 * 6144 * 2
+    reduce = _link_s(buffer, 2 * 7 / 8, 14)
+    split = tp_backward(GPT22, A100, _t4())
+    assert split.exposed_s == pytest.approx(sum(max(0.0, reduce - g) for g in _grad_gemms_s()), rel=1e-9)
+    assert split.exposed_s + split.hidden_s == pytest.approx(2 * reduce, rel=1e-9)
+    for plan in (_t4(stack="torchtitan"), _t4(schedule="zb-h1")):
+        assert tp_backward(GPT22, A100, plan).exposed_s == pytest.approx(2 * reduce, rel=1e-9)
+        assert dict(layer_pass_times(GPT22, A100, plan.shape).i)["tp-comm"] == pytest.approx(2 * reduce)
+
+
+def test_backward_under_sequence_parallelism_exposes_the_row_parallel_gather() -> None:
+    # SP: per column-parallel layer X, the all-gather of the output gradient before it is exposed, the re-gather of
+    # X's input hides behind X's input-gradient GEMM and the reduce-scatter behind its weight-gradient GEMM.
+    gather = _link_s(2048 * 4 * 6144 * 2, 7 / 8, 7)
+    expected = sum(gather + 2 * max(0.0, gather - g) for g in _grad_gemms_s())
+    assert tp_backward(GPT22, A100, _t4(sp=True)).exposed_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_memory_bound_bytes_by_hand() -> None:
+    # Forward, no SP, megatron-core (fused bias-dropout-add): hidden-size tensors 10 (norms 4, residual adds 6)
+    # + 1 (two dropout masks), the GeLU's 2 tensors of q·b·f/t, and 13 bytes per score element (8192 × 2048 × 64
+    # heads / 8); backward 12 + 1, GeLU 3, scores 19. Kernels: 6 forward, 10 backward, at 4 µs each.
+    q, h, f, a, s, t = 8192, 6144, 4 * 6144, 64, 2048, 8
+    hbm = A100.gpu.hbm_bandwidth_gb_per_s * 1e9 * A100.efficiency.hbm
+    overhead = A100.efficiency.kernel_overhead_us * 1e-6
+    scores = a * q * s / t
+    fwd = (11 * q * h * 2 + 2 * q * f * 2 / t + 13 * scores) / hbm + 6 * overhead
+    bwd = (13 * q * h * 2 + 3 * q * f * 2 / t + 19 * scores) / hbm + 10 * overhead
+    times = layer_pass_times(GPT22, A100, _t4().shape)
+    assert dict(times.f)["memory-bound"] == pytest.approx(fwd, rel=1e-9)
+    assert dict(times.i)["memory-bound"] == pytest.approx(bwd, rel=1e-9)
+    # unfused (a stack without the fusion): each dropout reads and writes a tensor and its mask, 3 tensors
+    unfused = layer_pass_times(GPT22, A100, _t4(stack="deepspeed").shape)
+    assert dict(unfused.f)["memory-bound"] == pytest.approx(
+        fwd, rel=1e-9
+    )  # deepspeed runs Megatron's fused kernels
+    titan = layer_pass_times(GPT22, A100, _t4(stack="torchtitan").shape)
+    assert dict(titan.f)["memory-bound"] == pytest.approx(fwd + 5 * q * h * 2 / hbm, rel=1e-9)
+
+
+def test_selective_recompute_re_runs_the_unfused_score_kernels() -> None:
+    # Selective recompute of the attention core without flash attention re-runs the two score GEMMs and the
+    # softmax and dropout kernels over the scores: the forward's attention item plus 13 bytes per score element
+    # and two kernel overheads (Korthikanti et al. Table 4: 13.2 − 11.9 = 1.3 ms for this layer).
+    q, s, a, t = 8192, 2048, 64, 8
+    hbm = A100.gpu.hbm_bandwidth_gb_per_s * 1e9 * A100.efficiency.hbm
+    base = layer_pass_times(GPT22, A100, _t4().shape)
+    sel = layer_pass_times(GPT22, A100, _t4("selective").shape)
+    expected = (
+        dict(base.f)["attention"] + 13 * a * q * s / t / hbm + 2 * A100.efficiency.kernel_overhead_us * 1e-6
+    )
+    assert dict(sel.i)["recompute"] == pytest.approx(expected, rel=1e-9)
+    assert dict(sel.i)["recompute"] * 1e3 == pytest.approx(1.3, rel=0.1)
+
+
+def test_full_recompute_repeats_the_forward_and_its_collectives() -> None:
+    # the recomputed forward runs synchronously (its all-reduces included): I gains exactly F
+    base = layer_pass_times(GPT22, A100, _t4().shape)
+    full = layer_pass_times(GPT22, A100, _t4("full").shape)
+    assert dict(full.i)["recompute"] == pytest.approx(base.f_s, rel=1e-12)
+    assert full.i_s - base.i_s == pytest.approx(base.f_s, rel=1e-12)

@@ -52,6 +52,9 @@ def test_top_candidate_is_what_explain_prints(capsys: pytest.CaptureFixture[str]
         args += ["--first-stage-layers", str(layers[0]), "--last-stage-layers", str(layers[-1])]
     if plan["shard_group"] is not None:
         args += ["--shard-group", str(plan["shard_group"])]
+    policy = plan["recompute_policy"]
+    if policy["layers"] is not None:
+        args += ["--recompute-method", policy["method"], "--recompute-layers", str(policy["layers"])]
     if not plan["reshard_after_forward"]:
         args.append("--no-reshard-after-forward")
     doc = run_pplan(capsys, *args).json()

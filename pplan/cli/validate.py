@@ -1,7 +1,8 @@
-"""`pplan validate`: predicted against published step time for every bundled run, with the error and the MAPE;
-with --memory, also pplan's memory model against published per-GPU memory.
+"""`pplan validate`: predicted against published time for every bundled run, in sample and with its set left out of
+the fit, with the errors, the means and the worst; with --memory, also pplan's memory model against published
+per-GPU memory.
 
-Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/2` block (`pplan.documents.validate`)
+Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/3` block (`pplan.documents.validate`)
 and prints it as tables (`pplan.render.validate`) or, with --json, the whole document. --memory adds to the
 step-time sets rather than replacing them, as --practice does: the terminal shows what the JSON document holds.
 """
@@ -20,16 +21,17 @@ from pplan.documents.validate import (
     validation_set_document,
 )
 from pplan.profiles.catalog import load_hardware, load_model, load_published_memory, load_published_runs
-from pplan.render.validate import memory_tables, render_validation_set
+from pplan.render.validate import memory_tables, render_validation_set, summary_table
 from pplan.validation.memory import validate_memory
 from pplan.validation.practice import practice_rows
-from pplan.validation.published import fit_matmul_to_published, validate_set
+from pplan.validation.published import check_sets
 
 
 @app.command()
 def validate(
     fit: Annotated[
-        bool, typer.Option("--fit", help="Re-fit each GPU type's GEMM efficiency to its runs.")
+        bool,
+        typer.Option("--fit", help="Re-fit each GPU type's GEMM efficiency to all its sets (in sample)."),
     ] = False,
     practice: Annotated[
         bool,
@@ -43,20 +45,18 @@ def validate(
             "(Figures 1 and 7), printed after the step-time sets (with --json: the document's memory block).",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/2 JSON document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/3 JSON document.")] = False,
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
+    published = load_published_runs()["sets"]
     sets: list[ValidationSetOut] = []
-    for data in load_published_runs()["sets"]:
-        hardware = load_hardware(data["hardware"])
-        if fit:
-            matmul, result = fit_matmul_to_published(data, load_model, hardware)
-        else:
-            matmul, result = hardware.efficiency.matmul, validate_set(data, load_model, hardware)
-        rows = practice_rows(data, load_model, hardware) if practice else None
-        doc = validation_set_document(result, matmul, fit, rows)
-        sets.append(doc)
-        if not as_json:
+    for data, check in zip(published, check_sets(published, load_model, load_hardware, fit), strict=True):
+        rows = practice_rows(data, load_model, load_hardware(data["hardware"])) if practice else None
+        sets.append(validation_set_document(check, fit, rows))
+    if not as_json:
+        console.print(summary_table(sets))
+        console.print()
+        for doc in sets:
             console.print(render_validation_set(doc))
     memory_out = None
     if memory:

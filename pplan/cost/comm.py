@@ -30,15 +30,18 @@ from dataclasses import dataclass
 from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
+from pplan.profiles.stacks import STACKS
 
 ACT_BYTES = 2
 
 
 def p2p_message_bytes(model: ModelSpec, plan: Plan) -> int:
-    """Bytes of one activation (or gradient) message across a stage boundary."""
+    """Bytes one GPU sends in one activation (or gradient) message across a stage boundary: the t tensor-parallel
+    ranks each send 1/t of it under sequence parallelism (their shards) or where the stack scatters the message
+    (`p2p_scatter_gather`, pplan.profiles.stacks), the whole of it otherwise."""
     tokens = plan.seq_len // plan.cp * plan.micro_batch
-    sp = plan.tp if plan.sequence_parallel else 1
-    return tokens * model.hidden_size * ACT_BYTES // sp
+    split = plan.sequence_parallel or STACKS[plan.stack].p2p_scatter_gather
+    return tokens * model.hidden_size * ACT_BYTES // (plan.tp if split else 1)
 
 
 def p2p_boundaries(plan: Plan) -> int:

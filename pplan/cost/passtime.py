@@ -6,12 +6,13 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
   (so it runs half the counted FLOPs); without flash, the a·q·s·b/t score elements stream through HBM: 8 bytes
   each in the forward (13 with attention dropout), twice that in the backward;
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
-  counted as tensors of q·b·h/sp elements of 2 bytes read or written: 10 per forward (two norms: read + write;
-  two residual adds: 3) plus the activation function (GeLU / squared-ReLU: read f, write f; SwiGLU: read 2f,
-  write f) and 3 per dropout; the backward (I) moves twice the forward's bytes;
-- tensor-parallel collectives on the critical path (Megatron runs them synchronously): per layer 2 all-reduces
-  (or 2 all-gather + reduce-scatter pairs under sequence parallelism) in F and 2 in I, 2 more in I under full
-  recompute (links.py); W has none;
+  counted as the tensors each kernel reads and writes, forward and backward (I): q·b·h/sp elements of 2 bytes for
+  the norms, residual adds and dropouts (`HIDDEN_TENSORS`, `DROPOUT_TENSORS`), q·b·f/t for the activation
+  function (`ACTIVATION_TENSORS`), and the unfused attention core's scores (`SCORE_BYTES`);
+- tensor-parallel collectives: per layer 2 all-reduces (or 2 all-gather + reduce-scatter pairs under sequence
+  parallelism) in F, on the critical path; in I the same again, less what a stack that overlaps them with the
+  column-parallel layers' gradient GEMMs hides (`tp_backward`, pplan.profiles.stacks); the forward's again under
+  full recompute (links.py); W has none;
 - context parallelism (ring attention, as Megatron's and Llama 3's cp): each of the cp − 1 ring steps passes
   this rank's K and V (2·q·b·g·d_h·2/t bytes) to the next CP rank in F, and K, V and their gradients in I; the
   exchange overlaps the attention core, so only what exceeds the core's time is exposed ("cp-comm");
@@ -44,17 +45,35 @@ from pplan.model.flops import layer_flops, logits_flops
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.stacks import STACKS, overlaps_tp_backward
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 """QKV, projection, fc1 (gate+up fused), fc2 per pass."""
 ELEMENTWISE_KERNELS = {"F": 6, "I": 10, "W": 0}
 NORM_TENSORS = 4
 """The two norms of a layer read and write one q·b·h/sp tensor each (what recomputing them costs)."""
-SCORE_BYTES = 8
-"""HBM bytes per attention-score element in an unfused forward: the QKᵀ GEMM writes it (2), the fused
-scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2)."""
-SCORE_BYTES_DROPOUT = 13
-"""With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5)."""
+HIDDEN_TENSORS = (10, 12)
+"""Forward and backward tensors of q·b·h/sp elements the norms and residual adds of a layer move: forward, each
+norm reads x and writes y (2 × 2) and each residual add reads two and writes one (2 × 3); backward, each norm reads
+x and dy and writes dx (2 × 3) and the gradients of the two branches of each residual are summed (2 × 3)."""
+DROPOUT_TENSORS = 6
+"""Two hidden-state dropouts, each reading one tensor and writing one plus a 1-byte mask, forward or backward
+(counted as 3 tensors each)."""
+FUSED_DROPOUT_TENSORS = 1
+"""The same two dropouts fused into the bias-and-residual add kernel: only their 1-byte masks (2 × 0.5 tensor)."""
+ACTIVATION_TENSORS = {False: (2, 3), True: (3, 5)}
+"""Forward and backward tensors of q·b·f/t elements the activation function moves: GeLU / squared ReLU read x and
+write y, and their backward reads x and dy and writes dx; SwiGLU reads gate and up and writes one, and its backward
+reads gate, up and dy and writes both gradients."""
+SCORE_BYTES = (8, 14)
+"""HBM bytes per attention-score element in an unfused core, forward and backward. Forward: the QKᵀ GEMM writes
+it (2), the fused scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2). Backward: the dP GEMM
+writes dP (2), the softmax backward reads P and dP and writes dS (6), the dQ and dK GEMMs read dS (4), the dV GEMM
+reads P (2)."""
+SCORE_KERNELS = 2
+"""Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
+SCORE_BYTES_DROPOUT = (13, 19)
+"""With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5), forward or backward."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +139,50 @@ def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> f
     return all_reduce_s(link, buffer, plan.tp)
 
 
+@dataclass(frozen=True, slots=True)
+class TpBackward:
+    """A layer's tensor-parallel collectives in its backward pass (I), in seconds (module docstring)."""
+
+    exposed_s: float
+    """What the backward waits for."""
+    hidden_s: float
+    """What runs behind the column-parallel layers' own gradient GEMMs (`tp_backward_overlap`)."""
+
+
+def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBackward:
+    """The backward's tensor-parallel collectives of one layer, split into exposed and hidden time.
+
+    Without overlap: the two collectives (or collective pairs) of the forward, run again in reverse, all exposed.
+    With the stack's overlap (pplan.profiles.stacks), per column-parallel layer X (QKV; the MLP's first GEMM, or its
+    fused gate and up GEMMs):
+    - without sequence parallelism the input gradient's all-reduce runs behind X's weight-gradient GEMM:
+      exposed max(0, all-reduce − wgrad_X);
+    - with it, the row-parallel layer before X in the backward all-gathers its output gradient (exposed), X
+      re-gathers its sequence-sharded input behind its input-gradient GEMM and reduce-scatters the input gradient
+      behind its weight-gradient GEMM: exposed all-gather + max(0, all-gather − dgrad_X) + max(0, reduce-scatter −
+      wgrad_X) (the reduce-scatter moves the all-gather's volume).
+    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one kernel overhead."""
+    if plan.tp == 1:
+        return TpBackward(0.0, 0.0)
+    whole = 2 * tp_collective_s(model, hw, plan)
+    if not overlaps_tp_backward(plan.stack, plan.splits_backward):
+        return TpBackward(whole, 0.0)
+    gemm_rate, _, _, overhead = _rates(hw)
+    fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
+    matrices = 3 if model.mlp == "swiglu" else 2
+    column = (fl.get("attention/qkv"), fl.get("mlp") * (matrices - 1) / matrices)
+    grad_gemm = [x / plan.tp / gemm_rate + overhead for x in column]
+    buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
+    link = tp_group(plan.tp).link(hw)
+    if plan.sequence_parallel:
+        gather = all_gather_s(link, buffer, plan.tp)
+        exposed = sum(gather + 2 * max(0.0, gather - g) for g in grad_gemm)
+        return TpBackward(exposed, 3 * len(column) * gather - exposed)
+    reduce = all_reduce_s(link, buffer, plan.tp)
+    exposed = sum(max(0.0, reduce - g) for g in grad_gemm)
+    return TpBackward(exposed, len(column) * reduce - exposed)
+
+
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU (with the exposed part of its activation offload copies)."""
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
@@ -155,15 +218,22 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     q = plan.seq_len // plan.cp
     tokens = q * plan.micro_batch
     h, f = model.hidden_size, model.ffn_hidden_size
-    act_tensors = (2 * f if model.mlp != "swiglu" else 3 * f) / h
-    fwd_tensors = 10 + act_tensors + (6 if model.dropout else 0)
-    fwd_elem_bytes = fwd_tensors * tokens * h * 2 / sp
-    core_fraction = 0.5 if plan.flash_attention else 1.0
-    per_score = SCORE_BYTES_DROPOUT if model.dropout else SCORE_BYTES
-    softmax_bytes = (
-        0.0 if plan.flash_attention else per_score * model.num_attention_heads * tokens * plan.seq_len / t
+    act_tensors = ACTIVATION_TENSORS[model.mlp == "swiglu"]
+    inner = tokens * f * 2 / t  # the MLP's inner width is split over t with or without sp
+    act_bytes = act_tensors[0] * inner
+    dropout = (FUSED_DROPOUT_TENSORS if STACKS[plan.stack].fused_bias_dropout_add else DROPOUT_TENSORS) * (
+        model.dropout
     )
+    fwd_elem_bytes = (HIDDEN_TENSORS[0] + dropout) * tokens * h * 2 / sp + act_bytes
+    bwd_elem_bytes = (HIDDEN_TENSORS[1] + dropout) * tokens * h * 2 / sp + act_tensors[1] * inner
+    core_fraction = 0.5 if plan.flash_attention else 1.0
+    per_score = (
+        (SCORE_BYTES_DROPOUT if model.dropout else SCORE_BYTES) if not plan.flash_attention else (0, 0)
+    )
+    scores = model.num_attention_heads * tokens * plan.seq_len / t
+    softmax_bytes, softmax_bwd_bytes = per_score[0] * scores, per_score[1] * scores
     tp_coll = tp_collective_s(model, hw, plan)
+    tp_back = tp_backward(model, hw, plan).exposed_s
     cp_step = 0.0
     if plan.cp > 1:
         kv_bytes = 2 * tokens * model.kv_heads * model.head_size * 2 / t
@@ -176,13 +246,11 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         out = [("gemm", mm / gemm_rate + GEMMS_PER_LAYER[kind] * overhead)]
         if core:
             out.append(("attention", core * core_fraction / attn_rate + 2 * overhead))
-        elem = {"F": fwd_elem_bytes + softmax_bytes, "I": 2 * (fwd_elem_bytes + softmax_bytes), "W": 0.0}[
-            kind
-        ]
+        elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
         if elem:
             out.append(("memory-bound", elem / hbm_rate + ELEMENTWISE_KERNELS[kind] * overhead))
         if kind != "W" and tp_coll:
-            out.append(("tp-comm", 2 * tp_coll))
+            out.append(("tp-comm", 2 * tp_coll if kind == "F" else tp_back))
         if kind != "W" and cp_step:
             rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
             exposed = rounds * cp_step - dict(out).get("attention", 0.0)
@@ -195,10 +263,10 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
     if plan.recompute == "selective":
         module_s = {
-            "core_attn": dict(base.f).get("attention", 0.0),
+            "core_attn": dict(base.f).get("attention", 0.0)
+            + (softmax_bytes / hbm_rate + SCORE_KERNELS * overhead if softmax_bytes else 0.0),
             "layernorm": NORM_TENSORS * tokens * h * 2 / sp / hbm_rate + 2 * overhead,
-            "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead
-            + act_tensors * tokens * h * 2 / sp / hbm_rate + overhead + tp_coll,
+            "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead + act_bytes / hbm_rate + overhead + tp_coll,
         }  # fmt: skip
         return PassTimes(
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w

@@ -1,9 +1,11 @@
-"""The versioned JSON shape of `pplan validate --json` ("pplan.validate/2"): for every bundled set of published
-runs, predicted against published step time per run and the mean absolute error; with `--practice`, where each
+"""The versioned JSON shape of `pplan validate --json` ("pplan.validate/3"): for every bundled set of published
+runs, predicted against published time per run, in sample and with the set left out of the fit, and the mean and
+worst absolute errors; with `--practice`, where each
 published configuration ranks among `pplan recommend`'s candidates; with `--memory`, pplan's memory model against
 published per-GPU memory (`memory`); and `validation_set_document` / `memory_document`, how results fill them.
 
-Compatibility: fields are only ever added within a major version; a rename or removal bumps the number.
+Compatibility: fields are only ever added within a major version; a rename or removal bumps the number (3: per-layer
+sets, so a row's times are `published_s` / `predicted_s`, and the leave-one-set-out figures).
 """
 
 from __future__ import annotations
@@ -16,20 +18,23 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
-from pplan.validation.published import ValidationSet
+from pplan.validation.published import SetCheck
 
-VALIDATE_SCHEMA = "pplan.validate/2"
+VALIDATE_SCHEMA = "pplan.validate/3"
 
 
 class ValidationRunOut(Out):
     run: str
-    """The run: model, parallelism, micro-batches, recomputation and GPUs."""
-    published_step_s: PositiveFloat
-    """Step time the source reports."""
-    predicted_step_s: NonNegativeFloat
-    """pplan's step time for the same configuration."""
+    """The run: model, parallelism, micro-batches, recomputation and GPUs (or, in a per-layer set, the experiment
+    and the pass)."""
+    published_s: PositiveFloat
+    """The time the source reports: seconds per step, or per pass of one layer (the set's `quantity`)."""
+    predicted_s: NonNegativeFloat
+    """pplan's time for the same, in sample."""
     error: float
-    """(predicted − published) / published."""
+    """(predicted − published) / published, in sample."""
+    left_out_error: float
+    """The same with the GEMM efficiency fitted without this set (leave one set out)."""
 
 
 class PracticeOut(Out):
@@ -55,14 +60,23 @@ class ValidationSetOut(Out):
     """The publication the runs come from."""
     hardware: str
     """The hardware profile the runs are predicted on."""
+    quantity: str
+    """What the rows compare: step time, or one layer's pass times."""
     matmul_efficiency: NonNegativeFloat
-    """The GEMM efficiency used: the profile's, or fitted to this set with --fit."""
+    """The GEMM efficiency in sample: the profile's, or (with --fit) fitted now to all this GPU type's sets."""
     fitted: bool
-    """Whether matmul_efficiency was fitted to this set (--fit)."""
+    """Whether matmul_efficiency was fitted now (--fit)."""
     assumed: dict[str, str | int | float | bool]
     """Settings the source does not state, with the value pplan assumed."""
     mape: NonNegativeFloat
-    """Mean absolute error of the predicted step times, as a fraction."""
+    """In sample: mean absolute error of the predicted times, as a fraction."""
+    worst: NonNegativeFloat
+    """In sample: the largest absolute error."""
+    left_out_matmul_efficiency: NonNegativeFloat
+    """The GEMM efficiency fitted to this GPU type's other sets (this one left out)."""
+    left_out_mape: NonNegativeFloat
+    """Leave one set out: mean absolute error with `left_out_matmul_efficiency`."""
+    left_out_worst: NonNegativeFloat
     rows: list[ValidationRunOut]
     practice: list[PracticeOut] | None = Field(None, exclude_if=lambda value: value is None)
     """With --practice only (the key is left out otherwise): each published configuration against recommend's
@@ -147,26 +161,33 @@ class ValidateDocument(Out):
 
 
 def validation_set_document(
-    result: ValidationSet, matmul: float, fitted: bool, practice: Sequence[PracticeRow] | None = None
+    check: SetCheck, fitted: bool, practice: Sequence[PracticeRow] | None = None
 ) -> ValidationSetOut:
-    """One set of `pplan.validate/2`: `result` predicted with GEMM efficiency `matmul` (`fitted` to the set or
-    the profile's), with the practice check when `practice` is given."""
+    """One set of `pplan.validate/3`: `check` in and out of sample (`fitted`: its in-sample efficiency was fitted
+    now rather than read from the profile), with the practice check when `practice` is given."""
+    result, left = check.in_sample, check.left_out
     return ValidationSetOut(
         set_=result.name,
         source=result.source,
         hardware=result.hardware,
-        matmul_efficiency=matmul,
+        quantity=result.quantity,
+        matmul_efficiency=check.matmul,
         fitted=fitted,
         assumed=result.assumed,
         mape=result.mape,
+        worst=result.worst,
+        left_out_matmul_efficiency=check.left_out_matmul,
+        left_out_mape=left.mape,
+        left_out_worst=left.worst,
         rows=[
             ValidationRunOut(
                 run=r.label,
-                published_step_s=r.published_step_s,
-                predicted_step_s=r.predicted_step_s,
+                published_s=r.published_s,
+                predicted_s=r.predicted_s,
                 error=r.error,
+                left_out_error=o.error,
             )
-            for r in result.rows
+            for r, o in zip(result.rows, left.rows, strict=True)
         ],
         practice=None
         if practice is None
@@ -186,7 +207,7 @@ def validation_set_document(
 
 
 def memory_document(result: MemoryValidation) -> MemoryValidationOut:
-    """The `memory` block of `pplan.validate/2`, from `pplan.validation.memory.validate_memory`'s result: every
+    """The `memory` block of `pplan.validate/3`, from `pplan.validation.memory.validate_memory`'s result: every
     field of each document model read off the result's attribute of the same name (`set` is its `name`)."""
     bars = [MemoryBarOut(**_fields(MemoryBarOut, r, parts_gib=dict(r.parts_gib))) for r in result.figure_1]
     shares = [MemoryShareOut(**_fields(MemoryShareOut, r)) for r in result.figure_7]

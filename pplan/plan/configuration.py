@@ -14,6 +14,7 @@ from typing import Literal, Protocol, get_args
 from pplan.errors import ConfigError
 from pplan.plan.layout import Layout, make_layout
 from pplan.profiles.specs import MAX_SEQ, ModelSpec
+from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
 
@@ -61,6 +62,10 @@ class LayerSetting(Protocol):
     def recompute_modules(self) -> tuple[RecomputeModule, ...]: ...
     @property
     def offload_modules(self) -> tuple[OffloadModule, ...]: ...
+    @property
+    def stack(self) -> StackName: ...
+    @property
+    def splits_backward(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,10 @@ class Shape:
     """Selective recomputation only: the modules re-run (ignored otherwise)."""
     offload_modules: tuple[OffloadModule, ...] = ()
     """The modules whose saved inputs go to host memory (empty: no offload)."""
+    stack: StackName = DEFAULT_STACK
+    """The software stack (pplan.profiles.stacks): what it overlaps and fuses."""
+    splits_backward: bool = False
+    """The schedule runs the weight gradient (W) apart from the input gradient (I)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -90,7 +99,7 @@ class Shape:
                 (
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
-                    self.offload_modules,
+                    self.offload_modules, self.stack, self.splits_backward,
                 )
             ),
         )  # fmt: skip
@@ -135,6 +144,8 @@ class PlanRequest:
     reshard_after_forward: bool = True
     """ZeRO-3 only: free each unit's gathered weights after its forward and gather them again for its backward
     (FSDP2's `reshard_after_forward=True`); False keeps the rank's gathered weights from forward to backward."""
+    stack: StackName = DEFAULT_STACK
+    """The software stack the plan runs on (pplan.profiles.stacks): what it overlaps, how far it is calibrated."""
 
     @property
     def recompute_label(self) -> str:
@@ -229,6 +240,8 @@ class Plan:
     states are sharded over all d·cp data-parallel GPUs (a request for S = d·cp is stored as None)."""
     reshard_after_forward: bool = True
     """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward."""
+    stack: StackName = DEFAULT_STACK
+    """The software stack (pplan.profiles.stacks)."""
 
     @property
     def gpus(self) -> int:
@@ -254,9 +267,14 @@ class Plan:
             Shape(
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
-                self.offload_modules,
+                self.offload_modules, self.stack, self.kind.splits_backward,
             ),
         )  # fmt: skip
+
+    @property
+    def splits_backward(self) -> bool:
+        """The schedule runs W apart from I (zero-bubble families)."""
+        return self.kind.splits_backward
 
     def recomputed_layers(self, chunk_layers: int) -> int:
         """Layers of a chunk of `chunk_layers` whose whole forward is re-run in the backward (full recompute):
@@ -506,6 +524,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         offload_modules=canonical_offload(req.offload_modules),
         shard_group=shard_group,
         reshard_after_forward=req.reshard_after_forward,
+        stack=req.stack,
     )
 
 

@@ -3,7 +3,7 @@ the error, what pplan assumed where the source is silent, (with --practice) wher
 configuration ranks in `pplan recommend`, and (with --memory) pplan's memory model against published per-GPU
 memory, with the reason for each large gap.
 
-Draws a `pplan.validate/2` set (`pplan.documents.validate.ValidationSetOut`) or its memory block
+Draws a `pplan.validate/3` set (`pplan.documents.validate.ValidationSetOut`) or its memory block
 (`MemoryValidationOut`) and nothing else: no files, no predictions.
 """
 
@@ -18,23 +18,52 @@ from pplan.validation.practice import GAP, TOP
 
 
 def validation_table(result: ValidationSetOut) -> Table:
-    """Predicted against published step time, one row per run, the error coloured by size."""
+    """Predicted against published time, one row per run, in sample and with the set left out of the fit, the
+    errors coloured by size."""
     how = "fitted now" if result.fitted else "from the profile"
     table = Table(
-        title=f"{result.set_} on {result.hardware} (GEMM efficiency {result.matmul_efficiency:.3f}, {how})",
+        title=(
+            f"{result.set_} on {result.hardware}: {result.quantity} (GEMM efficiency {result.matmul_efficiency:.3f}, "
+            f"{how}; {result.left_out_matmul_efficiency:.3f} without this set)"
+        ),
         title_justify="left",
-        caption=f"{result.source}. Mean absolute error {result.mape:.1%}.",
+        caption=(
+            f"{result.source}. In sample: mean absolute error {result.mape:.1%}, worst {result.worst:.1%}; "
+            f"leave this set out: mean {result.left_out_mape:.1%}, worst {result.left_out_worst:.1%}."
+        ),
         caption_justify="left",
     )
-    for col in ("run", "published s", "predicted s", "error"):
+    for col in ("run", "published", "predicted", "error", "left out"):
         table.add_column(col, justify="left" if col == "run" else "right")
     for row in result.rows:
         table.add_row(
             row.run,
-            f"{row.published_step_s:.3f}",
-            f"{row.predicted_step_s:.3f}",
+            f"{row.published_s:.4g}",
+            f"{row.predicted_s:.4g}",
             _error_text(row.error),
+            _error_text(row.left_out_error),
         )
+    return table
+
+
+def summary_table(sets: list[ValidationSetOut]) -> Table:
+    """One row per set: its GPU type, in-sample and leave-one-set-out mean and worst absolute errors."""
+    table = Table(
+        title="pplan's step-time model against every public set (in sample; and fitted without the set)",
+        title_justify="left",
+        caption=(
+            "One GEMM efficiency per GPU type, fitted to all that type's sets (in sample) or to the others only "
+            "(leave one set out); mean and worst absolute error per set."
+        ),
+        caption_justify="left",
+    )
+    for col in ("set", "GPU", "rows", "mean", "worst", "left-out mean", "left-out worst"):
+        table.add_column(col, justify="left" if col in ("set", "GPU") else "right")
+    for s in sets:
+        table.add_row(
+            s.set_, s.hardware, str(len(s.rows)), _size_text(s.mape), _size_text(s.worst),
+            _size_text(s.left_out_mape), _size_text(s.left_out_worst),
+        )  # fmt: skip
     return table
 
 
@@ -42,6 +71,11 @@ def _error_text(error: float) -> Text:
     """A signed error, coloured by size (green to 5 %, yellow to 10 %, red beyond)."""
     style = "green" if abs(error) <= 0.05 else "yellow" if abs(error) <= 0.10 else "red"
     return Text(f"{error:+.1%}", style=style)
+
+
+def _size_text(error: float) -> Text:
+    """An absolute error (a mean or a worst), coloured as `_error_text`."""
+    return Text(f"{error:.1%}", style=_error_text(error).style)
 
 
 def _marked(error: float, mark: str) -> Text:

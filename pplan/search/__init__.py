@@ -143,7 +143,7 @@ class Query:
         cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost)
         if cut != self._last_cut:
             f, b, layer, out = self._layer_times(
-                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute
+                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward
             )
             if c.recompute_layers:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
@@ -157,10 +157,13 @@ class Query:
 
     @lru_cache(maxsize=1024)  # noqa: B019  (one instance per query)
     def _layer_times(
-        self, t: int, cp: int, b: int, recompute: Recompute
+        self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool
     ) -> tuple[float, float, float, float]:
         """One layer's F, B = I + W and F + I + W, and the output layer's F + I + W, in seconds."""
-        shape = Shape(t, cp, self.seq, b, t > 1, True, recompute, "itemised")
+        shape = Shape(
+            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
+            splits_backward=splits_backward,
+        )  # fmt: skip
         layer = layer_pass_times(self.model, self.hw, shape)
         out = output_pass_times(self.model, self.hw, shape)
         return (

@@ -41,6 +41,7 @@ from pplan.plan.configuration import (
     recompute_label,
 )
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 
 MICRO_BATCHES = (1, 2, 4, 8)
@@ -115,6 +116,8 @@ class SearchRequest:
     keep_gathered: bool = True
     """With ZeRO-3: also try keeping the gathered weights from forward to backward (no resharding after forward:
     one gather per micro-batch instead of two) where resharding fits."""
+    stack: StackName = DEFAULT_STACK
+    """The software stack the plans run on (pplan.profiles.stacks)."""
     prefetch: bool = True
     """Build the schedules' periodic structures ahead on a second core where there is one (pplan.search.prefetch):
     the same answer, sooner."""
@@ -232,6 +235,7 @@ class Candidate:
             recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
+            stack=req.stack,
         )  # fmt: skip
 
     @property

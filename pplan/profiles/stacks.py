@@ -1,0 +1,100 @@
+"""Software-stack profiles: what each training stack overlaps and how far its figures are calibrated, as data.
+
+The same plan runs at different speeds under different stacks because they overlap different communication with
+compute and fuse different kernels. A stack profile records the rules pplan's step-time model applies
+(pplan.cost.passtime, pplan.cost.steptime) and which public runs, if any, its figures were fitted to. The GEMM,
+attention and HBM efficiencies in a hardware profile are fitted with `megatron-core` (`pplan validate --fit`); a
+stack with `calibrated = False` reuses them, and pplan marks every prediction for it as extrapolated
+(pplan.cost.uncertainty) instead of pretending to know its speed.
+
+Rules:
+- `fused_bias_dropout_add`, `p2p_scatter_gather`: see the fields.
+- `tp_backward_overlap`: the backward pass of a column-parallel linear layer (QKV, the MLP's first GEMM) launches its
+  tensor-parallel collectives asynchronously and overlaps them with its own GEMMs: under sequence parallelism the
+  re-gather of the layer's input with the input-gradient GEMM and the reduce-scatter of the input gradient with the
+  weight-gradient GEMM; without it the input gradient's all-reduce with the weight-gradient GEMM (Megatron-LM's
+  `LinearWithGradAccumulationAndAsyncCommunication`, megatron/core/tensor_parallel/layers.py; Korthikanti et al.
+  2022 §5 name this overlap as why full recompute costs 39 % rather than 33 % of a layer). It needs the weight
+  gradient in the same pass, so schedules that split the backward (zero-bubble) do not get it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+StackName = Literal["megatron-core", "torchtitan", "deepspeed"]
+STACK_NAMES: tuple[StackName, ...] = get_args(StackName)
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    name: StackName
+    description: str
+    tp_backward_overlap: bool
+    """Column-parallel backward collectives overlap the layer's own gradient GEMMs (module docstring)."""
+    fused_bias_dropout_add: bool
+    """Dropout on the hidden state is fused with the bias and residual adds into one kernel (Megatron-LM's
+    `--bias-dropout-fusion`, on by default): the dropout moves only its mask, not a tensor read and written."""
+    p2p_scatter_gather: bool
+    """Without sequence parallelism, the t tensor-parallel ranks each send 1/t of a pipeline message and the receivers
+    all-gather it over NVLink (Narayanan et al. 2021 §4.1, Megatron-LM's `--scatter-gather-tensors-in-pipeline`, on
+    by default in the releases of the calibration runs; with sequence parallelism the message is split anyway). The
+    receiving all-gather runs on NVLink at many times the network's rate and is not counted."""
+    calibrated: bool
+    """Its figures were fitted to public runs made with it (`fitted_to`); otherwise pplan extrapolates."""
+    fitted_to: tuple[str, ...]
+    """The public sets (pplan validate) its efficiencies come from."""
+
+
+STACKS: dict[StackName, Stack] = {
+    "megatron-core": Stack(
+        name="megatron-core",
+        description="Megatron-LM / NeMo on Megatron-Core (Transformer Engine layers, distributed optimizer)",
+        tp_backward_overlap=True,
+        fused_bias_dropout_add=True,
+        p2p_scatter_gather=True,
+        calibrated=True,
+        fitted_to=(
+            "megatron-sc21-table1",
+            "korthikanti-table4-layer-times",
+            "megatron-lm-readme-h100-weak-scaling",
+            "nvidia-dgxc-gpt3-175b-bf16",
+        ),
+    ),
+    "torchtitan": Stack(
+        name="torchtitan",
+        description="torchtitan (FSDP2, DTensor tensor parallel, torch.distributed.pipelining), eager, no async TP",
+        # DTensor's backward runs its collectives where autograd reaches them, in order, on the compute stream's
+        # schedule: nothing overlaps them with the layer's own GEMMs unless async TP (torch.compile) is on.
+        tp_backward_overlap=False,
+        fused_bias_dropout_add=False,  # its models (Llama, DeepSeek) have no hidden-state dropout
+        p2p_scatter_gather=False,
+        calibrated=False,
+        fitted_to=(),
+    ),
+    "deepspeed": Stack(
+        name="deepspeed",
+        description="Megatron-DeepSpeed (Megatron-LM layers on DeepSpeed's pipeline engine and ZeRO)",
+        # its layers are Megatron-LM's, which overlap the input-gradient all-reduce with the weight-gradient GEMM
+        tp_backward_overlap=True,
+        fused_bias_dropout_add=True,  # Megatron-LM's fused kernels
+        p2p_scatter_gather=False,  # DeepSpeed's pipeline engine sends whole tensors
+        calibrated=False,
+        fitted_to=(),
+    ),
+}
+DEFAULT_STACK: StackName = "megatron-core"
+LAUNCHER_STACKS: dict[str, StackName] = {"megatron": "megatron-core", "torchtitan": "torchtitan"}
+"""The stack a launcher's output runs on: `--stack` follows `--launcher` unless given."""
+
+
+def stack_for_launcher(launcher: str | None) -> StackName:
+    """The stack `--launcher` implies (megatron-core when none is named)."""
+    return LAUNCHER_STACKS.get(launcher or "", DEFAULT_STACK)
+
+
+def overlaps_tp_backward(stack: StackName, splits_backward: bool) -> bool:
+    """Whether a layer's backward hides its column-parallel collectives (`tp_backward_overlap`; not when the
+    schedule runs the weight gradient apart)."""
+    return STACKS[stack].tp_backward_overlap and not splits_backward
