@@ -15,6 +15,8 @@ from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory
 from pplan.cost.pipeline import DurationModel, PipelineRun, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
+from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
+from pplan.cost.uncertainty import plan_interval
 from pplan.cost.usable import UsableMemory, usable_memory
 from pplan.documents.explain import (
     BytesPerParamOut,
@@ -22,6 +24,7 @@ from pplan.documents.explain import (
     CommunicationOut,
     Derivation,
     ExplainReport,
+    ExtrapolationOut,
     HardwareSummary,
     MemoryOut,
     ModelSummary,
@@ -38,6 +41,7 @@ from pplan.model import activations as act
 from pplan.model.params import params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.stacks import STACKS
 from pplan.schedules import FAMILIES, closed_forms
 
 MAX_TRAIN_TOKENS = 1e18
@@ -63,8 +67,15 @@ def performance(
 ) -> PerformanceOut:
     st = step_time(model, hardware, plan, run, split_p2p)
     sens = sensitivities(model, hardware, plan, st.step_s) if with_sensitivity else []
+    interval = plan_interval(model, hardware, plan, st.step_s)
+    tokens = plan.global_batch * plan.seq_len
     return PerformanceOut(
         step_s=st.step_s,
+        step_interval_s=(interval.low_s, interval.high_s),
+        tokens_per_s_interval=(tokens / interval.high_s, tokens / interval.low_s),
+        calibration_error_band=(interval.error_low, interval.error_high),
+        extrapolated=interval.extrapolated,
+        extrapolation=[ExtrapolationOut(axis=x.axis, detail=x.detail) for x in interval.extrapolations],
         tokens_per_s=st.tokens_per_s,
         model_tflops_per_gpu=st.model_tflops_per_gpu,
         model_tflops_per_gpu_causal=st.model_tflops_per_gpu_causal,
@@ -359,6 +370,17 @@ def _assumptions(
             f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {eff.attention_fraction:.0%} for attention, "
             f"{eff.hbm:.0%} of HBM bandwidth, {eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"
+        )
+        out.append(INTERVAL_ASSUMPTION)
+        stack = STACKS[plan.stack]
+        out.append(
+            f"software stack: {stack.name} ({stack.description}; "
+            + (
+                "fitted to public runs"
+                if stack.calibrated
+                else "no public run fitted: its figures are assumed"
+            )
+            + "; --stack to change it)"
         )
     if plan.zero_stage and plan.shard_group is None:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")

@@ -111,17 +111,20 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in value) + "]"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{text}"'
 
 
 def hardware_toml(cal: Calibration) -> str:
     """The fitted profile as TOML a user can plan with (`load_hardware` reads it back)."""
-    data = cal.hardware.model_dump(exclude_none=True)
+    data = cal.hardware.model_dump(exclude_none=True, exclude={"calibration"})
     lines = [
         f"# {cal.hardware.name}: {cal.note}.",
         "# Only efficiency.matmul was fitted (pplan's pass-time model against the measured passes); every other",
-        "# figure is the source profile's.",
+        "# figure is the source profile's. The source's [calibration] (its error band on public end-to-end runs)",
+        "# does not describe this fit and is left out: pplan marks predictions with this profile as extrapolated.",
     ]
     tables = {k: v for k, v in data.items() if isinstance(v, dict)}
     for key, value in data.items():

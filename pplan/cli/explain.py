@@ -27,6 +27,7 @@ from pplan.cli.options import (
     RecomputeModulesOpt,
     RecomputeOpt,
     SeqLenOpt,
+    StackOpt,
     defaulted,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
@@ -38,6 +39,7 @@ from pplan.explain import explain as explain_plan
 from pplan.launchers.support import Launcher
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.stacks import stack_for_launcher
 from pplan.render.explain import render_explain
 
 DEFAULT_TP = 8
@@ -105,6 +107,7 @@ def explain(
             "(--no-reshard-after-forward keeps the rank's weights gathered: more memory, half the gathers)."
         ),
     ] = True,
+    stack: StackOpt = None,
     train_tokens: Annotated[
         float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
     ] = None,
@@ -152,6 +155,7 @@ def explain(
         offload_modules=parse_offload_modules(offload_modules),
         shard_group=shard_group,
         reshard_after_forward=reshard_after_forward,
+        stack=stack or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None),
     )
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)

@@ -25,6 +25,7 @@ from pplan.plan.configuration import (
     RecomputeMethod,
     RecomputeModule,
 )
+from pplan.profiles.stacks import StackName
 
 DEFAULT_MODEL = "llama3-70b"
 DEFAULT_HARDWARE = "h100-sxm-80gb"
@@ -44,6 +45,14 @@ GradDtypeOpt = Annotated[
     GradDtype, typer.Option("--grad-dtype", help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")
 ]
 RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", help="Activation recomputation.")]
+StackOpt = Annotated[
+    StackName | None,
+    typer.Option(
+        "--stack",
+        help="Software stack whose overlap and fusion rules to apply: megatron-core, torchtitan or deepspeed "
+        "(default: the launcher's, megatron-core without one).",
+    ),
+]
 RecomputeLayersOpt = Annotated[
     int | None,
     typer.Option(

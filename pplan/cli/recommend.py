@@ -26,6 +26,7 @@ from pplan.cli.options import (
     OffloadModulesOpt,
     RecomputeModulesOpt,
     SeqLenOpt,
+    StackOpt,
     comma_list,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
@@ -35,6 +36,7 @@ from pplan.errors import ConfigError
 from pplan.launchers.support import LAUNCHERS, Launcher
 from pplan.plan.configuration import DEFAULT_RECOMPUTE_MODULES, GradDtype, PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.stacks import DEFAULT_STACK, stack_for_launcher
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
 from pplan.search import SearchRequest, SearchResult, search
@@ -130,6 +132,14 @@ def recommend(
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
     ] = 0.0,
     launcher: Annotated[Launcher | None, typer.Option(help="Keep only what this launcher can run.")] = None,
+    stack: StackOpt = None,
+    max_extrapolation: Annotated[
+        int | None,
+        typer.Option(
+            help="Keep only plans outside the calibrated envelope on at most this many axes (0: inside it; "
+            "explain names the axes)."
+        ),
+    ] = None,
     allow_cross_node_tp: Annotated[bool, typer.Option(help="Let t exceed the GPUs per node.")] = False,
     top: Annotated[int, typer.Option(help="How many configurations to show.")] = 10,
     output: Annotated[
@@ -141,6 +151,8 @@ def recommend(
     if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
     zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
+    if max_extrapolation is not None and max_extrapolation < 0:
+        raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
     request = SearchRequest(
         gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vp=vp, max_vp=max_vp,
         micro_batch=micro_batch,
@@ -154,6 +166,7 @@ def recommend(
         offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
+        stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
@@ -235,4 +248,6 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--shard-group {req.shard_group}")
     if not req.reshard_after_forward:
         args.append("--no-reshard-after-forward")
+    if req.stack != DEFAULT_STACK:
+        args.append(f"--stack {req.stack}")
     return " ".join(args)

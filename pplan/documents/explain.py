@@ -243,9 +243,28 @@ class SensitivityOut(Out):
     plus_10pct_step_change: float
 
 
+class ExtrapolationOut(Out):
+    axis: str
+    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, stack or GPU."""
+    detail: str
+    """The plan's value against the calibrated range."""
+
+
 class PerformanceOut(Out):
     step_s: float
     """Predicted wall-clock seconds per optimizer step."""
+    step_interval_s: tuple[float, float]
+    """[low, high]: where the measured step should fall, from the calibration runs' leave-one-set-out errors (their
+    10th to 90th percentile, the hardware profile's [calibration]), widened for every extrapolation
+    (pplan.cost.uncertainty)."""
+    tokens_per_s_interval: tuple[float, float]
+    """[low, high] tokens per second: the step interval's ends inverted."""
+    calibration_error_band: tuple[float, float]
+    """[e_lo, e_hi]: the calibration runs' errors, (predicted − published) / published, before widening."""
+    extrapolated: bool
+    """The plan lies outside the calibrated envelope on at least one axis (`extrapolation`)."""
+    extrapolation: list[ExtrapolationOut]
+    """Each axis on which the plan leaves the runs pplan was calibrated on; empty inside the envelope."""
     tokens_per_s: float
     model_tflops_per_gpu: float
     """Model FLOPs (no recomputation) per second per GPU, TFLOP/s, the attention scores counted over the full s×s

@@ -317,6 +317,35 @@ class EfficiencySpec(_Frozen):
         return self.attention if self.attention is not None else 0.8 * self.matmul
 
 
+class CalibrationSpec(_Frozen):
+    """How far the profile's fitted figures are known (`pplan validate --fit` derives every field from the bundled
+    public runs on this GPU type): the spread of its errors when each set is left out of the fit, and the envelope
+    of the runs it was fitted to. pplan.cost.uncertainty turns them into an interval on every predicted step."""
+
+    runs: int = Field(gt=0, le=100_000)
+    """End-to-end runs behind the errors."""
+    error_low: float = Field(gt=-1, le=0)
+    """10th percentile of (predicted − published) / published over those runs, each predicted with the efficiency
+    fitted without its set (leave one set out)."""
+    error_high: float = Field(ge=0, lt=10)
+    """90th percentile of the same."""
+    tp_max: int = Field(gt=0, le=10**9)
+    pp_max: int = Field(gt=0, le=10**9)
+    cp_max: int = Field(gt=0, le=10**9)
+    zero_max: int = Field(ge=0, le=3)
+    """The highest ZeRO stage a calibration run used."""
+    params_min_b: float = Field(gt=0, le=1e6)
+    params_max_b: float = Field(gt=0, le=1e6)
+    """Model sizes, billions of parameters."""
+    seq_len_min: int = Field(gt=0, le=MAX_SEQ)
+    seq_len_max: int = Field(gt=0, le=MAX_SEQ)
+    gpus_max: int = Field(gt=0, le=10**9)
+    schedules: tuple[str, ...] = Field(strict=False)
+    """Schedule families the runs used (a TOML array)."""
+    stacks: tuple[str, ...] = Field(strict=False)
+    """Software stacks the runs were made with (pplan.profiles.stacks)."""
+
+
 class HardwareSpec(_Frozen):
     """A cluster building block: a node of identical GPUs, the link inside it and the network between nodes."""
 
@@ -333,6 +362,9 @@ class HardwareSpec(_Frozen):
     inter_node: LinkSpec
     """GPU-to-GPU across nodes (per GPU: one NIC per GPU on DGX nodes)."""
     efficiency: EfficiencySpec
+    calibration: CalibrationSpec | None = None
+    """The fitted figures' error spread and envelope (`[calibration]`); None where no public run on this GPU type
+    was fitted, and pplan then says every prediction on it is extrapolated."""
     host_link: LinkSpec | None = None
     """GPU to host memory and back (the PCIe link to the CPU), per GPU per direction: what activation offload
     copies over. Every bundled profile states it; a profile without it loads, and a plan that offloads on it is

@@ -234,6 +234,20 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 + " + ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in perf.breakdown_s.items()),
             ),
             (
+                "interval",
+                f"{perf.step_interval_s[0]:.3f}-{perf.step_interval_s[1]:.3f} s "
+                f"({perf.tokens_per_s_interval[0]:,.0f}-{perf.tokens_per_s_interval[1]:,.0f} tokens/s): the "
+                f"calibration runs' errors {perf.calibration_error_band[0]:+.1%} to "
+                f"{perf.calibration_error_band[1]:+.1%} (10th-90th percentile, leave one set out)"
+                + (
+                    f", widened for {len(perf.extrapolation)} extrapolation"
+                    + ("s" if len(perf.extrapolation) > 1 else "")
+                    if perf.extrapolated
+                    else "; inside the calibrated envelope"
+                ),
+            ),
+            *(("extrapolating", f"{x.axis}: {x.detail}") for x in perf.extrapolation),
+            (
                 "throughput",
                 f"{perf.tokens_per_s:,.0f} tokens/s; {perf.model_tflops_per_gpu:.0f} TFLOP/s per GPU "
                 f"(model FLOPs), {perf.hardware_tflops_per_gpu:.0f} (hardware FLOPs)",

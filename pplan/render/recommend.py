@@ -20,7 +20,19 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         padding=(0, 1),
         collapse_padding=True,
     )
-    columns = ("#", "t·p·d·v·cp", "schedule", "b×m", "rc/Z/g", "bubble", "GB", "Mtok/s", "MFU")
+    columns = (
+        "#",
+        "t·p·d·v·cp",
+        "schedule",
+        "b×m",
+        "rc/Z/g",
+        "bubble",
+        "GB",
+        "Mtok/s",
+        "interval",
+        "x",
+        "MFU",
+    )
     for col in columns:
         table.add_column(
             col, justify="left" if col in ("schedule", "rc/Z/g", "t·p·d·v·cp") else "right", no_wrap=True
@@ -36,14 +48,18 @@ def candidates_table(result: SearchResult, title: str) -> Table:
             str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
             f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{_zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
-            f"{perf.tokens_per_s / 1e6:.3f}", f"{perf.mfu:.0%}",
+            f"{perf.tokens_per_s / 1e6:.3f}",
+            f"{perf.tokens_per_s_interval[0] / 1e6:.2f}-{perf.tokens_per_s_interval[1] / 1e6:.2f}",
+            str(len(perf.extrapolation)) if perf.extrapolated else "", f"{perf.mfu:.0%}",
         )  # fmt: skip
     table.caption = (
         "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
         "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"
-        + " GB). MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal"
+        + " GB). interval: where the measured Mtok/s should fall (the calibration runs' 10th-90th percentile "
+        "errors), widened per axis outside the calibrated envelope; x: how many axes (explain names them; "
+        "--max-extrapolation filters). MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal"
         " count). * one layer fewer on the first and last chunk."
     )
     table.caption_justify = "left"

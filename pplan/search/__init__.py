@@ -35,6 +35,7 @@ from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
 from pplan.cost.steptime import plan_tails, sync_hidden
+from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
 from pplan.errors import PplanError
@@ -191,6 +192,23 @@ class Query:
             return False
         return launcher_reason(self.req.launcher, c.request(self.req, self.seq), c.m) is not None
 
+    def refusal(self, c: Candidate, launcher_reason: LauncherReason | None) -> Rejection | None:
+        """Why the query's filters drop `c` before it is costed: the launcher cannot run it, or it lies outside the
+        calibrated envelope on more axes than `max_extrapolation`; None when neither."""
+        if self.launcher_refuses(c, launcher_reason):
+            return Rejection.LAUNCHER
+        most = self.req.max_extrapolation
+        if most is not None and len(self._misses(c.t, c.p, c.cp, c.zero, c.family.name)) > most:
+            return Rejection.EXTRAPOLATED
+        return None
+
+    @lru_cache(maxsize=4096)  # noqa: B019  (one instance per query)
+    def _misses(self, t: int, p: int, cp: int, zero: int, schedule: str) -> tuple[Extrapolation, ...]:
+        return envelope_misses(
+            self.model, self.hw, tp=t, pp=p, cp=cp, zero_stage=zero, seq_len=self.seq, gpus=self.req.gpus,
+            schedule=schedule, stack=self.req.stack,
+        )  # fmt: skip
+
     def first_partial(self, c: Candidate) -> Candidate | None:
         """Without recompute `c` is out of memory: the same configuration recomputing the first layer of every
         chunk, when the query tries partial recompute and the chunks have more than one layer."""
@@ -303,7 +321,7 @@ def search(
     # Without a launcher to filter cells, a cut's cells are placed lazily: only those that go straight to the heap
     # (its heads, `_Lattice`) at first, the rest when one of its cells is first out of memory (`materialise`).
     # Until then every other cell waits on a head, so what `_Chains` would say of it is the lattice's own.
-    lazy = launcher_reason is None or not req.launcher
+    lazy = (launcher_reason is None or not req.launcher) and req.max_extrapolation is None
     lattices: dict[tuple[object, ...], _Lattice] = {}
     unplaced: dict[int, tuple[Cut, int, _Lattice]] = {}  # head index → its cut, first index, lattice
     last: tuple[Candidate, int] | None = None  # the last candidate placed (in the heap or waiting in a chain)
@@ -322,8 +340,9 @@ def search(
             continue
         for i in range(len(cut)):
             cand, index = cut.cell(i), base + i
-            if state.launcher_refuses(cand, launcher_reason):
-                result.rejected[Rejection.LAUNCHER] += 1
+            refused = state.refusal(cand, launcher_reason)
+            if refused is not None:
+                result.rejected[refused] += 1
                 continue
             if last is not None and _fp32_twin(cand, index, *last):
                 fp32_waiting[last[1]] = (index, _given(cand))
@@ -347,7 +366,7 @@ def search(
         """Make `variant` (a sharding variant, pplan.search.space.sharding_variants) and push it, once."""
         nonlocal made
         key = (variant.order, variant.shard_group, variant.reshard)
-        if key in admitted or state.launcher_refuses(variant, launcher_reason):
+        if key in admitted or state.refusal(variant, launcher_reason) is not None:
             return
         admitted.add(key)
         made += 1
@@ -775,7 +794,7 @@ def brute_force(
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):
-        if state.launcher_refuses(cand, launcher_reason):
+        if state.refusal(cand, launcher_reason) is not None:
             continue
         try:
             fit = state.fit_exactly(state.fit(cand, index))

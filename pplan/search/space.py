@@ -65,6 +65,7 @@ class Rejection(StrEnum):
     LAYER_SPLIT = "layers do not split into p·v chunks"
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
+    EXTRAPOLATED = "outside the calibrated envelope on more axes than --max-extrapolation"
     DOMINATED = "FP32 twin of a BF16 configuration that is out of memory or below the top (not evaluated)"
     HIGHER_STAGE = "ZeRO-2/3 where the stage below fits (never slower; not evaluated)"
     MORE_RECOMPUTE = "more recompute where less fits (never faster; not evaluated)"
@@ -118,6 +119,9 @@ class SearchRequest:
     one gather per micro-batch instead of two) where resharding fits."""
     stack: StackName = DEFAULT_STACK
     """The software stack the plans run on (pplan.profiles.stacks)."""
+    max_extrapolation: int | None = None
+    """Keep only configurations outside the calibrated envelope on at most this many axes
+    (pplan.cost.uncertainty; 0: inside it); None keeps all, marked."""
     prefetch: bool = True
     """Build the schedules' periodic structures ahead on a second core where there is one (pplan.search.prefetch):
     the same answer, sooner."""

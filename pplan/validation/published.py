@@ -16,6 +16,7 @@ type, so a set the model only matches because it was fitted to it shows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,8 +24,10 @@ from typing import Any, cast
 from pplan.cost.passtime import layer_pass_times
 from pplan.cost.steptime import step_time
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
+from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
 
 PIPELINED_FULL = "full where pipelined (p > 1), none otherwise"
@@ -73,7 +76,9 @@ def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, A
     return cast(Recompute, given)
 
 
-def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any]) -> PlanRequest:
+def _request(
+    row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], stack: StackName = DEFAULT_STACK
+) -> PlanRequest:
     pp = int(row["pp"])
     vp = row.get("vp")
     family = megatron_family(vp)
@@ -94,6 +99,7 @@ def _request(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any
         grad_dtype=assumed.get("grad_dtype", "fp32"),
         overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
         overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
+        stack=stack,
     )
 
 
@@ -130,7 +136,7 @@ def validate_set(data: dict[str, Any], load_model: ModelLoader, hardware: Hardwa
     rows = []
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        plan = make_plan(model, _request(row, stated, assumed))
+        plan = make_plan(model, _request(row, stated, assumed, data["stack"]))
         predicted = step_time(model, hardware, plan).step_s
         published = _published_step_s(data, row, model, plan.gpus, plan.seq_len)
         sp = " sp" if plan.sequence_parallel else ""
@@ -155,6 +161,7 @@ def _validate_layers(data: dict[str, Any], load_model: ModelLoader, hardware: Ha
             gpus=t, global_batch=int(stated["micro_batch"]), micro_batch=int(stated["micro_batch"]), tp=t,
             seq_len=int(stated["seq_len"]), recompute=row["recompute"],
             sequence_parallel=bool(row["sequence_parallel"]), flash_attention=bool(stated["flash_attention"]),
+            stack=data["stack"],
         )  # fmt: skip
         times = layer_pass_times(model, hardware, make_plan(model, req).shape)
         for name, published, predicted in (
@@ -248,3 +255,56 @@ def check_sets(
             )
         )
     return out
+
+
+PERCENTILES = (0.1, 0.9)
+"""The spread a profile's `[calibration]` records: the 10th and 90th percentiles of the left-out errors."""
+
+
+def calibration_figures(
+    sets: Sequence[dict[str, Any]], checks: Sequence[SetCheck], load_model: ModelLoader
+) -> dict[str, dict[str, Any]]:
+    """Per GPU type, the `[calibration]` section its profile carries (pplan.profiles.specs.CalibrationSpec): the
+    10th and 90th percentiles of the leave-one-set-out errors of its end-to-end runs, and the envelope (ranges of
+    t, p, cp, ZeRO stage, model size, sequence, GPUs, schedules, stacks) of those runs."""
+    out: dict[str, dict[str, Any]] = {}
+    for data, check in zip(sets, checks, strict=True):
+        if data.get("kind") == "layer":
+            continue
+        fig = out.setdefault(data["hardware"], {"errors": [], "plans": [], "stacks": set()})
+        fig["errors"] += [r.error for r in check.left_out.rows]
+        fig["stacks"].add(data["stack"])
+        for row in data["rows"]:
+            model = row_model(data, row, load_model)
+            fig["plans"].append((model, make_plan(model, _request(row, data["stated"], data["assumed"]))))
+    return {name: _section(fig) for name, fig in out.items()}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    k = q * (len(ordered) - 1)
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def _section(fig: dict[str, Any]) -> dict[str, Any]:
+    plans = fig["plans"]
+    params = [total_params(m) / 1e9 for m, _ in plans]
+    return {
+        "runs": len(fig["errors"]),
+        "error_low": round(min(0.0, _percentile(fig["errors"], PERCENTILES[0])), 3),
+        "error_high": round(max(0.0, _percentile(fig["errors"], PERCENTILES[1])), 3),
+        "tp_max": max(p.tp for _, p in plans),
+        "pp_max": max(p.pp for _, p in plans),
+        "cp_max": max(p.cp for _, p in plans),
+        "zero_max": max(p.zero_stage for _, p in plans),
+        "params_min_b": math.floor(min(params) * 10) / 10,
+        "params_max_b": math.ceil(max(params) * 10) / 10,
+        "seq_len_min": min(p.seq_len for _, p in plans),
+        "seq_len_max": max(p.seq_len for _, p in plans),
+        "gpus_max": max(p.gpus for _, p in plans),
+        "schedules": sorted({p.kind.name for _, p in plans}),
+        "stacks": sorted(fig["stacks"]),
+    }

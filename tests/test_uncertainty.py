@@ -1,0 +1,124 @@
+"""Error bars and extrapolation (pplan.cost.uncertainty): the interval is the calibration band, widened by the stated
+fraction per named axis off the envelope; the issue's Llama 3 405B plan is marked with its reasons; recommend's
+`--max-extrapolation` keeps exactly the plans within the limit; the profiles' `[calibration]` figures are what the
+public runs give."""
+
+from __future__ import annotations
+
+import pytest
+
+from pplan.cost.steptime import step_time
+from pplan.cost.uncertainty import (
+    UNCALIBRATED_BAND,
+    WIDENING_PER_REASON,
+    extrapolations,
+    plan_interval,
+    step_interval,
+)
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
+from pplan.search import SearchRequest, brute_force, search
+from pplan.search.rank import distinct
+from pplan.search.space import Rejection
+from pplan.validation.published import calibration_figures, check_sets
+from tests.cli_run import run_pplan
+
+H100 = load_hardware("h100-sxm-80gb")
+LLAMA405 = load_model("llama3-405b")
+GPT3 = load_model("gpt3-175b")
+
+
+def _issue_plan() -> PlanRequest:
+    # issue 14: "for Llama 3 405B on 8,192 H100s the best plan is t=2 p=32 cp=8" (recommend's top, today ZB-V)
+    return PlanRequest(gpus=8192, global_batch=2048, tp=2, pp=32, cp=8, seq_len=8192, schedule="zbv",
+                       zero_stage=2, grad_dtype="bf16", first_stage_layers=1, last_stage_layers=1,
+                       shard_group=4)  # fmt: skip
+
+
+def test_the_issue_405b_plan_is_marked_with_its_reasons() -> None:
+    plan = make_plan(LLAMA405, _issue_plan())
+    axes = [x.axis for x in extrapolations(LLAMA405, H100, plan)]
+    # H100 calibration: t ≤ 8, p ≤ 16, cp = 1, ZeRO ≤ 1, s 2,048-4,096, ≤ 6,144 GPUs, 1F1B / interleaved 1F1B
+    assert axes == ["p", "cp", "cp across nodes", "ZeRO", "sequence", "GPUs", "schedule"]
+
+
+def test_interval_by_hand() -> None:
+    # [step / (1 + e_hi) − k·w·step, step / (1 + e_lo) + k·w·step] with k reasons, w the widening per reason
+    plan = make_plan(LLAMA405, _issue_plan())
+    step = step_time(LLAMA405, H100, plan).step_s
+    got = plan_interval(LLAMA405, H100, plan, step)
+    cal = H100.calibration
+    assert cal is not None
+    k = len(got.extrapolations)
+    assert got.low_s == pytest.approx(step / (1 + cal.error_high) - k * WIDENING_PER_REASON * step)
+    assert got.high_s == pytest.approx(step / (1 + cal.error_low) + k * WIDENING_PER_REASON * step)
+    assert got.low_s < step < got.high_s
+
+
+def test_a_calibrated_plan_has_no_reasons_and_the_bare_band() -> None:
+    # the NVIDIA GPT-3 175B run itself: inside the envelope
+    plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, vp=12, schedule="interleaved-1f1b",
+                                       zero_stage=1, seq_len=2048))  # fmt: skip
+    assert extrapolations(GPT3, H100, plan) == ()
+    got = step_interval(10.0, H100, ())
+    assert H100.calibration is not None
+    assert (got.low_s, got.high_s) == pytest.approx(
+        (10 / (1 + H100.calibration.error_high), 10 / (1 + H100.calibration.error_low))
+    )
+
+
+def test_an_uncalibrated_gpu_says_so() -> None:
+    b200 = load_hardware("b200-180gb")
+    plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, seq_len=2048))
+    reasons = extrapolations(GPT3, b200, plan)
+    assert [x.axis for x in reasons] == ["GPU"]
+    got = step_interval(10.0, b200, reasons)
+    band = UNCALIBRATED_BAND
+    assert got.low_s == pytest.approx(10 / (1 + band) - WIDENING_PER_REASON * 10)
+
+
+def test_an_uncalibrated_stack_is_an_extrapolation() -> None:
+    plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, seq_len=2048, zero_stage=1,
+                                       stack="torchtitan"))  # fmt: skip
+    assert [x.axis for x in extrapolations(GPT3, H100, plan)] == ["stack"]
+
+
+def test_explain_json_carries_the_interval_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    r = _issue_plan()
+    doc = run_pplan(capsys, "explain", "--json", "--model", "llama3-405b", "--gpus", "8192", "--global-batch", "2048",
+                    "--tp", "2", "--pp", "32", "--cp", "8", "--seq-len", "8192", "--schedule", "zbv",
+                    "--zero-stage", "2", "--grad-dtype", "bf16", "--first-stage-layers", "1",
+                    "--last-stage-layers", "1", "--shard-group", str(r.shard_group)).json()  # fmt: skip
+    perf = doc["performance"]
+    low, high = perf["step_interval_s"]
+    assert low < perf["step_s"] < high
+    assert perf["extrapolated"] is True
+    assert [x["axis"] for x in perf["extrapolation"]][:3] == ["p", "cp", "cp across nodes"]
+    tokens = 2048 * 8192
+    assert perf["tokens_per_s_interval"] == pytest.approx([tokens / high, tokens / low])
+
+
+def test_max_extrapolation_keeps_exactly_the_plans_within_the_limit() -> None:
+    # the search's answer under the filter is the brute force's over the same filtered space, and every shown
+    # plan is within the limit
+    model = load_model("llama3-8b")
+    req = SearchRequest(gpus=64, global_batch=128, seq_len=4096, max_extrapolation=0, top_n=5)
+    got = search(model, H100, req)
+    assert got.candidates and got.rejected[Rejection.EXTRAPOLATED] > 0
+    for c in got.candidates:
+        assert c.report.performance is not None and not c.report.performance.extrapolated
+    want, _ = distinct(brute_force(model, H100, req), req.top_n)
+    assert [c.request for c in got.candidates] == [s.candidate.request(req, 4096) for s in want]
+
+
+@pytest.mark.acceptance
+def test_profiles_carry_the_calibration_the_public_runs_give() -> None:
+    sets = load_published_runs()["sets"]
+    checks = check_sets(sets, load_model, load_hardware, refit=False)
+    for name, figures in calibration_figures(sets, checks, load_model).items():
+        cal = load_hardware(name).calibration
+        assert cal is not None
+        assert cal.model_dump() == pytest.approx(
+            {**figures, "schedules": tuple(figures["schedules"]), "stacks": tuple(figures["stacks"])},
+            abs=0.0015,
+        ), name
