@@ -7,14 +7,18 @@ with stride k spans n·k consecutive ranks, and stays inside one node when n·k 
 Link time is the alpha-beta model (Hockney; Calculon uses it): latency + bytes / (bandwidth × efficiency).
 Ring collectives over n ranks (Thakur et al. 2005; NCCL's ring algorithm): all-reduce 2(n−1) steps moving
 2(n−1)/n of the buffer per rank; all-gather and reduce-scatter n−1 steps moving (n−1)/n. A group that spans
-nodes runs at the inter-node rate: on DGX nodes each GPU has its own NIC, so the ring's slowest hop gets one NIC.
+nodes runs at the inter-node rate of its rails: on DGX nodes each GPU has its own NIC, and a group with k members
+in a node runs k ring channels, each crossing nodes on its own NIC with 1/k of the data, so the ring moves at
+k × one NIC's rate, capped by NVLink (`GroupShape.rails`); one member per node gets one NIC. Above a pod of
+full-bisection fabric the profile's oversubscription divides that (`[pod]`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from pplan.profiles.specs import HardwareSpec, LinkSpec
+from pplan.profiles.specs import GB, HardwareSpec, LinkSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +29,37 @@ class GroupShape:
     stride: int
 
     def link(self, hardware: HardwareSpec) -> LinkSpec:
-        """The link tier the group's ring runs on."""
-        inside = self.size * self.stride <= hardware.gpus_per_node
-        return hardware.intra_node if inside else hardware.inter_node
+        """The link the group's collectives run on: NVLink inside a node; across nodes, the k NICs (rails) of the
+        group's k members per node in parallel, capped by NVLink (`rails`), and 1/oversubscription of that where
+        the group spans pods (`[pod]` in the profile)."""
+        span = self.size * self.stride
+        if span <= hardware.gpus_per_node:
+            return hardware.intra_node
+        k = self.rails(hardware.gpus_per_node)
+        inter, intra = hardware.inter_node, hardware.intra_node
+        achievable = min(
+            k * inter.achievable_bytes_per_s, intra.achievable_bytes_per_s if k > 1 else math.inf
+        )
+        pod = hardware.pod
+        if pod is not None and span > pod.gpus:
+            achievable /= pod.oversubscription
+        if k == 1 and achievable == inter.achievable_bytes_per_s:
+            return inter
+        return inter.model_copy(
+            update={
+                "name": f"{inter.name} × {k} rails",
+                "bandwidth_gb_per_s": achievable / GB,
+                "efficiency": 1.0,
+            }
+        )
+
+    def rails(self, gpus_per_node: int) -> int:
+        """Members of the group in one node, each with its own NIC: a ring across nodes runs that many channels,
+        each crossing nodes on a different NIC and carrying 1/k of the data (NCCL's multi-node all-reduce reaches
+        192 GB/s bus bandwidth on DGX A100 nodes of 8 × 24 GB/s NICs, NVIDIA/nccl#412, #812)."""
+        if self.stride >= gpus_per_node:
+            return 1
+        return max(1, min(self.size, gpus_per_node // self.stride))
 
 
 def tp_group(t: int) -> GroupShape:

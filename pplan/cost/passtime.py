@@ -30,8 +30,9 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
 Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
 effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
 tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
-Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus an FP32
-softmax over the logits (memory-bound); the embedding lookup is memory-bound and ignored.
+Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus the FP32
+cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`); the embedding lookup is memory-bound and
+ignored.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 ELEMENTWISE_KERNELS = {"F": 6, "I": 10, "W": 0}
 NORM_TENSORS = 4
 """The two norms of a layer read and write one q·b·h/sp tensor each (what recomputing them costs)."""
+LOSS_BYTES = (38, 14)
+"""HBM bytes per logit element of the vocabulary-parallel cross-entropy (Megatron-Core's
+`VocabParallelCrossEntropy`), forward and backward. Forward: the BF16 logits cast to FP32 (read 2, write 4), the
+max over the vocabulary (read 4), the max subtracted (read 4, write 4), exp (read 4, write 4), the sum (read 4) and
+the division that leaves the FP32 softmax for the backward (read 4, write 4). Backward: the softmax scaled by the
+loss gradient (read 4, write 4) and cast to BF16 for the output layer's GEMMs (read 4, write 2)."""
+LOSS_KERNELS = (6, 2)
+"""Kernels of that forward and backward (each pays `kernel_overhead_us`)."""
 HIDDEN_TENSORS = (10, 12)
 """Forward and backward tensors of q·b·h/sp elements the norms and residual adds of a layer move: forward, each
 norm reads x and writes y (2 × 2) and each residual add reads two and writes one (2 × 3); backward, each norm reads
@@ -278,10 +287,11 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     """The output layer and loss for one micro-batch on the last chunk."""
     gemm_rate, _, hbm_rate, overhead = _rates(hw)
     logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
-    tokens = plan.seq_len // plan.cp * plan.micro_batch
-    softmax = 3 * tokens * model.vocab_size * 4 / plan.tp / hbm_rate + 3 * overhead
+    elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
+    loss_f = LOSS_BYTES[0] * elements / hbm_rate + LOSS_KERNELS[0] * overhead
+    loss_i = LOSS_BYTES[1] * elements / hbm_rate + LOSS_KERNELS[1] * overhead
     g = logit / gemm_rate + overhead
-    return PassTimes((("logits", g), ("loss", softmax)), (("logits", g), ("loss", softmax)), (("logits", g),))
+    return PassTimes((("logits", g), ("loss", loss_f)), (("logits", g), ("loss", loss_i)), (("logits", g),))
 
 
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:

@@ -24,9 +24,10 @@ Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer
   reduce-scatter, the shard's gradients (1/S of them) are all-reduced across the R replicas (stride t·S: the
   inter-node link unless all of d·cp·t fits in a node). ZeRO-3 without resharding after the forward gathers
   once per micro-batch (its backward reuses the forward's weights): m all-gathers, none after the last backward.
-- optimizer: the gradient norm for clipping reads the gradient, Adam reads it, reads and writes the FP32 master
-  weights and both moments and writes the BF16 weights, and the gradient buffer is zeroed for the next step:
-  26 + 3 × gradient bytes per parameter of the rank's shard, at the HBM rate; with a distributed
+- optimizer: the gradient norm for clipping reads the gradient, Adam reads it and reads and writes the FP32 master
+  weights and both moments, the stack refreshes the BF16 weights from the master (Megatron: read 4, write 2), and
+  the gradient buffer is zeroed for the next step: 24 + copy + 3 × gradient bytes per parameter of the rank's
+  shard, at the HBM rate; with a distributed
   optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
   `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r).
 Breakdown on the busiest rank (the one that sets the bubble): compute + exposed TP + bubble + exposed P2P +
@@ -49,10 +50,12 @@ from pplan.cost.pipeline import PipelineRun, simulate_plan, stage_inputs
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.stacks import STACKS
 from pplan.schedules.bounds import makespan_lower_bound
 
-ADAM_BYTES_PER_PARAM = 26
-"""Read + write of the FP32 master copy and both Adam moments (24) and the BF16 weight write (2)."""
+ADAM_BYTES_PER_PARAM = 24
+"""Read + write of the FP32 master copy and both Adam moments; the BF16 weights are refreshed after it, as the
+stack does (`weight_copy_bytes`, pplan.profiles.stacks)."""
 GRAD_PASSES = 3
 """Times the optimizer step moves each gradient: the gradient-norm reduction for clipping reads it, Adam reads it,
 and zeroing the gradient buffer for the next step writes it (Megatron-LM `clip_grad_norm_fp32`, `zero_grad_buffer`;
@@ -126,7 +129,11 @@ def rank_sync(hw: HardwareSpec, plan: Plan, params: float) -> RankSync:
 
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
     shard = params / plan.shards if plan.zero_stage >= 1 else params
-    per_param = ADAM_BYTES_PER_PARAM + GRAD_PASSES * GRAD_BYTES[plan.grad_dtype]
+    per_param = (
+        ADAM_BYTES_PER_PARAM
+        + STACKS[plan.stack].weight_copy_bytes
+        + GRAD_PASSES * GRAD_BYTES[plan.grad_dtype]
+    )
     return shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
 
 

@@ -53,6 +53,14 @@ class PracticeOut(Out):
     """In the top few or within the stated gap of the best."""
 
 
+class RecomputeGapOut(Out):
+    model: str
+    published: float
+    """Published step(full recompute) / step(sequence parallelism + selective recompute) − 1."""
+    predicted: float
+    """pplan's, in sample."""
+
+
 class ValidationSetOut(Out):
     set_: str = Field(alias="set")
     """The set's name."""
@@ -78,6 +86,8 @@ class ValidationSetOut(Out):
     """Leave one set out: mean absolute error with `left_out_matmul_efficiency`."""
     left_out_worst: NonNegativeFloat
     rows: list[ValidationRunOut]
+    recompute_gaps: list[RecomputeGapOut] | None = Field(None, exclude_if=lambda value: value is None)
+    """Sets of (full, selective recompute) pairs only: the throughput gained by selective recompute, per model."""
     practice: list[PracticeOut] | None = Field(None, exclude_if=lambda value: value is None)
     """With --practice only (the key is left out otherwise): each published configuration against recommend's
     best."""
@@ -189,6 +199,11 @@ def validation_set_document(
             )
             for r, o in zip(result.rows, left.rows, strict=True)
         ],
+        recompute_gaps=[
+            RecomputeGapOut(model=g.model, published=g.published, predicted=g.predicted)
+            for g in result.recompute_gaps
+        ]
+        or None,
         practice=None
         if practice is None
         else [

@@ -317,6 +317,18 @@ class EfficiencySpec(_Frozen):
         return self.attention if self.attention is not None else 0.8 * self.matmul
 
 
+class PodSpec(_Frozen):
+    """Where the network stops being full-bisection: groups of GPUs (pods) inside which the fabric is non-blocking,
+    and the oversubscription of the links above them (Llama 3's clusters: 3,072-GPU pods with full bisection and
+    1:7 oversubscription above, Dubey et al. 2024 §3.3.1)."""
+
+    gpus: int = Field(gt=0, le=10**9)
+    """GPUs per pod (a multiple of the node size)."""
+    oversubscription: float = Field(ge=1, le=1000)
+    """Down-link : up-link ratio above the pod; a collective whose group spans pods gets 1/this of the inter-node
+    bandwidth."""
+
+
 class CalibrationSpec(_Frozen):
     """How far the profile's fitted figures are known (`pplan validate --fit` derives every field from the bundled
     public runs on this GPU type): the spread of its errors when each set is left out of the fit, and the envelope
@@ -362,6 +374,9 @@ class HardwareSpec(_Frozen):
     inter_node: LinkSpec
     """GPU-to-GPU across nodes (per GPU: one NIC per GPU on DGX nodes)."""
     efficiency: EfficiencySpec
+    pod: PodSpec | None = None
+    """Oversubscription above a pod (`[pod]`); None: the inter-node fabric is full-bisection at any size (DGX
+    SuperPOD's rail-optimised fat tree)."""
     calibration: CalibrationSpec | None = None
     """The fitted figures' error spread and envelope (`[calibration]`); None where no public run on this GPU type
     was fitted, and pplan then says every prediction on it is extrapolated."""

@@ -195,6 +195,13 @@ def render_validation_set(result: ValidationSetOut) -> Group:
     """Everything `pplan validate` shows for one set: the runs, the assumptions, the practice check if run, and a
     blank line."""
     parts: list[RenderableType] = [validation_table(result), assumed_note(result)]
+    if result.recompute_gaps:
+        parts.append(
+            Text(
+                "full recompute against sequence parallelism + selective (step ratio − 1), published / pplan: "
+                + "; ".join(f"{g.model} {g.published:.1%} / {g.predicted:.1%}" for g in result.recompute_gaps)
+            )
+        )
     if result.practice is not None:
         parts.append(practice_table(result.practice, result.set_))
     parts.append(Text())

@@ -1,7 +1,9 @@
 """Sanity against practice: would `recommend` have found the configurations published runs actually used?
 
 For each bundled published run (pplan/validation/published_runs.json) the search runs with the run's model, hardware,
-GPU count, global batch and sequence length, restricted to Megatron-LM (what those runs used). The published
+GPU count, global batch and sequence length, restricted to Megatron-LM (what those runs used) and to plans inside
+the calibrated envelope (`--max-extrapolation 0`: outside it pplan has no data to rank plans against practice,
+and its interval says so; pplan.cost.uncertainty). The published
 (t, p, v, b) is then explained under the search's own assumptions (flash attention, sequence parallelism), with
 the recompute and ZeRO choice that fits and runs fastest, and set beside the search's best: its rank among the
 simulated candidates and its throughput gap. A run passes when it ranks in the top 5 or within 5 % of the best.
@@ -102,7 +104,12 @@ def practice_rows(
             model,
             hardware,
             SearchRequest(
-                gpus=base.gpus, global_batch=base.global_batch, seq_len=seq, launcher="megatron", top_n=24
+                gpus=base.gpus,
+                global_batch=base.global_batch,
+                seq_len=seq,
+                launcher="megatron",
+                top_n=24,
+                max_extrapolation=0,
             ),
             launcher_reason=partial(_launcher_reason, layers=model.num_layers),
         )

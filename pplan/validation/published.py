@@ -30,8 +30,6 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
 
-PIPELINED_FULL = "full where pipelined (p > 1), none otherwise"
-"""A recompute rule for runs whose source states no per-run setting (see published_runs.json)."""
 ModelLoader = Callable[[str], ModelSpec]
 
 
@@ -49,6 +47,16 @@ class ValidationRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RecomputeGap:
+    """Full recompute against sequence parallelism with selective recompute for one model: step(full) / step(sel) − 1,
+    the 'throughput increase' Korthikanti et al. Table 5 reports."""
+
+    model: str
+    published: float
+    predicted: float
+
+
+@dataclass(frozen=True, slots=True)
 class ValidationSet:
     name: str
     source: str
@@ -57,6 +65,8 @@ class ValidationSet:
     """What the rows compare: step time, or one layer's pass times."""
     rows: tuple[ValidationRow, ...]
     assumed: dict[str, Any]
+    paired: bool = False
+    """Rows come in (full recompute, selective) pairs of one model (`recompute_gaps`)."""
 
     @property
     def mape(self) -> float:
@@ -67,13 +77,24 @@ class ValidationSet:
         """The largest |error|."""
         return max(abs(r.error) for r in self.rows)
 
+    @property
+    def recompute_gaps(self) -> tuple[RecomputeGap, ...]:
+        """For a set of (full recompute, selective) row pairs (`gaps` in the data): each pair's gap."""
+        if not self.paired:
+            return ()
+        return tuple(
+            RecomputeGap(
+                full.label.split()[0],
+                full.published_s / sel.published_s - 1,
+                full.predicted_s / sel.predicted_s - 1,
+            )
+            for full, sel in zip(self.rows[::2], self.rows[1::2], strict=True)
+        )
 
-def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], pp: int) -> Recompute:
-    """The run's recompute setting: its own, its set's, or the assumed rule (`PIPELINED_FULL` resolved on p)."""
-    given = row.get("recompute", stated.get("recompute", assumed.get("recompute", "none")))
-    if given == PIPELINED_FULL:
-        return "full" if pp > 1 else "none"
-    return cast(Recompute, given)
+
+def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any]) -> Recompute:
+    """The run's recompute setting: its own, its set's, or the assumed one."""
+    return cast(Recompute, row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))))
 
 
 def _request(
@@ -92,7 +113,7 @@ def _request(
         cp=int(row.get("cp", 1)),
         schedule=family.name,
         seq_len=int(stated["seq_len"]),
-        recompute=_recompute(row, stated, assumed, pp),
+        recompute=_recompute(row, stated, assumed),
         sequence_parallel=bool(row.get("sequence_parallel", assumed.get("sequence_parallel", True))),
         flash_attention=bool(assumed.get("flash_attention", True)),
         zero_stage=int(assumed.get("zero_stage", 0)),
@@ -146,7 +167,13 @@ def validate_set(data: dict[str, Any], load_model: ModelLoader, hardware: Hardwa
         )
         rows.append(ValidationRow(data["name"], label, published, predicted))
     return ValidationSet(
-        data["name"], data["source"], data["hardware"], "step time (s)", tuple(rows), dict(assumed)
+        data["name"],
+        data["source"],
+        data["hardware"],
+        "step time (s)",
+        tuple(rows),
+        dict(assumed),
+        "gaps" in data,
     )
 
 
