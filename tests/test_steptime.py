@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pplan.cost.memory import rank_param_items
+from pplan.cost.passtime import layer_pass_times
+from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
@@ -116,3 +118,23 @@ def test_validate_command_reports_in_and_out_of_sample(capsys: pytest.CaptureFix
         assert s["left_out_mape"] == pytest.approx(
             sum(abs(r["left_out_error"]) for r in s["rows"]) / len(s["rows"])
         )
+
+
+def test_breakdown_separates_the_recomputed_forward() -> None:
+    # Unpipelined, full recompute: the busiest (only) rank re-runs every layer's forward once per micro-batch in
+    # its backward; the breakdown's recompute is L × m × that forward, and the parts still sum to the step.
+    plan = make_plan(LLAMA, PlanRequest(gpus=64, global_batch=64, tp=8, recompute="full", zero_stage=1))
+    st = step_time(LLAMA, H100, plan)
+    layer = layer_pass_times(LLAMA, H100, plan.shape)
+    expected = LLAMA.num_layers * plan.num_microbatches * dict(layer.i)["recompute"]
+    assert st.breakdown_s["recompute"] == pytest.approx(expected, rel=1e-9)
+    assert dict(layer.i)["recompute"] == pytest.approx(layer.f_s)
+    assert sum(st.breakdown_s.values()) == pytest.approx(st.step_s)
+    none = step_time(LLAMA, H100, make_plan(LLAMA, PlanRequest(gpus=64, global_batch=64, tp=8, zero_stage=1)))
+    assert none.breakdown_s["recompute"] == 0.0
+
+
+def test_sensitivity_names_the_latency_terms() -> None:
+    plan = make_plan(LLAMA, PlanRequest(gpus=2048, global_batch=1024, tp=8, pp=4))
+    names = {s.input for s in sensitivities(LLAMA, H100, plan, step_time(LLAMA, H100, plan).step_s)}
+    assert {"inter-node latency", "intra-node latency", "HBM efficiency"} <= names

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.profiles.specs import GB, HardwareSpec, LinkSpec
 
@@ -32,26 +33,9 @@ class GroupShape:
         """The link the group's collectives run on: NVLink inside a node; across nodes, the k NICs (rails) of the
         group's k members per node in parallel, capped by NVLink (`rails`), and 1/oversubscription of that where
         the group spans pods (`[pod]` in the profile)."""
-        span = self.size * self.stride
-        if span <= hardware.gpus_per_node:
+        if self.size * self.stride <= hardware.gpus_per_node:
             return hardware.intra_node
-        k = self.rails(hardware.gpus_per_node)
-        inter, intra = hardware.inter_node, hardware.intra_node
-        achievable = min(
-            k * inter.achievable_bytes_per_s, intra.achievable_bytes_per_s if k > 1 else math.inf
-        )
-        pod = hardware.pod
-        if pod is not None and span > pod.gpus:
-            achievable /= pod.oversubscription
-        if k == 1 and achievable == inter.achievable_bytes_per_s:
-            return inter
-        return inter.model_copy(
-            update={
-                "name": f"{inter.name} × {k} rails",
-                "bandwidth_gb_per_s": achievable / GB,
-                "efficiency": 1.0,
-            }
-        )
+        return _across_nodes(self, hardware)
 
     def rails(self, gpus_per_node: int) -> int:
         """Members of the group in one node, each with its own NIC: a ring across nodes runs that many channels,
@@ -60,6 +44,22 @@ class GroupShape:
         if self.stride >= gpus_per_node:
             return 1
         return max(1, min(self.size, gpus_per_node // self.stride))
+
+
+@lru_cache(maxsize=1024)
+def _across_nodes(group: GroupShape, hardware: HardwareSpec) -> LinkSpec:
+    """`GroupShape.link` for a group that spans nodes (remembered: a search asks for the same few often)."""
+    k = group.rails(hardware.gpus_per_node)
+    inter, intra = hardware.inter_node, hardware.intra_node
+    achievable = min(k * inter.achievable_bytes_per_s, intra.achievable_bytes_per_s if k > 1 else math.inf)
+    pod = hardware.pod
+    if pod is not None and group.size * group.stride > pod.gpus:
+        achievable /= pod.oversubscription
+    if k == 1 and achievable == inter.achievable_bytes_per_s:
+        return inter
+    return inter.model_copy(
+        update={"name": f"{inter.name} × {k} rails", "bandwidth_gb_per_s": achievable / GB, "efficiency": 1.0}
+    )
 
 
 def tp_group(t: int) -> GroupShape:

@@ -36,11 +36,9 @@ def _eff(hw: HardwareSpec, field: str, k: float) -> HardwareSpec:
     return hw.with_efficiency(**{field: value})
 
 
-def _link(hw: HardwareSpec, tier: str, k: float) -> HardwareSpec:
+def _link(hw: HardwareSpec, tier: str, k: float, field: str = "bandwidth_gb_per_s") -> HardwareSpec:
     link: LinkSpec = getattr(hw, tier)
-    return hw.model_copy(
-        update={tier: link.model_copy(update={"bandwidth_gb_per_s": link.bandwidth_gb_per_s * k})}
-    )
+    return hw.model_copy(update={tier: link.model_copy(update={field: getattr(link, field) * k})})
 
 
 INPUTS: tuple[tuple[str, Callable[[HardwareSpec, float], HardwareSpec]], ...] = (
@@ -50,6 +48,8 @@ INPUTS: tuple[tuple[str, Callable[[HardwareSpec, float], HardwareSpec]], ...] = 
     ("kernel overhead", lambda hw, k: _eff(hw, "kernel_overhead_us", k)),
     ("intra-node bandwidth", lambda hw, k: _link(hw, "intra_node", k)),
     ("inter-node bandwidth", lambda hw, k: _link(hw, "inter_node", k)),
+    ("inter-node latency", lambda hw, k: _link(hw, "inter_node", k, "latency_us")),
+    ("intra-node latency", lambda hw, k: _link(hw, "intra_node", k, "latency_us")),
 )
 
 

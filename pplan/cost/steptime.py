@@ -30,8 +30,8 @@ Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer
   shard, at the HBM rate; with a distributed
   optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
   `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r).
-Breakdown on the busiest rank (the one that sets the bubble): compute + exposed TP + bubble + exposed P2P +
-exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
+Breakdown on the busiest rank (the one that sets the bubble): compute + recompute (the forward work re-run in the
+backward, with the collectives it repeats) + exposed TP + bubble + exposed P2P + exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
 rest of that rank's idle time.
 Bound: end_r ≥ head_r + busy_r and makespan ≥ max_r (head_r + busy_r + tail_r) (pplan.schedules.bounds), so
 step ≥ max(makespan bound, max_r (head_r + busy_r + exposed DP_r)) + the same optimizer term.
@@ -66,7 +66,7 @@ PyTorch's `clip_grad_norm_` and `zero_grad`)."""
 class StepTime:
     step_s: float
     breakdown_s: dict[str, float]
-    """compute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
+    """compute, recompute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
     tokens_per_s: float
     model_tflops_per_gpu: float
     """Model FLOPs, the attention scores counted over the full s×s matrix (the non-causal convention)."""
@@ -222,12 +222,13 @@ def step_time(
     step_s = pipeline_end + opt_s
 
     busiest = max(range(plan.pp), key=lambda r: tl.busy_per_rank[r])
-    tp_s = 0.0
+    tp_s = recompute_s = 0.0
     for s in plan.stages_of(busiest):
         t = times[s % n_chunks]
-        tp_busy = sum(x for n, x in (*t.f, *t.i, *t.w) if n == "tp-comm")
-        tp_s += tp_busy * plan.microbatches_per_stage
-    compute_s = tl.busy_per_rank[busiest] - tp_s
+        items = (*t.f, *t.i, *t.w)
+        tp_s += sum(x for n, x in items if n == "tp-comm") * plan.microbatches_per_stage
+        recompute_s += sum(x for n, x in items if n == "recompute") * plan.microbatches_per_stage
+    compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s
     p2p_s = 0.0
     if split_p2p:
         p2p_s = tl.makespan - simulate_plan(model, hw, plan, "analytic", free_hops=True).summary.makespan
@@ -248,6 +249,7 @@ def step_time(
         step_s=step_s,
         breakdown_s={
             "compute": compute_s,
+            "recompute": recompute_s,
             "tp_comm": tp_s,
             "bubble": bubble_s,
             "p2p": p2p_s,

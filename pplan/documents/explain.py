@@ -282,8 +282,9 @@ class PerformanceOut(Out):
     hfu: float
     """Hardware FLOPs utilisation of the BF16 peak (`hardware_tflops_per_gpu`)."""
     breakdown_s: dict[str, float]
-    """On the busiest pipeline rank: compute, tp_comm (exposed tensor-parallel), bubble, p2p (exposed
-    point-to-point), dp_comm (exposed data-parallel), optimizer; sums to step_s."""
+    """On the busiest pipeline rank: compute, recompute (forward work re-run in the backward, with the collectives
+    it repeats), tp_comm (exposed tensor-parallel), bubble, p2p (exposed point-to-point), dp_comm (exposed
+    data-parallel), optimizer; sums to step_s."""
     calibrated: bool
     """Whether the hardware profile's efficiencies were fitted to published runs."""
     train_tokens: float | None
