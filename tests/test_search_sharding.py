@@ -113,3 +113,15 @@ def test_zero_2_within_the_node_is_searched_after_zero_1_within_it_runs_out() ->
         model, slow, replace(got[0].request, zero_stage=2, shard_group=4), with_sensitivity=False
     )
     assert successor.memory.fits
+
+
+def test_a_notch_down_that_needs_less_says_less() -> None:
+    # beside a ZeRO-3 plan keeping its gathered weights, ZeRO-2 can need less memory: the note says "less"
+    from pplan.search.knobs import _verdict
+
+    assert _verdict("ZeRO-2", (int(69.5e9), int(82e9)), int(74.6e9)) == (
+        "ZeRO-2 needs 5.1 GB less, fits (69.5 of 82.0 GB), not faster"
+    )
+    assert _verdict("ZeRO-1", (int(90e9), int(82e9)), int(80e9)).startswith(
+        "ZeRO-1 needs 10.0 GB more, does not"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pplan.cost.memory import rank_param_items
@@ -138,3 +140,16 @@ def test_sensitivity_names_the_latency_terms() -> None:
     plan = make_plan(LLAMA, PlanRequest(gpus=2048, global_batch=1024, tp=8, pp=4))
     names = {s.input for s in sensitivities(LLAMA, H100, plan, step_time(LLAMA, H100, plan).step_s)}
     assert {"inter-node latency", "intra-node latency", "HBM efficiency"} <= names
+
+
+def test_deepspeed_pipeline_engine_reduces_after_the_step() -> None:
+    # DeepSpeed's pipeline engine reduces gradients after the last backward: the same plan exposes what megatron-core
+    # hides, as a plan without --overlap-grad-reduce does
+    req = PlanRequest(gpus=256, global_batch=64, tp=8, pp=4)
+    ds = step_time(LLAMA, H100, make_plan(LLAMA, replace(req, stack="deepspeed")))
+    unoverlapped = step_time(
+        LLAMA, H100, make_plan(LLAMA, replace(req, stack="deepspeed", overlap_grad_reduce=False))
+    )
+    mcore = step_time(LLAMA, H100, make_plan(LLAMA, req))
+    assert ds.breakdown_s["dp_comm"] == pytest.approx(unoverlapped.breakdown_s["dp_comm"])
+    assert ds.breakdown_s["dp_comm"] > mcore.breakdown_s["dp_comm"]

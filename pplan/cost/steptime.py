@@ -152,7 +152,7 @@ def rank_tails(
             syncs[params] = rank_sync(hw, plan, params)
         sync = syncs[params]
         exposed = sync.step_s
-        if plan.overlap_grad_reduce:
+        if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0
             all_window = 0.0
             for s in plan.stages_of(r):

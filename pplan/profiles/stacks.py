@@ -8,7 +8,7 @@ stack with `calibrated = False` reuses them, and pplan marks every prediction fo
 (pplan.cost.uncertainty) instead of pretending to know its speed.
 
 Rules:
-- `fused_bias_dropout_add`, `p2p_scatter_gather`, `weight_copy_bytes`: see the fields.
+- `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `weight_copy_bytes`: see the fields.
 - `tp_backward_overlap`: the backward pass of a column-parallel linear layer (QKV, the MLP's first GEMM) launches its
   tensor-parallel collectives asynchronously and overlaps them with its own GEMMs: under sequence parallelism the
   re-gather of the layer's input with the input-gradient GEMM and the reduce-scatter of the input gradient with the
@@ -41,6 +41,10 @@ class Stack:
     all-gather it over NVLink (Narayanan et al. 2021 §4.1, Megatron-LM's `--scatter-gather-tensors-in-pipeline`, on
     by default in the releases of the calibration runs; with sequence parallelism the message is split anyway). The
     receiving all-gather runs on NVLink at many times the network's rate and is not counted."""
+    overlaps_grad_reduce: bool
+    """Gradient reduction can run in buckets behind the last backward passes when the plan asks for it
+    (`overlap_grad_reduce`): Megatron's `--overlap-grad-reduce`, FSDP2's reduce-scatter per unit; DeepSpeed's
+    pipeline engine reduces after the step's last backward (its `ReduceGrads` instruction)."""
     weight_copy_bytes: int
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
@@ -58,6 +62,7 @@ STACKS: dict[StackName, Stack] = {
         tp_backward_overlap=True,
         fused_bias_dropout_add=True,
         p2p_scatter_gather=True,
+        overlaps_grad_reduce=True,
         weight_copy_bytes=6,
         calibrated=True,
         fitted_to=(
@@ -75,6 +80,7 @@ STACKS: dict[StackName, Stack] = {
         tp_backward_overlap=False,
         fused_bias_dropout_add=False,  # its models (Llama, DeepSeek) have no hidden-state dropout
         p2p_scatter_gather=False,
+        overlaps_grad_reduce=True,
         weight_copy_bytes=0,
         calibrated=False,
         fitted_to=(),
@@ -86,6 +92,7 @@ STACKS: dict[StackName, Stack] = {
         tp_backward_overlap=True,
         fused_bias_dropout_add=True,  # Megatron-LM's fused kernels
         p2p_scatter_gather=False,  # DeepSpeed's pipeline engine sends whole tensors
+        overlaps_grad_reduce=False,
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         calibrated=False,
         fitted_to=(),

@@ -91,6 +91,8 @@ def _verdict(what: str, other: tuple[int, int] | None, need: int) -> str:
         return f"{what} is no valid plan"
     peak, usable = other
     more = (peak - need) / 1e9
+    # a notch down usually needs more; beside a plan keeping ZeRO-3's weights gathered it can need less
+    amount = f"{more:.1f} GB more" if more >= 0 else f"{-more:.1f} GB less"
     if peak > usable:
-        return f"{what} needs {more:.1f} GB more, does not fit ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
-    return f"{what} needs {more:.1f} GB more, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), not faster"
+        return f"{what} needs {amount}, does not fit ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
+    return f"{what} needs {amount}, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), not faster"
