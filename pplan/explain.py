@@ -41,7 +41,7 @@ from pplan.model import activations as act
 from pplan.model.params import params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
-from pplan.profiles.stacks import STACKS
+from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
 
 MAX_TRAIN_TOKENS = 1e18
@@ -372,6 +372,12 @@ def _assumptions(
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"
         )
         out.append(INTERVAL_ASSUMPTION)
+        if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
+            out.append(
+                f"pipeline sends block the sender ({plan.stack}, {plan.kind.name}): each message's time is part of "
+                "the pass that sends it"
+                + (" (--overlap-p2p-comm overlaps them)" if plan.kind.name == "interleaved-1f1b" else "")
+            )
         stack = STACKS[plan.stack]
         out.append(
             f"software stack: {stack.name} ({stack.description}; "

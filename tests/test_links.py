@@ -1,13 +1,19 @@
 """Where collectives run (pplan.cost.links): NVLink inside a node; across nodes on the NICs of the group's members in
 each node (rails), capped by NVLink; 1/oversubscription above a pod; checked against hand derivations and the
-published multi-node bus bandwidth."""
+published multi-node bus bandwidth; and pipeline sends that block the sender where the stack's do."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from pplan.cost.links import GroupShape, all_reduce_s
-from pplan.profiles.catalog import load_hardware
+from pplan.cost.passtime import chunk_pass_times
+from pplan.cost.pipeline import stage_inputs
+from pplan.cost.steptime import step_time
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import PodSpec
 
 A100 = load_hardware("a100-sxm-80gb")
@@ -53,3 +59,36 @@ def test_groups_spanning_pods_share_the_oversubscribed_uplinks() -> None:
     across = GroupShape(768, 8).link(podded)
     assert inside.achievable_bytes_per_s == pytest.approx(H100.inter_node.achievable_bytes_per_s)
     assert across.achievable_bytes_per_s == pytest.approx(H100.inter_node.achievable_bytes_per_s / 7)
+
+
+def test_blocking_sends_are_part_of_the_sending_pass() -> None:
+    # megatron-core's 1F1B waits on each batched send: stage 0's forward ends when its activation has reached
+    # rank 1 (another node at t = 8), stage 1's input gradient when its gradient has reached rank 0; the hop then
+    # costs nothing more. torch.distributed.pipelining (torchtitan) sends asynchronously: the hop costs the message.
+    model = load_model("llama3-8b")
+    req = PlanRequest(gpus=16, global_batch=8, tp=8, pp=2, seq_len=4096)
+    plan = make_plan(model, req)
+    got = stage_inputs(model, H100, plan)
+    times = chunk_pass_times(model, H100, plan)
+    msg = H100.inter_node.latency_s + 4096 * 4096 * 2 / 8 / H100.inter_node.achievable_bytes_per_s
+    assert got.durations.f == pytest.approx((times[0].f_s + msg, times[1].f_s))
+    assert got.durations.i == pytest.approx((times[0].i_s, times[1].i_s + msg))
+    assert got.latency == ((0.0, 0.0), (0.0, 0.0))
+    titan = stage_inputs(model, H100, make_plan(model, replace(req, stack="torchtitan")))
+    assert titan.durations.f == pytest.approx((times[0].f_s, times[1].f_s))
+    assert titan.latency[0][1] == pytest.approx(msg)
+    # the blocked time is reported as P2P, not compute: the breakdown still sums to the step
+    st = step_time(model, H100, plan)
+    assert st.breakdown_s["p2p"] >= plan.num_microbatches * msg
+    assert sum(st.breakdown_s.values()) == pytest.approx(st.step_s)
+
+
+def test_interleaved_sends_block_only_without_overlap() -> None:
+    model = load_model("llama3-8b")
+    req = PlanRequest(gpus=16, global_batch=8, tp=8, pp=2, vp=2, schedule="interleaved-1f1b", seq_len=4096)
+    overlapped = stage_inputs(model, H100, make_plan(model, req))
+    blocking = stage_inputs(model, H100, make_plan(model, replace(req, overlap_p2p_comm=False)))
+    assert overlapped.latency[0][1] > 0.0
+    assert blocking.latency[0][1] == 0.0
+    assert not isinstance(blocking.durations.f, float) and not isinstance(overlapped.durations.f, float)
+    assert sum(blocking.durations.f) > sum(overlapped.durations.f)

@@ -93,6 +93,13 @@ def explain(
     overlap_param_gather: Annotated[
         bool, typer.Option(help="Distributed optimizer's parameter all-gather behind the next forward.")
     ] = True,
+    overlap_p2p_comm: Annotated[
+        bool,
+        typer.Option(
+            help="megatron-core's interleaved schedule overlaps its pipeline sends (--no-overlap-p2p-comm: they "
+            "block the sender, Megatron's --no-overlap-p2p-communication)."
+        ),
+    ] = True,
     shard_group: Annotated[
         int | None,
         typer.Option(
@@ -155,6 +162,7 @@ def explain(
         offload_modules=parse_offload_modules(offload_modules),
         shard_group=shard_group,
         reshard_after_forward=reshard_after_forward,
+        overlap_p2p_comm=overlap_p2p_comm,
         stack=stack or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None),
     )
     model_spec = load_model(model)

@@ -248,6 +248,8 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--shard-group {req.shard_group}")
     if not req.reshard_after_forward:
         args.append("--no-reshard-after-forward")
+    if not req.overlap_p2p_comm:
+        args.append("--no-overlap-p2p-comm")
     if req.stack != DEFAULT_STACK:
         args.append(f"--stack {req.stack}")
     return " ".join(args)

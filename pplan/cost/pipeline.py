@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Literal
 
 from pplan.cost.comm import p2p_message_bytes
@@ -30,6 +31,7 @@ from pplan.model import activations as act
 from pplan.plan.configuration import Plan, Shape
 from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.stacks import blocks_p2p
 from pplan.schedules import ScheduleFamily
 from pplan.schedules.periodic import in_flight_profile, summarise
 from pplan.schedules.timeline import Durations, RunSummary
@@ -61,19 +63,45 @@ class PipelineRun:
 
 
 def stage_inputs(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> StageInputs:
-    """Analytic pass times per virtual stage and P2P message times between ranks."""
+    """Analytic pass times per virtual stage and P2P message times between ranks. Where the stack sends blocking
+    (`pplan.profiles.stacks.blocks_p2p`) a stage's forward ends only when its activation has reached the next rank,
+    and its input-gradient pass when its gradient has reached the previous one: each message's time is part of the
+    sending pass (`blocking_sends`), and the hop itself then costs nothing more."""
     times = chunk_pass_times(model, hardware, plan)
     of_stage = plan.stage_chunks
-    msg = p2p_message_bytes(model, plan)
+    latency = stage_inputs_latency(model, hardware, plan)
+    f = [times[c].f_s for c in of_stage]
+    i = [times[c].i_s for c in of_stage]
+    if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
+        for s, (fs, is_) in enumerate(blocking_sends(plan, latency)):
+            f[s] += fs
+            i[s] += is_
+        latency = tuple(tuple(0.0 for _ in row) for row in latency)
     return StageInputs(
         times,
-        Durations(
-            f=tuple(times[c].f_s for c in of_stage),
-            i=tuple(times[c].i_s for c in of_stage),
-            w=tuple(times[c].w_s for c in of_stage),
-        ),
-        _latency(hardware, plan.tp, plan.cp, plan.dp, plan.pp, msg),
+        Durations(f=tuple(f), i=tuple(i), w=tuple(times[c].w_s for c in of_stage)),
+        latency,
     )
+
+
+def stage_inputs_latency(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan
+) -> tuple[tuple[float, ...], ...]:
+    """Seconds of one P2P message from rank a to rank b of `plan`'s pipeline."""
+    return _latency(hardware, plan.tp, plan.cp, plan.dp, plan.pp, p2p_message_bytes(model, plan))
+
+
+def blocking_sends(plan: Plan, latency: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, float], ...]:
+    """Per virtual stage, the seconds its forward and its input-gradient pass spend sending to another rank: the
+    forward to the next stage of each chain it is on, the input gradient to the previous one."""
+    place = plan.placement
+    out = [[0.0, 0.0] for _ in place]
+    for chain in plan.chains:
+        for a, b in pairwise(chain):
+            if place[a] != place[b]:
+                out[a][0] += latency[place[a]][place[b]]
+                out[b][1] += latency[place[b]][place[a]]
+    return tuple((x, y) for x, y in out)
 
 
 @lru_cache(maxsize=4096)
@@ -225,10 +253,17 @@ def simulate_plan(
         summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
         return PipelineRun(summary, duration_model, None, peaks)
     inputs = stage_inputs(model, hardware, plan)
+    durations = inputs.durations
+    if free_hops:  # no P2P time at all: nor in the hops, nor in blocking sends
+        of_stage = plan.stage_chunks
+        times = inputs.chunk_times
+        durations = Durations(
+            f=tuple(times[c].f_s for c in of_stage),
+            i=tuple(times[c].i_s for c in of_stage),
+            w=durations.w,
+        )
     latency = 0.0 if free_hops else inputs.latency
-    summary = _summary(
-        plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
-    )
+    summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, durations, latency)
     return PipelineRun(summary, duration_model, inputs.chunk_times, peaks)
 
 

@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
 from pplan.cost.passtime import PassTimes, chunk_pass_times
-from pplan.cost.pipeline import PipelineRun, simulate_plan, stage_inputs
+from pplan.cost.pipeline import PipelineRun, blocking_sends, simulate_plan, stage_inputs, stage_inputs_latency
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.profiles.stacks import STACKS
+from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.bounds import makespan_lower_bound
 
 ADAM_BYTES_PER_PARAM = 24
@@ -228,11 +228,15 @@ def step_time(
         items = (*t.f, *t.i, *t.w)
         tp_s += sum(x for n, x in items if n == "tp-comm") * plan.microbatches_per_stage
         recompute_s += sum(x for n, x in items if n == "recompute") * plan.microbatches_per_stage
-    compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s
-    p2p_s = 0.0
+    sends_s = 0.0  # blocking sends (pplan.cost.pipeline.blocking_sends) are in the busy time: they are P2P
+    if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
+        sends = blocking_sends(plan, stage_inputs_latency(model, hw, plan))
+        sends_s = sum(sum(sends[s]) for s in plan.stages_of(busiest)) * plan.microbatches_per_stage
+    compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s - sends_s
+    p2p_s = sends_s
     if split_p2p:
         p2p_s = tl.makespan - simulate_plan(model, hw, plan, "analytic", free_hops=True).summary.makespan
-    bubble_s = tl.makespan - tl.busy_per_rank[busiest] - p2p_s
+    bubble_s = tl.makespan - (tl.busy_per_rank[busiest] - sends_s) - p2p_s
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
     causal_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch, causal=True)

@@ -192,6 +192,10 @@ def _memory_args(plan: Plan) -> list[str]:
         args.append("--grad-reduce-in-bf16")
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
+    if plan.kind.name == "interleaved-1f1b" and not plan.overlap_p2p_comm:
+        args.append(
+            "--no-overlap-p2p-communication"
+        )  # megatron-core overlaps the interleaved sends by default
     if plan.overlap_param_gather and plan.zero_stage >= 1:
         args.append("--overlap-param-gather")  # the gather of sharded parameters: ZeRO-1 and above only
     return args

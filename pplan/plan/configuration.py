@@ -146,6 +146,9 @@ class PlanRequest:
     (FSDP2's `reshard_after_forward=True`); False keeps the rank's gathered weights from forward to backward."""
     stack: StackName = DEFAULT_STACK
     """The software stack the plan runs on (pplan.profiles.stacks): what it overlaps, how far it is calibrated."""
+    overlap_p2p_comm: bool = True
+    """Megatron's interleaved schedule overlaps its pipeline sends with the next chunk's passes (megatron-core's
+    default; `--no-overlap-p2p-communication` turns it off and the sends block, pplan.profiles.stacks)."""
 
     @property
     def recompute_label(self) -> str:
@@ -242,6 +245,8 @@ class Plan:
     """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward."""
     stack: StackName = DEFAULT_STACK
     """The software stack (pplan.profiles.stacks)."""
+    overlap_p2p_comm: bool = True
+    """Megatron's interleaved schedule overlaps its pipeline sends (else they block, pplan.profiles.stacks)."""
 
     @property
     def gpus(self) -> int:
@@ -525,6 +530,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         shard_group=shard_group,
         reshard_after_forward=req.reshard_after_forward,
         stack=req.stack,
+        overlap_p2p_comm=req.overlap_p2p_comm,
     )
 
 

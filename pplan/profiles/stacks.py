@@ -8,7 +8,8 @@ stack with `calibrated = False` reuses them, and pplan marks every prediction fo
 (pplan.cost.uncertainty) instead of pretending to know its speed.
 
 Rules:
-- `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `weight_copy_bytes`: see the fields.
+- `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `p2p_blocking`, `weight_copy_bytes`: see
+  the fields.
 - `tp_backward_overlap`: the backward pass of a column-parallel linear layer (QKV, the MLP's first GEMM) launches its
   tensor-parallel collectives asynchronously and overlaps them with its own GEMMs: under sequence parallelism the
   re-gather of the layer's input with the input-gradient GEMM and the reduce-scatter of the input gradient with the
@@ -45,6 +46,12 @@ class Stack:
     """Gradient reduction can run in buckets behind the last backward passes when the plan asks for it
     (`overlap_grad_reduce`): Megatron's `--overlap-grad-reduce`, FSDP2's reduce-scatter per unit; DeepSpeed's
     pipeline engine reduces after the step's last backward (its `ReduceGrads` instruction)."""
+    p2p_blocking: tuple[str, ...]
+    """Schedule families whose pipeline sends block the sending rank until they complete (and `"*"`: all): Megatron's
+    1F1B batches each send with its receive and waits on both (`batch_p2p_comm`, then `torch.cuda.synchronize()`,
+    megatron/core/pipeline_parallel/p2p_communication.py); its interleaved schedule overlaps them with the next
+    chunk's passes unless `--no-overlap-p2p-communication` (`overlap_p2p_comm`). DeepSpeed's pipeline engine sends
+    and receives with blocking calls. torch.distributed.pipelining posts them asynchronously."""
     weight_copy_bytes: int
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
@@ -63,6 +70,7 @@ STACKS: dict[StackName, Stack] = {
         fused_bias_dropout_add=True,
         p2p_scatter_gather=True,
         overlaps_grad_reduce=True,
+        p2p_blocking=("1f1b",),
         weight_copy_bytes=6,
         calibrated=True,
         fitted_to=(
@@ -81,6 +89,7 @@ STACKS: dict[StackName, Stack] = {
         fused_bias_dropout_add=False,  # its models (Llama, DeepSeek) have no hidden-state dropout
         p2p_scatter_gather=False,
         overlaps_grad_reduce=True,
+        p2p_blocking=(),
         weight_copy_bytes=0,
         calibrated=False,
         fitted_to=(),
@@ -93,6 +102,7 @@ STACKS: dict[StackName, Stack] = {
         fused_bias_dropout_add=True,  # Megatron-LM's fused kernels
         p2p_scatter_gather=False,  # DeepSpeed's pipeline engine sends whole tensors
         overlaps_grad_reduce=False,
+        p2p_blocking=("*",),
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         calibrated=False,
         fitted_to=(),
@@ -112,3 +122,12 @@ def overlaps_tp_backward(stack: StackName, splits_backward: bool) -> bool:
     """Whether a layer's backward hides its column-parallel collectives (`tp_backward_overlap`; not when the
     schedule runs the weight gradient apart)."""
     return STACKS[stack].tp_backward_overlap and not splits_backward
+
+
+def blocks_p2p(stack: StackName, schedule: str, overlap_p2p_comm: bool) -> bool:
+    """Whether the stack's pipeline sends block the sender under `schedule` (`p2p_blocking`; megatron-core's
+    interleaved schedule too when `overlap_p2p_comm` is off)."""
+    rule = STACKS[stack].p2p_blocking
+    if "*" in rule or schedule in rule:
+        return True
+    return stack == "megatron-core" and schedule == "interleaved-1f1b" and not overlap_p2p_comm

@@ -120,6 +120,7 @@ def _request(
         grad_dtype=assumed.get("grad_dtype", "fp32"),
         overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
         overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
+        overlap_p2p_comm=bool(assumed.get("overlap_p2p_comm", True)),
         stack=stack,
     )
 
