@@ -254,6 +254,8 @@ def _plan_out(plan: Plan) -> PlanOut:
         shard_group=plan.shard_group,
         shard_replicas=plan.shard_replicas,
         reshard_after_forward=plan.reshard_after_forward,
+        stack=plan.stack,
+        overlap_p2p_comm=plan.overlap_p2p_comm,
     )
 
 

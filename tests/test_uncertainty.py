@@ -122,3 +122,13 @@ def test_profiles_carry_the_calibration_the_public_runs_give() -> None:
             {**figures, "schedules": tuple(figures["schedules"]), "stacks": tuple(figures["stacks"])},
             abs=0.0015,
         ), name
+
+
+def test_stack_follows_the_launcher_and_shows_in_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_pplan(capsys, "explain", "--json").json()
+    assert doc["plan"]["stack"] == "megatron-core"
+    doc = run_pplan(capsys, "explain", "--json", "--stack", "torchtitan").json()
+    assert doc["plan"]["stack"] == "torchtitan"
+    assert [x["axis"] for x in doc["performance"]["extrapolation"]][-1] == "stack"
+    bad = run_pplan(capsys, "explain", "--stack", "jax")
+    assert bad.code == 2 and "--stack" in bad.err

@@ -94,6 +94,10 @@ class PlanOut(Out):
     reshard_after_forward: bool = True
     """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward; false
     keeps the rank's whole weights gathered from forward to backward (one all-gather per micro-batch)."""
+    stack: str = "megatron-core"
+    """The software stack whose overlap and fusion rules the step time applies (pplan.profiles.stacks)."""
+    overlap_p2p_comm: bool = True
+    """megatron-core's interleaved schedule overlaps its pipeline sends (false: they block the sender)."""
 
 
 class BytesPerParamOut(Out):

@@ -8,8 +8,8 @@ stack with `calibrated = False` reuses them, and pplan marks every prediction fo
 (pplan.cost.uncertainty) instead of pretending to know its speed.
 
 Rules:
-- `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `p2p_blocking`, `weight_copy_bytes`: see
-  the fields.
+- `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `p2p_blocking`,
+  `p2p_blocking_without_overlap`, `weight_copy_bytes`: see the fields.
 - `tp_backward_overlap`: the backward pass of a column-parallel linear layer (QKV, the MLP's first GEMM) launches its
   tensor-parallel collectives asynchronously and overlaps them with its own GEMMs: under sequence parallelism the
   re-gather of the layer's input with the input-gradient GEMM and the reduce-scatter of the input gradient with the
@@ -52,6 +52,9 @@ class Stack:
     megatron/core/pipeline_parallel/p2p_communication.py); its interleaved schedule overlaps them with the next
     chunk's passes unless `--no-overlap-p2p-communication` (`overlap_p2p_comm`). DeepSpeed's pipeline engine sends
     and receives with blocking calls. torch.distributed.pipelining posts them asynchronously."""
+    p2p_blocking_without_overlap: tuple[str, ...]
+    """Schedule families whose sends block only when the plan turns their overlap off (`overlap_p2p_comm`):
+    megatron-core's interleaved 1F1B (`--no-overlap-p2p-communication`)."""
     weight_copy_bytes: int
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
@@ -71,6 +74,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_scatter_gather=True,
         overlaps_grad_reduce=True,
         p2p_blocking=("1f1b",),
+        p2p_blocking_without_overlap=("interleaved-1f1b",),
         weight_copy_bytes=6,
         calibrated=True,
         fitted_to=(
@@ -90,6 +94,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_scatter_gather=False,
         overlaps_grad_reduce=True,
         p2p_blocking=(),
+        p2p_blocking_without_overlap=(),
         weight_copy_bytes=0,
         calibrated=False,
         fitted_to=(),
@@ -103,6 +108,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_scatter_gather=False,  # DeepSpeed's pipeline engine sends whole tensors
         overlaps_grad_reduce=False,
         p2p_blocking=("*",),
+        p2p_blocking_without_overlap=(),
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         calibrated=False,
         fitted_to=(),
@@ -127,7 +133,7 @@ def overlaps_tp_backward(stack: StackName, splits_backward: bool) -> bool:
 def blocks_p2p(stack: StackName, schedule: str, overlap_p2p_comm: bool) -> bool:
     """Whether the stack's pipeline sends block the sender under `schedule` (`p2p_blocking`; megatron-core's
     interleaved schedule too when `overlap_p2p_comm` is off)."""
-    rule = STACKS[stack].p2p_blocking
-    if "*" in rule or schedule in rule:
+    record = STACKS[stack]
+    if "*" in record.p2p_blocking or schedule in record.p2p_blocking:
         return True
-    return stack == "megatron-core" and schedule == "interleaved-1f1b" and not overlap_p2p_comm
+    return schedule in record.p2p_blocking_without_overlap and not overlap_p2p_comm
