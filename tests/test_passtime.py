@@ -3,9 +3,12 @@ the backward's tensor-parallel overlap, the memory-bound bytes and what recomput
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pplan.cost.passtime import layer_pass_times, tp_backward
+from pplan.cost.passtime import layer_gemms_s, layer_pass_times, tp_backward
+from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
@@ -148,3 +151,36 @@ def test_full_recompute_repeats_the_forward_and_its_collectives() -> None:
     full = layer_pass_times(GPT22, A100, _t4("full").shape)
     assert dict(full.i)["recompute"] == pytest.approx(base.f_s, rel=1e-12)
     assert full.i_s - base.i_s == pytest.approx(base.f_s, rel=1e-12)
+
+
+def test_tp_comm_overlap_hides_each_collective_behind_its_gemm() -> None:
+    # Llama 3 70B at t = 8, s = 8192, SP: each all-gather / reduce-scatter of 8192 × 8192 × 2 bytes runs behind
+    # the GEMM it feeds or follows; the forward exposes Σ max(0, collective − GEMM) over QKV, projection, MLP
+    # first and second GEMMs, the backward the same over the six backward collectives.
+    model = load_model("llama3-70b")
+    req = PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=8192)
+    plain = make_plan(model, req)
+    over = make_plan(model, replace(req, tp_comm_overlap=True))
+    link = H100.intra_node
+    gather = 7 * link.latency_s + 7 / 8 * 8192 * 8192 * 2 / link.achievable_bytes_per_s
+    gemms = layer_gemms_s(model, H100, over.shape)
+    assert dict(layer_pass_times(model, H100, over.shape).f)["tp-comm"] == pytest.approx(
+        sum(max(0.0, gather - g) for g in gemms)
+    )
+    back = sum(max(0.0, gather - g) for g in (gemms[1], gemms[3])) + sum(
+        2 * max(0.0, gather - g) for g in (gemms[0], gemms[2])
+    )
+    assert tp_backward(model, H100, over.shape).exposed_s == pytest.approx(back)
+    assert dict(layer_pass_times(model, H100, plain.shape).f)["tp-comm"] == pytest.approx(4 * gather)
+
+
+def test_tp_comm_overlap_needs_a_stack_that_can_and_sequence_parallelism() -> None:
+    model = load_model("llama3-8b")
+    req = PlanRequest(gpus=8, global_batch=8, tp=8, tp_comm_overlap=True)
+    with pytest.raises(ConfigError, match="deepspeed"):
+        make_plan(model, replace(req, stack="deepspeed"))
+    with pytest.raises(ConfigError, match="sequence parallelism"):
+        make_plan(model, replace(req, sequence_parallel=False))
+    assert not make_plan(
+        model, replace(req, tp=1, gpus=1, global_batch=1)
+    ).tp_comm_overlap  # nothing to overlap

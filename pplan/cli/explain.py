@@ -28,6 +28,7 @@ from pplan.cli.options import (
     RecomputeOpt,
     SeqLenOpt,
     StackOpt,
+    TpCommOverlapOpt,
     defaulted,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
@@ -115,6 +116,7 @@ def explain(
         ),
     ] = True,
     stack: StackOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = False,
     train_tokens: Annotated[
         float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
     ] = None,
@@ -163,6 +165,7 @@ def explain(
         shard_group=shard_group,
         reshard_after_forward=reshard_after_forward,
         overlap_p2p_comm=overlap_p2p_comm,
+        tp_comm_overlap=tp_comm_overlap,
         stack=stack or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None),
     )
     model_spec = load_model(model)

@@ -45,6 +45,14 @@ GradDtypeOpt = Annotated[
     GradDtype, typer.Option("--grad-dtype", help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")
 ]
 RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", help="Activation recomputation.")]
+TpCommOverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--tp-comm-overlap",
+        help="Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core "
+        "--tp-comm-overlap, torchtitan async TP; needs sequence parallelism).",
+    ),
+]
 StackOpt = Annotated[
     StackName | None,
     typer.Option(

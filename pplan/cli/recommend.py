@@ -27,6 +27,7 @@ from pplan.cli.options import (
     RecomputeModulesOpt,
     SeqLenOpt,
     StackOpt,
+    TpCommOverlapOpt,
     comma_list,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
@@ -133,6 +134,7 @@ def recommend(
     ] = 0.0,
     launcher: Annotated[Launcher | None, typer.Option(help="Keep only what this launcher can run.")] = None,
     stack: StackOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = False,
     max_extrapolation: Annotated[
         int | None,
         typer.Option(
@@ -167,6 +169,7 @@ def recommend(
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
         stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
+        tp_comm_overlap=tp_comm_overlap,
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
@@ -250,6 +253,8 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append("--no-reshard-after-forward")
     if not req.overlap_p2p_comm:
         args.append("--no-overlap-p2p-comm")
+    if req.tp_comm_overlap and req.tp > 1:
+        args.append("--tp-comm-overlap")
     if req.stack != DEFAULT_STACK:
         args.append(f"--stack {req.stack}")
     return " ".join(args)

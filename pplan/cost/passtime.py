@@ -141,11 +141,51 @@ def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> f
     """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
     if plan.tp == 1:
         return 0.0
-    buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
     link = tp_group(plan.tp).link(hw)
     if plan.sequence_parallel:
-        return 2 * all_gather_s(link, buffer, plan.tp)
-    return all_reduce_s(link, buffer, plan.tp)
+        return 2 * all_gather_s(link, _tp_buffer(model, plan), plan.tp)
+    return all_reduce_s(link, _tp_buffer(model, plan), plan.tp)
+
+
+def layer_gemms_s(
+    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting
+) -> tuple[float, float, float, float]:
+    """Seconds of a layer's QKV, output projection, MLP first (gate and up) and second GEMMs on one GPU in the
+    forward; each one's input-gradient and weight-gradient GEMMs take the same (+ one kernel overhead each)."""
+    gemm_rate, _, _, overhead = _rates(hw)
+    fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
+    matrices = 3 if model.mlp == "swiglu" else 2
+    mlp = fl.get("mlp")
+    parts = (
+        fl.get("attention/qkv"),
+        fl.get("attention/proj"),
+        mlp * (matrices - 1) / matrices,
+        mlp / matrices,
+    )
+    return (
+        parts[0] / plan.tp / gemm_rate + overhead,
+        parts[1] / plan.tp / gemm_rate + overhead,
+        parts[2] / plan.tp / gemm_rate + overhead,
+        parts[3] / plan.tp / gemm_rate + overhead,
+    )
+
+
+def tp_forward_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
+    """The forward's exposed tensor-parallel collectives of one layer: both collective pairs, or with the stack's
+    TP overlap (`tp_comm_overlap`; under sequence parallelism) each all-gather pipelined with the column-parallel
+    GEMM it feeds (QKV, the MLP's first) and each reduce-scatter with the row-parallel GEMM it follows (the
+    projection, the MLP's second): Σ max(0, collective − its GEMM) (Wang et al. 2022, "Overlap communication with
+    dependent computation via decomposition"; Transformer Engine's userbuffers; PyTorch's async TP)."""
+    whole = 2 * tp_collective_s(model, hw, plan)
+    if not plan.tp_comm_overlap or plan.tp == 1:
+        return whole
+    gather = all_gather_s(tp_group(plan.tp).link(hw), _tp_buffer(model, plan), plan.tp)
+    return sum(max(0.0, gather - g) for g in layer_gemms_s(model, hw, plan))
+
+
+def _tp_buffer(model: ModelSpec, plan: LayerSetting) -> float:
+    """Bytes of one tensor-parallel collective's whole buffer: the micro-batch's q·b·h BF16 activations."""
+    return plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,26 +210,30 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
       re-gathers its sequence-sharded input behind its input-gradient GEMM and reduce-scatters the input gradient
       behind its weight-gradient GEMM: exposed all-gather + max(0, all-gather − dgrad_X) + max(0, reduce-scatter −
       wgrad_X) (the reduce-scatter moves the all-gather's volume).
-    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one kernel overhead."""
+    With the stack's full TP overlap (`tp_comm_overlap`) the row-parallel all-gathers also run behind the input
+    gradient GEMMs of the projection and the MLP's second GEMM: every one of the six is exposed only where it
+    outlasts its GEMM.
+    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one kernel overhead (`layer_gemms_s`)."""
     if plan.tp == 1:
         return TpBackward(0.0, 0.0)
     whole = 2 * tp_collective_s(model, hw, plan)
+    link = tp_group(plan.tp).link(hw)
+    gemms = layer_gemms_s(model, hw, plan)
+    if plan.tp_comm_overlap:  # every collective behind a GEMM of the same pass (sequence parallel)
+        gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
+        row = sum(max(0.0, gather - g) for g in (gemms[1], gemms[3]))  # output gradients' all-gathers: dgrad
+        column = sum(2 * max(0.0, gather - g) for g in (gemms[0], gemms[2]))  # re-gather: dgrad; RS: wgrad
+        return TpBackward(row + column, 6 * gather - row - column)
     if not overlaps_tp_backward(plan.stack, plan.splits_backward):
         return TpBackward(whole, 0.0)
-    gemm_rate, _, _, overhead = _rates(hw)
-    fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
-    matrices = 3 if model.mlp == "swiglu" else 2
-    column = (fl.get("attention/qkv"), fl.get("mlp") * (matrices - 1) / matrices)
-    grad_gemm = [x / plan.tp / gemm_rate + overhead for x in column]
-    buffer = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
-    link = tp_group(plan.tp).link(hw)
+    grad_gemm = (gemms[0], gemms[2])
     if plan.sequence_parallel:
-        gather = all_gather_s(link, buffer, plan.tp)
+        gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
         exposed = sum(gather + 2 * max(0.0, gather - g) for g in grad_gemm)
-        return TpBackward(exposed, 3 * len(column) * gather - exposed)
-    reduce = all_reduce_s(link, buffer, plan.tp)
+        return TpBackward(exposed, 3 * len(grad_gemm) * gather - exposed)
+    reduce = all_reduce_s(link, _tp_buffer(model, plan), plan.tp)
     exposed = sum(max(0.0, reduce - g) for g in grad_gemm)
-    return TpBackward(exposed, len(column) * reduce - exposed)
+    return TpBackward(exposed, len(grad_gemm) * reduce - exposed)
 
 
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
@@ -243,6 +287,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     softmax_bytes, softmax_bwd_bytes = per_score[0] * scores, per_score[1] * scores
     tp_coll = tp_collective_s(model, hw, plan)
     tp_back = tp_backward(model, hw, plan).exposed_s
+    tp_fwd = tp_forward_s(model, hw, plan)
     cp_step = 0.0
     if plan.cp > 1:
         kv_bytes = 2 * tokens * model.kv_heads * model.head_size * 2 / t
@@ -259,7 +304,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         if elem:
             out.append(("memory-bound", elem / hbm_rate + ELEMENTWISE_KERNELS[kind] * overhead))
         if kind != "W" and tp_coll:
-            out.append(("tp-comm", 2 * tp_coll if kind == "F" else tp_back))
+            out.append(("tp-comm", tp_fwd if kind == "F" else tp_back))
         if kind != "W" and cp_step:
             rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
             exposed = rounds * cp_step - dict(out).get("attention", 0.0)

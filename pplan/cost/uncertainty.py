@@ -8,7 +8,8 @@ published = predicted / (1 + e), the measured step of a plan like those runs lie
     [step / (1 + e_hi), step / (1 + e_lo)]
 for 80 % of them. A plan outside the envelope gets one named reason per axis it leaves (`Extrapolation`): the tensor,
 pipeline or context parallel degree, context parallelism across nodes, the ZeRO stage, the model size, the sequence
-length, the GPU count, the schedule family, the software stack, or a GPU type with no calibrated run. Each reason
+length, the GPU count, the schedule family, overlapped tensor-parallel collectives, the software stack, or a GPU
+type with no calibrated run. Each reason
 widens both ends by `WIDENING_PER_REASON` of the step: there is no data off the envelope to say by how much, so
 this is an assumption, stated where the interval is printed. A GPU type without `[calibration]` starts from
 ±`UNCALIBRATED_BAND`, also assumed.
@@ -40,7 +41,7 @@ class Extrapolation:
     """One axis on which a plan lies outside the runs pplan was calibrated on."""
 
     axis: str
-    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, stack, GPU."""
+    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, TP overlap, stack, GPU."""
     detail: str
     """The plan's value against the calibrated range, in words."""
 
@@ -66,7 +67,7 @@ def extrapolations(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[Extr
     """Every axis on which `plan` lies outside `hw`'s calibrated envelope (module docstring), in a fixed order."""
     return envelope_misses(
         model, hw, tp=plan.tp, pp=plan.pp, cp=plan.cp, zero_stage=plan.zero_stage, seq_len=plan.seq_len,
-        gpus=plan.gpus, schedule=plan.kind.name, stack=plan.stack,
+        gpus=plan.gpus, schedule=plan.kind.name, stack=plan.stack, tp_comm_overlap=plan.tp_comm_overlap,
     )  # fmt: skip
 
 
@@ -82,6 +83,7 @@ def envelope_misses(
     gpus: int,
     schedule: str,
     stack: StackName,
+    tp_comm_overlap: bool = False,
 ) -> tuple[Extrapolation, ...]:
     """`extrapolations` from the fields it reads (what the search knows of a configuration before its plan)."""
     cal = hw.calibration
@@ -124,6 +126,10 @@ def envelope_misses(
     if schedule not in cal.schedules:
         out.append(
             Extrapolation("schedule", f"{schedule}; the calibration runs use {', '.join(cal.schedules)}")
+        )
+    if tp_comm_overlap:
+        out.append(
+            Extrapolation("TP overlap", "no calibration run overlapped its tensor-parallel collectives")
         )
     if stack not in cal.stacks or not STACKS[stack].calibrated:
         out.append(

@@ -131,13 +131,20 @@ def _refusal(
     shard_group: int | None = None,
     cp: int = 1,
     reshard_after_forward: bool = True,
+    tp_comm_overlap: bool = False,
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
     `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
     hybrid-sharding group S (None: all d·cp), `cp` its context-parallel size, `reshard_after_forward` ZeRO-3's
-    resharding."""
+    resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs."""
     launcher = launcher_name(launcher)
+    if tp_comm_overlap and launcher != "megatron":
+        return _Refusal(
+            f"{launcher}: async tensor parallelism not emitted",
+            "--tp-comm-overlap: pplan writes no torchtitan async-TP and compile settings",
+            "drop --tp-comm-overlap, or set parallelism.enable_async_tensor_parallel and compile yourself",
+        )
     kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
     if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
@@ -320,6 +327,7 @@ def request_unsupported_reason(
         req.shard_group,
         req.cp,
         req.reshard_after_forward,
+        req.tp_comm_overlap and req.tp > 1,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -342,6 +350,7 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.shard_group,
         plan.cp,
         plan.reshard_after_forward,
+        plan.tp_comm_overlap,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Literal, Protocol, get_args
 from pplan.errors import ConfigError
 from pplan.plan.layout import Layout, make_layout
 from pplan.profiles.specs import MAX_SEQ, ModelSpec
-from pplan.profiles.stacks import DEFAULT_STACK, StackName
+from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
 
@@ -66,6 +66,8 @@ class LayerSetting(Protocol):
     def stack(self) -> StackName: ...
     @property
     def splits_backward(self) -> bool: ...
+    @property
+    def tp_comm_overlap(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,8 @@ class Shape:
     """The software stack (pplan.profiles.stacks): what it overlaps and fuses."""
     splits_backward: bool = False
     """The schedule runs the weight gradient (W) apart from the input gradient (I)."""
+    tp_comm_overlap: bool = False
+    """Every tensor-parallel collective runs behind the GEMM it feeds or follows (pplan.profiles.stacks)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -99,7 +103,7 @@ class Shape:
                 (
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
-                    self.offload_modules, self.stack, self.splits_backward,
+                    self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap,
                 )
             ),
         )  # fmt: skip
@@ -149,6 +153,9 @@ class PlanRequest:
     overlap_p2p_comm: bool = True
     """Megatron's interleaved schedule overlaps its pipeline sends with the next chunk's passes (megatron-core's
     default; `--no-overlap-p2p-communication` turns it off and the sends block, pplan.profiles.stacks)."""
+    tp_comm_overlap: bool = False
+    """Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core's
+    `--tp-comm-overlap`, torchtitan's async TP; needs sequence parallelism; pplan.profiles.stacks)."""
 
     @property
     def recompute_label(self) -> str:
@@ -247,6 +254,8 @@ class Plan:
     """The software stack (pplan.profiles.stacks)."""
     overlap_p2p_comm: bool = True
     """Megatron's interleaved schedule overlaps its pipeline sends (else they block, pplan.profiles.stacks)."""
+    tp_comm_overlap: bool = False
+    """Tensor-parallel collectives overlap the GEMMs they feed or follow (effective: asked for and t > 1)."""
 
     @property
     def gpus(self) -> int:
@@ -272,7 +281,7 @@ class Plan:
             Shape(
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
-                self.offload_modules, self.stack, self.kind.splits_backward,
+                self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap,
             ),
         )  # fmt: skip
 
@@ -438,6 +447,21 @@ def _check_pipeline(kind: ScheduleFamily, p: int, m: int, per_microbatch: int) -
         )
 
 
+def _check_tp_comm_overlap(req: PlanRequest) -> None:
+    """Overlapping the tensor-parallel collectives needs a stack that can, and sequence parallelism (both
+    megatron-core's userbuffers and torchtitan's async TP overlap all-gathers and reduce-scatters)."""
+    if STACKS[req.stack].tp_comm_overlap is None:
+        raise ConfigError(
+            "--tp-comm-overlap", f"the {req.stack} stack does not overlap tensor-parallel collectives with GEMMs",
+            "drop --tp-comm-overlap or use --stack megatron-core",
+        )  # fmt: skip
+    if not req.sequence_parallel:
+        raise ConfigError(
+            "--tp-comm-overlap", "overlaps the all-gathers and reduce-scatters of sequence parallelism",
+            "drop --no-sequence-parallel or --tp-comm-overlap",
+        )  # fmt: skip
+
+
 def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     """Validate `req` against `model` and derive d, m, v and the layer layout."""
     kind = schedule_family(req.schedule)
@@ -461,6 +485,8 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             f"sequence parallelism splits the {seq_len // cp} tokens per context rank over t={t}, which does not divide",
             "choose a sequence length divisible by t·cp, or --no-sequence-parallel",
         )
+    if req.tp_comm_overlap and t > 1:
+        _check_tp_comm_overlap(req)
     model_parallel = t * p * cp
     if req.gpus % model_parallel:
         lower = req.gpus // model_parallel * model_parallel
@@ -531,6 +557,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         reshard_after_forward=req.reshard_after_forward,
         stack=req.stack,
         overlap_p2p_comm=req.overlap_p2p_comm,
+        tp_comm_overlap=req.tp_comm_overlap and t > 1,
     )
 
 

@@ -9,7 +9,7 @@ stack with `calibrated = False` reuses them, and pplan marks every prediction fo
 
 Rules:
 - `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `p2p_blocking`,
-  `p2p_blocking_without_overlap`, `weight_copy_bytes`: see the fields.
+  `p2p_blocking_without_overlap`, `tp_comm_overlap`, `weight_copy_bytes`: see the fields.
 - `tp_backward_overlap`: the backward pass of a column-parallel linear layer (QKV, the MLP's first GEMM) launches its
   tensor-parallel collectives asynchronously and overlaps them with its own GEMMs: under sequence parallelism the
   re-gather of the layer's input with the input-gradient GEMM and the reduce-scatter of the input gradient with the
@@ -55,6 +55,10 @@ class Stack:
     p2p_blocking_without_overlap: tuple[str, ...]
     """Schedule families whose sends block only when the plan turns their overlap off (`overlap_p2p_comm`):
     megatron-core's interleaved 1F1B (`--no-overlap-p2p-communication`)."""
+    tp_comm_overlap: str | None
+    """How the stack overlaps every tensor-parallel collective with the GEMM it feeds or follows, when the plan asks
+    for it (`tp_comm_overlap`), or None where it cannot: Transformer Engine's userbuffers in megatron-core
+    (`--tp-comm-overlap`), async tensor parallelism under torch.compile in torchtitan."""
     weight_copy_bytes: int
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
@@ -75,6 +79,7 @@ STACKS: dict[StackName, Stack] = {
         overlaps_grad_reduce=True,
         p2p_blocking=("1f1b",),
         p2p_blocking_without_overlap=("interleaved-1f1b",),
+        tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
         weight_copy_bytes=6,
         calibrated=True,
         fitted_to=(
@@ -95,6 +100,7 @@ STACKS: dict[StackName, Stack] = {
         overlaps_grad_reduce=True,
         p2p_blocking=(),
         p2p_blocking_without_overlap=(),
+        tp_comm_overlap="async tensor parallelism (parallelism.enable_async_tensor_parallel, with compile)",
         weight_copy_bytes=0,
         calibrated=False,
         fitted_to=(),
@@ -109,6 +115,7 @@ STACKS: dict[StackName, Stack] = {
         overlaps_grad_reduce=False,
         p2p_blocking=("*",),
         p2p_blocking_without_overlap=(),
+        tp_comm_overlap=None,
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         calibrated=False,
         fitted_to=(),

@@ -163,7 +163,7 @@ class Query:
         """One layer's F, B = I + W and F + I + W, and the output layer's F + I + W, in seconds."""
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
         )  # fmt: skip
         layer = layer_pass_times(self.model, self.hw, shape)
         out = output_pass_times(self.model, self.hw, shape)
@@ -206,7 +206,7 @@ class Query:
     def _misses(self, t: int, p: int, cp: int, zero: int, schedule: str) -> tuple[Extrapolation, ...]:
         return envelope_misses(
             self.model, self.hw, tp=t, pp=p, cp=cp, zero_stage=zero, seq_len=self.seq, gpus=self.req.gpus,
-            schedule=schedule, stack=self.req.stack,
+            schedule=schedule, stack=self.req.stack, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
         )  # fmt: skip
 
     def first_partial(self, c: Candidate) -> Candidate | None:

@@ -119,6 +119,8 @@ class SearchRequest:
     one gather per micro-batch instead of two) where resharding fits."""
     stack: StackName = DEFAULT_STACK
     """The software stack the plans run on (pplan.profiles.stacks)."""
+    tp_comm_overlap: bool = False
+    """Plans with t > 1 overlap their tensor-parallel collectives with their GEMMs (the stack's switch)."""
     max_extrapolation: int | None = None
     """Keep only configurations outside the calibrated envelope on at most this many axes
     (pplan.cost.uncertainty; 0: inside it); None keeps all, marked."""
@@ -239,7 +241,7 @@ class Candidate:
             recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
-            stack=req.stack,
+            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap,
         )  # fmt: skip
 
     @property
