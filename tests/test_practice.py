@@ -33,3 +33,16 @@ def test_the_512_gpu_nvidia_gpt3_run_ranks_near_the_top() -> None:
 @pytest.mark.acceptance
 def test_nvidia_gpt3_runs_rank_near_the_top() -> None:
     _check_ranks_near_the_top(NVIDIA)
+
+
+def test_practice_skips_per_layer_sets_and_builds_inline_models() -> None:
+    # `validate --practice` walks every set: a per-layer set has no configuration to search for, and the README
+    # table's models are built from the set's template (regression: both raised KeyError 'model')
+    sets = {s["name"]: s for s in load_published_runs()["sets"]}
+    layer = sets["korthikanti-table4-layer-times"]
+    assert practice_rows(layer, load_model, load_hardware(layer["hardware"])) == []
+    readme = sets["megatron-lm-readme-h100-weak-scaling"]
+    (row,) = practice_rows(
+        {**readme, "rows": readme["rows"][:1]}, load_model, load_hardware(readme["hardware"])
+    )
+    assert row.published.startswith("t=1 p=1")

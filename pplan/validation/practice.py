@@ -23,6 +23,7 @@ from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family
 from pplan.search import SearchRequest, search
+from pplan.validation.published import row_model
 
 TOP = 5
 GAP = 0.05
@@ -89,10 +90,12 @@ def _best_published(
 def practice_rows(
     data: dict[str, Any], load_model: Callable[[str], ModelSpec], hardware: HardwareSpec
 ) -> list[PracticeRow]:
-    rows = []
+    rows: list[PracticeRow] = []
+    if data.get("kind") == "layer":  # one layer's passes: no configuration to search for
+        return rows
     seq = int(data["stated"]["seq_len"])
     for row in data["rows"]:
-        model = load_model(row["model"])
+        model = row_model(data, row, load_model)
         vp = row.get("vp")
         family = megatron_family(vp)
         base = PlanRequest(
