@@ -33,9 +33,13 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         "x",
         "MFU",
     )
+    keep = {"#": 2, "Mtok/s": 6, "x": 1}  # never squeezed away on a narrow terminal
     for col in columns:
         table.add_column(
-            col, justify="left" if col in ("schedule", "rc/Z/g", "t·p·d·v·cp") else "right", no_wrap=True
+            col,
+            justify="left" if col in ("schedule", "rc/Z/g", "t·p·d·v·cp") else "right",
+            no_wrap=True,
+            min_width=keep.get(col),
         )
     for rank, cand in enumerate(result.candidates, 1):
         r = cand.report
