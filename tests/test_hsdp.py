@@ -58,9 +58,11 @@ def test_traffic_within_the_group_and_across_replicas() -> None:
     # t = 8 fills a node: the shard group (8 GPUs, stride 8) and the replicas (stride 64) both cross nodes
     link = H100.inter_node
     bw, lat = link.achievable_bytes_per_s, link.latency_s
-    scatter = 7 * lat + 7 / 8 * grads / bw  # ring reduce-scatter over S = 8
-    gather = 7 * lat + 7 / 8 * weights / bw  # ring all-gather over S = 8
-    across = 2 * 7 * lat + 2 * 7 / 8 * (grads / 8) / bw  # ring all-reduce of the shard over R = 8
+    # each phase in max(buckets, 1) collectives: buckets of max(40M, 1M × 64) parameters, each paying the latency
+    k = math.ceil(params / 64e6)
+    scatter = k * 7 * lat + 7 / 8 * grads / bw  # ring reduce-scatter over S = 8
+    gather = k * 7 * lat + 7 / 8 * weights / bw  # ring all-gather over S = 8
+    across = k * 2 * 7 * lat + 2 * 7 / 8 * (grads / 8) / bw  # ring all-reduce of the shard over R = 8
     sync = rank_sync(H100, plan, params)
     assert sync.last_s == pytest.approx(scatter + gather + across)
     assert sync.step_s == pytest.approx(m * (scatter + 2 * gather) + across)
@@ -74,11 +76,13 @@ def test_a_shard_group_inside_a_node_runs_on_nvlink() -> None:
     params = plan_rank_params(LLAMA8, plan)[0]
     grads = 4 * params
     intra, inter = H100.intra_node, H100.inter_node
-    scatter = 7 * intra.latency_s + 7 / 8 * grads / intra.achievable_bytes_per_s
-    across = 2 * 7 * inter.latency_s + 2 * 7 / 8 * (grads / 8) / inter.achievable_bytes_per_s
+    # ZeRO-1 reduces in Megatron's buckets of max(40M, 1M × 64) parameters: each bucket pays the ring latency
+    calls = math.ceil(params / 64e6)
+    scatter = calls * 7 * intra.latency_s + 7 / 8 * grads / intra.achievable_bytes_per_s
+    across = calls * 2 * 7 * inter.latency_s + 2 * 7 / 8 * (grads / 8) / inter.achievable_bytes_per_s
     sync = rank_sync(H100, plan, params)
     assert sync.step_s == pytest.approx(scatter + across)
-    gather = 7 * intra.latency_s + 7 / 8 * 2 * params / intra.achievable_bytes_per_s
+    gather = calls * 7 * intra.latency_s + 7 / 8 * 2 * params / intra.achievable_bytes_per_s
     assert sync.gather_s == pytest.approx(gather)
 
 
@@ -91,9 +95,10 @@ def test_without_resharding_the_rank_keeps_its_weights_gathered() -> None:
     params = plan_rank_params(LLAMA, plan)[0]
     link = H100.inter_node
     bw, lat = link.achievable_bytes_per_s, link.latency_s
-    scatter = 7 * lat + 7 / 8 * 4 * params / bw
-    gather = 7 * lat + 7 / 8 * 2 * params / bw
-    across = 2 * 7 * lat + 2 * 7 / 8 * (4 * params / 8) / bw
+    k = math.ceil(params / 64e6)  # collectives per phase (buckets of max(40M, 1M × 64) parameters)
+    scatter = k * 7 * lat + 7 / 8 * 4 * params / bw
+    gather = k * 7 * lat + 7 / 8 * 2 * params / bw
+    across = k * 2 * 7 * lat + 2 * 7 / 8 * (4 * params / 8) / bw
     sync = rank_sync(H100, plan, params)
     assert sync.step_s == pytest.approx(
         plan.num_microbatches * (scatter + gather) + across
@@ -163,3 +168,23 @@ def test_launchers() -> None:
         with pytest.raises(ConfigError) as err:
             megatron_args(LLAMA, refused)
         assert err.value.field == "--launcher"
+
+
+def test_zero3_gathers_layer_by_layer_and_each_gather_pays_the_ring_latency() -> None:
+    # ZeRO-3 over d = 2,048 data-parallel GPUs (t = 1): a rank holding 80 layers and the model ends issues 81
+    # all-gathers per forward, each of 2,047 ring steps; the latency alone is 81 × 2,047 × 5 µs ≈ 0.83 s, which
+    # is why hybrid sharding pays at scale
+    plan = make_plan(LLAMA, PlanRequest(gpus=2048, global_batch=2048, zero_stage=3, seq_len=4096))
+    params = plan_rank_params(LLAMA, plan)[0]
+    units = LLAMA.num_layers + 1
+    buckets = math.ceil(
+        params / 2048e6
+    )  # what a bucketed stage would issue: buckets of 1M × 2,048 parameters
+    assert units > buckets
+    bucketed = rank_sync(H100, plan, params, units=1)
+    per_layer = rank_sync(H100, plan, params, units=units)
+    lat = H100.inter_node.latency_s
+    # per micro-batch: a reduce-scatter and two gathers, each with units − buckets more latencies of 2,047 steps
+    extra = plan.num_microbatches * 3 * (units - buckets) * 2047 * lat
+    assert per_layer.step_s - bucketed.step_s == pytest.approx(extra)
+    assert units * 2047 * lat == pytest.approx(0.83, rel=0.01)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -52,8 +53,9 @@ def test_exposed_all_reduce_without_overlap_by_hand() -> None:
     per_rank = []
     for r in range(4):
         params = sum(x for _, x in rank_param_items(LLAMA, plan, r))
+        buckets = math.ceil(params / 40e6)  # Megatron's buckets of max(40M, 1M × 8) parameters
         per_rank.append(
-            2 * (n - 1) * ib.latency_us * 1e-6
+            buckets * 2 * (n - 1) * ib.latency_us * 1e-6
             + 2 * (n - 1) / n * params * 4 / (ib.bandwidth_gb_per_s * 1e9 * ib.efficiency)
         )
     tl = st.run.summary

@@ -94,14 +94,17 @@ def message_s(link: LinkSpec, nbytes: float) -> float:
     return link.latency_s + nbytes / link.achievable_bytes_per_s
 
 
-def all_reduce_s(link: LinkSpec, nbytes: float, n: int) -> float:
+def all_reduce_s(link: LinkSpec, nbytes: float, n: int, calls: int = 1) -> float:
+    """Ring all-reduce of `nbytes` in total, issued as `calls` collectives (buckets, layers): each pays the ring's
+    2(n−1) step latencies."""
     if n <= 1:
         return 0.0
-    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.achievable_bytes_per_s
+    return calls * 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.achievable_bytes_per_s
 
 
-def all_gather_s(link: LinkSpec, nbytes: float, n: int) -> float:
-    """All-gather (or reduce-scatter) of a buffer of `nbytes` in total."""
+def all_gather_s(link: LinkSpec, nbytes: float, n: int, calls: int = 1) -> float:
+    """All-gather (or reduce-scatter) of a buffer of `nbytes` in total, issued as `calls` collectives: each pays
+    the ring's n − 1 step latencies."""
     if n <= 1:
         return 0.0
-    return (n - 1) * link.latency_s + (n - 1) / n * nbytes / link.achievable_bytes_per_s
+    return calls * (n - 1) * link.latency_s + (n - 1) / n * nbytes / link.achievable_bytes_per_s

@@ -4,7 +4,9 @@ Also a proven lower bound on the step from the same parts without simulating the
 
 Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer_r + parameter all-gather_r).
 - end_r: rank r's last action in the simulated step (pplan.cost.pipeline, analytic durations and hop times).
-- DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.cost.links): a ring all-reduce
+- DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.cost.links), each phase
+  issued as several collectives that each pay the ring's latency (`sync_calls`: Megatron's buckets for ZeRO-0/1,
+  one per layer for ZeRO-2/3): a ring all-reduce
   of the gradients, or with a distributed optimizer (ZeRO-1) one reduce-scatter at the end of the step. ZeRO-2/3
   keep only a shard of the gradients, so they cannot accumulate the m micro-batches' gradients unsharded: they
   reduce-scatter after every micro-batch's backward (Megatron-FSDP's `no_sync` "for grads shard mode there will
@@ -41,6 +43,7 @@ figure adds recomputation (HFU).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
@@ -102,29 +105,49 @@ class RankSync:
     """The updated parameters' all-gather after the optimizer (ZeRO-1/2)."""
 
 
-def rank_sync(hw: HardwareSpec, plan: Plan, params: float) -> RankSync:
-    """Data-parallel traffic of one rank holding `params` parameters (after TP), per step."""
+def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1) -> RankSync:
+    """Data-parallel traffic of one rank holding `params` parameters (after TP), per step; each phase is issued as
+    the collectives `sync_calls` counts from the rank's `units` (its layers, plus one for the model ends it holds),
+    and each collective pays the ring's latency."""
     n = plan.dp * plan.cp
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
     grads = params * GRAD_BYTES[plan.grad_dtype]
     weights = params * WEIGHT_BYTES
+    calls = sync_calls(plan, params, units)
     if plan.zero_stage == 0:
-        reduce = all_reduce_s(dp_group(plan.tp, plan.cp, plan.dp).link(hw), grads, n)
+        reduce = all_reduce_s(dp_group(plan.tp, plan.cp, plan.dp).link(hw), grads, n, calls)
         return RankSync(reduce, reduce, 0.0)
     s, r = plan.shards, plan.shard_replicas
     link = GroupShape(s, plan.tp).link(hw)  # the shard group: all d·cp GPUs without hybrid sharding
-    across = all_reduce_s(GroupShape(r, plan.tp * s).link(hw), grads / s, r)  # 0 without hybrid sharding
-    scatter = all_gather_s(link, grads, s)  # reduce-scatter: same volume as an all-gather
+    across = all_reduce_s(
+        GroupShape(r, plan.tp * s).link(hw), grads / s, r, calls
+    )  # 0 without hybrid sharding
+    scatter = all_gather_s(link, grads, s, calls)  # reduce-scatter: same volume as an all-gather
     if plan.zero_stage == 1:
-        return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s))
+        return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s, calls))
     m = plan.num_microbatches
     if plan.zero_stage == 2:
-        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s))
-    gather = all_gather_s(link, weights, s)
+        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s, calls))
+    gather = all_gather_s(link, weights, s, calls)
     if not plan.reshard_after_forward:
         return RankSync(scatter + across, m * (scatter + gather) + across, 0.0)
     return RankSync(scatter + gather + across, m * (scatter + 2 * gather) + across, 0.0)
+
+
+DDP_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core's gradient bucket: max(40M, 1M × data-parallel size) parameters (`DistributedDataParallel`'s
+default `bucket_size`, megatron/core/distributed/distributed_data_parallel.py)."""
+
+
+def sync_calls(plan: Plan, params: float, units: int) -> int:
+    """Collectives one data-parallel phase of a rank is issued as: ZeRO-0 and ZeRO-1 reduce in buckets of
+    max(40M, 1M × d·cp) parameters (`DDP_BUCKET_PARAMS`); ZeRO-2 and ZeRO-3 shard per unit (FSDP's layer-by-layer
+    gathers and reduce-scatters, one per transformer layer and one for the model ends: `units`), and never in fewer
+    collectives than those buckets, so that a higher stage never costs less latency than the one below (what the
+    search's ZeRO chain relies on)."""
+    buckets = max(1, math.ceil(params / max(DDP_BUCKET_PARAMS, 1_000_000 * plan.dp * plan.cp)))
+    return max(buckets, units) if plan.zero_stage >= 2 else buckets
 
 
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
@@ -143,14 +166,16 @@ def rank_tails(
     """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
     n_chunks = len(chunk_times)
     out = []
-    syncs: dict[
-        float, RankSync
-    ] = {}  # ranks holding the same parameters sync alike (the middle ranks, mostly)
+    # ranks holding the same parameters and units sync alike (the middle ranks, mostly)
+    syncs: dict[tuple[float, int], RankSync] = {}
     optimizer: dict[float, float] = {}
+    chunks = plan.layout.chunks
     for r, params in enumerate(plan_rank_params(model, plan)):
-        if params not in syncs:
-            syncs[params] = rank_sync(hw, plan, params)
-        sync = syncs[params]
+        held = [chunks[s % len(chunks)] for s in plan.stages_of(r)]
+        units = sum(c.layers for c in held) + any(c.has_embedding or c.has_output for c in held)
+        if (params, units) not in syncs:
+            syncs[params, units] = rank_sync(hw, plan, params, units)
+        sync = syncs[params, units]
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0

@@ -193,7 +193,9 @@ def _memory_args(plan: Plan) -> list[str]:
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if plan.tp_comm_overlap:
-        args.append("--tp-comm-overlap")  # Transformer Engine userbuffers; Megatron asserts sequence parallelism
+        args.append(
+            "--tp-comm-overlap"
+        )  # Transformer Engine userbuffers; Megatron asserts sequence parallelism
     if plan.kind.name == "interleaved-1f1b" and not plan.overlap_p2p_comm:
         args.append(
             "--no-overlap-p2p-communication"
