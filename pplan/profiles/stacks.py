@@ -41,9 +41,8 @@ class Stack:
     """Without sequence parallelism, the t tensor-parallel ranks each send 1/t of a pipeline message and the receivers
     all-gather it over NVLink (Narayanan et al. 2021 §4.1, Megatron-LM's `--scatter-gather-tensors-in-pipeline`, on
     by default in the releases of the calibration runs; with sequence parallelism the message is split anyway). The
-    receiving all-gather runs on NVLink at many times the network's rate and is not counted. Today's megatron-core
-    dropped the option: it matters only for plans without sequence parallelism at t > 1, which `recommend` never
-    proposes, and pplan keeps the rule the calibration runs ran with."""
+    receiving all-gather runs on NVLink at many times the network's rate and is not counted. megatron-core 0.16
+    still does it by default (`--no-scatter-gather-tensors-in-pipeline` turns it off)."""
     overlaps_grad_reduce: bool
     """Gradient reduction can run in buckets behind the last backward passes when the plan asks for it
     (`overlap_grad_reduce`): Megatron's `--overlap-grad-reduce`, FSDP2's reduce-scatter per unit; DeepSpeed's
