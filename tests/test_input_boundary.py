@@ -540,3 +540,22 @@ def test_generated_durations_load_sanely_or_are_refused(tmp_path: Path, changes:
         return
     values = [x for v in (spec.f, spec.b, spec.w) for x in (v if isinstance(v, list) else [v])]
     assert all(0 <= x < math.inf for x in [*values, spec.comm]) and any(values)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("calibration.error_low", 0.5), ("calibration.tp_max", 0), ("host_link.efficiency", 3.0)],
+)
+def test_optional_sections_name_the_bad_field(tmp_path: Path, field: str, value: object) -> None:
+    # `[calibration]`, `[pod]` and `[host_link]` are optional sections: an error inside one still names its field
+    path = _write(tmp_path, _with(H100, field, value))
+    assert _refusal(load_hardware, path).startswith(f"{path}: {field}: ")
+
+
+def test_a_bad_pod_names_its_field(tmp_path: Path) -> None:
+    data = {
+        **_with(H100, "efficiency.matmul", H100.efficiency.matmul),
+        "pod": {"gpus": 0, "oversubscription": 7},
+    }
+    path = _write(tmp_path, data)
+    assert _refusal(load_hardware, path).startswith(f"{path}: pod.gpus: ")

@@ -62,17 +62,22 @@ class PipelineRun:
     peaks: ActivationPeaks
 
 
-def stage_inputs(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> StageInputs:
+def stage_inputs(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan, free_hops: bool = False
+) -> StageInputs:
     """Analytic pass times per virtual stage and P2P message times between ranks. Where the stack sends blocking
     (`pplan.profiles.stacks.blocks_p2p`) a stage's forward ends only when its activation has reached the next rank,
     and its input-gradient pass when its gradient has reached the previous one: each message's time is part of the
-    sending pass (`blocking_sends`), and the hop itself then costs nothing more."""
+    sending pass (`blocking_sends`), and the hop itself then costs nothing more. `free_hops`: no P2P time at all,
+    neither in the hops nor in blocking sends (what separates exposed P2P time from the bubble)."""
     times = chunk_pass_times(model, hardware, plan)
     of_stage = plan.stage_chunks
     latency = stage_inputs_latency(model, hardware, plan)
     f = [times[c].f_s for c in of_stage]
     i = [times[c].i_s for c in of_stage]
-    if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
+    if free_hops:
+        latency = tuple(tuple(0.0 for _ in row) for row in latency)
+    elif blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
         for s, (fs, is_) in enumerate(blocking_sends(plan, latency)):
             f[s] += fs
             i[s] += is_
@@ -252,18 +257,11 @@ def simulate_plan(
     if duration_model == "unit":
         summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
         return PipelineRun(summary, duration_model, None, peaks)
-    inputs = stage_inputs(model, hardware, plan)
-    durations = inputs.durations
-    if free_hops:  # no P2P time at all: nor in the hops, nor in blocking sends
-        of_stage = plan.stage_chunks
-        times = inputs.chunk_times
-        durations = Durations(
-            f=tuple(times[c].f_s for c in of_stage),
-            i=tuple(times[c].i_s for c in of_stage),
-            w=durations.w,
-        )
+    inputs = stage_inputs(model, hardware, plan, free_hops)
     latency = 0.0 if free_hops else inputs.latency
-    summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, durations, latency)
+    summary = _summary(
+        plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
+    )
     return PipelineRun(summary, duration_model, inputs.chunk_times, peaks)
 
 

@@ -169,10 +169,10 @@ def rank_tails(
     # ranks holding the same parameters and units sync alike (the middle ranks, mostly)
     syncs: dict[tuple[float, int], RankSync] = {}
     optimizer: dict[float, float] = {}
-    chunks = plan.layout.chunks
     for r, params in enumerate(plan_rank_params(model, plan)):
-        held = [chunks[s % len(chunks)] for s in plan.stages_of(r)]
-        units = sum(c.layers for c in held) + any(c.has_embedding or c.has_output for c in held)
+        units = (
+            _rank_units(plan, r) if plan.zero_stage >= 2 else 1
+        )  # only sharded units change the call count
         if (params, units) not in syncs:
             syncs[params, units] = rank_sync(hw, plan, params, units)
         sync = syncs[params, units]
@@ -190,6 +190,13 @@ def rank_tails(
         after = optimizer[params] + (0.0 if plan.overlap_param_gather else sync.gather_s)
         out.append(RankTail(exposed, after))
     return tuple(out)
+
+
+def _rank_units(plan: Plan, rank: int) -> int:
+    """The units a ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds."""
+    chunks = plan.layout.chunks
+    held = [chunks[s % len(chunks)] for s in plan.stages_of(rank)]
+    return sum(c.layers for c in held) + any(c.has_embedding or c.has_output for c in held)
 
 
 def plan_tails(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[RankTail, ...]:

@@ -529,12 +529,19 @@ def _walk(spec_type: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[list[
         elif model is not None:
             path.append(part)
             info = model.model_fields.get(part)
-            annotation = info.annotation if info is not None else None
-            model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            model = _section_model(info.annotation if info is not None else None)
             if model is not None:
                 info = None
         # else: a union member's tag (`number`, `list`), not something the user wrote
     return path, info
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The spec a field holds (`LinkSpec`, or the `PodSpec` of an optional `PodSpec | None`), else None."""
+    for member in (annotation, *get_args(annotation)):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return member
+    return None
 
 
 def _allowed(info: FieldInfo | None, name: str) -> str:

@@ -69,13 +69,16 @@ def summary_table(sets: list[ValidationSetOut]) -> Table:
 
 def _error_text(error: float) -> Text:
     """A signed error, coloured by size (green to 5 %, yellow to 10 %, red beyond)."""
-    style = "green" if abs(error) <= 0.05 else "yellow" if abs(error) <= 0.10 else "red"
-    return Text(f"{error:+.1%}", style=style)
+    return Text(f"{error:+.1%}", style=_error_style(error))
+
+
+def _error_style(error: float) -> str:
+    return "green" if abs(error) <= 0.05 else "yellow" if abs(error) <= 0.10 else "red"
 
 
 def _size_text(error: float) -> Text:
     """An absolute error (a mean or a worst), coloured as `_error_text`."""
-    return Text(f"{error:.1%}", style=_error_text(error).style)
+    return Text(f"{error:.1%}", style=_error_style(error))
 
 
 def _marked(error: float, mark: str) -> Text:

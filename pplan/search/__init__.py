@@ -419,6 +419,10 @@ def search(
         for nxt, waiting in chains.release(index):
             push(nxt, waiting)
 
+    def missed(index: int, fit: Fitted) -> None:
+        """`fit` is out of memory: kept among the nearest misses (FP32 twins and sharding variants flagged)."""
+        _miss(result, misses, fit, req.headroom_fraction, index in admitted_fp32 or _variant(fit.candidate))
+
     def resolve(index: int, seed: _PartialSeed) -> Candidate | None:
         """Its least partial recompute that may fit (the others proven out of memory), its FP32 twin
         behind it; None (and what waited on the seed released) when none may."""
@@ -463,13 +467,7 @@ def search(
                 # theirs: they run the same passes), so none is finalised out of order: when it may fit, and keeping
                 # ZeRO-3's gathered weights also when that may take less memory on some rank.
                 if not fit.fits(req.headroom_fraction):
-                    _miss(
-                        result,
-                        misses,
-                        fit,
-                        req.headroom_fraction,
-                        index in admitted_fp32 or _variant(fit.candidate),
-                    )
+                    missed(index, fit)
                     if req.keep_gathered and _keeping_may_cost_less(model, fit.plan):
                         admit(replace(fit.candidate, reshard=False))
                     out_of_memory(
@@ -489,13 +487,7 @@ def search(
                     prefetch.poll()
                 fit = state.fit_exactly(item)
                 if not fit.fits(req.headroom_fraction):
-                    _miss(
-                        result,
-                        misses,
-                        fit,
-                        req.headroom_fraction,
-                        index in admitted_fp32 or _variant(fit.candidate),
-                    )
+                    missed(index, fit)
                     out_of_memory(
                         index, fit.candidate, fit.plan
                     )  # the next ZeRO stage or more recompute may fit
