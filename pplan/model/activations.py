@@ -166,7 +166,18 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "attention/softmax_dropout_output",
     ),
     "layernorm": ("attention/qkv_input", "mlp/fc1_input"),
-    "mlp": ("mlp/fc1_input", "mlp/fc1_output", "mlp/activation_output"),
+    "mlp": (
+        "mlp/fc1_input",
+        "mlp/fc1_output",
+        "mlp/activation_output",
+        "moe/router_probs_fp32",
+        "moe/experts_input",
+        "moe/experts/fc1_output",
+        "moe/experts/activation_output",
+        "moe/experts_output",
+        "moe/shared_experts/fc1_output",
+        "moe/shared_experts/activation_output",
+    ),
 }
 """The itemised tensors each selectively recomputed module no longer keeps (see the module docstring)."""
 
@@ -178,34 +189,82 @@ def _dropped_by(plan: LayerSetting) -> tuple[str, ...]:
 def _itemised_all(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
     """Every tensor a layer keeps without module recomputation (the score path unless flash attention)."""
     qb, t, sp, _ = _dims(model, plan)
-    h, a, g, dh, f = (
-        model.hidden_size,
-        model.num_attention_heads,
-        model.kv_heads,
-        model.head_size,
-        model.ffn_hidden_size,
-    )
+    h, a = model.hidden_size, model.num_attention_heads
+    mla = model.mla
     items: list[tuple[str, int]] = [
         ("attention/norm_input", ACT_BYTES * qb * h // sp),
         ("attention/qkv_input", ACT_BYTES * qb * h // sp),
-        ("attention/q", ACT_BYTES * qb * a * dh // t),
-        ("attention/k", ACT_BYTES * qb * g * dh // t),
-        ("attention/v", ACT_BYTES * qb * g * dh // t),
     ]
+    if mla is None:
+        g, dh = model.kv_heads, model.head_size
+        items += [
+            ("attention/q", ACT_BYTES * qb * a * dh // t),
+            ("attention/k", ACT_BYTES * qb * g * dh // t),
+            ("attention/v", ACT_BYTES * qb * g * dh // t),
+        ]
+        v_dim = dh
+    else:
+        qk, v_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+        if mla.q_lora_rank is not None:
+            items += [
+                ("attention/q_norm_input", ACT_BYTES * qb * mla.q_lora_rank // sp),
+                ("attention/q_up_input", ACT_BYTES * qb * mla.q_lora_rank // sp),
+            ]
+        items += [
+            ("attention/kv_norm_input", ACT_BYTES * qb * mla.kv_lora_rank // sp),
+            ("attention/kv_up_input", ACT_BYTES * qb * mla.kv_lora_rank // sp),
+            ("attention/q", ACT_BYTES * qb * a * qk // t),
+            ("attention/k", ACT_BYTES * qb * a * qk // t),
+            ("attention/v", ACT_BYTES * qb * a * v_dim // t),
+        ]
     if plan.flash_attention:
         items.append(("attention/softmax_lse_fp32", FP32_BYTES * a * qb // t))
     else:
         items.extend(_score_items(model, plan))
-    items.append(("attention/proj_input", ACT_BYTES * qb * a * dh // t))
+    items.append(("attention/proj_input", ACT_BYTES * qb * a * v_dim // t))
     if model.dropout:
         items.append(("attention/dropout_mask", MASK_BYTES * qb * h // sp))
     items.append(("mlp/norm_input", ACT_BYTES * qb * h // sp))
     items.append(("mlp/fc1_input", ACT_BYTES * qb * h // sp))
-    fc1_width = 2 * f if model.mlp == "swiglu" else f
-    items.append(("mlp/fc1_output", ACT_BYTES * qb * fc1_width // t))
-    items.append(("mlp/activation_output", ACT_BYTES * qb * f // t))
+    moe = model.moe
+    if moe is None:
+        items += _mlp_items(model, "mlp", qb, t, model.ffn_hidden_size)
+    else:
+        items += _routed_items(model, plan, qb, sp)
     if model.dropout:
         items.append(("mlp/dropout_mask", MASK_BYTES * qb * h // sp))
+    return items
+
+
+def _mlp_items(model: ModelSpec, name: str, rows: int, divisor: int, width: int) -> list[tuple[str, int]]:
+    """An MLP's fc1 output (SwiGLU: gate and up) and activation output for rows/divisor rows of `width` columns."""
+    fc1_width = 2 * width if model.mlp == "swiglu" else width
+    return [
+        (f"{name}/fc1_output", ACT_BYTES * rows * fc1_width // divisor),
+        (f"{name}/activation_output", ACT_BYTES * rows * width // divisor),
+    ]
+
+
+def _routed_items(model: ModelSpec, plan: LayerSetting, qb: int, sp: int) -> list[tuple[str, int]]:
+    """A routed MLP's saved tensors on one rank (its input is `mlp/fc1_input`, the router's and the shared
+    experts' input; balanced routing): the router's FP32 probabilities (qb/sp × E), the experts' input after
+    dispatch (k·qb/t rows arrive per rank, each row a whole h; etp ranks of one expert each see all its rows),
+    fc1 and activation outputs (f_e/etp wide), and the experts' outputs back on the source rank, which the
+    probability-weighted combine keeps for the gradient of the probabilities (k·qb/sp rows of h); shared experts
+    as a dense MLP of their width split by t."""
+    moe = model.moe
+    assert moe is not None
+    h, t = model.hidden_size, plan.tp
+    rows = qb * moe.top_k * plan.etp  # t × the token copies one rank's experts process
+    f_e = moe.expert_ffn_hidden_size // plan.etp
+    items = [
+        ("moe/router_probs_fp32", FP32_BYTES * qb * moe.num_experts // sp),
+        ("moe/experts_input", ACT_BYTES * rows * h // t),
+        *_mlp_items(model, "moe/experts", rows, t, f_e),
+        ("moe/experts_output", ACT_BYTES * qb * moe.top_k * h // sp),
+    ]
+    if moe.shared_expert_ffn_hidden_size:
+        items += _mlp_items(model, "moe/shared_experts", qb, t, moe.shared_expert_ffn_hidden_size)
     return items
 
 

@@ -68,6 +68,10 @@ class LayerSetting(Protocol):
     def splits_backward(self) -> bool: ...
     @property
     def tp_comm_overlap(self) -> bool: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def etp(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,10 @@ class Shape:
     """The schedule runs the weight gradient (W) apart from the input gradient (I)."""
     tp_comm_overlap: bool = False
     """Every tensor-parallel collective runs behind the GEMM it feeds or follows (pplan.profiles.stacks)."""
+    ep: int = 1
+    """Expert parallel: ranks the routed experts are split over (whole experts)."""
+    etp: int = 1
+    """Expert tensor parallel: ranks each expert's matrices are split over."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -103,7 +111,8 @@ class Shape:
                 (
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
-                    self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap,
+                    self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap, self.ep,
+                    self.etp,
                 )
             ),
         )  # fmt: skip
@@ -156,6 +165,11 @@ class PlanRequest:
     tp_comm_overlap: bool = False
     """Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core's
     `--tp-comm-overlap`, torchtitan's async TP; needs sequence parallelism; pplan.profiles.stacks)."""
+    ep: int = 1
+    """Expert parallel (routed models): the routed experts are split, whole, over ep ranks; Megatron folds them
+    onto the data- and context-parallel ranks (expert data parallel = t·cp·d / (ep·etp))."""
+    etp: int = 1
+    """Expert tensor parallel (routed models): each expert's matrices split over etp ranks."""
 
     @property
     def recompute_label(self) -> str:
@@ -170,6 +184,7 @@ class PlanRequest:
         for flag, value in (
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--micro-batch", self.micro_batch),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--seq-len", self.seq_len), ("--vp", self.vp),
+            ("--ep", self.ep), ("--etp", self.etp),
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
@@ -256,6 +271,16 @@ class Plan:
     """Megatron's interleaved schedule overlaps its pipeline sends (else they block, pplan.profiles.stacks)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlap the GEMMs they feed or follow (effective: asked for and t > 1)."""
+    ep: int = 1
+    """Expert parallel: ranks the routed experts are split over (1 for a dense model)."""
+    etp: int = 1
+    """Expert tensor parallel: ranks each routed expert's matrices are split over."""
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallel: copies of each expert shard among one stage's t·cp·d ranks, t·cp·d / (ep·etp)
+        (megatron-core's expert decomposition of the same ranks)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
     @property
     def gpus(self) -> int:
@@ -281,7 +306,8 @@ class Plan:
             Shape(
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
-                self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap,
+                self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
+                self.etp,
             ),
         )  # fmt: skip
 
@@ -358,6 +384,8 @@ COUNT_LIMITS: dict[str, int] = {
     "--global-batch": 10**12,
     "--micro-batch": 10**6,
     "--tp": 10**7,
+    "--ep": 10**7,
+    "--etp": 10**7,
     "--pp": 10**7,
     "--cp": 10**7,
     "--vp": 10**4,
@@ -406,7 +434,7 @@ def _check_model_split(model: ModelSpec, t: int) -> None:
             f"t={t} does not divide the {g} key/value heads (Megatron needs num_query_groups % t == 0)",
             f"use t in {_divisors_near(g, t)}",
         )
-    if model.ffn_hidden_size % t:
+    if (model.moe is None or model.moe.first_dense_layers) and model.ffn_hidden_size % t:
         raise ConfigError(
             "--tp",
             f"t={t} does not divide ffn_hidden_size={model.ffn_hidden_size}",
@@ -526,7 +554,8 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "--offload-modules", "Korthikanti et al.'s Table 2 has no per-tensor items to offload",
             "use --activation-model itemised, or drop --offload-modules",
         )  # fmt: skip
-    layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers)
+    _check_experts(model, req, t * cp * d)
+    layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers, model)
     _check_pipeline(kind, p, m, per_step)
     recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
     return Plan(
@@ -558,7 +587,45 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         stack=req.stack,
         overlap_p2p_comm=req.overlap_p2p_comm,
         tp_comm_overlap=req.tp_comm_overlap and t > 1,
+        ep=req.ep,
+        etp=req.etp,
     )
+
+
+def _check_experts(model: ModelSpec, req: PlanRequest, stage_ranks: int) -> None:
+    """Expert parallelism's rules, each a one-line ConfigError: a routed model; ep divides the experts and etp
+    the expert width; ep·etp divides one stage's t·cp·d ranks (megatron-core's expert decomposition); tensor
+    parallelism in a routed model needs sequence parallelism (megatron-core asserts it)."""
+    moe = model.moe
+    if moe is None:
+        for flag, value in (("--ep", req.ep), ("--etp", req.etp)):
+            if value > 1:
+                raise ConfigError(
+                    flag,
+                    f"{model.name} has no routed experts to split",
+                    f"drop {flag}, or use a model with [moe]",
+                )
+        return
+    if moe.num_experts % req.ep:
+        raise ConfigError(
+            "--ep", f"ep={req.ep} does not divide the {moe.num_experts} routed experts",
+            f"use ep in {_divisors_near(moe.num_experts, req.ep)}",
+        )  # fmt: skip
+    if moe.expert_ffn_hidden_size % req.etp:
+        raise ConfigError(
+            "--etp", f"etp={req.etp} does not divide the experts' width {moe.expert_ffn_hidden_size}",
+            f"use etp in {_divisors_near(moe.expert_ffn_hidden_size, req.etp)}",
+        )  # fmt: skip
+    if stage_ranks % (req.ep * req.etp):
+        raise ConfigError(
+            "--ep", f"ep·etp = {req.ep * req.etp} does not divide the t·cp·d = {stage_ranks} ranks of a stage",
+            f"use ep·etp in {_divisors_near(stage_ranks, req.ep * req.etp)}",
+        )  # fmt: skip
+    if req.tp > 1 and not req.sequence_parallel:
+        raise ConfigError(
+            "--no-sequence-parallel", "tensor parallelism in a routed model needs sequence parallelism "
+            "(megatron-core asserts it)", "drop --no-sequence-parallel",
+        )  # fmt: skip
 
 
 def check_sharding(zero_stage: int, shard_group: int | None, reshard_after_forward: bool) -> None:

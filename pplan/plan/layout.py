@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pplan.errors import ConfigError
+from pplan.profiles.specs import ModelSpec
 from pplan.schedules.registry import ScheduleFamily
 
 
@@ -27,6 +28,14 @@ class Chunk:
     layers: int
     has_embedding: bool
     has_output: bool
+    dense_layers: int = 0
+    """Of a routed model's `layers`, those with the dense MLP (0 for a dense model, whose layers are all of the
+    one kind its spec describes; pplan.profiles.specs.ModelSpec.dense_layers_in)."""
+
+    @property
+    def routed_layers(self) -> int:
+        """Layers of the model's own kind (routed in a routed model; all of them in a dense one)."""
+        return self.layers - self.dense_layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +101,26 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
 
 @lru_cache(maxsize=8192)
 def make_layout(
-    kind: ScheduleFamily, num_layers: int, p: int, v: int, first: int | None = None, last: int | None = None
+    kind: ScheduleFamily,
+    num_layers: int,
+    p: int,
+    v: int,
+    first: int | None = None,
+    last: int | None = None,
+    model: ModelSpec | None = None,
 ) -> Layout:
-    """The chunks and their placement on ranks for schedule `kind`."""
+    """The chunks and their placement on ranks for schedule `kind`; with a routed `model`, each chunk counts its
+    dense-MLP layers."""
     num_chunks = p if kind.placement == "dual" else p * v
     per_chunk = split_layers(num_layers, num_chunks, first, last)
+    starts = [sum(per_chunk[:i]) for i in range(num_chunks)]
     chunks = tuple(
-        Chunk(i, n, has_embedding=i == 0, has_output=i == num_chunks - 1) for i, n in enumerate(per_chunk)
-    )
+        Chunk(
+            i, n, has_embedding=i == 0, has_output=i == num_chunks - 1,
+            dense_layers=model.dense_layers_in(starts[i], n) if model is not None else 0,
+        )
+        for i, n in enumerate(per_chunk)
+    )  # fmt: skip
     if kind.placement == "loop":
         ranks = tuple(tuple(range(r, num_chunks, p)) for r in range(p))
     elif kind.placement == "v":
