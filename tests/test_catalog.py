@@ -36,10 +36,19 @@ MEGATRON_TABLE_1 = [
     ("gpt-529.6b", 529.6, 128, 20480, 105),
     ("gpt-1t", 1008.0, 160, 25600, 128),
 ]
-MOE_MODELS = {"mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"}
-MODELS = {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "gpt-22b"} | MOE_MODELS | {
-    row[0] for row in MEGATRON_TABLE_1
+MOE_MODELS = {
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "deepseek-v3",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gpt-oss-120b",
 }
+MODELS = (
+    {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "gpt-22b"}
+    | MOE_MODELS
+    | {row[0] for row in MEGATRON_TABLE_1}
+)
 
 
 def _error(call: Callable[..., object], *args: str) -> str:

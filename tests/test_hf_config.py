@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pplan.errors import ProfileError
+from pplan.model.params import total_params
 from pplan.profiles.catalog import load_model
 from pplan.profiles.hf_config import SUPPORTED_MODEL_TYPES, model_spec_from_hf_config
 
@@ -110,6 +111,119 @@ MINITRON_4B: dict[str, Any] = {
     "tie_word_embeddings": False,
 }
 
+# mistralai/Mixtral-8x7B-v0.1: 8 experts of width intermediate_size, top-2, every layer routed, no window.
+MIXTRAL_8X7B: dict[str, Any] = {
+    "architectures": ["MixtralForCausalLM"],
+    "attention_dropout": 0.0,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mixtral",
+    "num_attention_heads": 32,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.02,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
+}
+# Qwen/Qwen3-30B-A3B: 128 experts of width moe_intermediate_size, top-8, every layer routed, q/k norms.
+QWEN3_30B_A3B: dict[str, Any] = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "decoder_sparse_step": 1,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 48,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 768,
+    "norm_topk_prob": True,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+# deepseek-ai/DeepSeek-V3: MLA, 3 dense layers, then 256 routed experts (top-8) and 1 shared, one MTP module.
+DEEPSEEK_V3: dict[str, Any] = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "model_type": "deepseek_v3",
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "topk_method": "noaux_tc",
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
+# openai/gpt-oss-120b: 128 biased experts, top-4 (under both names), sinks, a 128-token window on even layers.
+GPT_OSS_120B: dict[str, Any] = {
+    "architectures": ["GptOssForCausalLM"],
+    "attention_bias": True,
+    "attention_dropout": 0.0,
+    "experts_per_token": 4,
+    "head_dim": 64,
+    "hidden_act": "silu",
+    "hidden_size": 2880,
+    "initial_context_length": 4096,
+    "intermediate_size": 2880,
+    "layer_types": ["sliding_attention", "full_attention"] * 18,
+    "max_position_embeddings": 131072,
+    "model_type": "gpt_oss",
+    "num_attention_heads": 64,
+    "num_experts_per_tok": 4,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 8,
+    "num_local_experts": 128,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 150000,
+    "sliding_window": 128,
+    "swiglu_limit": 7.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 201088,
+}
+
 
 def test_llama3_8b_matches_the_bundled_profile() -> None:
     spec = model_spec_from_hf_config(LLAMA3_8B, "llama3-8b")
@@ -174,7 +288,8 @@ def test_each_family(config: dict[str, Any], expected: dict[str, Any]) -> None:
 
 def test_every_supported_type_is_covered() -> None:
     covered = {
-        c["model_type"] for c in (LLAMA3_8B, MISTRAL_7B, QWEN2_05B, GPT2, NEOX_20B, BLOOM_560M, MINITRON_4B)
+        c["model_type"]
+        for c in (LLAMA3_8B, MISTRAL_7B, QWEN2_05B, GPT2, NEOX_20B, BLOOM_560M, MINITRON_4B, *MOE_CONFIGS)
     }
     assert covered == set(SUPPORTED_MODEL_TYPES)
 
@@ -229,6 +344,7 @@ def test_missing_or_unknown_model_type_lists_the_supported_ones() -> None:
         text = _error(config)
         assert text.startswith("model_type: ")
         assert all(t in text for t in ("llama", "mistral", "qwen2", "gpt2", "gpt_neox", "bloom", "nemotron"))
+        assert all(t in text for t in ("mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss"))
 
 
 def test_missing_key_is_named() -> None:
@@ -277,3 +393,105 @@ def test_a_bad_norm_epsilon_is_refused_naming_the_key(bad: object) -> None:
     with pytest.raises(ProfileError) as caught:
         model_spec_from_hf_config({**LLAMA3_8B, "rms_norm_eps": bad}, "x")
     assert caught.value.field == "rms_norm_eps"
+
+
+# The mixture-of-experts families, each against its bundled profile (written from the same config.json).
+MOE_CONFIGS = (MIXTRAL_8X7B, QWEN3_30B_A3B, DEEPSEEK_V3, GPT_OSS_120B)
+BUNDLED = {
+    "mixtral": "mixtral-8x7b",
+    "qwen3_moe": "qwen3-30b-a3b",
+    "deepseek_v3": "deepseek-v3",
+    "gpt_oss": "gpt-oss-120b",
+}
+TRAINING_LENGTH = {"qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b"}
+"""Bundled profiles whose seq_len is a stated training length, not the config's maximum."""
+
+
+@pytest.mark.parametrize("config", MOE_CONFIGS, ids=lambda config: str(config["model_type"]))
+def test_moe_config_matches_the_bundled_profile(config: dict[str, Any]) -> None:
+    bundled = load_model(BUNDLED[config["model_type"]])
+    spec = model_spec_from_hf_config(config, bundled.name)
+    skipped = {"name", "description", "source"} | ({"seq_len"} if bundled.name in TRAINING_LENGTH else set())
+    assert spec.model_dump(exclude=skipped) == bundled.model_dump(exclude=skipped)
+    assert total_params(spec) == total_params(bundled)
+    assert total_params(spec, mtp=True) == total_params(bundled, mtp=True)
+    assert spec.seq_len == config["max_position_embeddings"]  # the config's maximum, uncapped
+
+
+def test_moe_fields_of_each_family() -> None:
+    mixtral = model_spec_from_hf_config(MIXTRAL_8X7B, "m")
+    assert mixtral.moe is not None and (mixtral.moe.num_experts, mixtral.moe.top_k) == (8, 2)
+    assert mixtral.sliding_window is None and "8 experts (top 2)" in mixtral.description
+    qwen = model_spec_from_hf_config(QWEN3_30B_A3B, "q")
+    assert qwen.qk_norm and qwen.head_size == 128 and qwen.moe is not None
+    assert (qwen.moe.expert_ffn_hidden_size, qwen.moe.shared_expert_ffn_hidden_size) == (768, 0)
+    deepseek = model_spec_from_hf_config(DEEPSEEK_V3, "d")
+    assert deepseek.mla is not None and deepseek.mla.q_lora_rank == 1536
+    assert (deepseek.num_kv_heads, deepseek.head_dim, deepseek.mtp_layers) == (None, None, 1)
+    assert deepseek.moe is not None and not deepseek.moe.router_bias
+    assert [deepseek.is_moe_layer(i) for i in range(5)] == [False, False, False, True, True]
+    oss = model_spec_from_hf_config(GPT_OSS_120B, "g")
+    assert (oss.sliding_window, oss.sliding_window_layers, oss.attention_sinks) == (128, "alternate", True)
+    assert (oss.qkv_bias, oss.linear_bias) == (True, True)
+    assert oss.moe is not None and oss.moe.router_bias
+
+
+def test_mixtral_sliding_window_covers_every_layer() -> None:
+    spec = model_spec_from_hf_config(MIXTRAL_8X7B | {"sliding_window": 4096}, "m")
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4096, "all")
+
+
+def test_gpt_oss_layer_types() -> None:
+    full = model_spec_from_hf_config(GPT_OSS_120B | {"layer_types": ["full_attention"] * 36}, "g")
+    assert full.sliding_window is None
+    every = model_spec_from_hf_config(GPT_OSS_120B | {"layer_types": ["sliding_attention"] * 36}, "g")
+    assert (every.sliding_window, every.sliding_window_layers) == (128, "all")
+    # GptOssConfig's default is the alternating pattern, windowed from layer 0.
+    default = model_spec_from_hf_config({k: v for k, v in GPT_OSS_120B.items() if k != "layer_types"}, "g")
+    assert default.sliding_window_layers == "alternate"
+    # The earliest configs name experts per token `experts_per_token` only.
+    older = {k: v for k, v in GPT_OSS_120B.items() if k != "num_experts_per_tok"}
+    assert model_spec_from_hf_config(older, "g").moe == model_spec_from_hf_config(GPT_OSS_120B, "g").moe
+
+
+def test_deepseek_without_query_compression_or_mtp() -> None:
+    # DeepSeek-V2-Lite's config has "q_lora_rank": null; a config without num_nextn_predict_layers has no MTP.
+    config = {k: v for k, v in DEEPSEEK_V3.items() if k != "num_nextn_predict_layers"} | {"q_lora_rank": None}
+    spec = model_spec_from_hf_config(config, "d")
+    assert spec.mla is not None and spec.mla.q_lora_rank is None
+    assert spec.mtp_layers == 0
+
+
+def _refused(config: dict[str, Any]) -> ProfileError:
+    with pytest.raises(ProfileError) as info:
+        model_spec_from_hf_config(config, "m")
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        (QWEN3_30B_A3B | {"decoder_sparse_step": 2}, "decoder_sparse_step"),
+        (QWEN3_30B_A3B | {"mlp_only_layers": [0, 1]}, "mlp_only_layers"),
+        (QWEN3_30B_A3B | {"use_sliding_window": True, "sliding_window": 4096}, "use_sliding_window"),
+        (GPT_OSS_120B | {"layer_types": ["full_attention", "sliding_attention"] * 18}, "layer_types"),
+        (GPT_OSS_120B | {"layer_types": ["sliding_attention"] * 35}, "layer_types"),
+        (GPT_OSS_120B | {"experts_per_token": 2}, "experts_per_token"),
+        (GPT_OSS_120B | {"sliding_window": None}, "sliding_window"),
+        (GPT_OSS_120B | {"attention_bias": False}, "attention_bias"),
+        ({k: v for k, v in GPT_OSS_120B.items() if k != "head_dim"}, "head_dim"),
+        ({k: v for k, v in DEEPSEEK_V3.items() if k != "n_routed_experts"}, "n_routed_experts"),
+        ({k: v for k, v in DEEPSEEK_V3.items() if k != "q_lora_rank"}, "q_lora_rank"),
+        ({k: v for k, v in DEEPSEEK_V3.items() if k != "first_k_dense_replace"}, "first_k_dense_replace"),
+        (DEEPSEEK_V3 | {"first_k_dense_replace": 61}, "first_k_dense_replace"),
+        (DEEPSEEK_V3 | {"num_nextn_predict_layers": -1}, "num_nextn_predict_layers"),
+        (DEEPSEEK_V3 | {"attention_bias": True}, "attention_bias"),
+        (DEEPSEEK_V3 | {"num_experts_per_tok": 300}, "num_experts_per_tok"),
+        ({k: v for k, v in MIXTRAL_8X7B.items() if k != "num_key_value_heads"}, "num_key_value_heads"),
+        ({k: v for k, v in MIXTRAL_8X7B.items() if k != "num_local_experts"}, "num_local_experts"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else str(value["model_type"]),
+)
+def test_moe_refusals_name_the_config_key(config: dict[str, Any], field: str) -> None:
+    assert _refused(config).field == field

@@ -40,9 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
 from pplan.model.activations import offloaded_layer
-from pplan.model.flops import layer_flops, logits_flops
+from pplan.model.flops import ATTENTION_CORE, attention_keys, layer_flops, logits_flops
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -155,7 +156,7 @@ def layer_gemms_s(
     gemm_rate, _, _, overhead = _rates(hw)
     fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
     matrices = 3 if model.mlp == "swiglu" else 2
-    mlp = fl.get("mlp")
+    mlp = fl.get("mlp") + fl.get("moe/shared_experts")  # the tensor-parallel MLP of a routed layer: shared
     parts = (
         fl.get("attention/qkv"),
         fl.get("attention/proj"),
@@ -270,16 +271,19 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     gemm = {"F": fl.f, "I": fl.i, "W": fl.w}
     q = plan.seq_len // plan.cp
     tokens = q * plan.micro_batch
-    h, f = model.hidden_size, model.ffn_hidden_size
+    h, f = model.hidden_size, tensor_parallel_mlp_width(model)
     act_tensors = ACTIVATION_TENSORS[model.mlp == "swiglu"]
     inner = tokens * f * 2 / t  # the MLP's inner width is split over t with or without sp
     act_bytes = act_tensors[0] * inner
+    routed = _routed_layer(model, hw, plan, act_tensors)
     dropout = (FUSED_DROPOUT_TENSORS if STACKS[plan.stack].fused_bias_dropout_add else DROPOUT_TENSORS) * (
         model.dropout
     )
     fwd_elem_bytes = (HIDDEN_TENSORS[0] + dropout) * tokens * h * 2 / sp + act_bytes
     bwd_elem_bytes = (HIDDEN_TENSORS[1] + dropout) * tokens * h * 2 / sp + act_tensors[1] * inner
-    core_fraction = 0.5 if plan.flash_attention else 1.0
+    # flash attention skips what a causal mask hides (half of a full score matrix; a window is causal already)
+    keys = attention_keys(model, plan.seq_len)
+    core_fraction = attention_keys(model, plan.seq_len, causal=True) / keys if plan.flash_attention else 1.0
     per_score = (
         (SCORE_BYTES_DROPOUT if model.dropout else SCORE_BYTES) if not plan.flash_attention else (0, 0)
     )
@@ -295,16 +299,25 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
 
     def items(kind: str) -> tuple[tuple[str, float], ...]:
         passf = gemm[kind]
-        mm = sum(passf.get(n) for n in ("attention/qkv", "attention/proj", "mlp")) / t
         core = (passf.get("attention/scores") + passf.get("attention/context")) / t
-        out = [("gemm", mm / gemm_rate + GEMMS_PER_LAYER[kind] * overhead)]
+        mm = sum(n for name, n in passf.items if name not in ATTENTION_CORE and name != "moe/experts") / t
+        out = [("gemm", mm / gemm_rate + gemm_kernels(model) * overhead)]
         if core:
             out.append(("attention", core * core_fraction / attn_rate + 2 * overhead))
+        if routed is not None:
+            out.append(("experts", routed.gemm_s))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
         if elem:
-            out.append(("memory-bound", elem / hbm_rate + ELEMENTWISE_KERNELS[kind] * overhead))
+            kernels = ELEMENTWISE_KERNELS[kind] + (routed.kernels[kind == "I"] if routed is not None else 0)
+            elem += routed.memory_bytes[kind == "I"] if routed is not None else 0.0
+            out.append(("memory-bound", elem / hbm_rate + kernels * overhead))
         if kind != "W" and tp_coll:
             out.append(("tp-comm", tp_fwd if kind == "F" else tp_back))
+        if kind != "W" and routed is not None:
+            a2a = routed.comm.forward_s if kind == "F" else routed.comm.backward_s
+            if plan.expert_comm_overlap:
+                a2a = max(0.0, a2a - sum(x for _, x in out))
+            out.append(("ep-comm", a2a))
         if kind != "W" and cp_step:
             rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
             exposed = rounds * cp_step - dict(out).get("attention", 0.0)
@@ -326,6 +339,52 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w
         )
     return base
+
+
+def tensor_parallel_mlp_width(model: ModelSpec) -> int:
+    """Inner width of the MLP tensor parallelism splits: the dense MLP's, or a routed layer's shared experts'."""
+    if model.moe is None:
+        return model.ffn_hidden_size
+    return model.moe.shared_expert_ffn_hidden_size
+
+
+def gemm_kernels(model: ModelSpec) -> int:
+    """GEMM kernels per pass of one layer, routed experts aside: the attention's projections (QKV and output; MLA:
+    the down- and up-projections and the output) and the MLP's two (fused gate and up, down), or a routed layer's
+    router and its shared experts' two."""
+    mla = model.mla
+    attention = 2 if mla is None else (5 if mla.q_lora_rank is not None else 4)
+    if model.moe is None:
+        return attention + 2
+    return attention + 1 + (2 if model.moe.shared_expert_ffn_hidden_size else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedLayer:
+    """What a routed layer adds per pass (pplan.cost.experts): grouped expert GEMMs, routing bytes and kernels
+    (forward, backward), and the expert all-to-alls."""
+
+    gemm_s: float
+    memory_bytes: tuple[float, float]
+    kernels: tuple[int, int]
+    comm: ExpertComm
+
+
+def _routed_layer(
+    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, act_tensors: tuple[int, int]
+) -> RoutedLayer | None:
+    """A routed layer's expert work per pass (F, I and W each run the experts' GEMMs once); None when dense."""
+    moe = model.moe
+    if moe is None:
+        return None
+    peak = hw.gpu.peak_bf16_tflops * 1e12
+    overhead = hw.efficiency.kernel_overhead_us * 1e-6
+    flops = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f.get("moe/experts") / plan.tp
+    gemm_s = flops / (peak * hw.efficiency.grouped_gemm_fraction) + 2 * overhead
+    inner = expert_rows(model, plan) * moe.expert_ffn_hidden_size / plan.etp * 2
+    routing = routing_bytes(model, plan)
+    memory = (routing[0] + act_tensors[0] * inner, routing[1] + act_tensors[1] * inner)
+    return RoutedLayer(gemm_s, memory, ROUTING_KERNELS, expert_comm(model, hw, plan))
 
 
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:

@@ -72,6 +72,8 @@ class LayerSetting(Protocol):
     def ep(self) -> int: ...
     @property
     def etp(self) -> int: ...
+    @property
+    def expert_comm_overlap(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,8 @@ class Shape:
     """Expert parallel: ranks the routed experts are split over (whole experts)."""
     etp: int = 1
     """Expert tensor parallel: ranks each expert's matrices are split over."""
+    expert_comm_overlap: bool = False
+    """The schedule pairs passes so the expert all-to-all runs behind the other's compute (DualPipe)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -112,7 +116,7 @@ class Shape:
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
                     self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap, self.ep,
-                    self.etp,
+                    self.etp, self.expert_comm_overlap,
                 )
             ),
         )  # fmt: skip
@@ -307,7 +311,7 @@ class Plan:
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
                 self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
-                self.etp,
+                self.etp, self.kind.overlaps_expert_comm,
             ),
         )  # fmt: skip
 
@@ -315,6 +319,11 @@ class Plan:
     def splits_backward(self) -> bool:
         """The schedule runs W apart from I (zero-bubble families)."""
         return self.kind.splits_backward
+
+    @property
+    def expert_comm_overlap(self) -> bool:
+        """The schedule hides the expert all-to-all behind paired passes (DualPipe, DualPipeV)."""
+        return self.kind.overlaps_expert_comm
 
     def recomputed_layers(self, chunk_layers: int) -> int:
         """Layers of a chunk of `chunk_layers` whose whole forward is re-run in the backward (full recompute):

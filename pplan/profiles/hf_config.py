@@ -6,20 +6,31 @@ unless told otherwise; BLOOM's MLP is always 4h). The architecture facts a confi
 norm kind, biases, position embedding) are per family, below. Problems are `ProfileError`s naming the config
 key: a value out of `ModelSpec`'s stated ranges is named by the key it came from (`num_hidden_layers`, not
 `num_layers`).
+
+The mixture-of-experts families (Mixtral, Qwen3-MoE, DeepSeek-V3, GPT-OSS) each have a reader for their routed
+MLP, attention kind and sliding window. Shape numbers are required even where the config class has a default
+(its defaults are one model's values, not a rule); flags and layer patterns take the config class's default,
+each said where it is read. What `ModelSpec` cannot express (Qwen3-MoE's `decoder_sparse_step` > 1, a GPT-OSS
+window pattern other than all or alternate layers) is refused, never approximated.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from pplan.errors import ProfileError
-from pplan.profiles.specs import MlpKind, ModelSpec, NormKind, PositionKind, spec_problems
+from pplan.profiles.specs import MlpKind, ModelSpec, NormKind, PositionKind, SlidingLayers, spec_problems
 
-BiasRule = Literal["config", "qkv-only", "all"]
+BiasRule = Literal["config", "qkv-only", "all", "none"]
+
+Read = tuple[dict[str, Any], dict[str, str]]
+"""What a family's reader found: `ModelSpec` fields, and the config key each came from (dotted field names for
+`[moe]` and `[mla]`), to name the key when the value is out of range."""
 
 
 @dataclass(frozen=True)
@@ -30,9 +41,19 @@ class _Family:
     norm: NormKind
     position: PositionKind
     biases: BiasRule
-    """`config`: from `attention_bias` / `mlp_bias` (default none); `qkv-only`: Qwen2; `all`: GPT-style."""
+    """`config`: from `attention_bias` / `mlp_bias` (default none); `qkv-only`: Qwen2; `all`: GPT-style (QKV
+    from `attention_bias`, default true); `none`: no biases whatever the config says (Mixtral's modeling)."""
     tied_by_default: bool
     """The config class's default for `tie_word_embeddings`."""
+    required: tuple[str, ...] = ()
+    """Keys read as optional for other families that this one's config class defaults to a value `ModelSpec`
+    would not assume (GPT-OSS's `head_dim` 64 is not h / a; Mixtral's `num_key_value_heads` 8 is not a)."""
+    qk_norm: bool = False
+    """Per-head RMSNorm of queries and keys (Qwen3), whatever the config says: it has no key for it."""
+    attention_sinks: bool = False
+    """A learned sink logit per head (GPT-OSS)."""
+    reader: Callable[[dict[str, Any], int], Read] | None = None
+    """Reads the routed MLP, multi-head latent attention and sliding window (config, num_layers)."""
     ffn_defaults_to_4h: bool = False
     """True when the MLP width is 4h unless `n_inner` says otherwise (GPT-2) or always (BLOOM)."""
     always_dropout: bool = False
@@ -40,6 +61,175 @@ class _Family:
     fallback_seq_len: int | None = None
     """A training length to use when the config has no length key at all (BLOOM)."""
 
+
+def _mixtral(config: dict[str, Any], layers: int) -> Read:
+    """Mixtral: every layer routed to `num_local_experts` experts of width `intermediate_size`; a
+    `sliding_window` (null in Mixtral's configs, and MixtralConfig's default) windows every layer."""
+    experts, experts_key = _required_int(config, ("num_local_experts",))
+    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
+    width, width_key = _required_int(config, ("intermediate_size",))
+    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width}
+    fields = {"moe": moe, "sliding_window": _optional_int(config, "sliding_window")}
+    return fields, _moe_keys(experts_key, top_k_key, width_key) | {"sliding_window": "sliding_window"}
+
+
+def _qwen3_moe(config: dict[str, Any], layers: int) -> Read:
+    """Qwen3-MoE: layer i is routed iff i is not in `mlp_only_layers` and (i + 1) % `decoder_sparse_step` == 0
+    (Qwen3MoeDecoderLayer); ModelSpec routes i ≥ first_dense_layers with i % layer_frequency == 0, the same
+    only for step 1 and no MLP-only layers. No shared experts (Qwen2-MoE's `shared_expert_intermediate_size`
+    is not in Qwen3-MoE)."""
+    step = _optional_int(config, "decoder_sparse_step") or 1  # Qwen3MoeConfig's default: 1
+    if step != 1:
+        raise ProfileError(
+            "decoder_sparse_step",
+            f"{step} routes layers i with (i + 1) % {step} == 0, which pplan's [moe] layer_frequency "
+            "(i % frequency == 0) cannot express",
+            "only 1 (every layer routed) is read; write a .toml model profile",
+        )
+    only_mlp = config.get("mlp_only_layers")  # Qwen3MoeConfig's default: none
+    if only_mlp is not None and only_mlp != []:
+        raise ProfileError(
+            "mlp_only_layers",
+            f"dense layers {_shown(only_mlp)} among routed ones cannot be expressed by pplan's [moe]",
+            "only an empty list is read; write a .toml model profile",
+        )
+    if _flag(config, "use_sliding_window", False):  # Qwen3MoeConfig's default: false, `sliding_window` unused
+        raise ProfileError(
+            "use_sliding_window",
+            "true is not read: transformers versions window different layers (from max_window_layers, or all)",
+            "write a .toml model profile with sliding_window",
+        )
+    experts, experts_key = _required_int(config, ("num_experts",))
+    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
+    width, width_key = _required_int(config, ("moe_intermediate_size",))
+    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width}
+    return {"moe": moe}, _moe_keys(experts_key, top_k_key, width_key)
+
+
+def _deepseek_v3(config: dict[str, Any], layers: int) -> Read:
+    """DeepSeek-V3: the first `first_k_dense_replace` layers dense (width `intermediate_size`), then every
+    `moe_layer_freq`-th layer routed to `n_routed_experts` experts of width `moe_intermediate_size` plus
+    `n_shared_experts` shared ones of that width; multi-head latent attention; `num_nextn_predict_layers`
+    multi-token-prediction modules. The router has no trained bias (`e_score_correction_bias` is a buffer)."""
+    if _flag(config, "attention_bias", False):  # DeepseekV3Config's default: false
+        raise ProfileError(
+            "attention_bias",
+            "true puts biases on MLA's down-projections, which pplan's [mla] does not count",
+            "write a .toml model profile",
+        )
+    experts, experts_key = _required_int(config, ("n_routed_experts",))
+    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
+    width, width_key = _required_int(config, ("moe_intermediate_size",))
+    shared = _nullable_int(config, "n_shared_experts") or 0  # null: none (DeepSeek's modeling code)
+    first_dense = _count(config, "first_k_dense_replace")
+    # DeepSeek's DeepseekV3Config defaults moe_layer_freq to 1; transformers' has no such key and routes every
+    # layer from first_k_dense_replace on, the same.
+    frequency = _optional_int(config, "moe_layer_freq") or 1
+    # A config without the key is one written by transformers 4.x's DeepseekV3Config, which had no
+    # multi-token prediction (its model loads no MTP weights): 0 modules. DeepSeek's own configs carry the key.
+    mtp = _count(config, "num_nextn_predict_layers", default=0)
+    moe = {
+        "num_experts": experts,
+        "top_k": top_k,
+        "expert_ffn_hidden_size": width,
+        "shared_expert_ffn_hidden_size": shared * width,
+        "first_dense_layers": first_dense,
+        "layer_frequency": frequency,
+    }
+    mla = {
+        "q_lora_rank": _nullable_int(config, "q_lora_rank"),  # null: queries projected directly from h
+        "kv_lora_rank": _required_int(config, ("kv_lora_rank",))[0],
+        "qk_nope_head_dim": _required_int(config, ("qk_nope_head_dim",))[0],
+        "qk_rope_head_dim": _required_int(config, ("qk_rope_head_dim",))[0],
+        "v_head_dim": _required_int(config, ("v_head_dim",))[0],
+    }
+    # MLA sets the head widths; the config's num_key_value_heads (= num_attention_heads) and head_dim
+    # (= qk_rope_head_dim in transformers) do not apply.
+    fields = {"num_kv_heads": None, "head_dim": None, "moe": moe, "mla": mla, "mtp_layers": mtp}
+    keys = _moe_keys(experts_key, top_k_key, width_key) | {
+        "moe.shared_expert_ffn_hidden_size": "n_shared_experts",
+        "moe.first_dense_layers": "first_k_dense_replace",
+        "moe.layer_frequency": "moe_layer_freq",
+        "mtp_layers": "num_nextn_predict_layers",
+        **{f"mla.{key}": key for key in mla},
+    }
+    return fields, keys
+
+
+_GPT_OSS_TOP_K = ("num_experts_per_tok", "experts_per_token")
+"""GPT-OSS's experts per token; its earliest configs name it `experts_per_token`."""
+
+
+def _gpt_oss(config: dict[str, Any], layers: int) -> Read:
+    """GPT-OSS: every layer routed to `num_local_experts` biased experts of width `intermediate_size` through a
+    biased router; attention with sinks, biases from `attention_bias`, and a `sliding_window` on the layers
+    `layer_types` names `sliding_attention`."""
+    if not _flag(config, "attention_bias", True):  # GptOssConfig's default: true
+        raise ProfileError(
+            "attention_bias",
+            "false leaves the output projection unbiased while the experts keep their biases, which pplan's "
+            "linear_bias cannot express",
+            "write a .toml model profile",
+        )
+    experts, experts_key = _required_int(config, ("num_local_experts",))
+    top_k, top_k_key = _required_int(config, _GPT_OSS_TOP_K)
+    other = _find_int(config, _GPT_OSS_TOP_K[::-1])
+    if other is not None and other[0] != top_k:
+        raise ProfileError(
+            "experts_per_token",
+            f"{other[0]} disagrees with num_experts_per_tok {top_k}",
+            "make them equal, or remove experts_per_token",
+        )
+    width, width_key = _required_int(config, ("intermediate_size",))
+    layers_windowed = _window_layers(config, layers)
+    window = None
+    if layers_windowed is not None:
+        window = _required_int(config, ("sliding_window",))[0]
+    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width, "router_bias": True}
+    fields = {"moe": moe, "sliding_window": window, "sliding_window_layers": layers_windowed or "all"}
+    return fields, _moe_keys(experts_key, top_k_key, width_key) | {"sliding_window": "sliding_window"}
+
+
+def _window_layers(config: dict[str, Any], layers: int) -> SlidingLayers | None:
+    """GPT-OSS's `layer_types` as `ModelSpec.sliding_window_layers`: every layer sliding is `all`, sliding on
+    layers 0, 2, 4, ... and full between is `alternate`, every layer full is None (no window)."""
+    # GptOssConfig's default: sliding_attention on even layers, full_attention on odd ones.
+    kinds = config.get("layer_types")
+    if kinds is None:
+        return "alternate"
+    if not isinstance(kinds, list) or not all(k in ("sliding_attention", "full_attention") for k in kinds):
+        raise ProfileError(
+            "layer_types",
+            f"must be a list of sliding_attention and full_attention, got {_shown(kinds)}",
+            "fix the config",
+        )
+    if len(kinds) != layers:
+        raise ProfileError(
+            "layer_types",
+            f"lists {len(kinds)} layers, and the model has {layers}",
+            "give one entry per layer",
+        )
+    sliding = [kind == "sliding_attention" for kind in kinds]
+    if all(sliding):
+        return "all"
+    if not any(sliding):
+        return None
+    if sliding == [i % 2 == 0 for i in range(layers)]:
+        return "alternate"
+    raise ProfileError(
+        "layer_types",
+        "pplan models a window on every layer or on layers 0, 2, 4, ... only; this pattern is neither",
+        "write a .toml model profile",
+    )
+
+
+def _moe_keys(experts: str, top_k: str, width: str) -> dict[str, str]:
+    return {"moe.num_experts": experts, "moe.top_k": top_k, "moe.expert_ffn_hidden_size": width}
+
+
+_KV_HEADS = ("num_key_value_heads",)
+"""Required of the MoE families: their config classes default it to one model's value (Mixtral 8, Qwen3-MoE 4,
+GPT-OSS 8), not to num_attention_heads as `ModelSpec` would."""
 
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False),
@@ -54,6 +244,24 @@ _FAMILIES: dict[str, _Family] = {
         "gelu", "layernorm", "alibi", "all", True, ffn_defaults_to_4h=True, fallback_seq_len=2048
     ),
     "nemotron": _Family("squared-relu", "layernorm", "rope", "config", tied_by_default=False),
+    # Mixture-of-experts families. Mixtral's attention has no biases whatever the config says.
+    "mixtral": _Family("swiglu", "rmsnorm", "rope", "none", False, _KV_HEADS, reader=_mixtral),
+    # Qwen3-MoE's q/k/v/o biases follow attention_bias (default false), as Llama's; its experts have none.
+    "qwen3_moe": _Family(
+        "swiglu", "rmsnorm", "rope", "config", False, _KV_HEADS, qk_norm=True, reader=_qwen3_moe
+    ),
+    "deepseek_v3": _Family("swiglu", "rmsnorm", "rope", "none", tied_by_default=False, reader=_deepseek_v3),
+    # GPT-OSS: a clamped SwiGLU (the same matrices); biased q/k/v/o projections, experts and router.
+    "gpt_oss": _Family(
+        "swiglu",
+        "rmsnorm",
+        "rope",
+        "all",
+        tied_by_default=False,
+        required=(*_KV_HEADS, "head_dim"),
+        attention_sinks=True,
+        reader=_gpt_oss,
+    ),
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
@@ -88,6 +296,8 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
     hidden, hidden_key = _required_int(config, _HIDDEN)
     heads, heads_key = _required_int(config, _HEADS)
     vocab = _required_int(config, ("vocab_size",))[0]
+    for key in family.required:
+        _required_int(config, (key,))
     kv_heads = _optional_int(config, "num_key_value_heads")
     head_dim = _optional_int(config, "head_dim")
     # The config key each ModelSpec field comes from, to name it when the value is out of range.
@@ -147,7 +357,16 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         "dropout": _dropout(config, family.always_dropout),
         "rope_theta": _optional_number(config, ("rope_theta",)) if family.position == "rope" else None,
         "norm_epsilon": _optional_number(config, _NORM_EPS),
+        "qk_norm": family.qk_norm,
+        "attention_sinks": family.attention_sinks,
     }
+    if family.reader is not None:
+        read, read_keys = family.reader(config, layers)
+        fields.update(read)
+        keys.update(read_keys)
+        moe = read.get("moe")
+        if moe is not None:
+            fields["description"] += f", {moe['num_experts']} experts (top {moe['top_k']})"
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
@@ -199,8 +418,33 @@ def _optional_int(config: dict[str, Any], key: str) -> int | None:
     return None if found is None else found[0]
 
 
+def _nullable_int(config: dict[str, Any], key: str) -> int | None:
+    """A key that must be present, holding a positive integer or null (None)."""
+    if key not in config:
+        raise ProfileError(key, "missing from the config", "add it (null where the model has none)")
+    return _optional_int(config, key)
+
+
+def _count(config: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A whole number from 0 (a layer count); absent: `default`, or an error naming the key without one."""
+    value = config.get(key)
+    if value is None:
+        if default is None:
+            raise ProfileError(
+                key, "missing from the config", "add it, or check that this is a model's config.json"
+            )
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProfileError(
+            key, f"must be a whole number from 0, got {_shown(value)}", "fix the value in the config"
+        )
+    return value
+
+
 def _biases(config: dict[str, Any], rule: BiasRule) -> tuple[bool, bool]:
     """(qkv_bias, linear_bias) for a family's bias rule."""
+    if rule == "none":
+        return False, False
     if rule == "qkv-only":
         return True, False
     if rule == "all":

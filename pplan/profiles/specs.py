@@ -427,6 +427,8 @@ class EfficiencySpec(_Frozen):
     """Fraction of the BF16 peak that large GEMMs reach (10^-9 to 1; fitted by `pplan validate`)."""
     attention: Fraction | None = None
     """Fraction of peak the flash-attention core reaches (10^-9 to 1); defaults to 0.8 × matmul (assumed)."""
+    grouped_gemm: Fraction | None = None
+    """Fraction of peak the routed experts' grouped GEMMs reach (10^-9 to 1); defaults to matmul (assumed)."""
     hbm: Fraction = 0.8
     """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach (10^-9 to 1)."""
     kernel_overhead_us: LatencyUs = 4.0
@@ -437,6 +439,10 @@ class EfficiencySpec(_Frozen):
     @property
     def attention_fraction(self) -> float:
         return self.attention if self.attention is not None else 0.8 * self.matmul
+
+    @property
+    def grouped_gemm_fraction(self) -> float:
+        return self.grouped_gemm if self.grouped_gemm is not None else self.matmul
 
 
 class PodSpec(_Frozen):

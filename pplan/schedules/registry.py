@@ -119,6 +119,9 @@ class ScheduleFamily:
     """Why torchtitan cannot name it (when `torch_class` is None)."""
     fix_not_torch: str = ""
     """What to use instead under torchtitan (when `torch_class` is None)."""
+    overlaps_expert_comm: bool = False
+    """Each forward chunk runs paired with another micro-batch's backward chunk, so one's expert all-to-all runs
+    behind the other's compute (DeepSeek-V3 report §3.2.1: DualPipe's overlapped forward-backward chunk pairs)."""
 
     def __post_init__(self) -> None:
         assert self.megatron != bool(self.why_not_megatron), self.name
@@ -364,6 +367,7 @@ FAMILIES: dict[str, ScheduleFamily] = {
             m_rule="m ≥ 2p",
             torch_class="ScheduleDualPipeV",
             why_not_megatron=_DUALPIPE_NOT_ON_MEGATRON,
+            overlaps_expert_comm=True,
         ),
         ScheduleFamily(
             "dualpipe", "DualPipe (bidirectional)", dualpipe, "dual", 1, 2, True, _dualpipe_bubble, _dualpipe_warmup,
@@ -374,6 +378,7 @@ FAMILIES: dict[str, ScheduleFamily] = {
             why_not_megatron=_DUALPIPE_NOT_ON_MEGATRON,
             why_not_torch="torch has no bidirectional DualPipe (its DualPipeV is the one-direction V variant)",
             fix_not_torch="use --schedule dualpipev",
+            overlaps_expert_comm=True,
         ),
     )
 }  # fmt: skip
