@@ -63,6 +63,12 @@ def explain(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel ranks p.")] = DEFAULT_PP,
     vp: Annotated[int | None, typer.Option(help="Model chunks per pipeline rank v (interleaving).")] = None,
     cp: Annotated[int, typer.Option(help="Context-parallel degree (sequence split).")] = 1,
+    ep: Annotated[
+        int, typer.Option(help="Expert-parallel degree (routed models): experts split over ep ranks.")
+    ] = 1,
+    etp: Annotated[
+        int, typer.Option(help="Expert tensor-parallel degree (routed models): each expert split over etp ranks.")
+    ] = 1,
     micro_batch: Annotated[int, typer.Option(help="Micro-batch size b, in sequences.")] = DEFAULT_MICRO_BATCH,
     schedule: Annotated[
         str,
@@ -146,6 +152,8 @@ def explain(
         pp=pp,
         vp=vp,
         cp=cp,
+        ep=ep,
+        etp=etp,
         schedule=schedule,
         seq_len=seq_len,
         recompute=recompute,

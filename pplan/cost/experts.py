@@ -100,7 +100,9 @@ def expert_comm(model: ModelSpec, hardware: HardwareSpec, plan: LayerSetting) ->
     nbytes = dispatch_bytes(model, plan)
     a2a = all_to_all_s(hardware, ep_group(plan), nbytes)
     gather = 0.0
-    if plan.etp > 1:  # the etp ranks of an expert share their dispatched tokens, and reduce-scatter the outputs
+    if (
+        plan.etp > 1
+    ):  # the etp ranks of an expert share their dispatched tokens, and reduce-scatter the outputs
         gather = 2 * all_gather_s(GroupShape(plan.etp, 1).link(hardware), nbytes * plan.etp, plan.etp)
     per_pass = 2 * a2a + gather
     return ExpertComm(per_pass, per_pass)

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pplan.model import activations as act
-from pplan.model.params import ParamItem, embedding_params, layer_params, output_params, position_table_rows
+from pplan.model.params import (
+    ParamItem,
+    embedding_params,
+    is_expert_item,
+    layer_params,
+    output_params,
+    position_table_rows,
+)
 from pplan.plan.configuration import Plan, Shape
 from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
@@ -55,8 +62,10 @@ class BytesPerParam:
         return self.weights + self.grads + self.optimizer
 
 
-def bytes_per_param(plan: Plan) -> BytesPerParam:
-    n = plan.shards
+def bytes_per_param(plan: Plan, expert: bool = False) -> BytesPerParam:
+    """Bytes per parameter after sharding; routed experts' states shard over the expert data-parallel ranks
+    (`Plan.expert_dp`: megatron-core's distributed optimizer shards expert parameters over their own group)."""
+    n = plan.expert_dp if expert else plan.shards
     z = plan.zero_stage
     grad = GRAD_BYTES[plan.grad_dtype]
     return BytesPerParam(
@@ -174,56 +183,74 @@ def plan_gathered_weights_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]
             math.ceil(params * WEIGHT_BYTES) - math.ceil(params * WEIGHT_BYTES / plan.shards)
             for params in plan_rank_params(model, plan)
         )
-    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
+    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp)
 
 
 @lru_cache(maxsize=4096)
 def _gathered_per_rank(
-    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int, ep: int, etp: int
 ) -> tuple[int, ...]:
-    layer = sum(item.per_tp_rank(t) for item in layer_params(model))
+    layer = sum(item.per_rank(t, ep, etp) for item in layer_params(model))
+    dense = sum(item.per_rank(t, ep, etp) for item in layer_params(model.dense_part))
     out = []
     for held in layout.rank_chunks:
         units: list[float] = []
         for c in held:
             chunk = layout.chunks[c]
-            units += [layer] * min(chunk.layers, 2)
+            units += [layer] * min(chunk.routed_layers, 2) + [dense] * min(chunk.dense_layers, 2)
             if chunk.has_embedding:
-                units.append(sum(i.per_tp_rank(t) for i in embedding_params(model, position_rows)))
+                units.append(sum(i.per_rank(t, ep, etp) for i in embedding_params(model, position_rows)))
             if chunk.has_output:
-                units.append(sum(i.per_tp_rank(t) for i in output_params(model, pipeline_parallel)))
+                units.append(sum(i.per_rank(t, ep, etp) for i in output_params(model, pipeline_parallel)))
         out.append(math.ceil(sum(sorted(units)[-2:]) * WEIGHT_BYTES))
     return tuple(out)
 
 
 def rank_param_items(model: ModelSpec, plan: Plan, rank: int) -> tuple[tuple[str, float], ...]:
     """Parameters one GPU of `rank` holds, itemised, after tensor parallelism."""
-    return _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))[rank]
+    return _plan_param_items(model, plan)[rank]
+
+
+def _plan_param_items(model: ModelSpec, plan: Plan) -> tuple[tuple[tuple[str, float], ...], ...]:
+    return _layout_param_items(
+        model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp
+    )
 
 
 @lru_cache(maxsize=4096)
 def _layout_param_items(
-    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int, ep: int, etp: int
 ) -> tuple[tuple[tuple[str, float], ...], ...]:
     """`rank_param_items` of every rank of a layout."""
     return tuple(
-        _param_items(model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held), position_rows)
+        _param_items(
+            model, t, pipeline_parallel, tuple(layout.chunks[c] for c in held), position_rows, ep, etp
+        )
         for held in layout.rank_chunks
     )
 
 
 @lru_cache(maxsize=16384)
 def _param_items(
-    model: ModelSpec, t: int, pipeline_parallel: bool, chunks: tuple[Chunk, ...], position_rows: int
+    model: ModelSpec,
+    t: int,
+    pipeline_parallel: bool,
+    chunks: tuple[Chunk, ...],
+    position_rows: int,
+    ep: int = 1,
+    etp: int = 1,
 ) -> tuple[tuple[str, float], ...]:
     totals: dict[str, float] = {}
 
     def add(items: tuple[ParamItem, ...], times: int) -> None:
+        if not times:
+            return
         for item in items:
-            totals[item.name] = totals.get(item.name, 0.0) + times * item.per_tp_rank(t)
+            totals[item.name] = totals.get(item.name, 0.0) + times * item.per_rank(t, ep, etp)
 
     for chunk in chunks:
-        add(layer_params(model), chunk.layers)
+        add(layer_params(model), chunk.routed_layers)
+        add(layer_params(model.dense_part), chunk.dense_layers)
         if chunk.has_embedding:
             add(embedding_params(model, position_rows), 1)
         if chunk.has_output:
@@ -238,7 +265,16 @@ def rank_params(model: ModelSpec, plan: Plan, rank: int) -> float:
 
 def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     """`rank_params` of every pipeline rank."""
-    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
+    return _layout_params(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp)
+
+
+def plan_rank_expert_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
+    """Of `plan_rank_params`, the routed experts' parameters (sharded over ep·etp; 0 for a dense model)."""
+    if model.moe is None:
+        return (0.0,) * plan.pp
+    return tuple(
+        sum(n for name, n in items if is_expert_item(name)) for items in _plan_param_items(model, plan)
+    )
 
 
 def _rows(model: ModelSpec, plan: Plan) -> int:
@@ -248,11 +284,11 @@ def _rows(model: ModelSpec, plan: Plan) -> int:
 
 @lru_cache(maxsize=4096)
 def _layout_params(
-    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int, ep: int, etp: int
 ) -> tuple[float, ...]:
     return tuple(
         sum(n for _, n in items)
-        for items in _layout_param_items(model, t, pipeline_parallel, layout, position_rows)
+        for items in _layout_param_items(model, t, pipeline_parallel, layout, position_rows, ep, etp)
     )
 
 
@@ -288,7 +324,8 @@ def plan_memory(
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
     working = _working_bytes(model, plan.shape, plan.recompute_group)
-    items = _layout_param_items(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan))
+    items = _plan_param_items(model, plan)
+    expert_bpp = bytes_per_param(plan, expert=True)
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
     buffers = plan_offload_buffer_bytes(model, plan)
@@ -316,6 +353,7 @@ def plan_memory(
                     *acts,
                 ),
                 offload_buffer=buffers[r],
+                expert_bpp=expert_bpp,
             )
         )
     return tuple(out)
@@ -332,9 +370,23 @@ def _working_bytes(model: ModelSpec, shape: Shape, group: int) -> int:
     return act.recompute_working_bytes(model, shape, group)
 
 
-def _param_bytes(params: float, bpp: BytesPerParam) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer states) bytes of `params` parameters, each rounded up."""
-    return math.ceil(params * bpp.weights), math.ceil(params * bpp.grads), math.ceil(params * bpp.optimizer)
+def _param_bytes(
+    params: float, bpp: BytesPerParam, experts: float = 0.0, expert_bpp: BytesPerParam | None = None
+) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) bytes of `params` parameters, each rounded up; `experts` of them
+    (routed experts) at `expert_bpp`."""
+    if not experts or expert_bpp is None:
+        return (
+            math.ceil(params * bpp.weights),
+            math.ceil(params * bpp.grads),
+            math.ceil(params * bpp.optimizer),
+        )
+    rest = params - experts
+    return (
+        math.ceil(rest * bpp.weights + experts * expert_bpp.weights),
+        math.ceil(rest * bpp.grads + experts * expert_bpp.grads),
+        math.ceil(rest * bpp.optimizer + experts * expert_bpp.optimizer),
+    )
 
 
 def plan_memory_totals(
@@ -344,12 +396,14 @@ def plan_memory_totals(
     thousands of plans against usable memory with it); `fraction` is the allocator's fragmentation of the
     dynamic bytes."""
     bpp = bytes_per_param(plan)
+    expert_bpp = bytes_per_param(plan, expert=True)
     working = _working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
-        sum(_param_bytes(params, bpp))
+        sum(_param_bytes(params, bpp, experts, expert_bpp))
         + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
-        for params, act_bytes, extra, gathered, buffer in zip(
+        for params, experts, act_bytes, extra, gathered, buffer in zip(
             plan_rank_params(model, plan),
+            plan_rank_expert_params(model, plan),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan),
@@ -373,12 +427,14 @@ def rank_memory(
     in_flight_chunks: tuple[int, ...],
     in_flight_units: float,
     offload_buffer: int = 0,
+    expert_bpp: BytesPerParam | None = None,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
     bytes each, the activations its schedule keeps at the peak, the per-plan transients, and the allocator's
     fragmentation on all but the parameter bytes."""
     params = sum(n for _, n in items)
-    weights, grads, optimizer = _param_bytes(params, bpp)
+    experts = sum(n for name, n in items if is_expert_item(name))
+    weights, grads, optimizer = _param_bytes(params, bpp, experts, expert_bpp)
     dynamic = activation_bytes + extra_activation_bytes + working + gathered + offload_buffer
     return RankMemory(
         rank=rank,

@@ -43,7 +43,14 @@ from functools import lru_cache
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
 from pplan.model.activations import offloaded_layer
-from pplan.model.flops import ATTENTION_CORE, attention_keys, layer_flops, logits_flops
+from pplan.model.flops import (
+    ATTENTION_CORE,
+    attention_keys,
+    layer_flops,
+    logits_flops,
+    mtp_layer_model,
+    mtp_projection_flops,
+)
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -395,7 +402,25 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     loss_f = LOSS_BYTES[0] * elements / hbm_rate + LOSS_KERNELS[0] * overhead
     loss_i = LOSS_BYTES[1] * elements / hbm_rate + LOSS_KERNELS[1] * overhead
     g = logit / gemm_rate + overhead
-    return PassTimes((("logits", g), ("loss", loss_f)), (("logits", g), ("loss", loss_i)), (("logits", g),))
+    ends = PassTimes((("logits", g), ("loss", loss_f)), (("logits", g), ("loss", loss_i)), (("logits", g),))
+    if not model.mtp_layers:
+        return ends
+    # each multi-token-prediction module: its 2h → h projection, one layer, and the output layer and loss again
+    proj = (
+        mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
+    )
+    layer = layer_pass_times(mtp_layer_model(model), hw, plan)
+    module = (
+        ends.f_s + proj + layer.f_s,
+        ends.i_s + proj + layer.i_s,
+        ends.w_s + proj + layer.w_s,
+    )
+    k = model.mtp_layers
+    return PassTimes(
+        (*ends.f, ("mtp", k * module[0])),
+        (*ends.i, ("mtp", k * module[1])),
+        (*ends.w, ("mtp", k * module[2])),
+    )
 
 
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
@@ -414,23 +439,32 @@ def layout_pass_times(
     recomputed: tuple[int, ...] | None = None,
 ) -> tuple[PassTimes, ...]:
     """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often). Under
-    full recompute `recomputed[c]` of chunk c's layers re-run their forward (all of them when not given)."""
-    layer = layer_pass_times(model, hw, shape)
-    kept = (
-        layer_pass_times(model, hw, replace(shape, recompute="none")) if shape.recompute == "full" else layer
-    )
+    full recompute `recomputed[c]` of chunk c's layers re-run their forward (all of them when not given): the
+    chunk's first layers, so a routed model's dense layers (which come first) before its routed ones."""
+    kinds = [(model, layer_pass_times(model, hw, shape))]
+    if model.moe is not None and any(c.dense_layers for c in chunks):
+        kinds.append((model.dense_part, layer_pass_times(model.dense_part, hw, shape)))
+    full = shape.recompute == "full"
+    kept = [layer_pass_times(m, hw, replace(shape, recompute="none")) if full else t for m, t in kinds]
     out = output_pass_times(model, hw, shape)
     result = []
-    alike: dict[
-        tuple[int, int, bool], PassTimes
-    ] = {}  # chunks come in two or three sizes: each computed once
+    alike: dict[tuple[int, int, int, bool], PassTimes] = {}  # chunks come in a few sizes: each computed once
     for c, chunk in enumerate(chunks):
-        n = chunk.layers if recomputed is None or shape.recompute != "full" else recomputed[c]
-        key = (chunk.layers, n, chunk.has_output)
+        n = chunk.layers if recomputed is None or not full else recomputed[c]
+        key = (chunk.layers, chunk.dense_layers, n, chunk.has_output)
         if key not in alike:
-            times = (
-                layer.scaled(n).plus(kept.scaled(chunk.layers - n)) if n < chunk.layers else layer.scaled(n)
+            dense_rerun = min(n, chunk.dense_layers)
+            counts = (
+                (chunk.routed_layers, n - dense_rerun),  # (layers, of which re-run) per kind, routed first
+                (chunk.dense_layers, dense_rerun),
             )
+            times = ZERO
+            for (layers, rerun), (_, layer), kept_layer in zip(counts, kinds, kept, strict=False):
+                if rerun:
+                    times = layer.scaled(rerun) if times is ZERO else times.plus(layer.scaled(rerun))
+                if layers > rerun:
+                    rest = kept_layer.scaled(layers - rerun)
+                    times = rest if times is ZERO else times.plus(rest)
             alike[key] = times.plus(out) if chunk.has_output else times
         result.append(alike[key])
     return tuple(result)

@@ -146,8 +146,10 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     lower bound on the memory `activation_peaks` gives, at no cost in m."""
     counts, per_stage = _warmup_counts(plan.kind, plan.pp, plan.vp, plan.num_microbatches, plan.layout)
     unit_layers = model.num_layers / plan.pp
-    if not plan.offload_modules and (
-        plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block"
+    if (
+        not plan.offload_modules
+        and not any(c.dense_layers for c in plan.layout.chunks)
+        and (plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block")
     ):
         # every chunk keeps the same bytes per layer (none, selective, full with one checkpoint per layer), or
         # per group of layers (uniform): summed per layer where it can be, the search's hot path
@@ -228,18 +230,28 @@ def _bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...]
     recomputed), at the embedding end, at the output end."""
     chunks = plan.layout.chunks
     recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
-    layers = tuple(c.layers for c in chunks)
+    layers = tuple((c.layers, c.dense_layers) for c in chunks)
     return _chunk_bytes(model, plan.shape, layers, recomputed, plan.recompute_group)
 
 
 @lru_cache(maxsize=4096)
 def _chunk_bytes(
-    model: ModelSpec, shape: Shape, layers: tuple[int, ...], recomputed: tuple[int, ...], group: int
+    model: ModelSpec,
+    shape: Shape,
+    layers: tuple[tuple[int, int], ...],
+    recomputed: tuple[int, ...],
+    group: int,
 ) -> tuple[tuple[int, ...], int, int]:
+    """Per chunk of (layers, dense layers of a routed model), its bytes; the recomputed layers are the chunk's
+    first, so a routed model's dense layers (which come first) before its routed ones."""
+    per_chunk = []
+    for (n, dense), k in zip(layers, recomputed, strict=True):
+        total = act.chunk_layer_bytes(model, shape, n - dense, k - min(k, dense), group)
+        if dense:
+            total += act.chunk_layer_bytes(model.dense_part, shape, dense, min(k, dense), group)
+        per_chunk.append(total)
     return (
-        tuple(
-            act.chunk_layer_bytes(model, shape, n, k, group) for n, k in zip(layers, recomputed, strict=True)
-        ),
+        tuple(per_chunk),
         act.embedding_end(model, shape).total_bytes,
         act.output_end(model, shape).total_bytes,
     )

@@ -47,12 +47,12 @@ import math
 from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
-from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_params
+from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_expert_params, plan_rank_params
 from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, blocking_sends, simulate_plan, stage_inputs, stage_inputs_latency
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.bounds import makespan_lower_bound
 
@@ -105,10 +105,15 @@ class RankSync:
     """The updated parameters' all-gather after the optimizer (ZeRO-1/2)."""
 
 
-def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1) -> RankSync:
+def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1, experts: float = 0.0) -> RankSync:
     """Data-parallel traffic of one rank holding `params` parameters (after TP), per step; each phase is issued as
     the collectives `sync_calls` counts from the rank's `units` (its layers, plus one for the model ends it holds),
-    and each collective pays the ring's latency."""
+    and each collective pays the ring's latency. `experts` of the parameters (routed experts) synchronise over
+    their own expert data-parallel group instead, one phase after the other (`_expert_sync`)."""
+    if experts:
+        rest = rank_sync(hw, plan, params - experts, units)
+        own = _expert_sync(hw, plan, experts, units)
+        return RankSync(rest.last_s + own.last_s, rest.step_s + own.step_s, rest.gather_s + own.gather_s)
     n = plan.dp * plan.cp
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
@@ -123,6 +128,28 @@ def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1) -> Ra
     across = all_reduce_s(
         GroupShape(r, plan.tp * s).link(hw), grads / s, r, calls
     )  # 0 without hybrid sharding
+    return _sharded_sync(plan, link, grads, weights, s, calls, across)
+
+
+def _expert_sync(hw: HardwareSpec, plan: Plan, params: float, units: int) -> RankSync:
+    """The routed experts' share of `rank_sync`: over the expert data-parallel group, t·cp·d / (ep·etp) ranks
+    spaced ep·etp apart (megatron-core's expert rank order), sharded over all of it under ZeRO ≥ 1."""
+    n = plan.expert_dp
+    if n == 1:
+        return RankSync(0.0, 0.0, 0.0)
+    grads = params * GRAD_BYTES[plan.grad_dtype]
+    link = GroupShape(n, plan.ep * plan.etp).link(hw)
+    calls = sync_calls(plan, params, units)
+    if plan.zero_stage == 0:
+        reduce = all_reduce_s(link, grads, n, calls)
+        return RankSync(reduce, reduce, 0.0)
+    return _sharded_sync(plan, link, grads, params * WEIGHT_BYTES, n, calls, 0.0)
+
+
+def _sharded_sync(
+    plan: Plan, link: LinkSpec, grads: float, weights: float, s: int, calls: int, across: float
+) -> RankSync:
+    """ZeRO-1/2/3 traffic over a shard group of `s` ranks on `link` (`across`: the hybrid replicas' all-reduce)."""
     scatter = all_gather_s(link, grads, s, calls)  # reduce-scatter: same volume as an all-gather
     if plan.zero_stage == 1:
         return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s, calls))
@@ -150,8 +177,8 @@ def sync_calls(plan: Plan, params: float, units: int) -> int:
     return max(buckets, units) if plan.zero_stage >= 2 else buckets
 
 
-def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float) -> float:
-    shard = params / plan.shards if plan.zero_stage >= 1 else params
+def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float, experts: float = 0.0) -> float:
+    shard = (params - experts) / plan.shards + experts / plan.expert_dp if plan.zero_stage >= 1 else params
     per_param = (
         ADAM_BYTES_PER_PARAM
         + STACKS[plan.stack].weight_copy_bytes
@@ -169,12 +196,13 @@ def rank_tails(
     # ranks holding the same parameters and units sync alike (the middle ranks, mostly)
     syncs: dict[tuple[float, int], RankSync] = {}
     optimizer: dict[float, float] = {}
+    experts = plan_rank_expert_params(model, plan)
     for r, params in enumerate(plan_rank_params(model, plan)):
         units = (
             _rank_units(plan, r) if plan.zero_stage >= 2 else 1
         )  # only sharded units change the call count
         if (params, units) not in syncs:
-            syncs[params, units] = rank_sync(hw, plan, params, units)
+            syncs[params, units] = rank_sync(hw, plan, params, units, experts[r])
         sync = syncs[params, units]
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
@@ -186,7 +214,7 @@ def rank_tails(
                 all_window += (t.f_s + t.i_s + t.w_s) * plan.microbatches_per_stage
             exposed = max(0.0, sync.last_s - last_window, sync.step_s - all_window)
         if params not in optimizer:
-            optimizer[params] = _optimizer_s(hw, plan, params)
+            optimizer[params] = _optimizer_s(hw, plan, params, experts[r])
         after = optimizer[params] + (0.0 if plan.overlap_param_gather else sync.gather_s)
         out.append(RankTail(exposed, after))
     return tuple(out)

@@ -333,10 +333,20 @@ def output_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
     """Last stage, per micro-batch: final-norm input, output-layer input and FP32 logits for the loss."""
     qb, t, sp, _ = _dims(model, plan)
     h = model.hidden_size
-    return ActivationItems(
-        (
-            ("final_norm/input", ACT_BYTES * qb * h // sp),
-            ("output_layer/input", ACT_BYTES * qb * h // sp),
-            ("loss/logits_fp32", FP32_BYTES * qb * model.vocab_size // t),
-        )
+    ends = (
+        ("final_norm/input", ACT_BYTES * qb * h // sp),
+        ("output_layer/input", ACT_BYTES * qb * h // sp),
+        ("loss/logits_fp32", FP32_BYTES * qb * model.vocab_size // t),
     )
+    if not model.mtp_layers:
+        return ActivationItems(ends)
+    # each multi-token-prediction module: the inputs of its two norms and its 2h → h projection, one layer of the
+    # last layer's kind, and the output end again (DeepSeek-V3 §2.2)
+    kind = model if model.is_moe_layer(model.num_layers - 1) else model.dense_part
+    module = (
+        3 * ACT_BYTES * qb * h // sp
+        + ACT_BYTES * qb * 2 * h // sp
+        + layer_activations(kind, plan).total_bytes
+        + sum(n for _, n in ends)
+    )
+    return ActivationItems((*ends, ("mtp", model.mtp_layers * module)))

@@ -170,6 +170,14 @@ def output_params(model: ModelSpec, pipeline_parallel: bool) -> tuple[ParamItem,
         items.append(ParamItem("output_layer", model.vocab_size * model.hidden_size))
     elif pipeline_parallel:
         items.append(ParamItem("output_layer (tied copy)", model.vocab_size * model.hidden_size))
+    if model.mtp_layers:
+        # the modules run after the last layer, on the last stage; with more than one stage it keeps a copy of
+        # the embedding for the next tokens' inputs (megatron-core shares it across stages like a tied output layer)
+        for item in mtp_params(model):
+            items.append(ParamItem(item.name, model.mtp_layers * item.sharded, model.mtp_layers * item.replicated,
+                                   item.expert))  # fmt: skip
+        if pipeline_parallel:
+            items.append(ParamItem("mtp/embedding (copy)", model.vocab_size * model.hidden_size))
     return tuple(items)
 
 
@@ -180,9 +188,12 @@ def total_params(model: ModelSpec, mtp: bool = False) -> int:
     layers = (model.num_layers - dense) * params_per_layer(model)
     layers += dense * params_per_layer(model.dense_part)
     ends = sum(item.total for item in embedding_params(model))
-    ends += sum(item.total for item in output_params(model, pipeline_parallel=False))
-    extra = model.mtp_layers * sum(item.total for item in mtp_params(model)) if mtp else 0
-    return layers + ends + extra
+    ends += sum(
+        item.total
+        for item in output_params(model, pipeline_parallel=False)
+        if mtp or not item.name.startswith("mtp/")
+    )
+    return layers + ends
 
 
 def active_params(model: ModelSpec) -> float:
@@ -194,6 +205,11 @@ def active_params(model: ModelSpec) -> float:
     experts = sum(item.total for item in layer_params(model) if item.expert)
     routed = model.num_layers - model.dense_layers_in(0, model.num_layers)
     return total_params(model) - routed * experts * (1 - moe.top_k / moe.num_experts)
+
+
+def is_expert_item(name: str) -> bool:
+    """The itemised name of a routed experts' group (`moe/experts/...`, in a layer or an MTP module)."""
+    return "moe/experts/" in name
 
 
 def params_per_layer(model: ModelSpec) -> int:
