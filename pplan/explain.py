@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 
+from pplan.cost import experts
 from pplan.cost.comm import (
     data_parallel_bytes_per_step,
     p2p_message_bytes,
     tensor_parallel_traffic,
 )
-from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory
+from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory, rank_param_items
+from pplan.cost.passtime import layer_pass_times
 from pplan.cost.pipeline import DurationModel, PipelineRun, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
@@ -23,6 +25,7 @@ from pplan.documents.explain import (
     ChunkPassTimes,
     CommunicationOut,
     Derivation,
+    ExpertsOut,
     ExplainReport,
     ExtrapolationOut,
     HardwareSummary,
@@ -38,7 +41,7 @@ from pplan.documents.explain import (
 )
 from pplan.errors import ConfigError
 from pplan.model import activations as act
-from pplan.model.params import params_per_layer, total_params
+from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
@@ -213,6 +216,7 @@ def explain_with_run(
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
+        experts=_experts_out(model, hardware, plan) if model.moe is not None else None,
         performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
         if durations == "analytic"
         else None,
@@ -220,6 +224,69 @@ def explain_with_run(
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )
     return report, plan, run
+
+
+def _param_part(name: str) -> str:
+    """The part of the model an itemised parameter group belongs to (`ExpertsOut.stage_params`)."""
+    if name.startswith("mtp/"):
+        return "multi-token prediction"
+    if is_expert_item(name):
+        return "routed experts"
+    for prefix, part in (
+        ("attention/", "attention"),
+        ("moe/", "router and shared experts"),
+        ("mlp/", "dense MLP"),
+    ):
+        if name.startswith(prefix):
+            return part
+    return "norms" if name == "norms" else "ends"
+
+
+def _experts_out(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> ExpertsOut:
+    moe = model.moe
+    assert moe is not None
+    nbytes = experts.dispatch_bytes(model, plan)
+    layer = layer_pass_times(model, hardware, plan.shape)
+    comm = experts.expert_comm(model, hardware, plan)
+    group = experts.ep_group(plan)
+    within = group.size * group.stride <= hardware.gpus_per_node
+    link = hardware.intra_node.name if within else f"{hardware.intra_node.name} + {hardware.inter_node.name}"
+    stage_params = []
+    for r in range(plan.pp):
+        parts: dict[str, float] = {}
+        for name, n in rank_param_items(model, plan, r):
+            parts[_param_part(name)] = parts.get(_param_part(name), 0.0) + n
+        stage_params.append(parts)
+    chunks = plan.layout.chunks
+    routed_per_rank = [sum(chunks[c].routed_layers for c in held) for held in plan.layout.rank_chunks]
+    dense = model.dense_layers_in(0, model.num_layers)
+    return ExpertsOut(
+        num_experts=moe.num_experts,
+        top_k=moe.top_k,
+        ep=plan.ep,
+        etp=plan.etp,
+        expert_dp=plan.expert_dp,
+        experts_per_rank=moe.num_experts // plan.ep,
+        routed_layers=model.num_layers - dense,
+        dense_layers=dense,
+        dispatch_bytes_per_microbatch=nbytes,
+        a2a_bytes_per_microbatch_per_stage=[4 * n * nbytes * (plan.ep > 1) for n in routed_per_rank],
+        a2a_link=link if plan.ep > 1 else "none (ep = 1)",
+        a2a_forward_s=comm.forward_s,
+        a2a_exposed_forward_s=dict(layer.f).get("ep-comm", 0.0),
+        a2a_exposed_backward_s=dict(layer.i).get("ep-comm", 0.0),
+        overlap=EXPERT_OVERLAP[plan.expert_comm_overlap],
+        stage_params=stage_params,
+    )
+
+
+EXPERT_OVERLAP = {
+    True: "the schedule pairs each forward chunk with another micro-batch's backward chunk (DualPipe): each pass's "
+    "all-to-all runs behind the paired pass's compute, exposed only where it outlasts it (assumed for every "
+    "pass, the unpaired warm-up ones included)",
+    False: "none: the schedule runs one pass at a time, so the all-to-alls are on the critical path",
+}
+"""How the expert all-to-all is hidden, by whether the schedule pairs passes (`Plan.expert_comm_overlap`)."""
 
 
 def _plan_out(plan: Plan) -> PlanOut:
@@ -256,6 +323,8 @@ def _plan_out(plan: Plan) -> PlanOut:
         reshard_after_forward=plan.reshard_after_forward,
         stack=plan.stack,
         overlap_p2p_comm=plan.overlap_p2p_comm,
+        ep=plan.ep,
+        etp=plan.etp,
     )
 
 

@@ -67,7 +67,8 @@ def explain(
         int, typer.Option(help="Expert-parallel degree (routed models): experts split over ep ranks.")
     ] = 1,
     etp: Annotated[
-        int, typer.Option(help="Expert tensor-parallel degree (routed models): each expert split over etp ranks.")
+        int,
+        typer.Option(help="Expert tensor-parallel degree (routed models): each expert split over etp ranks."),
     ] = 1,
     micro_batch: Annotated[int, typer.Option(help="Micro-batch size b, in sequences.")] = DEFAULT_MICRO_BATCH,
     schedule: Annotated[

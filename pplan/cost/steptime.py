@@ -69,7 +69,8 @@ PyTorch's `clip_grad_norm_` and `zero_grad`)."""
 class StepTime:
     step_s: float
     breakdown_s: dict[str, float]
-    """compute, recompute, tp_comm, bubble, p2p, dp_comm, optimizer: sums to step_s."""
+    """compute, recompute, tp_comm, ep_comm (routed models: the exposed expert all-to-all), bubble, p2p, dp_comm,
+    optimizer: sums to step_s."""
     tokens_per_s: float
     model_tflops_per_gpu: float
     """Model FLOPs, the attention scores counted over the full s×s matrix (the non-causal convention)."""
@@ -282,17 +283,18 @@ def step_time(
     step_s = pipeline_end + opt_s
 
     busiest = max(range(plan.pp), key=lambda r: tl.busy_per_rank[r])
-    tp_s = recompute_s = 0.0
+    tp_s = recompute_s = ep_s = 0.0
     for s in plan.stages_of(busiest):
         t = times[s % n_chunks]
         items = (*t.f, *t.i, *t.w)
         tp_s += sum(x for n, x in items if n == "tp-comm") * plan.microbatches_per_stage
         recompute_s += sum(x for n, x in items if n == "recompute") * plan.microbatches_per_stage
+        ep_s += sum(x for n, x in items if n == "ep-comm") * plan.microbatches_per_stage
     sends_s = 0.0  # blocking sends (pplan.cost.pipeline.blocking_sends) are in the busy time: they are P2P
     if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
         sends = blocking_sends(plan, stage_inputs_latency(model, hw, plan))
         sends_s = sum(sum(sends[s]) for s in plan.stages_of(busiest)) * plan.microbatches_per_stage
-    compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s - sends_s
+    compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s - sends_s - ep_s
     p2p_s = sends_s
     if split_p2p:
         p2p_s = tl.makespan - simulate_plan(model, hw, plan, "analytic", free_hops=True).summary.makespan
@@ -315,6 +317,7 @@ def step_time(
             "compute": compute_s,
             "recompute": recompute_s,
             "tp_comm": tp_s,
+            **({"ep_comm": ep_s} if model.moe is not None else {}),
             "bubble": bubble_s,
             "p2p": p2p_s,
             "dp_comm": dp_s,

@@ -71,6 +71,12 @@ def extrapolations(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[Extr
     )  # fmt: skip
 
 
+ROUTED_REASON = (
+    "a routed (mixture-of-experts) model: no calibration run had experts, so the expert all-to-all, grouped-GEMM "
+    "and routing terms are unfitted"
+)
+
+
 def envelope_misses(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -87,9 +93,13 @@ def envelope_misses(
 ) -> tuple[Extrapolation, ...]:
     """`extrapolations` from the fields it reads (what the search knows of a configuration before its plan)."""
     cal = hw.calibration
+    routed = (
+        (Extrapolation("experts", ROUTED_REASON),) if model.moe is not None else ()
+    )  # no routed run is fitted on any GPU type yet
     if cal is None:
-        return (Extrapolation("GPU", f"no public run on {hw.name} was fitted; its efficiencies are assumed"),)
-    out: list[Extrapolation] = []
+        gpu = Extrapolation("GPU", f"no public run on {hw.name} was fitted; its efficiencies are assumed")
+        return (gpu, *routed)
+    out: list[Extrapolation] = list(routed)
 
     def above(axis: str, value: int, most: int, what: str) -> None:
         if value > most:

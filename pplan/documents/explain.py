@@ -98,6 +98,10 @@ class PlanOut(Out):
     """The software stack whose overlap and fusion rules the step time applies (pplan.profiles.stacks)."""
     overlap_p2p_comm: bool = True
     """megatron-core's interleaved schedule overlaps its pipeline sends (false: they block the sender)."""
+    ep: int = 1
+    """Expert parallel (routed models): ranks the routed experts are split over."""
+    etp: int = 1
+    """Expert tensor parallel (routed models): ranks each expert's matrices are split over."""
 
 
 class BytesPerParamOut(Out):
@@ -240,6 +244,38 @@ class CommunicationOut(Out):
     dp_bytes_per_step_per_stage: list[NonNegativeInt]
 
 
+class ExpertsOut(Out):
+    """A routed (mixture-of-experts) model's expert parallelism: how its experts are split, what one routed
+    layer sends per micro-batch, how much of it the schedule hides, and each stage's parameters by part."""
+
+    num_experts: int
+    top_k: int
+    ep: int
+    etp: int
+    expert_dp: int
+    """Expert data parallel: t·cp·d / (ep·etp) copies of each expert shard (their states shard over these)."""
+    experts_per_rank: int
+    routed_layers: int
+    dense_layers: int
+    dispatch_bytes_per_microbatch: float
+    """One rank's dispatch all-to-all in one routed layer: n·k·h·2 bytes (n = s/cp·b/t tokens routed by the
+    rank, k copies each, BF16); the combine sends as much back, and the backward repeats both."""
+    a2a_bytes_per_microbatch_per_stage: list[float]
+    """Per pipeline rank: all its routed layers' dispatch and combine bytes, forward and backward."""
+    a2a_link: str
+    """Where the ep group's all-to-all runs (NVLink inside a node, or NVLink plus each GPU's NIC)."""
+    a2a_forward_s: float
+    """One routed layer's dispatch + combine in the forward, seconds (the backward's are the same)."""
+    a2a_exposed_forward_s: float
+    a2a_exposed_backward_s: float
+    """What the step waits for of them, per routed layer (0 where the schedule hides them all)."""
+    overlap: str
+    """The rule that hides them, in words."""
+    stage_params: list[dict[str, float]]
+    """Per pipeline rank, one GPU's parameters by part: attention, routed experts, router and shared experts,
+    dense MLP, norms, model ends (embedding, output layer, multi-token prediction)."""
+
+
 class SensitivityOut(Out):
     input: str
     minus_10pct_step_change: float
@@ -249,7 +285,7 @@ class SensitivityOut(Out):
 
 class ExtrapolationOut(Out):
     axis: str
-    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, stack or GPU."""
+    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, TP overlap, stack, experts or GPU."""
     detail: str
     """The plan's value against the calibrated range."""
 
@@ -306,6 +342,8 @@ class ExplainReport(Out):
     memory: MemoryOut
     pipeline: PipelineOut
     communication: CommunicationOut
+    experts: ExpertsOut | None = None
+    """Routed models only: expert parallelism, all-to-all bytes and their overlap, parameters by part."""
     performance: PerformanceOut | None
     """Step time and throughput (analytic pass durations only)."""
     assumptions: list[str]

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.explain import ExplainReport, PlanOut, StageMemory
+from pplan.documents.explain import ExpertsOut, ExplainReport, PlanOut, StageMemory
 from pplan.profiles.specs import GIB
 
 
@@ -20,6 +20,60 @@ def gb(n: float) -> str:
 
 def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
+
+
+def _experts_parts(ex: ExpertsOut) -> list[RenderableType]:
+    """The routed model's section: expert parallelism, all-to-all bytes and overlap, parameters by part."""
+    rows = [
+        (
+            "experts",
+            f"{ex.num_experts} routed, top-{ex.top_k}; {ex.routed_layers} routed layers, {ex.dense_layers} dense; "
+            f"ep={ex.ep} etp={ex.etp} ({ex.experts_per_rank} experts per rank), expert data parallel "
+            f"{ex.expert_dp}",
+        ),
+        (
+            "all-to-all",
+            f"dispatch {mb(ex.dispatch_bytes_per_microbatch)} per routed layer per micro-batch (n·k·h·2; the combine "
+            f"as much back, the backward both again) over {ex.a2a_link}: {ex.a2a_forward_s * 1e3:.2f} ms per "
+            f"layer and pass",
+        ),
+        (
+            "  per stage",
+            ", ".join(gb(b) for b in ex.a2a_bytes_per_microbatch_per_stage[:8])
+            + (" …" if len(ex.a2a_bytes_per_microbatch_per_stage) > 8 else "")
+            + " per micro-batch",
+        ),
+        (
+            "  exposed",
+            f"{ex.a2a_exposed_forward_s * 1e3:.2f} ms forward, {ex.a2a_exposed_backward_s * 1e3:.2f} ms backward "
+            f"per layer; {ex.overlap}",
+        ),
+    ]
+    parts = [p for p in _PART_COLUMNS if any(p in stage for stage in ex.stage_params)]
+    table = Table(
+        title="Parameters per GPU by part, billions (before data-parallel sharding)",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    table.add_column("stage", justify="right")
+    for part in parts:
+        table.add_column(_PART_COLUMNS[part], justify="right")
+    for r, stage in enumerate(ex.stage_params):
+        table.add_row(str(r), *(f"{stage.get(part, 0.0) / 1e9:.2f}" for part in parts))
+    legend = "; ".join(f"{short} {part}" for part, short in _PART_COLUMNS.items() if part in parts)
+    return [_kv("Experts", rows), table, Text(legend), Text()]
+
+
+_PART_COLUMNS = {
+    "attention": "attn",
+    "routed experts": "experts",
+    "router and shared experts": "router+shared",
+    "dense MLP": "dense",
+    "norms": "norms",
+    "ends": "ends",
+    "multi-token prediction": "mtp",
+}
+"""The parts of `ExpertsOut.stage_params`, in the order shown, with their column headings."""
 
 
 def _kv(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -291,6 +345,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
         Text(),
         traffic,
         Text(),
+        *(_experts_parts(report.experts) if report.experts is not None else []),
         *perf_parts,
     ]
     verdict = "fits" if mem.fits else "does NOT fit"
