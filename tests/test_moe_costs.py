@@ -1,0 +1,115 @@
+"""Routed (mixture-of-experts) models through the cost model, each figure derived by hand from published shapes.
+
+DeepSeek-V3 (arXiv 2412.19437 §4.2, config.json): h 7168, 128 heads, MLA ranks q 1536 / kv 512, head widths
+content 128 / rotary 64 / value 128, 256 routed experts of width 2048 + 1 shared, top-8, first 3 layers dense
+(MLP width 18432), 61 layers. GPT-OSS-120b (arXiv 2508.10925): h 2880, 128 experts of width 2880, top-4.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pplan.cost import experts
+from pplan.cost.links import GroupShape
+from pplan.cost.memory import bytes_per_param, plan_rank_expert_params
+from pplan.cost.passtime import layer_pass_times
+from pplan.model.flops import ATTENTION_CORE, layer_flops
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
+
+DSV3 = load_model("deepseek-v3")
+OSS = load_model("gpt-oss-120b")
+H100 = load_hardware("h100-sxm-80gb")
+
+# DeepSeek-V3's published cut (report §3.2): 2,048 GPUs, PP16, EP64, no TP, ZeRO-1 data parallel, DualPipe.
+DSV3_CUT = PlanRequest(
+    gpus=2048, global_batch=15360, tp=1, pp=16, ep=64, schedule="dualpipe", seq_len=4096, zero_stage=1,
+    first_stage_layers=3, last_stage_layers=2,
+)  # fmt: skip
+
+
+def test_dispatch_bytes_are_n_k_h_2() -> None:
+    """One rank routes s·b/(cp·t) = 4096 tokens, 8 copies each, 7168 BF16 elements: 469,762,048 bytes."""
+    plan = make_plan(DSV3, DSV3_CUT)
+    assert experts.dispatch_bytes(DSV3, plan) == 4096 * 8 * 7168 * 2 == 469_762_048
+
+
+def test_all_to_all_inside_a_node_moves_seven_eighths_over_nvlink() -> None:
+    nbytes = 1e9
+    got = experts.all_to_all_s(H100, GroupShape(8, 1), nbytes)
+    assert got == pytest.approx(3e-6 + nbytes * 7 / 8 / (450e9 * 0.82))
+
+
+def test_all_to_all_across_eight_nodes_is_bound_by_the_nic_share() -> None:
+    """EP64 over 8 nodes of 8: 7/64 of the bytes over NVLink, 56/64 over the GPU's own 50 GB/s NIC (slower)."""
+    nbytes = 469_762_048
+    near = nbytes * 7 / 64 / (450e9 * 0.82)
+    far = nbytes * 56 / 64 / (50e9 * 0.97)
+    assert far > near
+    assert experts.all_to_all_s(H100, GroupShape(64, 1), nbytes) == pytest.approx(5e-6 + far)
+
+
+def test_routed_layer_gemm_flops_are_twice_its_active_weights_per_token() -> None:
+    """Per token, a routed layer's GEMMs (all but the attention core) run 2 FLOPs per active weight: MLA's
+    projections, the router, 8 routed + 1 shared experts of 3 matrices each."""
+    h, a, r_q, r_kv, dn, dr, dv = 7168, 128, 1536, 512, 128, 64, 128
+    attention = h * r_q + r_q * a * (dn + dr) + h * (r_kv + dr) + r_kv * a * (dn + dv) + a * dv * h
+    active = attention + h * 256 + 9 * 3 * h * 2048
+    fl = layer_flops(DSV3, 4096, 1).f
+    gemms = fl.total - sum(fl.get(n) for n in ATTENTION_CORE)
+    assert gemms == pytest.approx(2 * 4096 * active, rel=1e-12)
+
+
+def test_expert_states_shard_over_ep_and_the_expert_data_parallel_group() -> None:
+    """Rank 1 of DualPipe holds stages 1 and 14: 8 routed layers × 256/64 experts × 3·7168·2048 weights; their
+    optimizer states shard over t·cp·d/ep = 128/64 = 2 ranks, the rest over d = 128."""
+    plan = make_plan(DSV3, DSV3_CUT)
+    assert plan.expert_dp == 2
+    assert plan_rank_expert_params(DSV3, plan)[1] == 8 * 4 * 3 * 7168 * 2048
+    assert bytes_per_param(plan, expert=True).optimizer == 12 / 2
+    assert bytes_per_param(plan).optimizer == 12 / 128
+
+
+def test_the_first_chunk_counts_deepseeks_three_dense_layers() -> None:
+    plan = make_plan(DSV3, DSV3_CUT)
+    assert [c.dense_layers for c in plan.layout.chunks] == [3] + [0] * 15
+    assert [c.layers for c in plan.layout.chunks] == [3] + [4] * 14 + [2]
+
+
+def _oss(schedule: str, pp: int = 4, ep: int = 8) -> PlanRequest:
+    return PlanRequest(
+        gpus=64, global_batch=512, micro_batch=4, tp=1, pp=pp, ep=ep, schedule=schedule, seq_len=4096
+    )
+
+
+def test_dualpipe_hides_the_all_to_all_behind_the_pass_and_1f1b_does_not() -> None:
+    """1F1B exposes dispatch + combine (2 all-to-alls of n·k·h·2 bytes inside a node); DualPipeV exposes only
+    what outlasts the layer's own compute in that pass."""
+    one = make_plan(OSS, _oss("1f1b"))
+    dual = make_plan(OSS, _oss("dualpipev", pp=2))
+    a2a = experts.all_to_all_s(H100, GroupShape(8, 1), 16384 * 4 * 2880 * 2)
+    exposed = dict(layer_pass_times(OSS, H100, one.shape).f)["ep-comm"]
+    assert exposed == pytest.approx(2 * a2a)
+    times = layer_pass_times(OSS, H100, dual.shape)
+    compute = sum(x for name, x in times.f if name != "ep-comm")
+    assert dict(times.f)["ep-comm"] == pytest.approx(max(0.0, 2 * a2a - compute))
+
+
+@pytest.mark.parametrize("flag", ["ep", "etp"])
+def test_expert_parallelism_on_a_dense_model_is_refused(flag: str) -> None:
+    from pplan.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        ep, etp = (2, 1) if flag == "ep" else (1, 2)
+        make_plan(load_model("llama3-8b"), PlanRequest(gpus=8, global_batch=8, ep=ep, etp=etp))
+    assert info.value.field == f"--{flag}"
+
+
+def test_ep_must_divide_the_experts_and_the_stage_ranks() -> None:
+    from pplan.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        make_plan(OSS, _oss("1f1b", ep=3))
+    assert info.value.field == "--ep"
+    with pytest.raises(ConfigError):
+        make_plan(OSS, PlanRequest(gpus=8, global_batch=8, pp=4, ep=4))  # 4 does not divide t·cp·d = 2
