@@ -113,3 +113,40 @@ def test_ep_must_divide_the_experts_and_the_stage_ranks() -> None:
     assert info.value.field == "--ep"
     with pytest.raises(ConfigError):
         make_plan(OSS, PlanRequest(gpus=8, global_batch=8, pp=4, ep=4))  # 4 does not divide t·cp·d = 2
+
+
+def test_moe_act_and_mla_up_proj_recompute_drop_what_they_re_run() -> None:
+    """moe_act drops the experts' activation output: 2 bytes × k·n rows × f_e = 2·8·4096·2048; mla_up_proj drops
+    the attention core's q, k (128 heads × (128 + 64)) and v (128 × 128): 2·4096·128·(192 + 192 + 128)."""
+    from pplan.model.activations import layer_activations
+
+    def saved(modules: tuple[str, ...]) -> int:
+        req = PlanRequest(
+            gpus=2048, global_batch=15360, tp=1, pp=16, ep=64, schedule="dualpipe", seq_len=4096,
+            first_stage_layers=3, last_stage_layers=2, recompute="selective",
+            recompute_modules=modules,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return layer_activations(DSV3, make_plan(DSV3, req)).total_bytes
+
+    base = saved(("core_attn",))
+    assert base - saved(("core_attn", "moe_act")) == 2 * 8 * 4096 * 2048
+    assert base - saved(("core_attn", "mla_up_proj")) == 2 * 4096 * 128 * (192 + 192 + 128)
+
+
+def test_model_specific_recompute_modules_are_refused_where_the_model_lacks_them() -> None:
+    from pplan.errors import ConfigError
+
+    req = PlanRequest(gpus=8, global_batch=8, recompute="selective", recompute_modules=("mla_up_proj",))
+    with pytest.raises(ConfigError) as info:
+        make_plan(OSS, req)
+    assert info.value.field == "--recompute-modules"
+
+
+@pytest.mark.parametrize("launcher", ["megatron", "torchtitan"])
+def test_launchers_refuse_routed_models_rather_than_build_a_dense_one(launcher: str) -> None:
+    from pplan.errors import ConfigError
+    from pplan.launchers.support import check_model
+
+    with pytest.raises(ConfigError) as info:
+        check_model(launcher, OSS)
+    assert "routed experts" in str(info.value)

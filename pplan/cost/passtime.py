@@ -341,7 +341,18 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             + (softmax_bytes / hbm_rate + SCORE_KERNELS * overhead if softmax_bytes else 0.0),
             "layernorm": NORM_TENSORS * tokens * h * 2 / sp / hbm_rate + 2 * overhead,
             "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead + act_bytes / hbm_rate + overhead + tp_coll,
+            "mla_up_proj": gemm["F"].get("attention/qkv") / t / gemm_rate + 2 * overhead,
+            "moe_act": 0.0,
         }  # fmt: skip
+        if (
+            routed is not None
+        ):  # a routed layer's MLP is its router, shared and routed experts, and their traffic
+            shared = (gemm["F"].get("moe/router") + gemm["F"].get("moe/shared_experts")) / t / gemm_rate
+            module_s["mlp"] += (
+                shared + routed.gemm_s + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
+                + routed.comm.forward_s
+            )  # fmt: skip
+            module_s["moe_act"] = routed.activation_bytes[0] / hbm_rate + overhead
         return PassTimes(
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w
         )
@@ -373,6 +384,9 @@ class RoutedLayer:
 
     gemm_s: float
     memory_bytes: tuple[float, float]
+    """Routing and the experts' activation function, forward and backward."""
+    activation_bytes: tuple[float, float]
+    """Of `memory_bytes`, the experts' activation function (what `moe_act` recompute re-runs)."""
     kernels: tuple[int, int]
     comm: ExpertComm
 
@@ -390,8 +404,9 @@ def _routed_layer(
     gemm_s = flops / (peak * hw.efficiency.grouped_gemm_fraction) + 2 * overhead
     inner = expert_rows(model, plan) * moe.expert_ffn_hidden_size / plan.etp * 2
     routing = routing_bytes(model, plan)
-    memory = (routing[0] + act_tensors[0] * inner, routing[1] + act_tensors[1] * inner)
-    return RoutedLayer(gemm_s, memory, ROUTING_KERNELS, expert_comm(model, hw, plan))
+    activation = (act_tensors[0] * inner, act_tensors[1] * inner)
+    memory = (routing[0] + activation[0], routing[1] + activation[1])
+    return RoutedLayer(gemm_s, memory, activation, ROUTING_KERNELS, expert_comm(model, hw, plan))
 
 
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:

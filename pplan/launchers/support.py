@@ -355,16 +355,39 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
 
 
 def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
-    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape), or None."""
+    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape; either: the
+    routed, MLA or multi-token-prediction parts, whose flags pplan does not emit yet), or None."""
+    if routed_or_latent(model):
+        return f"pplan does not yet emit {launcher_name(launcher)} settings for {routed_or_latent(model)}"
     if launcher_name(launcher) == "megatron" or shipped_model(model) is not None:
         return None
     return "torchtitan ships no configuration for this model"
+
+
+def routed_or_latent(model: ModelSpec) -> str:
+    """The parts of `model` whose launcher flags pplan does not emit yet ("" when none): printing a launcher line
+    without them would build a different model."""
+    parts = [
+        what
+        for what, present in (
+            ("routed experts", model.moe is not None),
+            ("multi-head latent attention", model.mla is not None),
+            ("multi-token prediction", model.mtp_layers > 0),
+        )
+        if present
+    ]
+    return " and ".join(parts)
 
 
 def check_model(launcher: str, model: ModelSpec) -> None:
     """Raise a ConfigError naming `--launcher` when `launcher` cannot build `model` (before any plan)."""
     reason = model_unsupported_reason(launcher, model)
     if reason is not None:
+        if routed_or_latent(model):
+            raise ConfigError(
+                "--launcher", f"{reason} (a launcher line without them would build a different model)",
+                "drop --launcher / --format: explain and recommend still plan the model",
+            )  # fmt: skip
         raise ConfigError(
             "--launcher",
             f"{reason} ({unshipped_detail(model)})",

@@ -165,7 +165,7 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "attention/softmax_dropout_mask",
         "attention/softmax_dropout_output",
     ),
-    "layernorm": ("attention/qkv_input", "mlp/fc1_input"),
+    "layernorm": ("attention/qkv_input", "mlp/fc1_input", "attention/q_up_input", "attention/kv_up_input"),
     "mlp": (
         "mlp/fc1_input",
         "mlp/fc1_output",
@@ -178,6 +178,8 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "moe/shared_experts/fc1_output",
         "moe/shared_experts/activation_output",
     ),
+    "moe_act": ("moe/experts/activation_output",),
+    "mla_up_proj": ("attention/q", "attention/k", "attention/v"),
 }
 """The itemised tensors each selectively recomputed module no longer keeps (see the module docstring)."""
 

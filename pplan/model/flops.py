@@ -138,6 +138,8 @@ def recompute_flops(
             "core_attn": layer.f.get("attention/scores") + layer.f.get("attention/context"),
             "mlp": sum(n for name, n in layer.f.items if name == "mlp" or name.startswith("moe/")),
             "layernorm": 0.0,
+            "moe_act": 0.0,
+            "mla_up_proj": layer.f.get("attention/qkv") if model.mla is not None else 0.0,
         }
         return sum(per_module[m] for m in modules)
     return 0.0

@@ -23,9 +23,16 @@ RecomputeMethod = Literal["uniform", "block"]
 """How full recomputation picks its layers (Megatron-LM `--recompute-method`): `uniform` checkpoints every chunk's
 layers in groups of N (all recomputed; only each group's input kept), `block` recomputes the first N layers of
 every chunk and keeps the rest (`--recompute-num-layers N`)."""
-RecomputeModule = Literal["core_attn", "layernorm", "mlp"]
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj"]
 """What selective recomputation re-runs (Megatron-LM `--recompute-modules`, megatron-core 0.16 names): the
-attention core, the two norms (their outputs are not kept), the MLP (only its input is kept)."""
+attention core, the norms (their outputs are not kept; MLA's query and key/value norms too), the MLP (only its
+input is kept; a routed layer's whole routed MLP), the routed experts' activation function (`moe_act`: its output
+is not kept), MLA's up-projections (`mla_up_proj`: the attention core's q, k and v are not kept)."""
+MODEL_RECOMPUTE_MODULES: dict[str, tuple[str, str]] = {
+    "moe_act": ("moe", "a routed (mixture-of-experts) model"),
+    "mla_up_proj": ("mla", "multi-head latent attention"),
+}
+"""Modules that exist only in some models: the ModelSpec field that must be set, and what it names."""
 DEFAULT_RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = ("core_attn",)
 """Megatron-LM's default for `--recompute-granularity selective` (Korthikanti et al. 2022's selective recompute)."""
 OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"]
@@ -564,6 +571,14 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "use --activation-model itemised, or drop --offload-modules",
         )  # fmt: skip
     _check_experts(model, req, t * cp * d)
+    if req.recompute == "selective":
+        for module in req.recompute_modules:
+            need = MODEL_RECOMPUTE_MODULES.get(module)
+            if need is not None and getattr(model, need[0]) is None:
+                raise ConfigError(
+                    "--recompute-modules", f"{module} recomputes part of {need[1]}; {model.name} has none",
+                    f"drop {module}",
+                )  # fmt: skip
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers, model)
     _check_pipeline(kind, p, m, per_step)
     recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
