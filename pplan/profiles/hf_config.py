@@ -65,12 +65,9 @@ class _Family:
 def _mixtral(config: dict[str, Any], layers: int) -> Read:
     """Mixtral: every layer routed to `num_local_experts` experts of width `intermediate_size`; a
     `sliding_window` (null in Mixtral's configs, and MixtralConfig's default) windows every layer."""
-    experts, experts_key = _required_int(config, ("num_local_experts",))
-    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
-    width, width_key = _required_int(config, ("intermediate_size",))
-    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width}
+    moe, keys = _routed(config, "num_local_experts", ("num_experts_per_tok",), "intermediate_size")
     fields = {"moe": moe, "sliding_window": _optional_int(config, "sliding_window")}
-    return fields, _moe_keys(experts_key, top_k_key, width_key) | {"sliding_window": "sliding_window"}
+    return fields, keys | {"sliding_window": "sliding_window"}
 
 
 def _qwen3_moe(config: dict[str, Any], layers: int) -> Read:
@@ -99,11 +96,8 @@ def _qwen3_moe(config: dict[str, Any], layers: int) -> Read:
             "true is not read: transformers versions window different layers (from max_window_layers, or all)",
             "write a .toml model profile with sliding_window",
         )
-    experts, experts_key = _required_int(config, ("num_experts",))
-    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
-    width, width_key = _required_int(config, ("moe_intermediate_size",))
-    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width}
-    return {"moe": moe}, _moe_keys(experts_key, top_k_key, width_key)
+    moe, keys = _routed(config, "num_experts", ("num_experts_per_tok",), "moe_intermediate_size")
+    return {"moe": moe}, keys
 
 
 def _deepseek_v3(config: dict[str, Any], layers: int) -> Read:
@@ -117,9 +111,7 @@ def _deepseek_v3(config: dict[str, Any], layers: int) -> Read:
             "true puts biases on MLA's down-projections, which pplan's [mla] does not count",
             "write a .toml model profile",
         )
-    experts, experts_key = _required_int(config, ("n_routed_experts",))
-    top_k, top_k_key = _required_int(config, ("num_experts_per_tok",))
-    width, width_key = _required_int(config, ("moe_intermediate_size",))
+    moe, routed_keys = _routed(config, "n_routed_experts", ("num_experts_per_tok",), "moe_intermediate_size")
     shared = _nullable_int(config, "n_shared_experts") or 0  # null: none (DeepSeek's modeling code)
     first_dense = _count(config, "first_k_dense_replace")
     # DeepSeek's DeepseekV3Config defaults moe_layer_freq to 1; transformers' has no such key and routes every
@@ -128,11 +120,8 @@ def _deepseek_v3(config: dict[str, Any], layers: int) -> Read:
     # A config without the key is one written by transformers 4.x's DeepseekV3Config, which had no
     # multi-token prediction (its model loads no MTP weights): 0 modules. DeepSeek's own configs carry the key.
     mtp = _count(config, "num_nextn_predict_layers", default=0)
-    moe = {
-        "num_experts": experts,
-        "top_k": top_k,
-        "expert_ffn_hidden_size": width,
-        "shared_expert_ffn_hidden_size": shared * width,
+    moe |= {
+        "shared_expert_ffn_hidden_size": shared * moe["expert_ffn_hidden_size"],
         "first_dense_layers": first_dense,
         "layer_frequency": frequency,
     }
@@ -146,7 +135,7 @@ def _deepseek_v3(config: dict[str, Any], layers: int) -> Read:
     # MLA sets the head widths; the config's num_key_value_heads (= num_attention_heads) and head_dim
     # (= qk_rope_head_dim in transformers) do not apply.
     fields = {"num_kv_heads": None, "head_dim": None, "moe": moe, "mla": mla, "mtp_layers": mtp}
-    keys = _moe_keys(experts_key, top_k_key, width_key) | {
+    keys = routed_keys | {
         "moe.shared_expert_ffn_hidden_size": "n_shared_experts",
         "moe.first_dense_layers": "first_k_dense_replace",
         "moe.layer_frequency": "moe_layer_freq",
@@ -171,8 +160,8 @@ def _gpt_oss(config: dict[str, Any], layers: int) -> Read:
             "linear_bias cannot express",
             "write a .toml model profile",
         )
-    experts, experts_key = _required_int(config, ("num_local_experts",))
-    top_k, top_k_key = _required_int(config, _GPT_OSS_TOP_K)
+    moe, keys = _routed(config, "num_local_experts", _GPT_OSS_TOP_K, "intermediate_size")
+    top_k = moe["top_k"]
     other = _find_int(config, _GPT_OSS_TOP_K[::-1])
     if other is not None and other[0] != top_k:
         raise ProfileError(
@@ -180,14 +169,13 @@ def _gpt_oss(config: dict[str, Any], layers: int) -> Read:
             f"{other[0]} disagrees with num_experts_per_tok {top_k}",
             "make them equal, or remove experts_per_token",
         )
-    width, width_key = _required_int(config, ("intermediate_size",))
     layers_windowed = _window_layers(config, layers)
     window = None
     if layers_windowed is not None:
         window = _required_int(config, ("sliding_window",))[0]
-    moe = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width, "router_bias": True}
+    moe["router_bias"] = True
     fields = {"moe": moe, "sliding_window": window, "sliding_window_layers": layers_windowed or "all"}
-    return fields, _moe_keys(experts_key, top_k_key, width_key) | {"sliding_window": "sliding_window"}
+    return fields, keys | {"sliding_window": "sliding_window"}
 
 
 def _window_layers(config: dict[str, Any], layers: int) -> SlidingLayers | None:
@@ -223,8 +211,21 @@ def _window_layers(config: dict[str, Any], layers: int) -> SlidingLayers | None:
     )
 
 
-def _moe_keys(experts: str, top_k: str, width: str) -> dict[str, str]:
-    return {"moe.num_experts": experts, "moe.top_k": top_k, "moe.expert_ffn_hidden_size": width}
+def _routed(
+    config: dict[str, Any], experts_key: str, top_k_keys: tuple[str, ...], width_key: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The three numbers every routed family states, under its own keys: the `[moe]` fields and, for each, the
+    config key it came from (so a range error names the key the user wrote)."""
+    experts, experts_from = _required_int(config, (experts_key,))
+    top_k, top_k_from = _required_int(config, top_k_keys)
+    width, width_from = _required_int(config, (width_key,))
+    moe: dict[str, Any] = {"num_experts": experts, "top_k": top_k, "expert_ffn_hidden_size": width}
+    keys = {
+        "moe.num_experts": experts_from,
+        "moe.top_k": top_k_from,
+        "moe.expert_ffn_hidden_size": width_from,
+    }
+    return moe, keys
 
 
 _KV_HEADS = ("num_key_value_heads",)
