@@ -47,10 +47,22 @@ _MODEL_COLUMNS: dict[str, _Column[ModelSpec]] = {
     "heads": _Column("heads/KV", lambda s: f"{s.num_attention_heads}/{s.kv_heads}"),
     "ffn": _Column("FFN", lambda s: str(s.ffn_hidden_size)),
     "mlp": _Column("MLP", lambda s: s.mlp, numeric=False),
+    "experts": _Column("experts", lambda s: _experts(s), numeric=False),
     "vocab": _Column("vocab", lambda s: str(s.vocab_size)),
     "seq": _Column("seq", lambda s: str(s.seq_len)),
     "description": _Column("description", lambda s: s.description, numeric=False),
 }
+
+
+def _experts(model: ModelSpec) -> str:
+    """`top-k of E × f_e` for a routed model (with `+shared` and the dense layers), `-` for a dense one."""
+    moe = model.moe
+    if moe is None:
+        return "-"
+    text = f"{moe.top_k} of {moe.num_experts}×{moe.expert_ffn_hidden_size}"
+    if moe.shared_expert_ffn_hidden_size:
+        text += f" +{moe.shared_expert_ffn_hidden_size}"
+    return text
 
 
 def hardware_table(specs: Sequence[HardwareSpec], title: str = "Hardware profiles") -> ConsoleRenderable:
@@ -63,8 +75,9 @@ def hardware_table(specs: Sequence[HardwareSpec], title: str = "Hardware profile
 
 
 def models_table(specs: Sequence[ModelSpec], title: str = "Model profiles") -> ConsoleRenderable:
-    """One row per model: layers, width, heads (query/KV), MLP width and kind, vocabulary, sequence length."""
-    return _FitTable(title, _MODEL_COLUMNS, specs, droppable=("description",))
+    """One row per model: layers, width, heads (query/KV), MLP width and kind, routed experts, vocabulary,
+    sequence length."""
+    return _FitTable(title, _MODEL_COLUMNS, specs, droppable=("description", "experts"))
 
 
 class _FitTable(Generic[_SpecT]):
