@@ -174,7 +174,7 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "moe/experts_input",
         "moe/experts/fc1_output",
         "moe/experts/activation_output",
-        "moe/experts_output",
+        "moe/permuted_probs_fp32",
         "moe/shared_experts/fc1_output",
         "moe/shared_experts/activation_output",
     ),
@@ -251,9 +251,10 @@ def _routed_items(model: ModelSpec, plan: LayerSetting, qb: int, sp: int) -> lis
     """A routed MLP's saved tensors on one rank (its input is `mlp/fc1_input`, the router's and the shared
     experts' input; balanced routing): the router's FP32 probabilities (qb/sp × E), the experts' input after
     dispatch (k·qb/t rows arrive per rank, each row a whole h; etp ranks of one expert each see all its rows),
-    fc1 and activation outputs (f_e/etp wide), and the experts' outputs back on the source rank, which the
-    probability-weighted combine keeps for the gradient of the probabilities (k·qb/sp rows of h); shared experts
-    as a dense MLP of their width split by t."""
+    fc1 and activation outputs (f_e/etp wide), and each dispatched row's FP32 routing probability: megatron-core
+    (0.13 on) weights the activation output by it inside the experts (`weighted_bias_swiglu_impl`), so the
+    combine keeps no expert outputs and the probabilities' gradient comes from the activation output; shared
+    experts as a dense MLP of their width split by t."""
     moe = model.moe
     assert moe is not None
     h, t = model.hidden_size, plan.tp
@@ -263,7 +264,7 @@ def _routed_items(model: ModelSpec, plan: LayerSetting, qb: int, sp: int) -> lis
         ("moe/router_probs_fp32", FP32_BYTES * qb * moe.num_experts // sp),
         ("moe/experts_input", ACT_BYTES * rows * h // t),
         *_mlp_items(model, "moe/experts", rows, t, f_e),
-        ("moe/experts_output", ACT_BYTES * qb * moe.top_k * h // sp),
+        ("moe/permuted_probs_fp32", FP32_BYTES * rows // t),
     ]
     if moe.shared_expert_ffn_hidden_size:
         items += _mlp_items(model, "moe/shared_experts", qb, t, moe.shared_expert_ffn_hidden_size)
