@@ -42,7 +42,7 @@ from pplan.documents.explain import (
 from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
-from pplan.plan.configuration import Plan, PlanRequest, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, check_precision, make_plan
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
@@ -86,6 +86,11 @@ def performance(
         mfu=st.mfu,
         mfu_causal=st.mfu_causal,
         hfu=st.hfu,
+        mfu_fp8_peak=(
+            st.model_tflops_per_gpu * 1e12 / (hardware.gpu.peak_fp8_tflops * 1e12)
+            if plan.precision != "bf16" and hardware.gpu.peak_fp8_tflops
+            else None
+        ),
         breakdown_s=st.breakdown_s,
         calibrated=hardware.efficiency.calibrated,
         train_tokens=train_tokens,
@@ -130,6 +135,7 @@ def explain_with_run(
             f"must be a finite number above 0 and at most {MAX_TRAIN_TOKENS:g}, got {train_tokens:g}",
             "e.g. --train-tokens 15e12",
         )
+    check_precision(hardware, request.precision)
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)
     timeline = run.summary
@@ -323,6 +329,7 @@ def _plan_out(plan: Plan) -> PlanOut:
         reshard_after_forward=plan.reshard_after_forward,
         stack=plan.stack,
         overlap_p2p_comm=plan.overlap_p2p_comm,
+        precision=plan.precision,
         ep=plan.ep,
         etp=plan.etp,
     )
@@ -344,6 +351,7 @@ def _stage_out(plan: Plan, r: RankMemory, host_bytes: int = 0) -> StageMemory:
         offload_buffer_bytes=r.offload_buffer_bytes,
         host_offload_bytes=host_bytes,
         fragmentation_bytes=r.fragmentation_bytes,
+        fp8_weight_cache_bytes=r.fp8_weight_cache_bytes,
         in_flight_microbatches=r.in_flight_microbatches,
         in_flight_chunk_microbatches=list(r.in_flight_chunk_microbatches),
         total_bytes=r.total_bytes,

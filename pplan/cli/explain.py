@@ -70,6 +70,13 @@ def explain(
         int,
         typer.Option(help="Expert tensor-parallel degree (routed models): each expert split over etp ranks."),
     ] = 1,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="GEMM precision of the layers' Linears: bf16, fp8 (per-tensor scaled, Hopper on) or mxfp8 "
+            "(block-scaled, Blackwell)."
+        ),
+    ] = "bf16",
     micro_batch: Annotated[int, typer.Option(help="Micro-batch size b, in sequences.")] = DEFAULT_MICRO_BATCH,
     schedule: Annotated[
         str,
@@ -155,6 +162,7 @@ def explain(
         cp=cp,
         ep=ep,
         etp=etp,
+        precision=precision,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
         schedule=schedule,
         seq_len=seq_len,
         recompute=recompute,

@@ -38,6 +38,7 @@ from pplan.model.params import (
     output_params,
     position_table_rows,
 )
+from pplan.model.precision import WEIGHT_CACHE_BYTES, is_fp8_linear
 from pplan.plan.configuration import Plan, Shape
 from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
@@ -105,11 +106,14 @@ class RankMemory:
     in_flight_microbatches: float
     """Peak micro-batches in flight, in units of one average stage (L/p layers)."""
     usable_bytes: int
+    fp8_weight_cache_bytes: int = 0
+    """FP8 only: the quantised copies of the Linears' weights kept through the step (pplan.model.precision)."""
 
     @property
     def total_bytes(self) -> int:
         return (
-            self.weights_bytes
+            self.fp8_weight_cache_bytes
+            + self.weights_bytes
             + self.grads_bytes
             + self.optimizer_bytes
             + self.activation_bytes
@@ -268,6 +272,17 @@ def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     return _layout_params(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp)
 
 
+def plan_fp8_cache_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """Per rank, the FP8 weight caches: its FP8 Linears' parameters × `WEIGHT_CACHE_BYTES` (0 under bf16)."""
+    per_param = WEIGHT_CACHE_BYTES[plan.precision]
+    if not per_param:
+        return (0,) * plan.pp
+    return tuple(
+        math.ceil(per_param * sum(n for name, n in items if is_fp8_linear(name)))
+        for items in _plan_param_items(model, plan)
+    )
+
+
 def plan_rank_expert_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     """Of `plan_rank_params`, the routed experts' parameters (sharded over ep·etp; 0 for a dense model)."""
     if model.moe is None:
@@ -329,6 +344,7 @@ def plan_memory(
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
     buffers = plan_offload_buffer_bytes(model, plan)
+    caches = plan_fp8_cache_bytes(model, plan)
     out = []
     for r in range(plan.pp):
         chunks = tuple(per_stage[s] for s in stages[r])
@@ -354,6 +370,7 @@ def plan_memory(
                 ),
                 offload_buffer=buffers[r],
                 expert_bpp=expert_bpp,
+                fp8_cache=caches[r],
             )
         )
     return tuple(out)
@@ -400,10 +417,12 @@ def plan_memory_totals(
     working = _working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
         sum(_param_bytes(params, bpp, experts, expert_bpp))
+        + cache
         + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
-        for params, experts, act_bytes, extra, gathered, buffer in zip(
+        for params, experts, cache, act_bytes, extra, gathered, buffer in zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
+            plan_fp8_cache_bytes(model, plan),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan),
@@ -428,6 +447,7 @@ def rank_memory(
     in_flight_units: float,
     offload_buffer: int = 0,
     expert_bpp: BytesPerParam | None = None,
+    fp8_cache: int = 0,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
     bytes each, the activations its schedule keeps at the peak, the per-plan transients, and the allocator's
@@ -453,4 +473,5 @@ def rank_memory(
         in_flight_chunk_microbatches=in_flight_chunks,
         in_flight_microbatches=in_flight_units,
         usable_bytes=usable_bytes,
+        fp8_weight_cache_bytes=fp8_cache,
     )

@@ -42,7 +42,7 @@ from functools import lru_cache
 
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
-from pplan.model.activations import offloaded_layer
+from pplan.model.activations import fp8_cast_elements, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
     attention_keys,
@@ -51,6 +51,7 @@ from pplan.model.flops import (
     mtp_layer_model,
     mtp_projection_flops,
 )
+from pplan.model.precision import CAST_BYTES
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -145,6 +146,14 @@ def _rates(hw: HardwareSpec) -> tuple[float, float, float, float]:
     )
 
 
+def linear_rate(hw: HardwareSpec, plan: LayerSetting) -> float:
+    """FLOP/s of the layers' Linear GEMMs: the BF16 rate, or under FP8 the FP8 peak × `efficiency.fp8_matmul`
+    (pplan.model.precision)."""
+    if plan.precision == "bf16" or hw.gpu.peak_fp8_tflops is None:
+        return hw.gpu.peak_bf16_tflops * 1e12 * hw.efficiency.matmul
+    return hw.gpu.peak_fp8_tflops * 1e12 * hw.efficiency.fp8_matmul_fraction
+
+
 def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
     """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
     if plan.tp == 1:
@@ -160,7 +169,8 @@ def layer_gemms_s(
 ) -> tuple[float, float, float, float]:
     """Seconds of a layer's QKV, output projection, MLP first (gate and up) and second GEMMs on one GPU in the
     forward; each one's input-gradient and weight-gradient GEMMs take the same (+ one kernel overhead each)."""
-    gemm_rate, _, _, overhead = _rates(hw)
+    _, _, _, overhead = _rates(hw)
+    gemm_rate = linear_rate(hw, plan)
     fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
     matrices = 3 if model.mlp == "swiglu" else 2
     mlp = fl.get("mlp") + fl.get("moe/shared_experts")  # the tensor-parallel MLP of a routed layer: shared
@@ -271,7 +281,8 @@ def with_offload(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, times: 
 
 def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU, without activation offload."""
-    gemm_rate, attn_rate, hbm_rate, overhead = _rates(hw)
+    bf16_rate, attn_rate, hbm_rate, overhead = _rates(hw)
+    gemm_rate = linear_rate(hw, plan)
     t = plan.tp
     sp = t if plan.sequence_parallel else 1
     fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp)
@@ -283,6 +294,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     inner = tokens * f * 2 / t  # the MLP's inner width is split over t with or without sp
     act_bytes = act_tensors[0] * inner
     routed = _routed_layer(model, hw, plan, act_tensors)
+    cast_bytes = CAST_BYTES * fp8_cast_elements(model, plan)
     dropout = (FUSED_DROPOUT_TENSORS if STACKS[plan.stack].fused_bias_dropout_add else DROPOUT_TENSORS) * (
         model.dropout
     )
@@ -307,8 +319,9 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     def items(kind: str) -> tuple[tuple[str, float], ...]:
         passf = gemm[kind]
         core = (passf.get("attention/scores") + passf.get("attention/context")) / t
-        mm = sum(n for name, n in passf.items if name not in ATTENTION_CORE and name != "moe/experts") / t
-        out = [("gemm", mm / gemm_rate + gemm_kernels(model) * overhead)]
+        mm = sum(n for name, n in passf.items if name not in BF16_OR_OWN_ITEMS) / t
+        router = passf.get("moe/router") / t / bf16_rate  # the router stays BF16 (pplan.model.precision)
+        out = [("gemm", mm / gemm_rate + router + gemm_kernels(model) * overhead)]
         if core:
             out.append(("attention", core * core_fraction / attn_rate + 2 * overhead))
         if routed is not None:
@@ -316,6 +329,9 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
         if elem:
             kernels = ELEMENTWISE_KERNELS[kind] + (routed.kernels[kind == "I"] if routed is not None else 0)
+            if cast_bytes:  # the FP8 GEMMs' input casts (forward) and output-gradient casts (backward)
+                elem += cast_bytes
+                kernels += gemm_kernels(model)
             elem += routed.memory_bytes[kind == "I"] if routed is not None else 0.0
             out.append(("memory-bound", elem / hbm_rate + kernels * overhead))
         if kind != "W" and tp_coll:
@@ -347,7 +363,10 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         if (
             routed is not None
         ):  # a routed layer's MLP is its router, shared and routed experts, and their traffic
-            shared = (gemm["F"].get("moe/router") + gemm["F"].get("moe/shared_experts")) / t / gemm_rate
+            shared = (
+                gemm["F"].get("moe/router") / t / bf16_rate
+                + gemm["F"].get("moe/shared_experts") / t / gemm_rate
+            )
             module_s["mlp"] += (
                 shared + routed.gemm_s + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
                 + routed.comm.forward_s
@@ -357,6 +376,11 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w
         )
     return base
+
+
+BF16_OR_OWN_ITEMS = (*ATTENTION_CORE, "moe/experts", "moe/router")
+"""Layer FLOP items not in the Linears' GEMM item: the attention core and the router (BF16), the routed experts
+(their own grouped GEMMs)."""
 
 
 def tensor_parallel_mlp_width(model: ModelSpec) -> int:
@@ -398,10 +422,11 @@ def _routed_layer(
     moe = model.moe
     if moe is None:
         return None
-    peak = hw.gpu.peak_bf16_tflops * 1e12
     overhead = hw.efficiency.kernel_overhead_us * 1e-6
     flops = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f.get("moe/experts") / plan.tp
-    gemm_s = flops / (peak * hw.efficiency.grouped_gemm_fraction) + 2 * overhead
+    # grouped GEMMs reach grouped_gemm / matmul of what plain GEMMs of the same precision reach
+    grouped = hw.efficiency.grouped_gemm_fraction / hw.efficiency.matmul
+    gemm_s = flops / (linear_rate(hw, plan) * grouped) + 2 * overhead
     inner = expert_rows(model, plan) * moe.expert_ffn_hidden_size / plan.etp * 2
     routing = routing_bytes(model, plan)
     activation = (act_tensors[0] * inner, act_tensors[1] * inner)

@@ -98,6 +98,8 @@ class PlanOut(Out):
     """The software stack whose overlap and fusion rules the step time applies (pplan.profiles.stacks)."""
     overlap_p2p_comm: bool = True
     """megatron-core's interleaved schedule overlaps its pipeline sends (false: they block the sender)."""
+    precision: str = "bf16"
+    """GEMM precision of the layers' Linears: bf16, fp8 or mxfp8 (pplan.model.precision)."""
     ep: int = 1
     """Expert parallel (routed models): ranks the routed experts are split over."""
     etp: int = 1
@@ -144,6 +146,9 @@ class StageMemory(Out):
     """The caching allocator's fragmentation: `memory.fragmentation_fraction_of_dynamic` of the dynamic bytes
     (activation, extra activation, recompute working, gathered weights and offload buffer bytes); included in
     `total_bytes`."""
+    fp8_weight_cache_bytes: NonNegativeInt = 0
+    """FP8 only: the quantised copies of the Linears' weights (a copy and its transpose, or MXFP8's row-wise and
+    column-wise copies with scales) kept through the step; included in `total_bytes`."""
     in_flight_microbatches: float
     """Peak micro-batches in flight at once, in units of one average stage (L/p layers)."""
     in_flight_chunk_microbatches: list[int]
@@ -321,6 +326,9 @@ class PerformanceOut(Out):
     """Model FLOPs utilisation of the BF16 peak, causal convention (`model_tflops_per_gpu_causal`)."""
     hfu: float
     """Hardware FLOPs utilisation of the BF16 peak (`hardware_tflops_per_gpu`)."""
+    mfu_fp8_peak: float | None = None
+    """FP8 and MXFP8 plans: model FLOPs utilisation of the FP8 peak (non-causal convention; the Linears' share of
+    the work runs against it); null under bf16."""
     breakdown_s: dict[str, float]
     """On the busiest pipeline rank: compute, recompute (forward work re-run in the backward, with the collectives
     it repeats), tp_comm (exposed tensor-parallel), bubble, p2p (exposed point-to-point), dp_comm (exposed

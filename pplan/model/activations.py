@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 
 from pplan.model.itemised import Itemised
+from pplan.model.precision import FP8_SAVED_INPUTS, saved_bytes_per_element
 from pplan.plan.configuration import LayerSetting
 from pplan.profiles.specs import ModelSpec
 
@@ -188,8 +189,9 @@ def _dropped_by(plan: LayerSetting) -> tuple[str, ...]:
     return tuple(name for module in plan.recompute_modules for name in MODULE_ITEMS[module])
 
 
-def _itemised_all(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]:
-    """Every tensor a layer keeps without module recomputation (the score path unless flash attention)."""
+def _itemised_all(model: ModelSpec, plan: LayerSetting, as_bf16: bool = False) -> list[tuple[str, int]]:
+    """Every tensor a layer keeps without module recomputation (the score path unless flash attention); the
+    Linears' inputs at their BF16 size with `as_bf16`, else in the plan's precision."""
     qb, t, sp, _ = _dims(model, plan)
     h, a = model.hidden_size, model.num_attention_heads
     mla = model.mla
@@ -235,7 +237,20 @@ def _itemised_all(model: ModelSpec, plan: LayerSetting) -> list[tuple[str, int]]
         items += _routed_items(model, plan, qb, sp)
     if model.dropout:
         items.append(("mlp/dropout_mask", MASK_BYTES * qb * h // sp))
+    if (
+        plan.precision != "bf16" and not as_bf16
+    ):  # each Linear keeps its quantised input (pplan.model.precision)
+        per = saved_bytes_per_element(plan.precision)
+        items = [(n, math.ceil(b / ACT_BYTES * per) if n in FP8_SAVED_INPUTS else b) for n, b in items]
     return items
+
+
+def fp8_cast_elements(model: ModelSpec, plan: LayerSetting) -> int:
+    """Elements one layer's forward quantises for its FP8 GEMMs: the Linears' inputs (`FP8_SAVED_INPUTS`, counted
+    at their BF16 size; 0 under bf16)."""
+    if plan.precision == "bf16":
+        return 0
+    return sum(b // ACT_BYTES for n, b in _itemised_all(model, plan, as_bf16=True) if n in FP8_SAVED_INPUTS)
 
 
 def _mlp_items(model: ModelSpec, name: str, rows: int, divisor: int, width: int) -> list[tuple[str, int]]:

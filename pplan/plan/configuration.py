@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from pplan.errors import ConfigError
+from pplan.model.precision import Precision
 from pplan.plan.layout import Layout, make_layout
-from pplan.profiles.specs import MAX_SEQ, ModelSpec
+from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
@@ -81,6 +82,8 @@ class LayerSetting(Protocol):
     def etp(self) -> int: ...
     @property
     def expert_comm_overlap(self) -> bool: ...
+    @property
+    def precision(self) -> Precision: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class Shape:
     """Expert tensor parallel: ranks each expert's matrices are split over."""
     expert_comm_overlap: bool = False
     """The schedule pairs passes so the expert all-to-all runs behind the other's compute (DualPipe)."""
+    precision: Precision = "bf16"
+    """The Linears' GEMM precision and what they keep for the backward (pplan.model.precision)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -123,7 +128,7 @@ class Shape:
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
                     self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap, self.ep,
-                    self.etp, self.expert_comm_overlap,
+                    self.etp, self.expert_comm_overlap, self.precision,
                 )
             ),
         )  # fmt: skip
@@ -181,6 +186,9 @@ class PlanRequest:
     onto the data- and context-parallel ranks (expert data parallel = t·cp·d / (ep·etp))."""
     etp: int = 1
     """Expert tensor parallel (routed models): each expert's matrices split over etp ranks."""
+    precision: Precision = "bf16"
+    """GEMM precision of the layers' Linears: bf16, fp8 (per-tensor scaled, Hopper on) or mxfp8 (Blackwell);
+    pplan.model.precision says what each changes."""
 
     @property
     def recompute_label(self) -> str:
@@ -229,6 +237,7 @@ class PlanRequest:
                 "add --recompute selective, or drop --recompute-modules",
             )  # fmt: skip
         check_sharding(self.zero_stage, self.shard_group, self.reshard_after_forward)
+        check_choice("--precision", self.precision, get_args(Precision))
         check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
         check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
         check_offload(
@@ -286,6 +295,8 @@ class Plan:
     """Expert parallel: ranks the routed experts are split over (1 for a dense model)."""
     etp: int = 1
     """Expert tensor parallel: ranks each routed expert's matrices are split over."""
+    precision: Precision = "bf16"
+    """GEMM precision of the layers' Linears (pplan.model.precision)."""
 
     @property
     def expert_dp(self) -> int:
@@ -318,7 +329,7 @@ class Plan:
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
                 self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
-                self.etp, self.kind.overlaps_expert_comm,
+                self.etp, self.kind.overlaps_expert_comm, self.precision,
             ),
         )  # fmt: skip
 
@@ -613,6 +624,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         tp_comm_overlap=req.tp_comm_overlap and t > 1,
         ep=req.ep,
         etp=req.etp,
+        precision=req.precision,
     )
 
 
@@ -649,6 +661,21 @@ def _check_experts(model: ModelSpec, req: PlanRequest, stage_ranks: int) -> None
         raise ConfigError(
             "--no-sequence-parallel", "tensor parallelism in a routed model needs sequence parallelism "
             "(megatron-core asserts it)", "drop --no-sequence-parallel",
+        )  # fmt: skip
+
+
+def check_precision(hardware: HardwareSpec, precision: str) -> None:
+    """The GPU runs the precision: FP8 needs FP8 tensor cores (`gpu.peak_fp8_tflops`), MXFP8 block-scaled ones
+    (`gpu.block_scaled_fp8`, Blackwell); else a ConfigError on --precision."""
+    if precision != "bf16" and hardware.gpu.peak_fp8_tflops is None:
+        raise ConfigError(
+            "--precision", f"{hardware.gpu.name} has no FP8 tensor cores (its profile states no peak_fp8_tflops)",
+            "use --precision bf16, or an H100/H200/B200 profile",
+        )  # fmt: skip
+    if precision == "mxfp8" and not hardware.gpu.block_scaled_fp8:
+        raise ConfigError(
+            "--precision", f"{hardware.gpu.name} has no block-scaled (MXFP8) tensor cores",
+            "use --precision fp8, or a Blackwell profile (b200-180gb)",
         )  # fmt: skip
 
 

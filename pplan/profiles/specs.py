@@ -338,6 +338,8 @@ class GpuSpec(_Frozen):
     """Dense BF16 tensor-core peak, TFLOP/s (datasheet, no sparsity; 0.001 to 10^7)."""
     peak_fp8_tflops: Tflops | None = None
     """Dense FP8 peak, TFLOP/s (0.001 to 10^7), where the GPU has it."""
+    block_scaled_fp8: bool = False
+    """Tensor cores that take block-scaled FP8 (MXFP8: one E8M0 scale per 32 elements; Blackwell)."""
     hbm_gib: float = Field(gt=0, le=MAX_HBM_GIB, allow_inf_nan=False)
     """HBM capacity in GiB (0 < x ≤ 10^5; NVIDIA's "80 GB" parts carry 80 GiB of HBM stacks)."""
     hbm_bandwidth_gb_per_s: GbPerS
@@ -429,6 +431,8 @@ class EfficiencySpec(_Frozen):
     """Fraction of peak the flash-attention core reaches (10^-9 to 1); defaults to 0.8 × matmul (assumed)."""
     grouped_gemm: Fraction | None = None
     """Fraction of peak the routed experts' grouped GEMMs reach (10^-9 to 1); defaults to matmul (assumed)."""
+    fp8_matmul: Fraction | None = None
+    """Fraction of the FP8 peak that FP8 GEMMs reach (10^-9 to 1); defaults to matmul (assumed, unfitted)."""
     hbm: Fraction = 0.8
     """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach (10^-9 to 1)."""
     kernel_overhead_us: LatencyUs = 4.0
@@ -439,6 +443,10 @@ class EfficiencySpec(_Frozen):
     @property
     def attention_fraction(self) -> float:
         return self.attention if self.attention is not None else 0.8 * self.matmul
+
+    @property
+    def fp8_matmul_fraction(self) -> float:
+        return self.fp8_matmul if self.fp8_matmul is not None else self.matmul
 
     @property
     def grouped_gemm_fraction(self) -> float:

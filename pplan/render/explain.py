@@ -105,7 +105,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         padding=(0, 1),
         pad_edge=False,
         collapse_padding=True,
-        caption="L layers; wts/grad/opt weights, gradients, optimizer states; mb micro-batches in flight "
+        caption="L layers; wts/grad/opt weights, gradients, optimizer states; fp8w FP8 weight copies (FP8 "
+        "plans); mb micro-batches in flight "
         "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
         "rcmp one recomputed checkpoint; gath ZeRO-3's gathered weights (two units, or the rank's all with no reshard "
         "after forward); offl activation offload in transit; "
@@ -130,6 +131,8 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
         columns.append(("gath", lambda s: _g(s.gathered_weights_bytes)))
     if any(s.offload_buffer_bytes for s in stages):
         columns.append(("offl", lambda s: _g(s.offload_buffer_bytes)))
+    if any(s.fp8_weight_cache_bytes for s in stages):
+        columns.insert(3, ("fp8w", lambda s: _g(s.fp8_weight_cache_bytes)))
     if any(s.fragmentation_bytes for s in stages):
         columns.append(("frag", lambda s: _g(s.fragmentation_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
@@ -309,7 +312,8 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             (
                 "utilisation",
                 f"MFU {perf.mfu:.1%} (attention over the full s×s scores; {perf.mfu_causal:.1%} counting the causal "
-                f"half), HFU {perf.hfu:.1%}, of the BF16 peak",
+                f"half), HFU {perf.hfu:.1%}, of the BF16 peak"
+                + (f"; MFU {perf.mfu_fp8_peak:.1%} of the FP8 peak" if perf.mfu_fp8_peak is not None else ""),
             ),
         ]
         if perf.time_to_train_s is not None and perf.train_tokens is not None:

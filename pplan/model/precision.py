@@ -1,0 +1,75 @@
+"""What training in FP8 changes, as data: which GEMMs run in FP8, which saved tensors are kept in FP8, and the
+extra bytes the FP8 copies of the weights cost.
+
+Precisions (a plan field): `bf16`; `fp8`, Transformer Engine's per-tensor scaled FP8 (E4M3 forward, E5M2
+gradients: the `hybrid` format; delayed or current scaling cost the same here) on Hopper and later; `mxfp8`,
+block-scaled FP8 (one E8M0 scale per 32 elements, OCP Microscaling) on Blackwell.
+- GEMMs in FP8: every Linear of a transformer layer (QKV / MLA projections, output projection, MLP and expert
+  matrices) in F, I and W, at the profile's FP8 peak × `efficiency.fp8_matmul`. The attention core (flash
+  attention), the router, the embedding and the output layer stay BF16 (Megatron-Core's FP8 recipe wraps the
+  layers' Linears only; NeMo and Megatron keep the first and last layers' ends in BF16).
+- Saved activations: a Transformer Engine Linear keeps its quantised input for the weight gradient, so each
+  Linear's input is kept in 1 byte per element instead of 2 (`FP8_SAVED_INPUTS`; MXFP8 adds one scale byte per
+  32 elements); the norms' inputs, the attention core's q, k, v and the activation function's input stay BF16.
+- Weights: the BF16 weights stay (Megatron's default, the optimizer's FP32 master copy behind them), and each
+  FP8 Linear's weight is also kept quantised for the step: a copy and its transpose on Hopper, whose FP8 GEMMs
+  take one layout only (2 bytes per parameter, `WEIGHT_CACHE_BYTES`), a row-wise and a column-wise copy with their
+  scales under MXFP8 (2 + 2/32).
+- Casts: each FP8 GEMM input is quantised by a memory-bound cast (and transpose) kernel, read 2 bytes and write 2
+  per element (`CAST_BYTES`), in the forward for the Linears' inputs and in the backward for their output
+  gradients (counted as the same number of elements).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Precision = Literal["bf16", "fp8", "mxfp8"]
+
+FP8_SAVED_INPUTS = frozenset(
+    {
+        "attention/qkv_input",
+        "attention/q_up_input",
+        "attention/kv_up_input",
+        "attention/proj_input",
+        "mlp/fc1_input",
+        "mlp/activation_output",
+        "moe/experts_input",
+        "moe/experts/activation_output",
+        "moe/shared_experts/activation_output",
+    }
+)
+"""The itemised saved tensors (pplan.model.activations) that are a Linear's input, kept quantised under FP8."""
+
+FP8_LINEAR_PARAMS = (
+    "attention/qkv",
+    "attention/q",
+    "attention/q_up",
+    "attention/q_down",
+    "attention/kv_up",
+    "attention/kv_down",
+    "attention/proj",
+    "mlp/fc1",
+    "mlp/fc2",
+    "moe/experts/",
+    "moe/shared_experts/",
+)
+"""Prefixes of the itemised parameter groups (pplan.model.params) that are FP8 Linears' weights."""
+
+SCALE_BYTES = {"bf16": 0.0, "fp8": 0.0, "mxfp8": 1 / 32}
+"""Scale bytes per quantised element: none beyond a per-tensor scalar; one E8M0 byte per 32 under MXFP8."""
+WEIGHT_CACHE_BYTES = {"bf16": 0.0, "fp8": 2.0, "mxfp8": 2 + 2 / 32}
+"""Bytes per FP8 Linear parameter of the quantised weight copies kept through the step (module docstring)."""
+CAST_BYTES = 4
+"""HBM bytes per element of a cast to FP8 with its transpose: read 2 (BF16), write 1 + 1."""
+
+
+def is_fp8_linear(name: str) -> bool:
+    """An itemised parameter group that is an FP8 Linear's weight (a layer's, or an MTP module's layer's)."""
+    name = name.removeprefix("mtp/")
+    return any(name.startswith(p) if p.endswith("/") else name == p for p in FP8_LINEAR_PARAMS)
+
+
+def saved_bytes_per_element(precision: Precision) -> float:
+    """Bytes per element of a Linear's input kept for the backward."""
+    return 2.0 if precision == "bf16" else 1.0 + SCALE_BYTES[precision]

@@ -1,0 +1,65 @@
+"""FP8 plans (pplan.model.precision), each figure derived by hand from Llama 3 8B's published shape: h 4096, 32
+heads, 8 KV heads of 128, SwiGLU width 14336, 32 layers (Dubey et al. 2024, Table 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pplan.cost.memory import plan_fp8_cache_bytes
+from pplan.cost.passtime import layer_pass_times
+from pplan.errors import ConfigError
+from pplan.model.activations import layer_activations
+from pplan.model.precision import Precision
+from pplan.plan.configuration import Plan, PlanRequest, check_precision, make_plan
+from pplan.profiles.catalog import load_hardware, load_model
+
+LLAMA = load_model("llama3-8b")
+H100 = load_hardware("h100-sxm-80gb")
+S, H, F = 8192, 4096, 14336
+
+
+def _plan(precision: Precision, pp: int = 1) -> Plan:
+    return make_plan(LLAMA, PlanRequest(gpus=8, global_batch=8, pp=pp, seq_len=S, precision=precision))
+
+
+def test_fp8_keeps_each_linears_input_in_one_byte() -> None:
+    """QKV, projection and fc1 inputs (s·h each) and the fc2 input (s·f) drop from 2 bytes to 1."""
+    saved = (
+        layer_activations(LLAMA, _plan("bf16")).total_bytes
+        - layer_activations(LLAMA, _plan("fp8")).total_bytes
+    )
+    assert saved == 3 * S * H + S * F
+
+
+def test_fp8_weight_caches_are_two_bytes_per_linear_weight() -> None:
+    """Per layer: QKV 4096·(32+16)·128, projection 4096², SwiGLU 3·4096·14336; 32 layers on one rank."""
+    linear = H * 48 * 128 + H * H + 3 * H * F
+    assert plan_fp8_cache_bytes(LLAMA, _plan("fp8")) == (2 * 32 * linear,)
+    assert plan_fp8_cache_bytes(LLAMA, _plan("bf16")) == (0,)
+
+
+def test_fp8_linears_run_at_the_fp8_rate_and_the_core_stays_bf16() -> None:
+    """The forward's GEMM item: the Linears' 2·s·(weights) FLOPs at 1978.9 TFLOP/s × the FP8 efficiency (the
+    profile's GEMM efficiency where none is fitted), plus four kernel overheads; the attention item unchanged."""
+    linear_flops = 2 * S * (H * 48 * 128 + H * H + 3 * H * F)
+    eff = H100.efficiency
+    fp8_rate = 1978.9e12 * (eff.fp8_matmul if eff.fp8_matmul is not None else eff.matmul)
+    fp8 = dict(layer_pass_times(LLAMA, H100, _plan("fp8").shape).f)
+    bf16 = dict(layer_pass_times(LLAMA, H100, _plan("bf16").shape).f)
+    assert fp8["gemm"] == pytest.approx(linear_flops / fp8_rate + 4 * eff.kernel_overhead_us * 1e-6)
+    assert fp8["attention"] == bf16["attention"]
+    assert fp8["memory-bound"] > bf16["memory-bound"]  # the casts
+
+
+@pytest.mark.parametrize(("hardware", "precision"), [("a100-sxm-80gb", "fp8"), ("h100-sxm-80gb", "mxfp8")])
+def test_a_gpu_without_the_precision_is_refused(hardware: str, precision: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_precision(load_hardware(hardware), precision)
+    assert info.value.field == "--precision"
+
+
+def test_blackwell_takes_mxfp8_with_its_scales() -> None:
+    """MXFP8 adds one E8M0 scale byte per 32 elements to each kept input and to both weight copies."""
+    check_precision(load_hardware("b200-180gb"), "mxfp8")
+    linear = H * 48 * 128 + H * H + 3 * H * F
+    assert plan_fp8_cache_bytes(LLAMA, _plan("mxfp8")) == (round(32 * linear * (2 + 2 / 32)),)
