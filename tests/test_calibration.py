@@ -1,6 +1,7 @@
 """The step-time model against published runs: the bundled profiles meet the accuracy target of issue 14 (in
-sample: mean ≤ 5 %, worst ≤ 10 % per set; leave one set out: mean ≤ 8 %), re-fitting reproduces the figures the
-profiles carry, and published times are derived from the FLOP counts their sources name."""
+sample: mean ≤ 5 %, worst ≤ 10 % per set; leave one set out: mean ≤ 8 %; issue 15's FP8 sets the same), re-fitting
+reproduces the figures the profiles carry, and published times are derived from the FLOP counts their sources
+name."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pplan.model.flops import model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
-from pplan.validation.published import check_sets, fit_matmul, row_model, validate_set
+from pplan.validation.published import check_sets, fit_efficiency, row_model, validate_set
 
 PUBLISHED = load_published_runs()["sets"]
 SETS = {s["name"]: s for s in PUBLISHED}
@@ -20,6 +21,9 @@ MISSES = {
     "the unpipelined ones up to 8.2 % slower",
     "megatron-lm-readme-h100-weak-scaling": "its 1.7B and 7.1B rows come out 14-21 % faster and its 32B row 23 % "
     "slower (the table states no micro-batch, schedule or overlap settings)",
+    "nemo-h100-fp8-gpt3-175b": "its NeMo 24.12 row comes out 10.3 % slow: the same plan ran 5.5 % faster on 24.12 "
+    "than on 24.07 (825 against 782 tokens/s per GPU), and pplan models one software state; the 24.07 rows are "
+    "within 4.6 %",
 }
 """Sets that miss the in-sample target today, and how (strict xfail: a fix shows as a failure to update this)."""
 assert set(SETS) >= set(MISSES)
@@ -47,7 +51,8 @@ def test_fit_reproduces_the_profiles_and_sets_left_out_stay_within_target() -> N
     checks = check_sets(PUBLISHED, load_model, load_hardware, refit=True)
     for check in checks:
         hardware = load_hardware(check.in_sample.hardware)
-        assert check.matmul == pytest.approx(hardware.efficiency.matmul, abs=0.0015), check.in_sample.name
+        stated = getattr(hardware.efficiency, check.field)  # the GEMM efficiency, or the FP8 one for FP8 sets
+        assert check.matmul == pytest.approx(stated, abs=0.0015), check.in_sample.name
     # the README table misses out of sample as in sample (8.0 % mean): the one set at 8 % or above
     assert [c.in_sample.name for c in checks if c.left_out.mape > 0.08] == [
         "megatron-lm-readme-h100-weak-scaling"
@@ -81,7 +86,7 @@ def test_fit_of_one_set_is_its_own_minimum() -> None:
     # the golden-section fit lands where the set's error is lowest: a step either way does no better
     data = SETS["nvidia-dgxc-gpt3-175b-bf16"]
     hardware = load_hardware(data["hardware"])
-    best = fit_matmul([data], load_model, hardware)
+    best = fit_efficiency([data], load_model, hardware)
 
     def mape(x: float) -> float:
         return validate_set(data, load_model, hardware.with_efficiency(matmul=x)).mape

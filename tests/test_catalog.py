@@ -45,7 +45,7 @@ MOE_MODELS = {
     "gpt-oss-120b",
 }
 MODELS = (
-    {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "gpt-22b"}
+    {"llama3-8b", "llama3-70b", "llama3-405b", "llama2-70b", "gpt3-175b", "gpt-22b"}
     | MOE_MODELS
     | {row[0] for row in MEGATRON_TABLE_1}
 )

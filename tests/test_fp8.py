@@ -3,6 +3,8 @@ heads, 8 KV heads of 128, SwiGLU width 14336, 32 layers (Dubey et al. 2024, Tabl
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pplan.cost.memory import plan_fp8_cache_bytes
@@ -63,3 +65,37 @@ def test_blackwell_takes_mxfp8_with_its_scales() -> None:
     check_precision(load_hardware("b200-180gb"), "mxfp8")
     linear = H * 48 * 128 + H * H + 3 * H * F
     assert plan_fp8_cache_bytes(LLAMA, _plan("mxfp8")) == (round(32 * linear * (2 + 2 / 32)),)
+
+
+def test_nemo_fp8_rows_turn_tokens_per_gpu_into_step_time() -> None:
+    """NeMo 24.07's Llama 2 70B FP8 row: 128 sequences × 4096 tokens / (64 GPUs × 1707 tokens/s/GPU)."""
+    from pplan.profiles.catalog import load_published_runs
+    from pplan.validation.published import validate_set
+
+    data = next(s for s in load_published_runs()["sets"] if s["name"] == "nemo-2407-h100-fp8-llama2-70b")
+    (row,) = validate_set(data, load_model, H100).rows
+    assert row.published_s == pytest.approx(128 * 4096 / (64 * 1707))
+
+
+def test_explain_derives_the_fp8_speedup_from_both_steps() -> None:
+    """The derivation's value is step(bf16) / step(fp8) of the same plan, each as explain computes it."""
+    from pplan.cost.steptime import step_time
+    from pplan.explain import explain
+
+    model = load_model("llama2-70b")
+    req = PlanRequest(
+        gpus=64,
+        global_batch=128,
+        tp=4,
+        pp=4,
+        vp=20,
+        schedule="interleaved-1f1b",
+        zero_stage=1,
+        precision="fp8",
+    )
+    report = explain(model, H100, req)
+    (speedup,) = [d for d in report.derivations if d.quantity == "fp8_speedup"]
+    bf16 = step_time(model, H100, make_plan(model, dataclasses.replace(req, precision="bf16")))
+    assert report.performance is not None
+    assert speedup.value == pytest.approx(bf16.step_s / report.performance.step_s)
+    assert speedup.value > 1

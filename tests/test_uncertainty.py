@@ -119,9 +119,10 @@ def test_profiles_carry_the_calibration_the_public_runs_give() -> None:
         cal = load_hardware(name).calibration
         assert cal is not None
         stored = cal.model_dump()
-        assert (stored.pop("schedules"), stored.pop("stacks")) == (
+        assert (stored.pop("schedules"), stored.pop("stacks"), stored.pop("precisions")) == (
             tuple(figures.pop("schedules")),
             tuple(figures.pop("stacks")),
+            tuple(figures.pop("precisions")),
         ), name
         assert stored == pytest.approx(figures, abs=0.0015), name
 

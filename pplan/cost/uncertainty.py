@@ -68,6 +68,7 @@ def extrapolations(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[Extr
     return envelope_misses(
         model, hw, tp=plan.tp, pp=plan.pp, cp=plan.cp, zero_stage=plan.zero_stage, seq_len=plan.seq_len,
         gpus=plan.gpus, schedule=plan.kind.name, stack=plan.stack, tp_comm_overlap=plan.tp_comm_overlap,
+        precision=plan.precision,
     )  # fmt: skip
 
 
@@ -90,6 +91,7 @@ def envelope_misses(
     schedule: str,
     stack: StackName,
     tp_comm_overlap: bool = False,
+    precision: str = "bf16",
 ) -> tuple[Extrapolation, ...]:
     """`extrapolations` from the fields it reads (what the search knows of a configuration before its plan)."""
     cal = hw.calibration
@@ -136,6 +138,10 @@ def envelope_misses(
     if schedule not in cal.schedules:
         out.append(
             Extrapolation("schedule", f"{schedule}; the calibration runs use {', '.join(cal.schedules)}")
+        )
+    if precision not in cal.precisions:
+        out.append(
+            Extrapolation("precision", f"{precision}; the calibration runs use {', '.join(cal.precisions)}")
         )
     if tp_comm_overlap:
         out.append(

@@ -290,7 +290,8 @@ class SensitivityOut(Out):
 
 class ExtrapolationOut(Out):
     axis: str
-    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, TP overlap, stack, experts or GPU."""
+    """t, p, cp, cp across nodes, ZeRO, model size, sequence, GPUs, schedule, precision, TP overlap, stack, experts or
+    GPU."""
     detail: str
     """The plan's value against the calibrated range."""
 

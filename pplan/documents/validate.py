@@ -71,7 +71,8 @@ class ValidationSetOut(Out):
     quantity: str
     """What the rows compare: step time, or one layer's pass times."""
     matmul_efficiency: NonNegativeFloat
-    """The GEMM efficiency in sample: the profile's, or (with --fit) fitted now to all this GPU type's sets."""
+    """The efficiency the set calibrates (`efficiency_field`) in sample: the profile's, or (with --fit) fitted now
+    to all this GPU type's sets of its precision."""
     fitted: bool
     """Whether matmul_efficiency was fitted now (--fit)."""
     assumed: dict[str, str | int | float | bool]
@@ -80,12 +81,16 @@ class ValidationSetOut(Out):
     """In sample: mean absolute error of the predicted times, as a fraction."""
     worst: NonNegativeFloat
     """In sample: the largest absolute error."""
-    left_out_matmul_efficiency: NonNegativeFloat
-    """The GEMM efficiency fitted to this GPU type's other sets (this one left out)."""
+    left_out_matmul_efficiency: NonNegativeFloat | None
+    """The same efficiency fitted to this GPU type's other sets of its precision (this one left out); null when no
+    other set fits it, and the set is predicted with the profile's unfitted default (FP8 GEMMs at the BF16 GEMMs'
+    fraction of their peak)."""
     left_out_mape: NonNegativeFloat
     """Leave one set out: mean absolute error with `left_out_matmul_efficiency`."""
     left_out_worst: NonNegativeFloat
     rows: list[ValidationRunOut]
+    efficiency_field: str = "matmul"
+    """Which efficiency the set calibrates: `matmul` (BF16 GEMMs) or `fp8_matmul` (FP8 GEMMs)."""
     recompute_gaps: list[RecomputeGapOut] | None = Field(None, exclude_if=lambda value: value is None)
     """Sets of (full, selective recompute) pairs only: the throughput gained by selective recompute, per model."""
     practice: list[PracticeOut] | None = Field(None, exclude_if=lambda value: value is None)
@@ -187,6 +192,7 @@ def validation_set_document(
         mape=result.mape,
         worst=result.worst,
         left_out_matmul_efficiency=check.left_out_matmul,
+        efficiency_field=check.field,
         left_out_mape=left.mape,
         left_out_worst=left.worst,
         rows=[

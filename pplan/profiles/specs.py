@@ -492,6 +492,8 @@ class CalibrationSpec(_Frozen):
     """Schedule families the runs used (a TOML array)."""
     stacks: tuple[str, ...] = Field(strict=False)
     """Software stacks the runs were made with (pplan.profiles.stacks)."""
+    precisions: tuple[str, ...] = Field(default=("bf16",), strict=False)
+    """GEMM precisions the runs used (a TOML array; bf16, fp8, mxfp8)."""
 
 
 class HardwareSpec(_Frozen):
@@ -543,7 +545,7 @@ class HardwareSpec(_Frozen):
             )
         return self
 
-    def with_efficiency(self, **changes: float | bool) -> HardwareSpec:
+    def with_efficiency(self, **changes: float | bool | None) -> HardwareSpec:
         """This profile with some `efficiency` figures replaced (a fit, a sensitivity probe); nothing else moves."""
         return self.model_copy(update={"efficiency": self.efficiency.model_copy(update=changes)})
 

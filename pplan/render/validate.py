@@ -16,6 +16,9 @@ from rich.text import Text
 from pplan.documents.validate import MemoryValidationOut, PracticeOut, ValidationSetOut
 from pplan.validation.practice import GAP, TOP
 
+EFFICIENCY_NAMES = {"matmul": "GEMM efficiency", "fp8_matmul": "FP8 GEMM efficiency"}
+"""How each fitted efficiency is named in a set's title."""
+
 
 def validation_table(result: ValidationSetOut) -> Table:
     """Predicted against published time, one row per run, in sample and with the set left out of the fit, the
@@ -23,8 +26,13 @@ def validation_table(result: ValidationSetOut) -> Table:
     how = "fitted now" if result.fitted else "from the profile"
     table = Table(
         title=(
-            f"{result.set_} on {result.hardware}: {result.quantity} (GEMM efficiency {result.matmul_efficiency:.3f}, "
-            f"{how}; {result.left_out_matmul_efficiency:.3f} without this set)"
+            f"{result.set_} on {result.hardware}: {result.quantity} ({EFFICIENCY_NAMES[result.efficiency_field]} "
+            f"{result.matmul_efficiency:.3f}, {how}; "
+            + (
+                f"{result.left_out_matmul_efficiency:.3f} without this set)"
+                if result.left_out_matmul_efficiency is not None
+                else "unfitted without this set: the only one of its precision)"
+            )
         ),
         title_justify="left",
         caption=(

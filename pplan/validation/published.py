@@ -7,11 +7,13 @@ The published sets (pplan/validation/published_runs.json, read by catalog.load_p
   FLOPs) is compared with `steptime.step_time`;
 - `layer` sets: one transformer layer's forward and backward times (Korthikanti et al. Table 4), compared with
   `passtime.layer_pass_times` (F, and I + W).
-The fit adjusts one figure per GPU type, the GEMM efficiency (`[efficiency] matmul` in the hardware profile), to
-minimise the mean over that GPU's sets of each set's mean absolute percentage error (every set weighs the same,
+The fit adjusts one figure per GPU type and precision: the GEMM efficiency (`[efficiency] matmul` in the hardware
+profile) to its BF16 sets, and the FP8 GEMM efficiency (`fp8_matmul`) to its FP8 sets (`fits` in the data), each
+minimising the mean over those sets of each set's mean absolute percentage error (every set weighs the same,
 however many rows it has); everything else (attention, HBM and kernel-overhead figures, links) stays as the
 profile states it. Leave-one-set-out: each set is predicted with the efficiency fitted to the other sets of its GPU
-type, so a set the model only matches because it was fitted to it shows.
+type and precision (an FP8 set alone of its kind: with the unfitted default, FP8 GEMMs at the BF16 GEMMs' fraction
+of their peak), so a set the model only matches because it was fitted to it shows.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ def _request(
         overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
         overlap_p2p_comm=bool(assumed.get("overlap_p2p_comm", True)),
         stack=stack,
+        precision=str(stated.get("precision", "bf16")).lower(),  # type: ignore[arg-type]  # checked by PlanRequest
     )
 
 
@@ -142,6 +145,8 @@ def _published_step_s(
     if "published_step_s" in row:
         return float(row["published_step_s"])
     batch = int(row["global_batch"])
+    if "published_tokens_per_s_per_gpu" in row:
+        return batch * seq / (gpus * float(row["published_tokens_per_s_per_gpu"]))
     if data["flops"] == "narayanan-eq3":  # Eq. 3 counts one recomputed forward for every run
         flops = hardware_flops_per_step(model, seq, batch, "full")
     else:
@@ -208,21 +213,22 @@ def _validate_layers(data: dict[str, Any], load_model: ModelLoader, hardware: Ha
     )
 
 
-def fit_matmul(
+def fit_efficiency(
     sets: Sequence[dict[str, Any]],
     load_model: ModelLoader,
     hardware: HardwareSpec,
-    lo: float = 0.4,
+    field: str = "matmul",
+    lo: float = 0.3,
     hi: float = 0.9,
     tol: float = 1e-3,
 ) -> float:
-    """The GEMM efficiency minimising the mean over `sets` of each set's mean absolute percentage error
-    (golden-section search between `lo` and `hi` to `tol`, the precision the profiles quote; the error is unimodal in
-    the efficiency for these sets)."""
+    """The efficiency `field` (the GEMM efficiency, or the FP8 GEMM efficiency for FP8 sets) minimising the mean
+    over `sets` of each set's mean absolute percentage error (golden-section search between `lo` and `hi` to `tol`,
+    the precision the profiles quote; the error is unimodal in the efficiency for these sets)."""
     ratio = (5**0.5 - 1) / 2
 
     def cost(x: float) -> float:
-        hw = hardware.with_efficiency(matmul=x)
+        hw = hardware.with_efficiency(**{field: x})
         return sum(validate_set(data, load_model, hw).mape for data in sets) / len(sets)
 
     a, b = lo, hi
@@ -247,10 +253,13 @@ class SetCheck:
 
     in_sample: ValidationSet
     matmul: float
-    """The efficiency of `in_sample`."""
+    """The fitted efficiency (`field`) of `in_sample`."""
     left_out: ValidationSet
-    left_out_matmul: float
-    """The efficiency fitted without this set."""
+    left_out_matmul: float | None
+    """The efficiency fitted without this set (None: no other set of its GPU type fits it, so the set is
+    predicted with the profile's default for it, unfitted)."""
+    field: str = "matmul"
+    """Which efficiency the set calibrates: `matmul` (BF16 GEMMs) or `fp8_matmul` (FP8 GEMMs)."""
 
 
 def check_sets(
@@ -259,30 +268,50 @@ def check_sets(
     load_hardware: Callable[[str], HardwareSpec],
     refit: bool,
 ) -> list[SetCheck]:
-    """Every set in and out of sample (`refit`: fit each GPU type's efficiency now rather than read the profile's)."""
-    by_hardware: dict[str, list[dict[str, Any]]] = {}
+    """Every set in and out of sample (`refit`: fit each GPU type's efficiencies now rather than read the
+    profile's). BF16 sets fit the GEMM efficiency; FP8 sets (`fits: fp8_matmul`) the FP8 GEMM efficiency, with the
+    GEMM efficiency held at its BF16 fit (the layers' BF16 work: attention, router, output layer)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for data in sets:
-        by_hardware.setdefault(data["hardware"], []).append(data)
-    fitted: dict[str, float] = {}
+        groups.setdefault((data["hardware"], _fits(data)), []).append(data)
+    fitted: dict[tuple[str, str], float] = {}
+
+    def fit(name: str, field: str, among: list[dict[str, Any]]) -> float:
+        base = load_hardware(name)
+        if field != "matmul":
+            base = base.with_efficiency(matmul=fitted_of(name, "matmul"))
+        return fit_efficiency(among, load_model, base, field)
+
+    def fitted_of(name: str, field: str) -> float:
+        if (name, field) not in fitted:
+            stated = getattr(load_hardware(name).efficiency, field)
+            fitted[name, field] = fit(name, field, groups[name, field]) if refit or stated is None else stated
+        return fitted[name, field]
+
     out = []
     for data in sets:
-        name = data["hardware"]
+        name, field = data["hardware"], _fits(data)
         hardware = load_hardware(name)
-        if name not in fitted:
-            fitted[name] = (
-                fit_matmul(by_hardware[name], load_model, hardware) if refit else hardware.efficiency.matmul
-            )
-        others = [x for x in by_hardware[name] if x is not data]
-        without = fit_matmul(others, load_model, hardware) if others else fitted[name]
+        if field != "matmul":
+            hardware = hardware.with_efficiency(matmul=fitted_of(name, "matmul"))
+        value = fitted_of(name, field)
+        others = [x for x in groups[name, field] if x is not data]
+        without = fit(name, field, others) if others else (value if field == "matmul" else None)
         out.append(
             SetCheck(
-                in_sample=validate_set(data, load_model, hardware.with_efficiency(matmul=fitted[name])),
-                matmul=fitted[name],
-                left_out=validate_set(data, load_model, hardware.with_efficiency(matmul=without)),
+                in_sample=validate_set(data, load_model, hardware.with_efficiency(**{field: value})),
+                matmul=value,
+                left_out=validate_set(data, load_model, hardware.with_efficiency(**{field: without})),
                 left_out_matmul=without,
+                field=field,
             )
         )
     return out
+
+
+def _fits(data: dict[str, Any]) -> str:
+    """The efficiency a set calibrates (`fits` in the data; the GEMM efficiency unless it says otherwise)."""
+    return str(data.get("fits", "matmul"))
 
 
 PERCENTILES = (0.1, 0.9)
@@ -335,4 +364,5 @@ def _section(fig: dict[str, Any]) -> dict[str, Any]:
         "gpus_max": max(p.gpus for _, p in plans),
         "schedules": sorted({p.kind.name for _, p in plans}),
         "stacks": sorted(fig["stacks"]),
+        "precisions": sorted({p.precision for _, p in plans}),
     }
