@@ -99,3 +99,30 @@ def test_explain_derives_the_fp8_speedup_from_both_steps() -> None:
     assert report.performance is not None
     assert speedup.value == pytest.approx(bf16.step_s / report.performance.step_s)
     assert speedup.value > 1
+
+
+@pytest.mark.parametrize(
+    ("precision", "hardware", "fmt", "recipe", "arch"),
+    [("fp8", "h100-sxm-80gb", "hybrid", "delayed", 9), ("mxfp8", "b200-180gb", "e4m3", "mxfp8", 10)],
+)
+def test_megatron_reads_the_fp8_flags_as_the_plan_means(
+    precision: Precision, hardware: str, fmt: str, recipe: str, arch: int
+) -> None:
+    """Megatron-LM's own parser (core_v0.16.1 option table) and validate_args rules accept the flags, and read
+    Transformer Engine's format and recipe from them."""
+    from pplan.launchers.megatron import megatron_args, megatron_env
+    from pplan.launchers.megatron_validate import validate_megatron
+
+    check_precision(load_hardware(hardware), precision)
+    plan = make_plan(LLAMA, PlanRequest(gpus=64, global_batch=128, tp=4, pp=2, precision=precision))
+    check = validate_megatron(megatron_args(LLAMA, plan), plan.gpus, megatron_env(plan), device_arch=arch)
+    assert check.failures == ()
+    assert (check.namespace.fp8, check.namespace.fp8_recipe, check.namespace.bf16) == (fmt, recipe, True)
+
+
+def test_torchtitan_refuses_fp8_rather_than_run_bf16() -> None:
+    from pplan.launchers.support import check_supported
+
+    with pytest.raises(ConfigError) as info:
+        check_supported("torchtitan", _plan("fp8", pp=2))
+    assert "FP8" in str(info.value)

@@ -161,8 +161,19 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
     divisor = vocab_divisor(model, plan)
     if divisor is not None and divisor != MAKE_VOCAB_DIVISIBLE_BY:
         args += ["--make-vocab-size-divisible-by", str(divisor)]
-    args.append("--bf16")
+    args.append("--bf16")  # the rest of the model (and the BF16 weights FP8 Linears are cast from)
+    args += FP8_ARGS[plan.precision]
     return args
+
+
+FP8_ARGS: dict[str, list[str]] = {
+    "bf16": [],
+    "fp8": ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"],
+    "mxfp8": ["--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"],
+}
+"""Megatron-LM's FP8 flags per precision (core_v0.16.1 `--fp8-format` {e4m3, hybrid}, `--fp8-recipe` {tensorwise,
+delayed, mxfp8, blockwise}): Transformer Engine's E4M3-forward/E5M2-gradient delayed scaling, or MXFP8 (E4M3
+everywhere, block scales)."""
 
 
 def _memory_args(plan: Plan) -> list[str]:

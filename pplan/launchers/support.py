@@ -132,13 +132,21 @@ def _refusal(
     cp: int = 1,
     reshard_after_forward: bool = True,
     tp_comm_overlap: bool = False,
+    precision: str = "bf16",
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
     `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
     hybrid-sharding group S (None: all d·cp), `cp` its context-parallel size, `reshard_after_forward` ZeRO-3's
-    resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs."""
+    resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs, `precision` its GEMM
+    precision."""
     launcher = launcher_name(launcher)
+    if precision != "bf16" and launcher != "megatron":
+        return _Refusal(
+            f"{launcher}: FP8 not emitted",
+            f"--precision {precision}: pplan writes no torchtitan float8 converter settings",
+            "use --precision bf16, or --launcher megatron (--fp8-format, --fp8-recipe)",
+        )
     if tp_comm_overlap and launcher != "megatron":
         return _Refusal(
             f"{launcher}: async tensor parallelism not emitted",
@@ -328,6 +336,7 @@ def request_unsupported_reason(
         req.cp,
         req.reshard_after_forward,
         req.tp_comm_overlap and req.tp > 1,
+        req.precision,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -351,6 +360,7 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.cp,
         plan.reshard_after_forward,
         plan.tp_comm_overlap,
+        plan.precision,
     )
 
 
