@@ -304,7 +304,9 @@ def _precision_speedup(
     if plan.precision == "bf16" or durations != "analytic":
         return []
     fp8 = step_time(model, hardware, plan)
-    bf16_plan = make_plan(model, dataclasses.replace(request, precision="bf16"))
+    bf16_plan = make_plan(
+        model, dataclasses.replace(request, precision="bf16", fp8_param_gather=False, fp8_swiglu_input=False)
+    )
     bf16 = step_time(model, hardware, bf16_plan)
     eff, gpu = hardware.efficiency, hardware.gpu
     fp8_peak = gpu.peak_fp8_tflops or 0.0
@@ -366,6 +368,9 @@ def _plan_out(plan: Plan) -> PlanOut:
         stack=plan.stack,
         overlap_p2p_comm=plan.overlap_p2p_comm,
         precision=plan.precision,
+        fp8_param_gather=plan.fp8_param_gather,
+        fp8_swiglu_input=plan.fp8_swiglu_input,
+        moment_dtype=plan.moment_dtype,
         ep=plan.ep,
         etp=plan.etp,
     )

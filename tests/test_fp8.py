@@ -126,3 +126,37 @@ def test_torchtitan_refuses_fp8_rather_than_run_bf16() -> None:
     with pytest.raises(ConfigError) as info:
         check_supported("torchtitan", _plan("fp8", pp=2))
     assert "FP8" in str(info.value)
+
+
+def test_bf16_moments_make_optimizer_state_eight_bytes() -> None:
+    from pplan.cost.memory import bytes_per_param
+
+    plan = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=8, moment_dtype="bf16"))
+    assert bytes_per_param(plan).optimizer == 4 + 2 + 2
+
+
+def test_fp8_primary_weights_drop_the_bf16_copy_of_the_linears() -> None:
+    """With --fp8-param-gather, one rank's weight bytes are 2 × its non-Linear parameters (norms, embeddings, output
+    layer) and the FP8 copies 2 × the Linears'."""
+    from pplan.cost.memory import plan_memory, rank_param_items
+    from pplan.cost.pipeline import activation_peaks
+    from pplan.model.precision import is_fp8_linear
+
+    plan = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=8, precision="fp8", fp8_param_gather=True))
+    (rank,) = plan_memory(LLAMA, plan, 10**12, activation_peaks(LLAMA, plan), 0.0)
+    items = rank_param_items(LLAMA, plan, 0)
+    linear = sum(n for name, n in items if is_fp8_linear(name))
+    assert rank.fp8_weight_cache_bytes == 2 * linear
+    assert rank.weights_bytes == pytest.approx(2 * (sum(n for _, n in items) - linear), abs=2)
+
+
+def test_a_rank_holding_both_ends_keeps_one_tied_embedding() -> None:
+    """GPT-3 ties its output layer to the embedding; ZB-V puts both ends on rank 0, which then holds the 51200 × 12288
+    matrix once (split by t = 8), not a second copy to synchronise: rank 0 holds what rank 1 does (12 layers each)
+    plus the embedding, the learned 2048-row position table (replicated) and the final LayerNorm (2h)."""
+    from pplan.cost.memory import plan_rank_params
+
+    gpt3 = load_model("gpt3-175b")
+    req = PlanRequest(gpus=64, global_batch=64, tp=8, pp=8, schedule="zbv")
+    first, middle = plan_rank_params(gpt3, make_plan(gpt3, req))[:2]
+    assert first - middle == pytest.approx(51200 * 12288 / 8 + 2048 * 12288 + 2 * 12288, rel=1e-9)

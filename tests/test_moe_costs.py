@@ -150,3 +150,39 @@ def test_launchers_refuse_routed_models_rather_than_build_a_dense_one(launcher: 
     with pytest.raises(ConfigError) as info:
         check_model(launcher, OSS)
     assert "routed experts" in str(info.value)
+
+
+def _dsv3_report_cut(**changes: object) -> PlanRequest:
+    """DeepSeek-V3's cut with the memory measures its report states (§3.3.2-3.3.3): norms and MLA up-projections
+    recomputed (plus the SwiGLU output, recomputed from its cached input), FP8 Linears with the SwiGLU input cached
+    in FP8, BF16 Adam moments, FP32 gradients; FP8 weights only (no BF16 copy)."""
+    import dataclasses
+
+    req = dataclasses.replace(
+        DSV3_CUT, recompute="selective", recompute_modules=("layernorm", "moe_act", "mla_up_proj"),
+        precision="fp8", fp8_swiglu_input=True, fp8_param_gather=True, moment_dtype="bf16",
+    )  # fmt: skip
+    return dataclasses.replace(req, **changes)  # type: ignore[arg-type]
+
+
+def test_deepseek_v3_fits_in_80_gb_at_its_published_cut() -> None:
+    from pplan.explain import explain
+
+    report = explain(DSV3, load_hardware("h800-sxm-80gb"), _dsv3_report_cut())
+    assert report.memory.fits
+    assert max(s.total_bytes for s in report.memory.stages) <= 80 * 10**9
+    assert report.experts is not None
+    middle = report.experts.stage_params[1]
+    # ranks 1 and 14 of DualPipe: stages 1 and 14, 8 routed layers; attention 187,107,328 per layer (MLA), routed
+    # experts 4 of 256 per rank at 3·7168·2048 each
+    assert middle["attention"] == 8 * 187_107_328
+    assert middle["routed experts"] == 8 * 4 * 3 * 7168 * 2048
+    assert report.experts.dispatch_bytes_per_microbatch == 4096 * 8 * 7168 * 2
+
+
+def test_without_the_fp8_swiglu_cache_deepseek_v3_does_not_fit() -> None:
+    """The one measure no launcher has is the one that makes the difference: its middle ranks' activations."""
+    from pplan.explain import explain
+
+    report = explain(DSV3, load_hardware("h800-sxm-80gb"), _dsv3_report_cut(fp8_swiglu_input=False))
+    assert not report.memory.fits

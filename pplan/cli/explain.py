@@ -77,6 +77,25 @@ def explain(
             "(block-scaled, Blackwell)."
         ),
     ] = "bf16",
+    fp8_param_gather: Annotated[
+        bool,
+        typer.Option(
+            "--fp8-param-gather",
+            help="FP8 plans: keep the FP8 Linears' weights in FP8 only, no BF16 copy (Megatron's --fp8-param-gather).",
+        ),
+    ] = False,
+    fp8_swiglu_input: Annotated[
+        bool,
+        typer.Option(
+            "--fp8-swiglu-input",
+            help="FP8 plans, routed models: also keep the experts' SwiGLU input in FP8 (DeepSeek-V3's framework, "
+            "report §3.3.2; no launcher has it).",
+        ),
+    ] = False,
+    moment_dtype: Annotated[
+        str,
+        typer.Option(help="Adam's moments: fp32 (12 bytes of optimizer state per parameter) or bf16 (8)."),
+    ] = "fp32",
     micro_batch: Annotated[int, typer.Option(help="Micro-batch size b, in sequences.")] = DEFAULT_MICRO_BATCH,
     schedule: Annotated[
         str,
@@ -163,6 +182,9 @@ def explain(
         ep=ep,
         etp=etp,
         precision=precision,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
+        fp8_param_gather=fp8_param_gather,
+        fp8_swiglu_input=fp8_swiglu_input,
+        moment_dtype=moment_dtype,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
         schedule=schedule,
         seq_len=seq_len,
         recompute=recompute,

@@ -44,7 +44,10 @@ from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
 
 WEIGHT_BYTES = 2
-OPTIMIZER_BYTES = 12
+MASTER_BYTES = 4
+MOMENT_BYTES = {"fp32": 4, "bf16": 2}
+"""Bytes of each of Adam's two moments by dtype: optimizer state = FP32 master + 2 moments (12, or 8 with BF16
+moments)."""
 GRAD_BYTES = {"bf16": 2, "fp32": 4}
 
 
@@ -69,10 +72,11 @@ def bytes_per_param(plan: Plan, expert: bool = False) -> BytesPerParam:
     n = plan.expert_dp if expert else plan.shards
     z = plan.zero_stage
     grad = GRAD_BYTES[plan.grad_dtype]
+    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[plan.moment_dtype]
     return BytesPerParam(
         weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
         grads=grad / n if z >= 2 else grad,
-        optimizer=OPTIMIZER_BYTES / n if z >= 1 else OPTIMIZER_BYTES,
+        optimizer=optimizer / n if z >= 1 else optimizer,
         shards=n,
     )
 
@@ -252,6 +256,10 @@ def _param_items(
         for item in items:
             totals[item.name] = totals.get(item.name, 0.0) + times * item.per_rank(t, ep, etp)
 
+    # a rank that holds both ends (the V and DualPipe placements) keeps one embedding matrix for the output layer's
+    # tied copy and the MTP modules' embedding: no second copy to synchronise
+    both_ends = any(c.has_embedding for c in chunks) and any(c.has_output for c in chunks)
+    pipeline_parallel = pipeline_parallel and not both_ends
     for chunk in chunks:
         add(layer_params(model), chunk.routed_layers)
         add(layer_params(model.dense_part), chunk.dense_layers)
@@ -273,14 +281,25 @@ def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
 
 
 def plan_fp8_cache_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
-    """Per rank, the FP8 weight caches: its FP8 Linears' parameters × `WEIGHT_CACHE_BYTES` (0 under bf16)."""
+    """Per rank, the FP8 weight copies: its FP8 Linears' parameters × `WEIGHT_CACHE_BYTES` (0 under bf16)."""
     per_param = WEIGHT_CACHE_BYTES[plan.precision]
     if not per_param:
         return (0,) * plan.pp
+    return tuple(math.ceil(per_param * n) for n in plan_fp8_linear_params(model, plan))
+
+
+def plan_fp8_linear_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
+    """Per rank, the parameters of its FP8 Linears (after tensor and expert parallelism; 0 under bf16)."""
+    if plan.precision == "bf16":
+        return (0.0,) * plan.pp
     return tuple(
-        math.ceil(per_param * sum(n for name, n in items if is_fp8_linear(name)))
-        for items in _plan_param_items(model, plan)
+        sum(n for name, n in items if is_fp8_linear(name)) for items in _plan_param_items(model, plan)
     )
+
+
+def _bf16_weights_dropped(plan: Plan, fp8_params: float) -> int:
+    """BF16 weight bytes FP8 primary weights do away with (`fp8_param_gather`; ZeRO 0-2, unsharded weights)."""
+    return math.floor(fp8_params * WEIGHT_BYTES) if plan.fp8_param_gather else 0
 
 
 def plan_rank_expert_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
@@ -345,6 +364,7 @@ def plan_memory(
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
     buffers = plan_offload_buffer_bytes(model, plan)
     caches = plan_fp8_cache_bytes(model, plan)
+    dropped = [_bf16_weights_dropped(plan, n) for n in plan_fp8_linear_params(model, plan)]
     out = []
     for r in range(plan.pp):
         chunks = tuple(per_stage[s] for s in stages[r])
@@ -371,6 +391,7 @@ def plan_memory(
                 offload_buffer=buffers[r],
                 expert_bpp=expert_bpp,
                 fp8_cache=caches[r],
+                bf16_weights_dropped=dropped[r],
             )
         )
     return tuple(out)
@@ -418,11 +439,13 @@ def plan_memory_totals(
     return tuple(
         sum(_param_bytes(params, bpp, experts, expert_bpp))
         + cache
+        - _bf16_weights_dropped(plan, fp8_params)
         + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
-        for params, experts, cache, act_bytes, extra, gathered, buffer in zip(
+        for params, experts, cache, fp8_params, act_bytes, extra, gathered, buffer in zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
             plan_fp8_cache_bytes(model, plan),
+            plan_fp8_linear_params(model, plan),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan),
@@ -448,6 +471,7 @@ def rank_memory(
     offload_buffer: int = 0,
     expert_bpp: BytesPerParam | None = None,
     fp8_cache: int = 0,
+    bf16_weights_dropped: int = 0,
 ) -> RankMemory:
     """Memory of one GPU of pipeline rank `rank`: its parameters (`items`, after tensor parallelism) at `bpp`
     bytes each, the activations its schedule keeps at the peak, the per-plan transients, and the allocator's
@@ -455,6 +479,7 @@ def rank_memory(
     params = sum(n for _, n in items)
     experts = sum(n for name, n in items if is_expert_item(name))
     weights, grads, optimizer = _param_bytes(params, bpp, experts, expert_bpp)
+    weights -= bf16_weights_dropped
     dynamic = activation_bytes + extra_activation_bytes + working + gathered + offload_buffer
     return RankMemory(
         rank=rank,

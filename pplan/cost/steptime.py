@@ -47,7 +47,14 @@ import math
 from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
-from pplan.cost.memory import GRAD_BYTES, WEIGHT_BYTES, plan_rank_expert_params, plan_rank_params
+from pplan.cost.memory import (
+    GRAD_BYTES,
+    MASTER_BYTES,
+    MOMENT_BYTES,
+    WEIGHT_BYTES,
+    plan_rank_expert_params,
+    plan_rank_params,
+)
 from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, blocking_sends, simulate_plan, stage_inputs, stage_inputs_latency
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
@@ -56,9 +63,13 @@ from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.bounds import makespan_lower_bound
 
-ADAM_BYTES_PER_PARAM = 24
-"""Read + write of the FP32 master copy and both Adam moments; the BF16 weights are refreshed after it, as the
-stack does (`weight_copy_bytes`, pplan.profiles.stacks)."""
+
+def adam_bytes_per_param(moment_dtype: str) -> int:
+    """Read + write of the FP32 master copy and both Adam moments (24 bytes with FP32 moments, 16 with BF16); the
+    BF16 weights are refreshed after it, as the stack does (`weight_copy_bytes`, pplan.profiles.stacks)."""
+    return 2 * (MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype])
+
+
 GRAD_PASSES = 3
 """Times the optimizer step moves each gradient: the gradient-norm reduction for clipping reads it, Adam reads it,
 and zeroing the gradient buffer for the next step writes it (Megatron-LM `clip_grad_norm_fp32`, `zero_grad_buffer`;
@@ -181,7 +192,7 @@ def sync_calls(plan: Plan, params: float, units: int) -> int:
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float, experts: float = 0.0) -> float:
     shard = (params - experts) / plan.shards + experts / plan.expert_dp if plan.zero_stage >= 1 else params
     per_param = (
-        ADAM_BYTES_PER_PARAM
+        adam_bytes_per_param(plan.moment_dtype)
         + STACKS[plan.stack].weight_copy_bytes
         + GRAD_PASSES * GRAD_BYTES[plan.grad_dtype]
     )

@@ -100,6 +100,12 @@ class PlanOut(Out):
     """megatron-core's interleaved schedule overlaps its pipeline sends (false: they block the sender)."""
     precision: str = "bf16"
     """GEMM precision of the layers' Linears: bf16, fp8 or mxfp8 (pplan.model.precision)."""
+    fp8_param_gather: bool = False
+    """FP8 plans: the FP8 Linears' weights kept in FP8 only (Megatron's --fp8-param-gather)."""
+    fp8_swiglu_input: bool = False
+    """FP8 plans, routed models: the experts' SwiGLU input kept in FP8 too (DeepSeek-V3's framework)."""
+    moment_dtype: str = "fp32"
+    """Adam's moments: fp32 or bf16 (12 or 8 bytes of optimizer state per parameter)."""
     ep: int = 1
     """Expert parallel (routed models): ranks the routed experts are split over."""
     etp: int = 1

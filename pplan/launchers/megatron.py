@@ -163,6 +163,8 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
         args += ["--make-vocab-size-divisible-by", str(divisor)]
     args.append("--bf16")  # the rest of the model (and the BF16 weights FP8 Linears are cast from)
     args += FP8_ARGS[plan.precision]
+    if plan.fp8_param_gather:
+        args.append("--fp8-param-gather")
     return args
 
 
@@ -201,6 +203,8 @@ def _memory_args(plan: Plan) -> list[str]:
         ]  # fmt: skip
     if plan.grad_dtype == "bf16":
         args.append("--grad-reduce-in-bf16")
+    if plan.moment_dtype == "bf16":  # megatron-core's precision-aware optimizer keeps the moments in BF16
+        args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if plan.tp_comm_overlap:

@@ -133,6 +133,8 @@ def _refusal(
     reshard_after_forward: bool = True,
     tp_comm_overlap: bool = False,
     precision: str = "bf16",
+    fp8_swiglu_input: bool = False,
+    moment_dtype: str = "fp32",
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
@@ -141,6 +143,19 @@ def _refusal(
     resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs, `precision` its GEMM
     precision."""
     launcher = launcher_name(launcher)
+    if fp8_swiglu_input:
+        return _Refusal(
+            f"{launcher}: no FP8 SwiGLU-input caching",
+            "--fp8-swiglu-input is DeepSeek-V3's own framework's (report §3.3.2); neither Megatron-LM nor torchtitan "
+            "has an option for it",
+            "drop --fp8-swiglu-input",
+        )
+    if moment_dtype != "fp32" and launcher != "megatron":
+        return _Refusal(
+            f"{launcher}: Adam moments in FP32 only",
+            f"--moment-dtype {moment_dtype}: pplan writes no torchtitan low-precision optimizer settings",
+            "use --moment-dtype fp32, or --launcher megatron (--use-precision-aware-optimizer)",
+        )
     if precision != "bf16" and launcher != "megatron":
         return _Refusal(
             f"{launcher}: FP8 not emitted",
@@ -337,6 +352,8 @@ def request_unsupported_reason(
         req.reshard_after_forward,
         req.tp_comm_overlap and req.tp > 1,
         req.precision,
+        req.fp8_swiglu_input,
+        req.moment_dtype,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
@@ -361,6 +378,8 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.reshard_after_forward,
         plan.tp_comm_overlap,
         plan.precision,
+        plan.fp8_swiglu_input,
+        plan.moment_dtype,
     )
 
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 
 from pplan.model.itemised import Itemised
-from pplan.model.precision import FP8_SAVED_INPUTS, saved_bytes_per_element
+from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_bytes_per_element
 from pplan.plan.configuration import LayerSetting
 from pplan.profiles.specs import ModelSpec
 
@@ -241,7 +241,8 @@ def _itemised_all(model: ModelSpec, plan: LayerSetting, as_bf16: bool = False) -
         plan.precision != "bf16" and not as_bf16
     ):  # each Linear keeps its quantised input (pplan.model.precision)
         per = saved_bytes_per_element(plan.precision)
-        items = [(n, math.ceil(b / ACT_BYTES * per) if n in FP8_SAVED_INPUTS else b) for n, b in items]
+        quantised = FP8_SAVED_INPUTS | (FP8_SWIGLU_INPUTS if plan.fp8_swiglu_input else frozenset())
+        items = [(n, math.ceil(b / ACT_BYTES * per) if n in quantised else b) for n, b in items]
     return items
 
 

@@ -14,7 +14,9 @@ block-scaled FP8 (one E8M0 scale per 32 elements, OCP Microscaling) on Blackwell
 - Weights: the BF16 weights stay (Megatron's default, the optimizer's FP32 master copy behind them), and each
   FP8 Linear's weight is also kept quantised for the step: a copy and its transpose on Hopper, whose FP8 GEMMs
   take one layout only (2 bytes per parameter, `WEIGHT_CACHE_BYTES`), a row-wise and a column-wise copy with their
-  scales under MXFP8 (2 + 2/32).
+  scales under MXFP8 (2 + 2/32). With FP8 primary weights (`fp8_param_gather`, Megatron-LM's
+  `--fp8-param-gather`) the BF16 copy of those weights goes, and the quantised copies are the weights.
+- Optional, DeepSeek-V3's framework (report §3.3.2): the MoE SwiGLU's input kept in FP8 too (`fp8_swiglu_input`).
 - Casts: each FP8 GEMM input is quantised by a memory-bound cast (and transpose) kernel, read 2 bytes and write 2
   per element (`CAST_BYTES`), in the forward for the Linears' inputs and in the backward for their output
   gradients (counted as the same number of elements).
@@ -40,6 +42,8 @@ FP8_SAVED_INPUTS = frozenset(
     }
 )
 """The itemised saved tensors (pplan.model.activations) that are a Linear's input, kept quantised under FP8."""
+FP8_SWIGLU_INPUTS = frozenset({"moe/experts/fc1_output", "moe/shared_experts/fc1_output"})
+"""What DeepSeek-V3's framework also keeps in FP8 (report §3.3.2, `fp8_swiglu_input`): the MoE SwiGLU's input."""
 
 FP8_LINEAR_PARAMS = (
     "attention/qkv",

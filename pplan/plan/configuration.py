@@ -44,6 +44,8 @@ attention norm, the QKV projection, the attention core, the output projection, t
 MOE_OFFLOAD_MODULES = ("expert_fc1", "moe_act")
 """megatron-core's offload modules for mixture-of-experts layers, which pplan does not model (refused)."""
 GradDtype = Literal["bf16", "fp32"]
+MomentDtype = Literal["fp32", "bf16"]
+"""Adam's first and second moments: FP32 (4 bytes each) or BF16 (2 each)."""
 ActivationModel = Literal["itemised", "korthikanti"]
 
 
@@ -84,6 +86,8 @@ class LayerSetting(Protocol):
     def expert_comm_overlap(self) -> bool: ...
     @property
     def precision(self) -> Precision: ...
+    @property
+    def fp8_swiglu_input(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,8 @@ class Shape:
     """The schedule pairs passes so the expert all-to-all runs behind the other's compute (DualPipe)."""
     precision: Precision = "bf16"
     """The Linears' GEMM precision and what they keep for the backward (pplan.model.precision)."""
+    fp8_swiglu_input: bool = False
+    """The routed experts' SwiGLU input is kept in FP8 too (DeepSeek-V3's framework)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -128,7 +134,7 @@ class Shape:
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
                     self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap, self.ep,
-                    self.etp, self.expert_comm_overlap, self.precision,
+                    self.etp, self.expert_comm_overlap, self.precision, self.fp8_swiglu_input,
                 )
             ),
         )  # fmt: skip
@@ -189,6 +195,15 @@ class PlanRequest:
     precision: Precision = "bf16"
     """GEMM precision of the layers' Linears: bf16, fp8 (per-tensor scaled, Hopper on) or mxfp8 (Blackwell);
     pplan.model.precision says what each changes."""
+    fp8_param_gather: bool = False
+    """FP8 plans: the FP8 Linears' weights are kept only in FP8 (with their transpose), no BF16 copy (Megatron-LM's
+    `--fp8-param-gather`)."""
+    fp8_swiglu_input: bool = False
+    """FP8 plans, routed models: the experts' SwiGLU input (fc1 output) is also kept in FP8 for the backward, as
+    DeepSeek-V3's own framework does (report §3.3.2); no launcher pplan writes for has it."""
+    moment_dtype: MomentDtype = "fp32"
+    """Adam's two moments in FP32 (12 bytes of optimizer state per parameter) or BF16 (8; DeepSeek-V3 §3.3.2;
+    Megatron-LM's `--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`)."""
 
     @property
     def recompute_label(self) -> str:
@@ -238,6 +253,18 @@ class PlanRequest:
             )  # fmt: skip
         check_sharding(self.zero_stage, self.shard_group, self.reshard_after_forward)
         check_choice("--precision", self.precision, get_args(Precision))
+        check_choice("--moment-dtype", self.moment_dtype, get_args(MomentDtype))
+        for flag, on in (
+            ("--fp8-param-gather", self.fp8_param_gather),
+            ("--fp8-swiglu-input", self.fp8_swiglu_input),
+        ):
+            if on and self.precision == "bf16":
+                raise ConfigError(flag, "applies to FP8 plans", "add --precision fp8, or drop it")
+        if self.fp8_param_gather and self.zero_stage == 3:
+            raise ConfigError(
+                "--fp8-param-gather", "pplan models FP8 primary weights with ZeRO 0-2 only",
+                "use --zero-stage 1 or 2, or drop --fp8-param-gather",
+            )  # fmt: skip
         check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
         check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
         check_offload(
@@ -297,6 +324,12 @@ class Plan:
     """Expert tensor parallel: ranks each routed expert's matrices are split over."""
     precision: Precision = "bf16"
     """GEMM precision of the layers' Linears (pplan.model.precision)."""
+    fp8_param_gather: bool = False
+    """The FP8 Linears' weights are kept in FP8 only (no BF16 copy)."""
+    fp8_swiglu_input: bool = False
+    """The routed experts' SwiGLU input is kept in FP8 for the backward."""
+    moment_dtype: MomentDtype = "fp32"
+    """Adam's moments' dtype (optimizer bytes per parameter: 12 with FP32, 8 with BF16)."""
 
     @property
     def expert_dp(self) -> int:
@@ -329,7 +362,7 @@ class Plan:
                 self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
                 self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
-                self.etp, self.kind.overlaps_expert_comm, self.precision,
+                self.etp, self.kind.overlaps_expert_comm, self.precision, self.fp8_swiglu_input,
             ),
         )  # fmt: skip
 
@@ -582,6 +615,11 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "use --activation-model itemised, or drop --offload-modules",
         )  # fmt: skip
     _check_experts(model, req, t * cp * d)
+    if req.fp8_swiglu_input and model.moe is None:
+        raise ConfigError(
+            "--fp8-swiglu-input", f"keeps routed experts' SwiGLU inputs in FP8; {model.name} has no routed experts",
+            "drop --fp8-swiglu-input",
+        )  # fmt: skip
     if req.recompute == "selective":
         for module in req.recompute_modules:
             need = MODEL_RECOMPUTE_MODULES.get(module)
@@ -625,6 +663,9 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         ep=req.ep,
         etp=req.etp,
         precision=req.precision,
+        fp8_param_gather=req.fp8_param_gather,
+        fp8_swiglu_input=req.fp8_swiglu_input,
+        moment_dtype=req.moment_dtype,
     )
 
 
