@@ -53,9 +53,11 @@ def test_fit_reproduces_the_profiles_and_sets_left_out_stay_within_target() -> N
         hardware = load_hardware(check.in_sample.hardware)
         stated = getattr(hardware.efficiency, check.field)  # the GEMM efficiency, or the FP8 one for FP8 sets
         assert check.matmul == pytest.approx(stated, abs=0.0015), check.in_sample.name
-    # the README table misses out of sample as in sample (8.0 % mean): the one set at 8 % or above
+    # the README table misses out of sample as in sample (8.3 % mean); the one mixture-of-experts run, alone of its
+    # kind, is predicted unfitted when left out (11.1 % fast): the sets at 8 % or above
     assert [c.in_sample.name for c in checks if c.left_out.mape > 0.08] == [
-        "megatron-lm-readme-h100-weak-scaling"
+        "megatron-lm-readme-h100-weak-scaling",
+        "megatron-bridge-h100-moe",
     ]
 
 

@@ -124,6 +124,7 @@ def test_profiles_carry_the_calibration_the_public_runs_give() -> None:
             tuple(figures.pop("stacks")),
             tuple(figures.pop("precisions")),
         ), name
+        assert stored.pop("routed") is figures.pop("routed"), name
         assert stored == pytest.approx(figures, abs=0.0015), name
 
 

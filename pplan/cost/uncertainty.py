@@ -68,13 +68,13 @@ def extrapolations(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[Extr
     return envelope_misses(
         model, hw, tp=plan.tp, pp=plan.pp, cp=plan.cp, zero_stage=plan.zero_stage, seq_len=plan.seq_len,
         gpus=plan.gpus, schedule=plan.kind.name, stack=plan.stack, tp_comm_overlap=plan.tp_comm_overlap,
-        precision=plan.precision,
+        precision=plan.precision, ep=plan.ep,
     )  # fmt: skip
 
 
 ROUTED_REASON = (
-    "a routed (mixture-of-experts) model: no calibration run had experts, so the expert all-to-all, grouped-GEMM "
-    "and routing terms are unfitted"
+    "a routed (mixture-of-experts) model: no calibration run on this GPU type had experts, so the expert "
+    "all-to-all, grouped-GEMM and routing terms are unfitted"
 )
 
 
@@ -92,16 +92,15 @@ def envelope_misses(
     stack: StackName,
     tp_comm_overlap: bool = False,
     precision: str = "bf16",
+    ep: int = 1,
 ) -> tuple[Extrapolation, ...]:
     """`extrapolations` from the fields it reads (what the search knows of a configuration before its plan)."""
     cal = hw.calibration
-    routed = (
-        (Extrapolation("experts", ROUTED_REASON),) if model.moe is not None else ()
-    )  # no routed run is fitted on any GPU type yet
+    routed = (Extrapolation("experts", ROUTED_REASON),) if model.moe is not None else ()
     if cal is None:
         gpu = Extrapolation("GPU", f"no public run on {hw.name} was fitted; its efficiencies are assumed")
         return (gpu, *routed)
-    out: list[Extrapolation] = list(routed)
+    out: list[Extrapolation] = [] if cal.routed else list(routed)
 
     def above(axis: str, value: int, most: int, what: str) -> None:
         if value > most:
@@ -110,6 +109,7 @@ def envelope_misses(
     above("t", tp, cal.tp_max, "tensor parallel t")
     above("p", pp, cal.pp_max, "pipeline parallel p")
     above("cp", cp, cal.cp_max, "context parallel cp")
+    above("ep", ep, cal.ep_max, "expert parallel ep")
     if cp > 1 and tp * cp > hw.gpus_per_node:
         out.append(
             Extrapolation(

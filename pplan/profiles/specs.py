@@ -494,6 +494,10 @@ class CalibrationSpec(_Frozen):
     """Software stacks the runs were made with (pplan.profiles.stacks)."""
     precisions: tuple[str, ...] = Field(default=("bf16",), strict=False)
     """GEMM precisions the runs used (a TOML array; bf16, fp8, mxfp8)."""
+    routed: bool = False
+    """Whether a mixture-of-experts run is among them."""
+    ep_max: int = Field(default=1, gt=0, le=10**9)
+    """The largest expert-parallel degree a run used."""
 
 
 class HardwareSpec(_Frozen):

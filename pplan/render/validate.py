@@ -16,7 +16,11 @@ from rich.text import Text
 from pplan.documents.validate import MemoryValidationOut, PracticeOut, ValidationSetOut
 from pplan.validation.practice import GAP, TOP
 
-EFFICIENCY_NAMES = {"matmul": "GEMM efficiency", "fp8_matmul": "FP8 GEMM efficiency"}
+EFFICIENCY_NAMES = {
+    "matmul": "GEMM efficiency",
+    "fp8_matmul": "FP8 GEMM efficiency",
+    "grouped_gemm": "grouped-GEMM efficiency",
+}
 """How each fitted efficiency is named in a set's title."""
 
 
@@ -31,7 +35,7 @@ def validation_table(result: ValidationSetOut) -> Table:
             + (
                 f"{result.left_out_matmul_efficiency:.3f} without this set)"
                 if result.left_out_matmul_efficiency is not None
-                else "unfitted without this set: the only one of its precision)"
+                else "unfitted without this set: the only one of its kind)"
             )
         ),
         title_justify="left",
@@ -60,8 +64,10 @@ def summary_table(sets: list[ValidationSetOut]) -> Table:
         title="pplan's step-time model against every public set (in sample; and fitted without the set)",
         title_justify="left",
         caption=(
-            "One GEMM efficiency per GPU type, fitted to all that type's sets (in sample) or to the others only "
-            "(leave one set out); mean and worst absolute error per set."
+            "One efficiency per GPU type and kind of set (GEMM for BF16 dense sets, FP8 GEMM for FP8 sets, grouped "
+            "GEMM for mixture-of-experts sets), fitted to all that type's sets of the kind (in sample) or to the "
+            "others only (leave one set out; a set alone of its kind: unfitted); mean and worst absolute error per "
+            "set."
         ),
         caption_justify="left",
     )

@@ -7,13 +7,15 @@ The published sets (pplan/validation/published_runs.json, read by catalog.load_p
   FLOPs) is compared with `steptime.step_time`;
 - `layer` sets: one transformer layer's forward and backward times (Korthikanti et al. Table 4), compared with
   `passtime.layer_pass_times` (F, and I + W).
-The fit adjusts one figure per GPU type and precision: the GEMM efficiency (`[efficiency] matmul` in the hardware
-profile) to its BF16 sets, and the FP8 GEMM efficiency (`fp8_matmul`) to its FP8 sets (`fits` in the data), each
+The fit adjusts one figure per GPU type and kind of set: the GEMM efficiency (`[efficiency] matmul` in the hardware
+profile) to its BF16 dense sets, the FP8 GEMM efficiency (`fp8_matmul`) to its FP8 sets and the grouped-GEMM
+efficiency of routed experts (`grouped_gemm`) to its mixture-of-experts sets (`fits` in the data), each
 minimising the mean over those sets of each set's mean absolute percentage error (every set weighs the same,
 however many rows it has); everything else (attention, HBM and kernel-overhead figures, links) stays as the
 profile states it. Leave-one-set-out: each set is predicted with the efficiency fitted to the other sets of its GPU
-type and precision (an FP8 set alone of its kind: with the unfitted default, FP8 GEMMs at the BF16 GEMMs' fraction
-of their peak), so a set the model only matches because it was fitted to it shows.
+type and kind (a set alone of its kind: with the unfitted default, FP8 and grouped GEMMs at the BF16 GEMMs'
+fraction of their peak), so a set the model only matches because it was fitted to it shows: a one-row set fits
+itself exactly in sample, and only its left-out error says anything.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ def _request(
         pp=pp,
         vp=vp if family.fixed_v is None else None,
         cp=int(row.get("cp", 1)),
+        ep=int(row.get("ep", 1)),
         schedule=family.name,
         seq_len=int(stated["seq_len"]),
         recompute=_recompute(row, stated, assumed),
@@ -333,7 +336,8 @@ def calibration_figures(
         fig["stacks"].add(data["stack"])
         for row in data["rows"]:
             model = row_model(data, row, load_model)
-            fig["plans"].append((model, make_plan(model, _request(row, data["stated"], data["assumed"]))))
+            request = _request(row, data["stated"], data["assumed"], data["stack"])
+            fig["plans"].append((model, make_plan(model, request)))
     return {name: _section(fig) for name, fig in out.items()}
 
 
@@ -365,4 +369,6 @@ def _section(fig: dict[str, Any]) -> dict[str, Any]:
         "schedules": sorted({p.kind.name for _, p in plans}),
         "stacks": sorted(fig["stacks"]),
         "precisions": sorted({p.precision for _, p in plans}),
+        "routed": any(m.moe is not None for m, _ in plans),
+        "ep_max": max(p.ep for _, p in plans),
     }
