@@ -155,6 +155,37 @@ SMALL_QUERIES = [
             gpus=64, global_batch=1024, tp=2, pp=4, cp=4, micro_batch=1, schedules=("zbv", "1f1b"), top_n=4
         ),
     ),
+    # routed models: expert parallelism and the GEMM precision as axes, DualPipe hiding the all-to-all, dense
+    # and routed layers bounded by the cheaper kind
+    pytest.param(
+        "qwen3-30b-a3b",
+        H100,
+        SearchRequest(
+            gpus=8,
+            global_batch=32,
+            seq_len=4096,
+            schedules=("1f1b", "dualpipev"),
+            max_vp=2,
+            precisions=("bf16", "fp8"),
+            zero_stages=(1, 2),
+            top_n=6,
+        ),
+        marks=pytest.mark.acceptance,
+    ),
+    pytest.param(
+        "mixtral-8x7b",
+        H100,
+        SearchRequest(
+            gpus=16,
+            global_batch=64,
+            seq_len=4096,
+            tp=1,
+            schedules=("1f1b", "dualpipe"),
+            zero_stages=(1, 2, 3),
+            top_n=6,
+        ),
+        marks=pytest.mark.acceptance,
+    ),
 ]
 
 
@@ -177,6 +208,8 @@ def _identity(c: Candidate) -> tuple[object, ...]:
         c.offload_modules,
         c.shard_group,
         c.reshard,
+        c.ep,
+        c.precision,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal, cast, get_args
 
 import typer
 from rich.progress import Progress
@@ -35,7 +35,15 @@ from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
 from pplan.launchers.support import LAUNCHERS, Launcher
-from pplan.plan.configuration import DEFAULT_RECOMPUTE_MODULES, GradDtype, PlanRequest, Recompute, make_plan
+from pplan.model.precision import Precision
+from pplan.plan.configuration import (
+    DEFAULT_RECOMPUTE_MODULES,
+    GradDtype,
+    PlanRequest,
+    Recompute,
+    check_precision,
+    make_plan,
+)
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import DEFAULT_STACK, stack_for_launcher
 from pplan.render.recommend import render_recommend
@@ -85,6 +93,16 @@ def recommend(
     tp: Annotated[int | None, typer.Option(help="Fix the tensor-parallel degree.")] = None,
     pp: Annotated[int | None, typer.Option(help="Fix the pipeline ranks.")] = None,
     cp: Annotated[int | None, typer.Option(help="Fix the context-parallel degree.")] = None,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            help="Routed models: fix the expert-parallel degree (default: every divisor that fits)."
+        ),
+    ] = None,
+    precision: Annotated[
+        str,
+        typer.Option(help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8 (default bf16 only)."),
+    ] = "bf16",
     vp: Annotated[int | None, typer.Option(help="Fix the chunks per rank (interleaved schedules).")] = None,
     max_vp: Annotated[int, typer.Option(help="Largest v to try for interleaved schedules.")] = 8,
     micro_batch: Annotated[int | None, typer.Option(help="Fix the micro-batch size.")] = None,
@@ -169,10 +187,13 @@ def recommend(
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
         stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
-        tp_comm_overlap=tp_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap, ep=ep,
+        precisions=cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision))),
     )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
+    for asked in request.precisions:
+        check_precision(hardware_spec, asked)
     if any(request.offload):
         hardware_spec.require_host_link()
     layers = model_spec.num_layers
@@ -257,4 +278,8 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append("--tp-comm-overlap")
     if req.stack != DEFAULT_STACK:
         args.append(f"--stack {req.stack}")
+    if req.ep > 1:
+        args.append(f"--ep {req.ep}")
+    if req.precision != "bf16":
+        args.append(f"--precision {req.precision}")
     return " ".join(args)

@@ -9,9 +9,13 @@ from rich.text import Text
 
 from pplan.search import SearchResult
 
+EP_SUFFIX = "·ep"
+"""Routed models' parallelism column adds the expert-parallel degree."""
+
 
 def candidates_table(result: SearchResult, title: str) -> Table:
     usable = result.candidates[0].report.memory.usable_bytes if result.candidates else 0
+    routed = any(c.report.experts is not None for c in result.candidates)
     table = Table(
         title=title,
         title_justify="left",
@@ -22,7 +26,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
     )
     columns = (
         "#",
-        "t·p·d·v·cp",
+        "t·p·d·v·cp" + (EP_SUFFIX if routed else ""),
         "schedule",
         "b×m",
         "rc/Z/g",
@@ -37,7 +41,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
     for col in columns:
         table.add_column(
             col,
-            justify="left" if col in ("schedule", "rc/Z/g", "t·p·d·v·cp") else "right",
+            justify="left" if col in ("schedule", "rc/Z/g") or col.startswith("t·p") else "right",
             no_wrap=True,
             min_width=keep.get(col),
         )
@@ -49,7 +53,8 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         layout = plan.layers_per_chunk
         schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
         table.add_row(
-            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}", schedule,
+            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}" + (f"·{plan.ep}" if routed else "")
+            + ("" if plan.precision == "bf16" else f" {plan.precision}"), schedule,
             f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{_zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
             f"{perf.tokens_per_s / 1e6:.3f}",
@@ -57,7 +62,9 @@ def candidates_table(result: SearchResult, title: str) -> Table:
             str(len(perf.extrapolation)) if perf.extrapolated else "", f"{perf.mfu:.0%}",
         )  # fmt: skip
     table.caption = (
-        "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel. b×m: micro-batch × "
+        "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel"
+        + (" (·ep: expert parallel)" if routed else "")
+        + "; fp8/mxfp8 after it: the GEMM precision. b×m: micro-batch × "
         "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "
         + f"{usable / 1e9:.1f}"

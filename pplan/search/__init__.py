@@ -42,6 +42,7 @@ from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
 from pplan.frozen import changed
 from pplan.model import activations as act
+from pplan.model.precision import Precision
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, make_plan
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
@@ -141,11 +142,15 @@ class Query:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
         It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
         yields those twins in a row: the last one is kept)."""
-        cut = (c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost)
+        cut = (
+            c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost, c.ep,
+            c.precision,
+        )  # fmt: skip
         if cut != self._last_cut:
             f, b, layer, out = self._layer_times(
-                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward
-            )
+                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward, c.ep,
+                c.precision, c.family.overlaps_expert_comm,
+            )  # fmt: skip
             if c.recompute_layers:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
                 # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
@@ -158,19 +163,33 @@ class Query:
 
     @lru_cache(maxsize=1024)  # noqa: B019  (one instance per query)
     def _layer_times(
-        self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool
+        self,
+        t: int,
+        cp: int,
+        b: int,
+        recompute: Recompute,
+        splits_backward: bool,
+        ep: int = 1,
+        precision: Precision = "bf16",
+        expert_comm_overlap: bool = False,
     ) -> tuple[float, float, float, float]:
-        """One layer's F, B = I + W and F + I + W, and the output layer's F + I + W, in seconds."""
+        """One layer's F, B = I + W and F + I + W, and the output layer's F + I + W, in seconds; for a routed model
+        with dense layers, the lesser of the two kinds' (the bound counts every layer at it, so it stays below the
+        exact step)."""
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep,
+            expert_comm_overlap=expert_comm_overlap, precision=precision,
         )  # fmt: skip
-        layer = layer_pass_times(self.model, self.hw, shape)
+        kinds = [self.model]
+        if self.model.dense_layers_in(0, self.model.num_layers):
+            kinds.append(self.model.dense_part)
+        layers = [layer_pass_times(kind, self.hw, shape) for kind in kinds]
         out = output_pass_times(self.model, self.hw, shape)
         return (
-            layer.f_s,
-            layer.i_s + layer.w_s,
-            layer.f_s + layer.i_s + layer.w_s,
+            min(x.f_s for x in layers),
+            min(x.i_s + x.w_s for x in layers),
+            min(x.f_s + x.i_s + x.w_s for x in layers),
             out.f_s + out.i_s + out.w_s,
         )
 
@@ -198,15 +217,21 @@ class Query:
         if self.launcher_refuses(c, launcher_reason):
             return Rejection.LAUNCHER
         most = self.req.max_extrapolation
-        if most is not None and len(self._misses(c.t, c.p, c.cp, c.zero, c.family.name)) > most:
+        if (
+            most is not None
+            and len(self._misses(c.t, c.p, c.cp, c.zero, c.family.name, c.ep, c.precision)) > most
+        ):
             return Rejection.EXTRAPOLATED
         return None
 
     @lru_cache(maxsize=4096)  # noqa: B019  (one instance per query)
-    def _misses(self, t: int, p: int, cp: int, zero: int, schedule: str) -> tuple[Extrapolation, ...]:
+    def _misses(
+        self, t: int, p: int, cp: int, zero: int, schedule: str, ep: int = 1, precision: str = "bf16"
+    ) -> tuple[Extrapolation, ...]:
         return envelope_misses(
             self.model, self.hw, tp=t, pp=p, cp=cp, zero_stage=zero, seq_len=self.seq, gpus=self.req.gpus,
             schedule=schedule, stack=self.req.stack, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
+            precision=precision, ep=ep,
         )  # fmt: skip
 
     def first_partial(self, c: Candidate) -> Candidate | None:

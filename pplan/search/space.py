@@ -26,6 +26,7 @@ from typing import get_args
 
 from pplan.errors import ConfigError
 from pplan.frozen import changed
+from pplan.model.precision import Precision
 from pplan.plan.configuration import (
     DEFAULT_RECOMPUTE_MODULES,
     GradDtype,
@@ -127,6 +128,11 @@ class SearchRequest:
     prefetch: bool = True
     """Build the schedules' periodic structures ahead on a second core where there is one (pplan.search.prefetch):
     the same answer, sooner."""
+    ep: int | None = None
+    """Routed models: the expert-parallel degree to use (None: every divisor of the experts that divides a stage's
+    t·cp·d ranks); dense models: 1."""
+    precisions: tuple[Precision, ...] = ("bf16",)
+    """GEMM precisions to try (BF16 unless asked: pplan.model.precision)."""
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
@@ -134,6 +140,7 @@ class SearchRequest:
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--seq-len", self.seq_len),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--vp", self.vp), ("--max-vp", self.max_vp),
             ("--micro-batch", self.micro_batch), ("--min-microbatches", self.min_microbatches), ("--top", self.top_n),
+            ("--ep", self.ep),
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
@@ -165,6 +172,10 @@ class SearchRequest:
             )
         for modules in self.offload:
             check_offload(modules, "none", "uniform", None)
+        if not self.precisions:
+            raise ConfigError("--precision", "no precision to try", "e.g. --precision bf16,fp8")
+        for precision in self.precisions:
+            check_choice("--precision", precision, get_args(Precision))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +209,10 @@ class Candidate:
     """ZeRO ≥ 1 with hybrid sharding: the S GPUs each state is sharded over (None: all d·cp)."""
     reshard: bool = True
     """ZeRO-3: gathered weights freed after each unit's forward (False: kept until its backward)."""
+    ep: int = 1
+    """Routed models: the expert-parallel degree."""
+    precision: Precision = "bf16"
+    """The Linears' GEMM precision."""
 
     def partial(self, n: int, rc_index: int) -> Candidate:
         """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
@@ -241,7 +256,7 @@ class Candidate:
             recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
-            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap,
+            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, precision=self.precision,
         )  # fmt: skip
 
     @property
@@ -252,12 +267,14 @@ class Candidate:
     def summary(self) -> str:
         v = f" v={self.v}" if self.family.fixed_v is None else ""
         trim = f" layers {self.first_layers}/…/{self.last_layers}" if self.first_layers is not None else ""
+        ep = f" ep={self.ep}" if self.ep > 1 else ""
         return (
-            f"t={self.t} p={self.p}{v} cp={self.cp} {self.family.name}{trim} b={self.b} m={self.m} "
+            f"t={self.t} p={self.p}{v} cp={self.cp}{ep} {self.family.name}{trim} b={self.b} m={self.m} "
             f"recompute={self.recompute_label} zero={self.zero} grads={self.grad_dtype}"
             + (f" offload={'+'.join(self.offload_modules)}" if self.offload_modules else "")
             + (f" shard-group={self.shard_group}" if self.shard_group is not None else "")
             + ("" if self.reshard else " keep-gathered")
+            + (f" precision={self.precision}" if self.precision != "bf16" else "")
         )
 
 
@@ -363,11 +380,14 @@ class Cut:
     last_layers: int | None
     most_layers: int
     prefix: tuple[int, ...]
-    """(t, cp, p, b, schedule asked, v, layer split, offload set asked): the head of every cell's `order`."""
+    """(t, cp, p, b, schedule asked, v, layer split, offload set asked, ep, precision asked): the head of every
+    cell's `order`."""
     offload: tuple[OffloadModule, ...]
     options: tuple[tuple[int, Recompute, int | None], ...]
     zeros: tuple[int, ...]
     grads: tuple[GradDtype, ...]
+    ep: int = 1
+    precision: Precision = "bf16"
 
     def __len__(self) -> int:
         return len(self.options) * len(self.zeros) * len(self.grads)
@@ -386,6 +406,7 @@ class Cut:
         return Candidate(
             self.family, self.t, self.p, self.cp, self.d, self.v, self.b, self.m, self.first_layers,
             self.last_layers, recompute, zero, grads, n, self.most_layers, order, self.offload,
+            ep=self.ep, precision=self.precision,
         )  # fmt: skip
 
 
@@ -489,15 +510,27 @@ def _pipelines(
                 options = _recompute_options(req, most, every_partial)
                 for off_index, offload in enumerate(req.offload):
                     offload = canonical_offload(offload)
-                    yield Cut(
-                        fam_here, t, p, cp, d, v, b, m, first, last, most,
-                        (t, cp, p, b, fam_index, v, split, off_index), offload,
-                        tuple(
-                            (rc_index, recompute, n) for rc_index, (recompute, n) in options
-                            if not (offload and recompute == "full" and n is None)
-                        ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
-                        zeros, grads,
-                    )  # fmt: skip
+                    for ep in expert_parallel_options(model, req, t * cp * d):
+                        for prec_index, precision in enumerate(req.precisions):
+                            yield Cut(
+                                fam_here, t, p, cp, d, v, b, m, first, last, most,
+                                (t, cp, p, b, fam_index, v, split, off_index, ep, prec_index), offload,
+                                tuple(
+                                    (rc_index, recompute, n) for rc_index, (recompute, n) in options
+                                    if not (offload and recompute == "full" and n is None)
+                                ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
+                                zeros, grads, ep, precision,
+                            )  # fmt: skip
+
+
+def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: int) -> list[int]:
+    """The expert-parallel degrees tried: for a routed model every divisor of its experts that divides a stage's
+    t·cp·d ranks (megatron-core folds ep onto them), or the one asked; 1 for a dense model."""
+    if model.moe is None:
+        return [1]
+    if req.ep is not None:
+        return [req.ep] if model.moe.num_experts % req.ep == 0 and stage_ranks % req.ep == 0 else []
+    return [e for e in divisors(model.moe.num_experts) if stage_ranks % e == 0]
 
 
 def _recompute_options(
