@@ -71,7 +71,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         + " GB). interval: where the measured Mtok/s should fall (the calibration runs' 10th-90th percentile "
         "errors), widened per axis outside the calibrated envelope; x: how many axes (explain names them; "
         "--max-extrapolation filters). MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal"
-        " count). * one layer fewer on the first and last chunk."
+        " count). * the first and last chunks hold fewer layers than the others."
     )
     table.caption_justify = "left"
     return table

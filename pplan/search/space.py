@@ -333,14 +333,31 @@ def divisors(n: int) -> list[int]:
 
 
 def layer_splits(layers: int, chunks: int) -> list[tuple[int | None, int | None]]:
-    """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split."""
+    """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split; where
+    neither exists, the inner chunks take ⌈L/chunks⌉ layers each and the first and last share the rest, the first
+    the larger half (DeepSeek-V3's 61 layers on 16 stages: 3, 4, …, 4, 2; Megatron-LM's
+    `--decoder-first/last-pipeline-num-layers`), when each end keeps at least one layer."""
     out: list[tuple[int | None, int | None]] = []
     if layers % chunks == 0:
         out.append((None, None))
     if chunks >= 3 and (layers + 2) % chunks == 0 and (layers + 2) // chunks >= 2:
         k = (layers + 2) // chunks
         out.append((k - 1, k - 1))
+    if not out and 2 <= chunks <= layers:
+        k = -(-layers // chunks)
+        rest = layers - (chunks - 2) * k
+        first, last = -(-rest // 2), rest // 2
+        if 1 <= last <= first <= k:
+            out.append((first, last))
     return out
+
+
+def most_layers(layers: int, chunks: int, first: int | None, last: int | None) -> int:
+    """Layers of the largest chunk of a split (`layer_splits`)."""
+    if first is None:
+        return layers // chunks
+    inner = (layers - first - last) // (chunks - 2) if chunks > 2 else 0
+    return max(first, last, inner)
 
 
 def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> list[int]:
@@ -506,7 +523,7 @@ def _pipelines(
                 rejected[Rejection.M_RULE] += 1
                 continue
             for split, (first, last) in enumerate(splits):
-                most = (layers if first is None else layers + 2) // n_chunks  # the largest chunk's layers
+                most = most_layers(layers, n_chunks, first, last)
                 options = _recompute_options(req, most, every_partial)
                 for off_index, offload in enumerate(req.offload):
                     offload = canonical_offload(offload)
