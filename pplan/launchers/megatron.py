@@ -105,6 +105,21 @@ def megatron_env(plan: Plan) -> dict[str, str]:
 
 
 def _check_model(model: ModelSpec) -> None:
+    unwritten = [
+        what
+        for what, present in (
+            ("attention sinks", model.attention_sinks),
+            ("sliding-window attention", model.sliding_window is not None),
+            ("a router bias", model.moe is not None and model.moe.router_bias),
+        )
+        if present
+    ]
+    if unwritten:
+        raise ConfigError(
+            "--launcher", f"megatron: pplan does not write {' and '.join(unwritten)} for {model.name} (a launcher "
+            "line without them would build a different model)", "drop --launcher / --format: explain and recommend "
+            "still plan the model",
+        )  # fmt: skip
     if model.position_embedding == "alibi":
         raise ConfigError(
             "--launcher",
@@ -237,7 +252,57 @@ def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
     if plan.sequence_parallel:
         args.append("--sequence-parallel")
     args += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch)]
-    return args + _memory_args(plan) + _model_args(model, plan)
+    return args + _memory_args(plan) + _model_args(model, plan) + _expert_args(model, plan)
+
+
+def _expert_args(model: ModelSpec, plan: Plan) -> list[str]:
+    """The routed experts, MLA, multi-token prediction and per-head q/k norms as megatron-core 0.16.1 spells them
+    (`--num-experts`, `--moe-router-topk`, `--moe-ffn-hidden-size`, `--moe-shared-expert-intermediate-size`,
+    `--moe-layer-freq` as a per-layer list, `--expert-model-parallel-size`, `--expert-tensor-parallel-size` (always
+    written: Megatron's default is t, pplan's plan says etp), grouped GEMMs and the all-to-all dispatcher pplan
+    costs; `--multi-latent-attention` with its ranks and head widths; `--mtp-num-layers`; `--qk-layernorm`)."""
+    args: list[str] = []
+    moe = model.moe
+    if moe is not None:
+        args += [
+            "--num-experts", str(moe.num_experts),
+            "--moe-router-topk", str(moe.top_k),
+            "--moe-ffn-hidden-size", str(moe.expert_ffn_hidden_size),
+            "--expert-model-parallel-size", str(plan.ep),
+            "--expert-tensor-parallel-size", str(plan.etp),
+            "--moe-grouped-gemm",
+            "--moe-token-dispatcher-type", "alltoall",
+        ]  # fmt: skip
+        if moe.shared_expert_ffn_hidden_size:
+            args += ["--moe-shared-expert-intermediate-size", str(moe.shared_expert_ffn_hidden_size)]
+        if moe.first_dense_layers or moe.layer_frequency > 1:
+            args += ["--moe-layer-freq", moe_layer_pattern(model)]
+    mla = model.mla
+    if mla is not None:
+        args.append("--multi-latent-attention")
+        if mla.q_lora_rank is not None:
+            args += ["--q-lora-rank", str(mla.q_lora_rank)]
+        args += [
+            "--kv-lora-rank", str(mla.kv_lora_rank),
+            "--qk-head-dim", str(mla.qk_nope_head_dim),
+            "--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim),
+            "--v-head-dim", str(mla.v_head_dim),
+        ]  # fmt: skip
+    if model.mtp_layers:
+        args += ["--mtp-num-layers", str(model.mtp_layers)]
+    if model.qk_norm:
+        args.append("--qk-layernorm")
+    return args
+
+
+def moe_layer_pattern(model: ModelSpec) -> str:
+    """`--moe-layer-freq` as megatron-core's per-layer list expression: `([0]*3+[1]*58)` for DeepSeek-V3 (1: the
+    layer is routed), or the whole list where the pattern is not dense-then-routed."""
+    flags = [int(model.is_moe_layer(i)) for i in range(model.num_layers)]
+    dense = model.dense_layers_in(0, model.num_layers)
+    if flags == [0] * dense + [1] * (model.num_layers - dense):
+        return f"([0]*{dense}+[1]*{model.num_layers - dense})"
+    return "[" + ",".join(str(f) for f in flags) + "]"
 
 
 def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
@@ -286,6 +351,12 @@ def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
         )
     if not plan.flash_attention:
         notes.append("# pplan assumed attention without flash attention (full score matrices kept)")
+    if model.moe is not None:
+        notes.append(
+            "# router: pplan's profile does not state the scoring function, load balancing or capacity; Megatron's "
+            "defaults apply (softmax scores, auxiliary loss, dropless): add --moe-router-score-function, "
+            "--moe-router-load-balancing-type and the like to match the model (pplan costs balanced routing)"
+        )
     if plan.offload_modules:
         notes.append(
             "# activation offload: pplan counted the local layer spec's separate norms; under Megatron's default "

@@ -384,9 +384,9 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
 
 
 def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
-    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape; either: the
-    routed, MLA or multi-token-prediction parts, whose flags pplan does not emit yet), or None."""
-    if routed_or_latent(model):
+    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape, or routed,
+    MLA or multi-token-prediction parts, whose settings pplan does not emit yet), or None."""
+    if routed_or_latent(model) and launcher_name(launcher) != "megatron":
         return f"pplan does not yet emit {launcher_name(launcher)} settings for {routed_or_latent(model)}"
     if launcher_name(launcher) == "megatron" or shipped_model(model) is not None:
         return None

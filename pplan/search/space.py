@@ -5,7 +5,8 @@ configuration a query allows.
 Enumeration rules (each rejection counted under its reason): t divides the attention heads, the key/value heads
 and the FFN width, and stays inside a node unless allowed; cp divides the sequence (and t·cp divides it under
 sequence parallelism); t·p·cp divides the GPUs; b·d divides the global batch; p·v chunks split the layers evenly,
-or Llama 3's way with one layer fewer on the first and last chunk; every schedule family's rule on m (the
+or Llama 3's way with one layer fewer on the first and last chunk, or where neither exists with the ends sharing what
+⌈L/chunks⌉-layer inner chunks leave (`layer_splits`); every schedule family's rule on m (the
 registry's). ZeRO stages and gradient dtypes are axes like the recompute mode: every one asked is tried (by
 default ZeRO-0 to 3 and FP32 and BF16 gradients), the launcher keeping those it runs as costed. Full recompute
 comes with its partial forms: the first N layers of every chunk, N = 1 up to the largest chunk (`_recompute_options`). Sequence parallelism is on whenever t > 1 (it moves the same bytes as the all-reduces it replaces
@@ -354,7 +355,7 @@ def layer_splits(layers: int, chunks: int) -> list[tuple[int | None, int | None]
 
 def most_layers(layers: int, chunks: int, first: int | None, last: int | None) -> int:
     """Layers of the largest chunk of a split (`layer_splits`)."""
-    if first is None:
+    if first is None or last is None:
         return layers // chunks
     inner = (layers - first - last) // (chunks - 2) if chunks > 2 else 0
     return max(first, last, inner)
