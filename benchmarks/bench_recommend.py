@@ -43,6 +43,8 @@ PANEL = (
     Query("405b-16384", "llama3-405b", "h100-sxm-80gb", 16384, 2048),
     Query("175b-4096-a100", "gpt3-175b", "a100-sxm-80gb", 4096, 1536, 2048),
     Query("70b-100000", "llama3-70b", "h100-sxm-80gb", 100_000, 25_000),
+    Query("mixtral-64", "mixtral-8x7b", "h100-sxm-80gb", 64, 512, 4096),
+    Query("dsv3-2048", "deepseek-v3", "h800-sxm-80gb", 2048, 15_360, 4096),
 )
 PLAN_KEYS = (
     "schedule",
@@ -55,6 +57,7 @@ PLAN_KEYS = (
     "recompute",
     "zero_stage",
     "layers_per_chunk",
+    "ep",
 )
 
 
@@ -88,7 +91,7 @@ def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
         plan = s.plan
         ids.append(tuple(json.dumps(x) for x in (plan.schedule, plan.tp, plan.pp, plan.dp, plan.vp, plan.cp,
                                                  plan.micro_batch, plan.recompute, plan.zero_stage,
-                                                 [c.layers for c in plan.layout.chunks])))  # fmt: skip
+                                                 [c.layers for c in plan.layout.chunks], plan.ep)))  # fmt: skip
     return ids, len(scored), time.perf_counter() - t0
 
 
