@@ -306,8 +306,18 @@ def plan_rank_expert_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     """Of `plan_rank_params`, the routed experts' parameters (sharded over ep·etp; 0 for a dense model)."""
     if model.moe is None:
         return (0.0,) * plan.pp
+    return _layout_expert_params(
+        model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp
+    )
+
+
+@lru_cache(maxsize=4096)
+def _layout_expert_params(
+    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int, ep: int, etp: int
+) -> tuple[float, ...]:
     return tuple(
-        sum(n for name, n in items if is_expert_item(name)) for items in _plan_param_items(model, plan)
+        sum(n for name, n in items if is_expert_item(name))
+        for items in _layout_param_items(model, t, pipeline_parallel, layout, position_rows, ep, etp)
     )
 
 

@@ -254,6 +254,7 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
     return TpBackward(exposed, len(grad_gemm) * reduce - exposed)
 
 
+@lru_cache(maxsize=8192)
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU (with the exposed part of its activation offload copies)."""
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
@@ -434,6 +435,7 @@ def _routed_layer(
     return RoutedLayer(gemm_s, memory, activation, ROUTING_KERNELS, expert_comm(model, hw, plan))
 
 
+@lru_cache(maxsize=8192)
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """The output layer and loss for one micro-batch on the last chunk."""
     gemm_rate, _, hbm_rate, overhead = _rates(hw)

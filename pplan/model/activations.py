@@ -46,6 +46,7 @@ transit is `offload_buffer_bytes`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from pplan.model.itemised import Itemised
 from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_bytes_per_element
@@ -335,9 +336,15 @@ def chunk_layer_bytes(
     everything, as without recompute)."""
     if plan.recompute != "full" or recomputed == 0:
         base = "none" if plan.recompute == "full" else None
-        return layers * layer_activations(model, plan, base).total_bytes
-    kept = layer_activations(model, plan, "full").total_bytes * math.ceil(recomputed / group_layers)
-    return kept + (layers - recomputed) * layer_activations(model, plan, "none").total_bytes
+        return layers * _layer_bytes(model, plan, base)
+    kept = _layer_bytes(model, plan, "full") * math.ceil(recomputed / group_layers)
+    return kept + (layers - recomputed) * _layer_bytes(model, plan, "none")
+
+
+@lru_cache(maxsize=8192)
+def _layer_bytes(model: ModelSpec, plan: LayerSetting, recompute: str | None) -> int:
+    """`layer_activations(...).total_bytes`, remembered (the search sums chunks of the same few settings)."""
+    return layer_activations(model, plan, recompute).total_bytes
 
 
 def embedding_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:

@@ -52,6 +52,8 @@ ActivationModel = Literal["itemised", "korthikanti"]
 class LayerSetting(Protocol):
     """What one layer's activations and pass times depend on (a `Plan` is one; the search uses `Shape`)."""
 
+    def __hash__(self) -> int: ...
+
     @property
     def tp(self) -> int: ...
     @property
