@@ -797,7 +797,7 @@ def check_offload(
     recompute_modules: tuple[str, ...] = (),
 ) -> None:
     """The offload rules, each a one-line ConfigError on --offload-modules: known modules only (the MoE ones
-    refused: pplan models dense layers); `attn_proj` needs `core_attn` (megatron-core 0.16
+    refused: pplan does not itemise what they offload); `attn_proj` needs `core_attn` (megatron-core 0.16
     `transformer_config.py` raises it: the projection's input is the attention core's output, which the core's
     backward needs); nothing a recompute policy already drops (offloading it would move bytes for no memory):
     full recompute of every layer (uniform) keeps only checkpoint inputs, and `layernorm` recompute drops what
@@ -805,7 +805,7 @@ def check_offload(
     for module in modules:
         if module in MOE_OFFLOAD_MODULES:
             raise ConfigError(
-                "--offload-modules", f"{module} offloads mixture-of-experts inputs; pplan models dense layers only",
+                "--offload-modules", f"{module} offloads mixture-of-experts inputs, which pplan's offload model does not itemise",
                 f"drop {module} (offload one of {', '.join(get_args(OffloadModule))})",
             )  # fmt: skip
         check_choice("--offload-modules", module, get_args(OffloadModule))
