@@ -57,6 +57,33 @@ BAD_ARGS = [
 ]
 
 
+BAD_ISSUE_15_ARGS = [
+    (("explain", "--precision", "fp9"), ("--precision", "'fp8'")),
+    (("explain", "--moment-dtype", "fp16"), ("--moment-dtype", "'bf16'")),
+    (("explain", "--ep", "2"), ("--ep", "no routed experts")),
+    (("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "1", "--ep", "3"), ("--ep", "[1, 2, 4]")),
+    (("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "1", "--etp", "3"), ("--etp", "14336")),
+    (("explain", "--fp8-param-gather"), ("--fp8-param-gather", "--precision fp8")),
+    (("explain", "--precision", "fp8", "--fp8-swiglu-input"), ("--fp8-swiglu-input", "no routed experts")),
+    (("explain", "--hardware", "a100-sxm-80gb", "--precision", "fp8"), ("--precision", "no FP8")),
+    (("explain", "--precision", "mxfp8"), ("--precision", "Blackwell")),
+    (("explain", "--recompute", "selective", "--recompute-modules", "mla_up_proj"), ("--recompute-modules",)),
+    (("recommend", "--precision", "fp9"), ("--precision", "bf16, fp8, mxfp8")),
+    (("recommend", "--ep", "4"), ("--ep", "no routed experts")),
+    (
+        ("recommend", "--model", "mixtral-8x7b", "--gpus", "64", "--global-batch", "512", "--ep", "3"),
+        ("--ep",),
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "needles"), BAD_ISSUE_15_ARGS)
+def test_bad_precision_and_expert_arguments(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    _one_line_error(run_pplan(capsys, *args), *needles)
+
+
 @pytest.mark.parametrize(("args", "needles"), BAD_ARGS)
 def test_bad_arguments(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]

@@ -675,26 +675,9 @@ def _check_experts(model: ModelSpec, req: PlanRequest, stage_ranks: int) -> None
     """Expert parallelism's rules, each a one-line ConfigError: a routed model; ep divides the experts and etp
     the expert width; ep·etp divides one stage's t·cp·d ranks (megatron-core's expert decomposition); tensor
     parallelism in a routed model needs sequence parallelism (megatron-core asserts it)."""
-    moe = model.moe
-    if moe is None:
-        for flag, value in (("--ep", req.ep), ("--etp", req.etp)):
-            if value > 1:
-                raise ConfigError(
-                    flag,
-                    f"{model.name} has no routed experts to split",
-                    f"drop {flag}, or use a model with [moe]",
-                )
+    check_expert_split(model, req.ep, req.etp)
+    if model.moe is None:
         return
-    if moe.num_experts % req.ep:
-        raise ConfigError(
-            "--ep", f"ep={req.ep} does not divide the {moe.num_experts} routed experts",
-            f"use ep in {_divisors_near(moe.num_experts, req.ep)}",
-        )  # fmt: skip
-    if moe.expert_ffn_hidden_size % req.etp:
-        raise ConfigError(
-            "--etp", f"etp={req.etp} does not divide the experts' width {moe.expert_ffn_hidden_size}",
-            f"use etp in {_divisors_near(moe.expert_ffn_hidden_size, req.etp)}",
-        )  # fmt: skip
     if stage_ranks % (req.ep * req.etp):
         raise ConfigError(
             "--ep", f"ep·etp = {req.ep * req.etp} does not divide the t·cp·d = {stage_ranks} ranks of a stage",
@@ -704,6 +687,31 @@ def _check_experts(model: ModelSpec, req: PlanRequest, stage_ranks: int) -> None
         raise ConfigError(
             "--no-sequence-parallel", "tensor parallelism in a routed model needs sequence parallelism "
             "(megatron-core asserts it)", "drop --no-sequence-parallel",
+        )  # fmt: skip
+
+
+def check_expert_split(model: ModelSpec, ep: int, etp: int = 1) -> None:
+    """The model's own rules on expert parallelism (a plan's or a search's), each a one-line ConfigError: a routed
+    model to split; ep divides its experts, etp their width."""
+    moe = model.moe
+    if moe is None:
+        for flag, value in (("--ep", ep), ("--etp", etp)):
+            if value > 1:
+                raise ConfigError(
+                    flag,
+                    f"{model.name} has no routed experts to split",
+                    f"drop {flag}, or use a model with [moe]",
+                )
+        return
+    if moe.num_experts % ep:
+        raise ConfigError(
+            "--ep", f"ep={ep} does not divide the {moe.num_experts} routed experts",
+            f"use ep in {_divisors_near(moe.num_experts, ep)}",
+        )  # fmt: skip
+    if moe.expert_ffn_hidden_size % etp:
+        raise ConfigError(
+            "--etp", f"etp={etp} does not divide the experts' width {moe.expert_ffn_hidden_size}",
+            f"use etp in {_divisors_near(moe.expert_ffn_hidden_size, etp)}",
         )  # fmt: skip
 
 

@@ -43,7 +43,7 @@ from pplan.explain import explain_with_run, performance
 from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.model.precision import Precision
-from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, check_expert_split, make_plan
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
@@ -332,6 +332,8 @@ def search(
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation.
     The cyclic garbage collector is paused meanwhile (pplan.collector)."""
+    if req.ep is not None:
+        check_expert_split(model, req.ep)
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, tuple[object, ...], int, object]] = []

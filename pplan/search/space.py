@@ -65,6 +65,7 @@ class Rejection(StrEnum):
     FEW_MICROBATCHES = "fewer micro-batches than --min-microbatches"
     P_RULE = "schedule's rule on p"
     LAYER_SPLIT = "layers do not split into p·v chunks"
+    EP_SPLIT = "ep does not divide a stage's t·cp·d ranks"
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
     EXTRAPOLATED = "outside the calibrated envelope on more axes than --max-extrapolation"
@@ -509,6 +510,10 @@ def _pipelines(
 ) -> Iterator[Cut]:
     t, cp, p, d, b, m = dims
     layers = model.num_layers
+    eps = expert_parallel_options(model, req, t * cp * d)
+    if not eps:
+        rejected[Rejection.EP_SPLIT] += 1
+        return
     for fam_index, fam in enumerate(families if p > 1 else families[:1]):
         fam_here = fam if p > 1 else without_pipeline()
         for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
@@ -528,7 +533,7 @@ def _pipelines(
                 options = _recompute_options(req, most, every_partial)
                 for off_index, offload in enumerate(req.offload):
                     offload = canonical_offload(offload)
-                    for ep in expert_parallel_options(model, req, t * cp * d):
+                    for ep in eps:
                         for prec_index, precision in enumerate(req.precisions):
                             yield Cut(
                                 fam_here, t, p, cp, d, v, b, m, first, last, most,
@@ -546,8 +551,8 @@ def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: i
     t·cp·d ranks (megatron-core folds ep onto them), or the one asked; 1 for a dense model."""
     if model.moe is None:
         return [1]
-    if req.ep is not None:
-        return [req.ep] if model.moe.num_experts % req.ep == 0 and stage_ranks % req.ep == 0 else []
+    if req.ep is not None:  # it divides the experts (`search` checks it)
+        return [req.ep] if stage_ranks % req.ep == 0 else []
     return [e for e in divisors(model.moe.num_experts) if stage_ranks % e == 0]
 
 
