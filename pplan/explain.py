@@ -157,6 +157,11 @@ def explain_with_run(
     chunk_times = [
         ChunkPassTimes(chunk=c, f_s=t.f_s, i_s=t.i_s, w_s=t.w_s) for c, t in enumerate(run.chunk_times or ())
     ]
+    perf = (
+        performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
+        if durations == "analytic"
+        else None
+    )
     report = ExplainReport(
         model=ModelSummary(
             name=model.name,
@@ -178,8 +183,7 @@ def explain_with_run(
             gpus_per_node=hardware.gpus_per_node,
         ),
         plan=_plan_out(plan),
-        derivations=_derivations(model, plan, msg)
-        + _precision_speedup(model, hardware, request, plan, durations),
+        derivations=_derivations(model, plan, msg) + _precision_speedup(model, hardware, request, plan, perf),
         memory=MemoryOut(
             usable_bytes=usable.usable_bytes,
             usable_parts=[UsablePartOut(name=p.name, bytes=p.bytes, source=p.source) for p in usable.parts],
@@ -225,9 +229,7 @@ def explain_with_run(
             dp_bytes_per_step_per_stage=dp_per_rank,
         ),
         experts=_experts_out(model, hardware, plan) if model.moe is not None else None,
-        performance=performance(model, hardware, plan, run, train_tokens, with_sensitivity, split_p2p)
-        if durations == "analytic"
-        else None,
+        performance=perf,
         assumptions=_assumptions(model, hardware, plan, request, durations, usable),
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),
     )
@@ -298,12 +300,12 @@ EXPERT_OVERLAP = {
 
 
 def _precision_speedup(
-    model: ModelSpec, hardware: HardwareSpec, request: PlanRequest, plan: Plan, durations: DurationModel
+    model: ModelSpec, hardware: HardwareSpec, request: PlanRequest, plan: Plan, perf: PerformanceOut | None
 ) -> list[Derivation]:
-    """An FP8 plan's speed-up over the same plan in BF16, with where it comes from (analytic durations only)."""
-    if plan.precision == "bf16" or durations != "analytic":
+    """An FP8 plan's speed-up over the same plan in BF16 (its step in `perf`), with where it comes from
+    (analytic durations only)."""
+    if plan.precision == "bf16" or perf is None:
         return []
-    fp8 = step_time(model, hardware, plan)
     bf16_plan = make_plan(
         model, dataclasses.replace(request, precision="bf16", fp8_param_gather=False, fp8_swiglu_input=False)
     )
@@ -316,12 +318,12 @@ def _precision_speedup(
     def item(times: PassTimes, name: str) -> float:
         return sum(dict(p).get(name, 0.0) for p in (times.f, times.i, times.w))
 
-    ratio = bf16.step_s / fp8.step_s
+    ratio = bf16.step_s / perf.step_s
     return [
         Derivation(
             quantity="fp8_speedup",
             formula=(
-                f"step(bf16) / step({plan.precision}) = {bf16.step_s:.4g} / {fp8.step_s:.4g} s = {ratio:.3f}: the "
+                f"step(bf16) / step({plan.precision}) = {bf16.step_s:.4g} / {perf.step_s:.4g} s = {ratio:.3f}: the "
                 f"Linears' GEMMs at {eff.fp8_matmul_fraction:.3f} × {fp8_peak:g} TFLOP/s against {eff.matmul:.3f} × "
                 f"{gpu.peak_bf16_tflops:g} (per layer and micro-batch {item(bf16_layer, 'gemm') * 1e3:.3g} → "
                 f"{item(fp8_layer, 'gemm') * 1e3:.3g} ms, F + I + W); the casts add "

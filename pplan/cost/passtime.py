@@ -48,7 +48,6 @@ from pplan.model.flops import (
     attention_keys,
     layer_flops,
     logits_flops,
-    mtp_layer_model,
     mtp_projection_flops,
 )
 from pplan.model.precision import CAST_BYTES
@@ -451,7 +450,7 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     proj = (
         mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
     )
-    layer = layer_pass_times(mtp_layer_model(model), hw, plan)
+    layer = layer_pass_times(model.mtp_layer, hw, plan)
     module = (
         ends.f_s + proj + layer.f_s,
         ends.i_s + proj + layer.i_s,

@@ -368,11 +368,10 @@ def output_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
         return ActivationItems(ends)
     # each multi-token-prediction module: the inputs of its two norms and its 2h → h projection, one layer of the
     # last layer's kind, and the output end again (DeepSeek-V3 §2.2)
-    kind = model if model.is_moe_layer(model.num_layers - 1) else model.dense_part
     module = (
         3 * ACT_BYTES * qb * h // sp
         + ACT_BYTES * qb * 2 * h // sp
-        + layer_activations(kind, plan).total_bytes
+        + layer_activations(model.mtp_layer, plan).total_bytes
         + sum(n for _, n in ends)
     )
     return ActivationItems((*ends, ("mtp", model.mtp_layers * module)))

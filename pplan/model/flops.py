@@ -113,11 +113,6 @@ def mtp_projection_flops(model: ModelSpec, seq_len: int, micro_batch: int, cp: i
     return 4.0 * (seq_len // cp) * micro_batch * model.hidden_size**2
 
 
-def mtp_layer_model(model: ModelSpec) -> ModelSpec:
-    """The shape of a multi-token-prediction module's layer: the last layer's kind."""
-    return model if model.is_moe_layer(model.num_layers - 1) else model.dense_part
-
-
 def layer_kinds(model: ModelSpec) -> tuple[tuple[ModelSpec, int], ...]:
     """(layer shape, how many layers) for each kind of the model's L layers: routed and dense, or one kind."""
     dense = model.dense_layers_in(0, model.num_layers)
@@ -157,7 +152,7 @@ def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int, caus
     `mfu`); `causal=True` counts the half a causal mask keeps, s²/2 (the lower triangle to leading order), as newer
     performance tables do (`mfu_causal`). Per layer the two differ by 6·B·s²·a·d_h."""
     total = 0.0
-    kinds = [*layer_kinds(model), (mtp_layer_model(model), model.mtp_layers)]
+    kinds = [*layer_kinds(model), (model.mtp_layer, model.mtp_layers)]
     for kind, count in kinds:
         layer = layer_flops(kind, seq_len, global_batch)
         per_layer = layer.f.total + layer.i.total + layer.w.total

@@ -123,14 +123,13 @@ def mtp_params(model: ModelSpec) -> tuple[ParamItem, ...]:
     """One multi-token-prediction module's own parameters (DeepSeek-V3 §2.2): the norms of the hidden state and
     of the next token's embedding, the 2h → h projection (split by t) and the module's final norm, plus one
     transformer layer of the last layer's kind. The embedding and output layer are the main model's."""
-    kind = model if model.is_moe_layer(model.num_layers - 1) else model.dense_part
     h = model.hidden_size
     own = (
         ParamItem("mtp/norms", 0, 3 * norm_params(model)),
         ParamItem("mtp/eh_proj", 2 * h * h),
     )
     return own + tuple(
-        ParamItem(f"mtp/{i.name}", i.sharded, i.replicated, i.expert) for i in layer_params(kind)
+        ParamItem(f"mtp/{i.name}", i.sharded, i.replicated, i.expert) for i in layer_params(model.mtp_layer)
     )
 
 

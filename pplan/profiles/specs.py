@@ -313,6 +313,11 @@ class ModelSpec(_Frozen):
         return dense
 
     @property
+    def mtp_layer(self) -> ModelSpec:
+        """The shape of a multi-token-prediction module's layer: the last layer's kind."""
+        return self if self.is_moe_layer(self.num_layers - 1) else self.dense_part
+
+    @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
 

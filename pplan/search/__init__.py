@@ -42,6 +42,7 @@ from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
 from pplan.frozen import changed
 from pplan.model import activations as act
+from pplan.model.flops import layer_kinds
 from pplan.model.precision import Precision
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, check_expert_split, make_plan
 from pplan.plan.layout import make_layout
@@ -181,10 +182,7 @@ class Query:
             splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep,
             expert_comm_overlap=expert_comm_overlap, precision=precision,
         )  # fmt: skip
-        kinds = [self.model]
-        if self.model.dense_layers_in(0, self.model.num_layers):
-            kinds.append(self.model.dense_part)
-        layers = [layer_pass_times(kind, self.hw, shape) for kind in kinds]
+        layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
         out = output_pass_times(self.model, self.hw, shape)
         return (
             min(x.f_s for x in layers),
