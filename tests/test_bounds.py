@@ -89,3 +89,44 @@ def test_coefficient_form_equals_the_general_bound_without_latency(name: str, p:
     ranks = zero_latency_coefficients(placement, chains, layers, out)
     fast = zero_latency_makespan(ranks, m, fl, il + wl, fl + il + wl, fo + io + wo, split)
     assert fast == pytest.approx(general, rel=1e-12)
+
+
+@pytest.mark.parametrize(("name", "p", "v", "m"), _cases(11, 40))
+def test_two_kind_coefficient_form_equals_the_general_bound_without_latency(
+    name: str, p: int, v: int, m: int
+) -> None:
+    # Stages of L_s layers of which K_s are of a second kind (a routed model's dense layers), the last stage also
+    # the output layer: F_s = (L_s − K_s)·F_l + K_s·F_k + o_s·F_o, and so on.
+    rng = random.Random(m * 17 + p * 5 + v)
+    fam = schedule_family(name)
+    placement, chains = fam.stage_ranks(p, v), fam.chains(p, v)
+    n_chunks = p if fam.placement == "dual" else len(placement)
+    layers_chunk = [rng.randint(1, 4) for _ in range(n_chunks)]
+    other_chunk = [rng.randint(0, n) for n in layers_chunk]
+    layers = [layers_chunk[s % n_chunks] for s in range(len(placement))]
+    other = [other_chunk[s % n_chunks] for s in range(len(placement))]
+    out = [s % n_chunks == n_chunks - 1 for s in range(len(placement))]
+    fl, il, wl, fk, ik, wk, fo, io, wo = (rng.uniform(0.1, 1.0) for _ in range(9))
+
+    def per_stage(a: float, k: float, o: float) -> list[float]:
+        return [(n - x) * a + x * k + y * o for n, x, y in zip(layers, other, out, strict=True)]
+
+    f, i, w = per_stage(fl, fk, fo), per_stage(il, ik, io), per_stage(wl, wk, wo)
+    split = fam.splits_backward
+    general = makespan_lower_bound(placement, chains, m, f, i, w, _free(p), split).makespan_s
+    ranks = zero_latency_coefficients(placement, chains, layers, out, other)
+    fast = zero_latency_makespan(
+        ranks, m, min(fl, fk), min(il + wl, ik + wk), fl + il + wl, fo + io + wo, split, fk + ik + wk
+    )
+    # the head and drain terms take the lesser kind's F and B: the form is a bound, equal when those agree
+    assert fast <= general * (1 + 1e-12)
+    same = zero_latency_makespan(ranks, m, fl, il + wl, fl + il + wl, fo + io + wo, split, fk + ik + wk)
+    if (fk, ik + wk) == (fl, il + wl) or all(x == 0 for x in other):
+        assert same == pytest.approx(general, rel=1e-12)
+    # busy work counted by kind: with no head or drain (one micro-batch's lead is tiny next to m of them), the
+    # bound is m times the busiest rank's work per micro-batch
+    busiest = max(
+        sum(f[s] + i[s] + w[s] for s, r in enumerate(placement) if r == rank) / len(chains)
+        for rank in range(p)
+    )
+    assert fast >= m * busiest * (1 - 1e-12)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pplan.cost.memory import plan_memory
+from pplan.cost.memory import plan_memory, plan_memory_totals, plan_static_totals
 from pplan.cost.pipeline import activation_peaks
-from pplan.cost.steptime import step_time
+from pplan.cost.steptime import step_time, sync_floor_s
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, make_plan
@@ -60,6 +60,22 @@ def test_bound_is_never_below_the_simulation(model_name: str, req: PlanRequest) 
     plan = make_plan(model, req)
     exact = step_time(model, hw, plan, split_p2p=False).tokens_per_s
     assert throughput_bound(model, hw, plan) >= exact * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("model_name", "req"), _random_plans(120, seed=21))
+def test_data_parallel_floor_is_never_above_the_step(model_name: str, req: PlanRequest) -> None:
+    """What the search defers ZeRO-3's gathers with (pplan.search.Query.sync_bound): the step is at least the
+    busiest rank's data-parallel traffic plus the slowest optimizer step, and the static bytes never exceed
+    what a rank needs (pplan.search.Query.static_miss)."""
+    model = load_model(model_name)
+    hw = H100 if hash(req) % 2 else A100
+    plan = make_plan(model, req)
+    step = step_time(model, hw, plan, split_p2p=False)
+    traffic, optimizer = sync_floor_s(model, hw, plan)
+    assert traffic + optimizer <= step.step_s * (1 + 1e-12)
+    assert optimizer <= step.breakdown_s["optimizer"] * (1 + 1e-12)
+    totals = plan_memory_totals(model, plan, activation_peaks(model, plan), 0.15)
+    assert all(s <= t for s, t in zip(plan_static_totals(model, plan), totals, strict=True))
 
 
 @pytest.mark.parametrize(("model_name", "req"), _random_plans(60, seed=13))
@@ -267,3 +283,26 @@ def test_cheap_bound_is_above_the_proven_bound_and_the_exact_value() -> None:
         proven = throughput_bound(model, H100, plan)
         exact = step_time(model, H100, plan, split_p2p=False).tokens_per_s
         assert query.cheap_bound(cand) >= proven * (1 - 1e-12) >= exact * (1 - 2e-12), (index, cand.summary())
+
+
+def test_routed_cheap_and_sync_bounds_are_above_the_proven_bound_and_the_exact_value() -> None:
+    # DeepSeek-V3: three dense layers before 58 routed ones, so the cheap bound counts each rank's layers by kind
+    from collections import Counter
+
+    from pplan.search import Query
+    from pplan.search.space import enumerate_cuts
+
+    model = load_model("deepseek-v3")
+    hw = load_hardware("h800-sxm-80gb")
+    req = SearchRequest(gpus=256, global_batch=128, seq_len=4096, max_vp=2, zero_stages=(1, 3))
+    query = Query(model, hw, req)
+    cuts = list(enumerate_cuts(model, hw, req, query.seq, Counter()))
+    rng = random.Random(3)
+    for index, cut in enumerate(rng.sample(cuts, 30)):
+        cand = cut.cell(rng.randrange(len(cut)))
+        plan = make_plan(model, cand.request(req, query.seq))
+        proven = throughput_bound(model, hw, plan)
+        exact = step_time(model, hw, plan, split_p2p=False).tokens_per_s
+        cheap, sync = query.cheap_bound(cand), query.sync_bound(cand)
+        assert cheap >= sync >= exact * (1 - 2e-12), (index, cand.summary())
+        assert cheap >= proven * (1 - 1e-12) >= exact * (1 - 2e-12), (index, cand.summary())

@@ -437,25 +437,36 @@ def _param_bytes(
     )
 
 
-def plan_memory_totals(
-    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float
-) -> tuple[int, ...]:
-    """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
-    thousands of plans against usable memory with it); `fraction` is the allocator's fragmentation of the
-    dynamic bytes."""
+def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+    """Per rank, the bytes that do not depend on the micro-batch, the schedule or recompute: weights, gradients
+    and optimizer states after sharding, plus the FP8 weight copies, less the BF16 weights FP8 primary weights
+    drop. Every term of `plan_memory_totals` beyond these is non-negative, so they bound it from below (the
+    search rejects whole cuts with it, pplan.search)."""
     bpp = bytes_per_param(plan)
     expert_bpp = bytes_per_param(plan, expert=True)
-    working = _working_bytes(model, plan.shape, plan.recompute_group)
     return tuple(
-        sum(_param_bytes(params, bpp, experts, expert_bpp))
-        + cache
-        - _bf16_weights_dropped(plan, fp8_params)
-        + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
-        for params, experts, cache, fp8_params, act_bytes, extra, gathered, buffer in zip(
+        sum(_param_bytes(params, bpp, experts, expert_bpp)) + cache - _bf16_weights_dropped(plan, fp8_params)
+        for params, experts, cache, fp8_params in zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
             plan_fp8_cache_bytes(model, plan),
             plan_fp8_linear_params(model, plan),
+            strict=True,
+        )
+    )
+
+
+def plan_memory_totals(
+    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float
+) -> tuple[int, ...]:
+    """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
+    thousands of plans against usable memory with it): `plan_static_totals` plus the dynamic bytes with the
+    allocator's fragmentation (`fraction`)."""
+    working = _working_bytes(model, plan.shape, plan.recompute_group)
+    return tuple(
+        static + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
+        for static, act_bytes, extra, gathered, buffer in zip(
+            plan_static_totals(model, plan),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan),

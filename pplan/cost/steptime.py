@@ -43,6 +43,7 @@ figure adds recomputation (HFU).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -252,6 +253,25 @@ def sync_hidden(plan: Plan, tails: tuple[RankTail, ...]) -> bool:
     and the optimizer's shard is at least as large (the search skips those variants, pplan.search)."""
     gathers_after = not plan.overlap_param_gather and plan.zero_stage in (1, 2)
     return not gathers_after and all(x.dp_exposed_s == 0.0 for x in tails)
+
+
+def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float, float]:
+    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
+    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
+    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
+    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
+    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes)."""
+    ranks = set(
+        zip(
+            plan_rank_params(model, plan),
+            plan_rank_expert_params(model, plan),
+            (_rank_units(plan, r) for r in range(plan.pp)) if plan.zero_stage >= 2 else itertools.repeat(1),
+            strict=False,
+        )
+    )  # ranks holding the same parameters and units sync alike
+    traffic = max(rank_sync(hw, plan, params, units, experts).step_s for params, experts, units in ranks)
+    optimizer = max(_optimizer_s(hw, plan, params, experts) for params, experts, _ in ranks)
+    return traffic, optimizer
 
 
 def step_time_bound(

@@ -91,6 +91,8 @@ class RankCoefficients:
     """Σ over the rank's stages of its layers × n_s / m."""
     outputs_per_microbatch: float
     """Σ over the rank's stages holding the output layer of n_s / m."""
+    other_per_microbatch: float = 0.0
+    """Of `layers_per_microbatch`, the layers of a second kind (a routed model's dense layers): Σ × n_s / m."""
 
 
 def zero_latency_coefficients(
@@ -98,13 +100,18 @@ def zero_latency_coefficients(
     chains: Sequence[Sequence[int]],
     layers: Sequence[int],
     has_output: Sequence[bool],
+    other: Sequence[int] | None = None,
 ) -> tuple[RankCoefficients, ...]:
     """`makespan_lower_bound` with free hops, for stages whose passes are L_s layers plus (on the output stage)
-    the output layer: F_s = L_s·F_layer + o_s·F_out, and so on. No stage precedes the output layer on its chain,
-    so head_r = a_r·F_layer and drain = a_r·B_layer with a_r the fewest layers before any of r's stages, and
-    busy_r = m·(ℓ_r·(F+I+W)_layer + o_r·(F+I+W)_out). Ranks dominated in every coefficient by another are
-    dropped: with non-negative times they never set the maximum."""
+    the output layer: F_s = L_s·F_layer + o_s·F_out, and so on; with `other` (K_s ≤ L_s of the layers of a second
+    kind, e.g. a routed model's dense layers), F_s = (L_s − K_s)·F_layer + K_s·F_other + o_s·F_out. No stage
+    precedes the output layer on its chain, so head_r ≥ a_r·min(F_layer, F_other) and drain ≥ a_r·min(B_layer,
+    B_other) with a_r the fewest layers before any of r's stages, and busy_r = m·(ℓ_r·(F+I+W)_layer +
+    k_r·((F+I+W)_other − (F+I+W)_layer) + o_r·(F+I+W)_out). Ranks dominated in every coefficient by another
+    (their layers of either kind, outputs and layers before) are dropped: with non-negative times they never set
+    the maximum."""
     p = max(placement) + 1
+    other = other or [0] * len(layers)
     before = [0] * len(placement)
     for chain in chains:
         total = 0
@@ -114,26 +121,33 @@ def zero_latency_coefficients(
     share = 1 / len(chains)
     head = [float("inf")] * p
     work = [0.0] * p
+    second = [0.0] * p
     outs = [0.0] * p
     for s, r in enumerate(placement):
         head[r] = min(head[r], before[s])
         work[r] += layers[s] * share
+        second[r] += other[s] * share
         outs[r] += share if has_output[s] else 0.0
-    rows = {RankCoefficients(head[r], work[r], outs[r]) for r in range(p)}
+    rows = {RankCoefficients(head[r], work[r], outs[r], second[r]) for r in range(p)}
+
+    def dominates(b: RankCoefficients, a: RankCoefficients) -> bool:
+        return (
+            b.layers_before >= a.layers_before
+            and b.layers_per_microbatch - b.other_per_microbatch
+            >= a.layers_per_microbatch - a.other_per_microbatch
+            and b.other_per_microbatch >= a.other_per_microbatch
+            and b.outputs_per_microbatch >= a.outputs_per_microbatch
+        )
+
     return tuple(
         sorted(
-            (
-                a
-                for a in rows
-                if not any(
-                    b != a
-                    and b.layers_before >= a.layers_before
-                    and b.layers_per_microbatch >= a.layers_per_microbatch
-                    and b.outputs_per_microbatch >= a.outputs_per_microbatch
-                    for b in rows
-                )
+            (a for a in rows if not any(b != a and dominates(b, a) for b in rows)),
+            key=lambda c: (
+                c.layers_before,
+                c.layers_per_microbatch,
+                c.outputs_per_microbatch,
+                c.other_per_microbatch,
             ),
-            key=lambda c: (c.layers_before, c.layers_per_microbatch, c.outputs_per_microbatch),
         )
     )
 
@@ -146,11 +160,19 @@ def zero_latency_makespan(
     layer_total: float,
     output_total: float,
     split_backward: bool,
+    other_total: float | None = None,
 ) -> float:
-    """The free-hop makespan bound from `zero_latency_coefficients` (B = I + W; totals are F + I + W)."""
+    """The free-hop makespan bound from `zero_latency_coefficients` (B = I + W; totals are F + I + W; `layer_f`
+    and `layer_b` the lesser of the two kinds'; `other_total` the second kind's F + I + W, when there is one)."""
     lead = layer_f + (0.0 if split_backward else layer_b)
+    extra = 0.0 if other_total is None else other_total - layer_total
     return max(
         c.layers_before * lead
-        + microbatches * (c.layers_per_microbatch * layer_total + c.outputs_per_microbatch * output_total)
+        + microbatches
+        * (
+            c.layers_per_microbatch * layer_total
+            + c.other_per_microbatch * extra
+            + c.outputs_per_microbatch * output_total
+        )
         for c in ranks
     )

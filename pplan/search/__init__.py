@@ -13,7 +13,10 @@ Four steps, each in its own module:
 4. summarise: the top N in the documented order (pplan.search.rank), folding configurations that differ only
    in how b, cp and d share the batch; rejection counts and the nearest misses on memory.
 Steps 2 and 3 run best-first on one priority queue ordered by each configuration's best-known figure: the cheap
-bound, then the proven bound, then the exact value. A configuration is final when its exact value comes to the
+bound (the free-hop makespan of each rank's layers, counted by kind for a routed model with dense layers), then
+one from the plan alone (its data-parallel traffic and optimizer step, `Query.sync_bound`; and whether its
+weights, gradients and optimizer states alone overflow, `Query.static_miss`, which no recompute or micro-batch can
+cure), then the proven bound, then the exact value. A configuration is final when its exact value comes to the
 front, since every other configuration's exact value is at most its own figure; the search stops when N
 distinct configurations are final, so the answer is the brute-force top N (`brute_force`, tested) while most
 configurations are only ever bounded. At equal figures a bound is refined before an exact value is finalised.
@@ -31,10 +34,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 
 from pplan.collector import collector_paused
-from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes
+from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
-from pplan.cost.steptime import plan_tails, sync_hidden
+from pplan.cost.steptime import plan_tails, sync_floor_s, sync_hidden
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
@@ -119,7 +122,7 @@ class SearchResult:
     """Configurations whose schedule was simulated for the exact throughput."""
 
 
-_CHEAP, _BOUND, _EXACT = 0, 1, 2
+_CHEAP, _SYNC, _BOUND, _EXACT = 0, 1, 2, 3
 ROUNDING_BYTES = 2**20
 """Slack for the bytes `Query.least_partial` computes in closed form instead of summing (each part is rounded up
 on its own in pplan.cost.memory): far above any rounding, far below a layer's activations."""
@@ -137,7 +140,11 @@ class Query:
         self.tokens = req.global_batch * self.seq
         self._last_cut: tuple[object, ...] = ()
         self._last_bound = 0.0
-        self._siblings: dict[tuple[object, ...], tuple[Plan, ActivationPeaks]] = {}
+        self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
+        self._plans: dict[tuple[object, ...], Plan] = {}
+        self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
+        self._floors: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]] | None] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -148,7 +155,7 @@ class Query:
             c.precision,
         )  # fmt: skip
         if cut != self._last_cut:
-            f, b, layer, out = self._layer_times(
+            f, b, layer, other, out = self._layer_times(
                 c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward, c.ep,
                 c.precision, c.family.overlaps_expert_comm,
             )  # fmt: skip
@@ -156,13 +163,13 @@ class Query:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
                 # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
                 extra = f * c.recompute_layers / c.most_layers
-                b, layer = b + extra, layer + extra
+                b, layer, other = b + extra, layer + extra, other + extra
             ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
-            makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward)
+            makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward, other)
             self._last_cut, self._last_bound = cut, self.tokens / makespan
         return self._last_bound
 
-    @lru_cache(maxsize=1024)  # noqa: B019  (one instance per query)
+    @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
     def _layer_times(
         self,
         t: int,
@@ -173,10 +180,10 @@ class Query:
         ep: int = 1,
         precision: Precision = "bf16",
         expert_comm_overlap: bool = False,
-    ) -> tuple[float, float, float, float]:
-        """One layer's F, B = I + W and F + I + W, and the output layer's F + I + W, in seconds; for a routed model
-        with dense layers, the lesser of the two kinds' (the bound counts every layer at it, so it stays below the
-        exact step)."""
+    ) -> tuple[float, float, float, float, float]:
+        """The lesser of the layer kinds' F and B = I + W (pplan.model.flops.layer_kinds), each kind's F + I + W
+        (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
+        the output layer's F + I + W, in seconds."""
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
             splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep,
@@ -187,7 +194,8 @@ class Query:
         return (
             min(x.f_s for x in layers),
             min(x.i_s + x.w_s for x in layers),
-            min(x.f_s + x.i_s + x.w_s for x in layers),
+            layers[0].f_s + layers[0].i_s + layers[0].w_s,
+            layers[-1].f_s + layers[-1].i_s + layers[-1].w_s,
             out.f_s + out.i_s + out.w_s,
         )
 
@@ -195,13 +203,14 @@ class Query:
     def _geometry(
         self, fam: ScheduleFamily, p: int, v: int, first: int | None, last: int | None
     ) -> tuple[RankCoefficients, ...]:
-        layout = make_layout(fam, self.model.num_layers, p, v, first, last)
+        layout = make_layout(fam, self.model.num_layers, p, v, first, last, self.model)
         chunks = [layout.chunks[s % len(layout.chunks)] for s in range(len(fam.stage_ranks(p, v)))]
         return zero_latency_coefficients(
             fam.stage_ranks(p, v),
             fam.chains(p, v),
             [c.layers for c in chunks],
             [c.has_output for c in chunks],
+            [c.dense_layers for c in chunks],
         )
 
     def launcher_refuses(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
@@ -299,20 +308,88 @@ class Query:
             return c, 0, prefit
         return c.partial(need, c.order[-4]), need - n, None
 
-    def fit(self, c: Candidate, index: int) -> Fitted:
-        """The plan with a proven lower bound on its memory (no schedule built). A configuration that differs from
-        one already fitted only in its ZeRO stage and gradient dtype (same sharding choices) has that one's plan
-        with those two fields replaced (`make_plan` derives nothing from them) and the same warm-up peaks (they
-        depend on neither)."""
+    def static_miss(self, c: Candidate) -> tuple[int, int] | None:
+        """(the most loaded rank's static bytes, usable bytes) when `c`'s weights, gradients and optimizer states
+        alone (pplan.cost.memory.plan_static_totals: a lower bound on its memory whatever its micro-batch,
+        recompute or offload) leave less than the headroom free; None when they do not. Remembered per cut
+        shape, so that every micro-batch, recompute, lower ZeRO stage and FP32 twin of it is known out of memory
+        without a plan: static bytes do not depend on the first three, and fall with the ZeRO stage and with BF16
+        gradients while the usable bytes do not (ZeRO-0 opens one more communicator, pplan.cost.usable)."""
+        key = (
+            c.family.name,
+            c.t,
+            c.p,
+            c.cp,
+            c.v,
+            c.first_layers,
+            c.last_layers,
+            c.ep,
+            c.precision,
+            c.shard_group,
+        )
+        for (zero, grads), miss in self._static_dead.get(key, {}).items():
+            if c.zero <= zero and grads in ("bf16", c.grad_dtype):
+                return miss
+        plan = self.plan(c)
+        need = max(plan_static_totals(self.model, plan))
+        usable = usable_bytes(self.hw, self.model, plan)
+        if need <= usable * (1 - self.req.headroom_fraction):
+            return None
+        self._static_dead.setdefault(key, {})[c.zero, c.grad_dtype] = (need, usable)
+        return need, usable
+
+    def sync_bound(self, c: Candidate, plan: Plan | None = None) -> float:
+        """tokens / (max(the free-hop makespan bound, the data-parallel traffic) + the optimizer step): a proven
+        upper bound on `c`'s throughput no higher than its cheap bound, from its plan but no pass time
+        (pplan.cost.steptime.sync_floor_s). It tells apart the cells of a cut that the cheap bound cannot: ZeRO-3
+        gathers every unit's weights twice per micro-batch. `plan`: `c`'s plan, or one of it with another
+        recompute (what a partial-recompute seed has: recompute moves no data-parallel bytes)."""
+        key = (*c.order[:-4], c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but the recompute
+        floor = self._sync_floors.get(key)
+        if floor is None:
+            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan or self.plan(c))
+        traffic, optimizer = floor
+        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+
+    def sync_bound_with_variants(
+        self, c: Candidate, plan: Plan | None = None, enough: float = math.inf
+    ) -> float:
+        """`sync_bound` of `c` and of every sharding variant it may lead to (pplan.search.space.sharding_variants:
+        made only once `c` fits, and hybrid sharding within a node can move less over the slower links): a bound
+        for all of them, since the search defers `c` (and so its variants) with it. Stops at the first figure of
+        at least `enough` (the search then does not defer `c`)."""
+        figure = self.sync_bound(c, plan)
+        more = sharding_variants(c, self.req, self.hw.gpus_per_node)
+        while more and figure < enough:
+            variant = more.pop()
+            figure = max(figure, self.sync_bound(variant))
+            more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+        return figure
+
+    def plan(self, c: Candidate) -> Plan:
+        """`c`'s plan. Configurations that differ only in their ZeRO stage, gradient dtype and sharding choices
+        share one `make_plan`, with those fields replaced (it derives nothing from them but checks the shard
+        group, which `sharding_variants` chose to divide d·cp)."""
+        key = c.order[:-2]
+        base = self._plans.get(key)
+        if base is None:
+            base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
+        mine = (c.zero, c.grad_dtype, c.shard_group, c.reshard)
+        if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) == mine:
+            return base
+        return changed(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
+                       reshard_after_forward=c.reshard)  # fmt: skip
+
+    def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
+        """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The
+        warm-up peaks depend on neither the ZeRO stage nor the gradient dtype, so those are computed once for the
+        configurations that differ only in them."""
         key = (*c.order[:-2], c.shard_group, c.reshard)
-        sibling = self._siblings.get(key)
-        if sibling is None:
-            plan = make_plan(self.model, c.request(self.req, self.seq))
-            peaks = warmup_peaks(self.model, plan)
-            self._siblings[key] = (plan, peaks)
-            return fitted(self.model, self.hw, plan, c, index, False, peaks)
-        plan = changed(sibling[0], zero_stage=c.zero, grad_dtype=c.grad_dtype)
-        return fitted(self.model, self.hw, plan, c, index, False, sibling[1])
+        plan = plan or self.plan(c)
+        peaks = self._peaks.get(key)
+        if peaks is None:
+            peaks = self._peaks[key] = warmup_peaks(self.model, plan)
+        return fitted(self.model, self.hw, plan, c, index, False, peaks)
 
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""
@@ -420,18 +497,23 @@ def search(
     prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
 
     def out_of_memory(
-        index: int, cand: Candidate, plan: Plan | None = None, bound_totals: tuple[int, ...] | None = None
+        index: int,
+        cand: Candidate,
+        plan: Plan | None = None,
+        bound_totals: tuple[int, ...] | None = None,
+        static: bool = False,
     ) -> None:
         """`cand` is out of memory (or invalid): what waited only on it enters the heap. Without recompute, or
         recomputing the first N layers of every chunk: the partial recomputes with more layers enter the heap as
-        one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it."""
+        one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it;
+        not when its static bytes alone are too many (`static`: no recompute can fit it, `Query.static_miss`)."""
         nonlocal made
         materialise(index)
         for successor in group_successors(cand, req):
             admit(successor)
         more = None
         # a sharding variant's recompute successors are its base's (or `group_successors`)
-        if index not in admitted_fp32 and not _variant(cand):
+        if index not in admitted_fp32 and not _variant(cand) and not static:
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None and state.launcher_refuses(more, launcher_reason):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
@@ -473,8 +555,37 @@ def search(
     prefetch = _prefetch(state, heap, req)
     try:
         while heap and len(kept) < req.top_n:
-            _neg, level, _, index, item = heapq.heappop(heap)
+            neg, level, _, index, item = heapq.heappop(heap)
             if level == _CHEAP:
+                # first the data-parallel traffic and optimizer (one plan, no pass times): the cells the cheap
+                # bound cannot tell apart, e.g. ZeRO-3's gathers, mostly stop here
+                seed = item if isinstance(item, _PartialSeed) else None
+                head = seed.candidate if seed is not None else item
+                assert isinstance(head, Candidate)
+                try:
+                    static = (
+                        state.static_miss(head) if seed is None else None
+                    )  # a seed's cut fits: it was made
+                    figure = (
+                        math.inf
+                        if static
+                        else state.sync_bound_with_variants(head, seed.plan if seed else None, -neg)
+                    )
+                except PplanError:
+                    static, figure = None, math.inf  # refused: the fit below counts it
+                if static is not None:
+                    result.rejected[Rejection.MEMORY] += 1
+                    result.bounded += 1
+                    if index not in admitted_fp32 and not _variant(head):
+                        need, usable = static[0] + static[1] * req.headroom_fraction, static[1]
+                        misses.append((need / usable, need, usable, False, head))
+                    out_of_memory(index, head, static=True)
+                    continue
+                if figure * (1 + BOUND_SLACK) < -neg:
+                    heapq.heappush(heap, (-figure * (1 + BOUND_SLACK), _SYNC, (), index, item))
+                    continue
+                level = _SYNC
+            if level == _SYNC:
                 if isinstance(item, _PartialSeed):
                     resolved = resolve(index, item)
                     if resolved is None or chains.place(index, resolved):
