@@ -46,6 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import (
@@ -60,6 +61,7 @@ from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, blocking_sends, simulate_plan, stage_inputs, stage_inputs_latency
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
+from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.bounds import makespan_lower_bound
@@ -235,9 +237,19 @@ def rank_tails(
 
 def _rank_units(plan: Plan, rank: int) -> int:
     """The units a ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds."""
-    chunks = plan.layout.chunks
-    held = [chunks[s % len(chunks)] for s in plan.stages_of(rank)]
-    return sum(c.layers for c in held) + any(c.has_embedding or c.has_output for c in held)
+    return _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))[rank]
+
+
+@lru_cache(maxsize=4096)
+def _units_per_rank(layout: Layout, rank_stages: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """`_rank_units` of every rank (stage s runs chunk s mod the chunks: DualPipe's up stages rerun the down
+    chunks)."""
+    chunks = layout.chunks
+    out = []
+    for stages in rank_stages:
+        held = [chunks[s % len(chunks)] for s in stages]
+        out.append(sum(c.layers for c in held) + any(c.has_embedding or c.has_output for c in held))
+    return tuple(out)
 
 
 def plan_tails(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[RankTail, ...]:

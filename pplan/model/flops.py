@@ -29,6 +29,7 @@ prediction module (DeepSeek-V3 §2.2) runs its 2h → h projection, one layer an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pplan.model.itemised import Itemised
 from pplan.profiles.specs import ModelSpec
@@ -113,6 +114,7 @@ def mtp_projection_flops(model: ModelSpec, seq_len: int, micro_batch: int, cp: i
     return 4.0 * (seq_len // cp) * micro_batch * model.hidden_size**2
 
 
+@lru_cache(maxsize=64)
 def layer_kinds(model: ModelSpec) -> tuple[tuple[ModelSpec, int], ...]:
     """(layer shape, how many layers) for each kind of the model's L layers: routed and dense, or one kind."""
     dense = model.dense_layers_in(0, model.num_layers)

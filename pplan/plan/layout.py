@@ -127,4 +127,11 @@ def make_layout(
         ranks = tuple((r, 2 * p - 1 - r) for r in range(p))
     else:
         ranks = tuple((r, p - 1 - r) for r in range(p))
-    return Layout(chunks, ranks)
+    layout = Layout(chunks, ranks)
+    return _LAYOUTS.setdefault(layout, layout)
+
+
+_LAYOUTS: dict[Layout, Layout] = {}
+"""One object per distinct layout: the schedule families that place chunks alike (1F1B, ZB-H1, ZB-H2, ...) get
+the very same `Layout`, so the cost caches keyed by layouts find them by identity instead of comparing every
+chunk."""

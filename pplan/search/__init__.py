@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
+from typing import NamedTuple
 
 from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes, plan_static_totals
@@ -432,13 +433,11 @@ def search(
         result.enumerated += len(cut)
         if lazy:
             lattice = lattices.get(cut.pattern) or lattices.setdefault(cut.pattern, _Lattice.of(cut, req))
-            for i in lattice.heads:
-                cand = cut.cell(i)
-                chains.place(base + i, cand)
-                heap.append((-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), base + i, cand))
-                if i + 1 in lattice.twins:
-                    fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
-                unplaced[base + i] = (cut, base, lattice)
+            # one entry for the whole cut, at its heads' best cheap bound (heads of one recompute option share
+            # it): its cells are made only if it comes to the front (`expand`)
+            figure = max(state.cheap_bound(cut.cell(i)) for i in lattice.option_heads)
+            entry = _CutEntry(cut, base, lattice)
+            heap.append((-figure * (1 + BOUND_SLACK), _CHEAP, (), base + lattice.heads[0], entry))
             continue
         for i in range(len(cut)):
             cand, index = cut.cell(i), base + i
@@ -474,6 +473,17 @@ def search(
         made += 1
         result.enumerated += 1
         push(made, variant)
+
+    def expand(entry: _CutEntry) -> None:
+        """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound."""
+        cut, base, lattice = entry
+        for i in lattice.heads:
+            cand = cut.cell(i)
+            chains.place(base + i, cand)
+            heapq.heappush(heap, (-state.cheap_bound(cand) * (1 + BOUND_SLACK), _CHEAP, (), base + i, cand))
+            if i + 1 in lattice.twins:
+                fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
+            unplaced[base + i] = (cut, base, lattice)
 
     def materialise(index: int) -> None:
         """Place the cells of `index`'s cut that are not heads, as the enumeration would have (they wait)."""
@@ -556,6 +566,9 @@ def search(
     try:
         while heap and len(kept) < req.top_n:
             neg, level, _, index, item = heapq.heappop(heap)
+            if isinstance(item, _CutEntry):
+                expand(item)
+                continue
             if level == _CHEAP:
                 # first the data-parallel traffic and optimizer (one plan, no pass times): the cells the cheap
                 # bound cannot tell apart, e.g. ZeRO-3's gathers, mostly stop here
@@ -568,7 +581,7 @@ def search(
                     )  # a seed's cut fits: it was made
                     figure = (
                         math.inf
-                        if static
+                        if static or head.zero < 2  # below ZeRO-2, one collective per step: rarely binding
                         else state.sync_bound_with_variants(head, seed.plan if seed else None, -neg)
                     )
                 except PplanError:
@@ -650,7 +663,13 @@ def search(
     shown, folded = distinct(final, req.top_n)
     result.rejected[Rejection.EQUIVALENT] += len(folded)
     result.rejected[Rejection.BELOW_TOP] += len(final) - len(shown) - len(folded)
-    for _, level, *_ in heap:
+    for _, level, _, _, item in heap:
+        if isinstance(item, _CutEntry):  # never expanded: its heads bounded out, the rest waiting on them
+            lattice = item.lattice
+            result.rejected[Rejection.BOUND] += len(lattice.heads)
+            result.rejected[Rejection.DOMINATED] += sum(i + 1 in lattice.twins for i in lattice.heads)
+            result.rejected.update(lattice.waiting)
+            continue
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
     for reason in chains.left():
         result.rejected[reason] += 1
@@ -697,15 +716,22 @@ def _prefetch(
     """Start building, on another core, the structures the search will likely ask for: those of the
     configurations that pass the memory lower bound (or would with ZeRO-3), best cheap bound first (the order
     the search takes them in)."""
-    if not req.prefetch or len(heap) < PREFETCH_FROM_HEADS or not prefetch_available():
+    if (
+        not req.prefetch
+        or sum(len(e[4].lattice.heads) if isinstance(e[4], _CutEntry) else 1 for e in heap)
+        < PREFETCH_FROM_HEADS
+        or not prefetch_available()
+    ):
         return None
 
     def keys() -> Iterator[StructureKey]:
         for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
-            if not isinstance(item, Candidate):
-                continue
-            sharded = 3 in req.zero_stages and item.d * item.cp > 1 and item.zero < 3
-            for cand in [item, changed(item, zero=3)] if sharded else [item]:
+            yield from head_keys(_heads(index, item))
+
+    def head_keys(heads: list[tuple[int, Candidate]]) -> Iterator[StructureKey]:
+        for index, head in heads:
+            sharded = 3 in req.zero_stages and head.d * head.cp > 1 and head.zero < 3
+            for cand in [head, changed(head, zero=3)] if sharded else [head]:
                 try:
                     fit = state.fit(cand, index)
                 except PplanError:
@@ -720,6 +746,13 @@ def _prefetch(
     prefetch = Prefetch(keys)
     PROVIDERS.append(prefetch.provide)
     return prefetch
+
+
+def _heads(index: int, item: object) -> list[tuple[int, Candidate]]:
+    """The configurations (with their indices) a heap entry stands for: a candidate itself, a cut's heads."""
+    if isinstance(item, _CutEntry):
+        return [(item.base + i, item.cut.cell(i)) for i in item.lattice.heads]
+    return [(index, item)] if isinstance(item, Candidate) else []
 
 
 def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -> bool:
@@ -788,6 +821,15 @@ class _PartialSeed:
     """The proven lower bound on memory per rank of `plan` (one recompute step below `candidate`), when known."""
 
 
+class _CutEntry(NamedTuple):
+    """A cut in the heap as one entry, before any of its cells is made (pplan.search.search's `expand`)."""
+
+    cut: Cut
+    base: int
+    """The enumeration index of its first cell."""
+    lattice: _Lattice
+
+
 @dataclass(frozen=True, slots=True)
 class _Lattice:
     """What `_Chains` does with the cells of one cut placed in a row while none is out of memory: which go straight
@@ -804,6 +846,8 @@ class _Lattice:
     keyed: bool
     """Whether a cell of the lattice can be another configuration's predecessor outside it (a partial recompute:
     resolved seeds wait on those), so materialising must record the cells' chain keys (`_Chains.place`)."""
+    option_heads: tuple[int, ...] = ()
+    """The first head of each recompute option among the heads: the cheap bound differs only between options."""
 
     @staticmethod
     def of(cut: Cut, req: SearchRequest) -> _Lattice:
@@ -823,7 +867,9 @@ class _Lattice:
         waiting[Rejection.DOMINATED] += len(twins - {h + 1 for h in heads})
         waits_on = chains.waits_on()
         keyed = any(n is not None for _, mode, n in cut.options if mode == "full")
-        return _Lattice(tuple(heads), frozenset(twins), waiting, waits_on, keyed)
+        per_option = len(cut.zeros) * len(cut.grads)
+        option_heads = tuple({i // per_option: i for i in reversed(heads)}.values())
+        return _Lattice(tuple(heads), frozenset(twins), waiting, waits_on, keyed, option_heads)
 
 
 class _Chains:
