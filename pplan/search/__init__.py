@@ -156,9 +156,11 @@ class Query:
             c.precision,
         )  # fmt: skip
         if cut != self._last_cut:
+            # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
+            # the same shape otherwise, so families share their layer times
             f, b, layer, other, out = self._layer_times(
-                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward, c.ep,
-                c.precision, c.family.overlaps_expert_comm,
+                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward and c.t > 1,
+                c.ep, c.precision, c.family.overlaps_expert_comm and c.ep > 1,
             )  # fmt: skip
             if c.recompute_layers:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
