@@ -218,3 +218,22 @@ def test_pplan_itemised_activations_match_autograd(compute_runs: list[BenchResul
     norm_stats = 2 * 2 * c.micro_batch * c.seq_len * 4  # two LayerNorms × (mean, rstd) × tokens × fp32
     per_layer = 2 * sum(items.values()) + lse + norm_stats
     assert r.activation_bytes_per_stage[0] == c.layers_per_stage * per_layer
+
+
+@pytest.fixture(scope="module")
+def auto_runs() -> list[BenchResult]:
+    # the auto schedule built for unequal sleep times (W half of F and I) at ZB-H1's memory (p) and ZB-H2's (2p − 1)
+    p, m = 4, 8
+    return _launch(
+        [BenchConfig("auto", p, m, w_ms=3.0, memory_limit=limit, steps=3) for limit in (p, 2 * p - 1)]
+    )
+
+
+def test_auto_schedule_runs_in_torch_within_its_memory_limit(auto_runs: list[BenchResult]) -> None:
+    for r in auto_runs:
+        limit = r.config.memory_limit
+        assert limit is not None and r.config.uses_csv and r.order_matches
+        mi, pi = r.measured_in_flight, r.predicted_in_flight
+        assert mi.per_stage == pi.per_stage and max(mi.per_stage) <= limit
+        got, want = r.measured.bubble_fraction_of_step, r.predicted.bubble_fraction_of_step
+        assert abs(got - want) <= BUBBLE_TOLERANCE, (limit, got, want, r.step_bubbles)

@@ -77,6 +77,26 @@ BAD_ISSUE_15_ARGS = [
 ]
 
 
+BAD_AUTO_SCHEDULE_ARGS = [
+    (("schedule", "1f1b", "--memory-limit", "4"), ("--memory-limit", "only the auto schedule")),
+    (("schedule", "auto", "--vp", "2"), ("--vp", "one stage per rank")),
+    (("schedule", "auto", "--pp", "64", "--microbatches", "1024"), ("--microbatches", "16,384")),
+    (("schedule", "auto", "--pp", "300"), ("--pp", "256")),
+    (("schedule", "auto", "--memory-limit", "0"), ("--memory-limit", "at least 1")),
+    (("schedule", "auto", "--microbatches", "0"), ("--microbatches", "at least 1")),
+    (("bench", "--schedule", "auto", "--memory-limit", "0"), ("--memory-limit", "at least 1")),
+    (("bench", "--schedule", "zb-h1", "--memory-limit", "4"), ("--memory-limit", "only the auto schedule")),
+    (("bench", "--schedule", "auto", "--vp", "2"), ("--vp", "one stage per rank")),
+]
+
+
+@pytest.mark.parametrize(("args", "needles"), BAD_AUTO_SCHEDULE_ARGS)
+def test_bad_auto_schedule_arguments(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    _one_line_error(run_pplan(capsys, *args), *needles)
+
+
 @pytest.mark.parametrize(("args", "needles"), BAD_ISSUE_15_ARGS)
 def test_bad_precision_and_expert_arguments(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needles: tuple[str, ...]

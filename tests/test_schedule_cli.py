@@ -177,3 +177,24 @@ def test_the_largest_schedule_allowed_runs(capsys: pytest.CaptureFixture[str]) -
     assert (
         bubble_work(32, [32 * k for k in (1, 2, 4, 8, 16)]) <= MAX_BUBBLE_WORK
     )  # the default chart to p = 32
+
+
+def test_auto_schedule_for_the_given_durations(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # per-stage times from a file (the last stage slower: the output layer), built under 1F1B's memory (p)
+    p, m = 4, 8
+    dfile = tmp_path / "d.toml"
+    dfile.write_text("f = [1.0, 1.0, 1.0, 1.5]\nb = 1.0\nw = 0.5\ncomm = 0.05\n")
+    csv = tmp_path / "auto.csv"
+    args = ("schedule", "auto", "--pp", str(p), "--microbatches", str(m), "--durations", str(dfile))
+    doc = run_pplan(capsys, *args, "--memory-limit", str(p), "--csv", str(csv), "--json").json()
+    assert doc["schedule"] == "auto" and max(doc["peak_in_flight_per_stage"]) <= p
+    kinds = [a["kind"] for row in doc["actions"] for a in row]
+    assert kinds.count("F") == kinds.count("I") == kinds.count("W") == p * m
+    assert len(csv.read_text().strip().splitlines()) == p
+    # never slower than ZB-H1 at the same memory and times
+    zb = run_pplan(capsys, "schedule", "zb-h1", "--pp", str(p), "--microbatches", str(m), "--durations", str(dfile),
+                   "--json").json()  # fmt: skip
+    assert max(zb["peak_in_flight_per_stage"]) == p
+    assert doc["makespan"] <= zb["makespan"] * (1 + 1e-12)
+    text = run_pplan(capsys, *args)
+    assert text.code == 0 and "memory limit 4" in text.out and "lower bound" in text.out

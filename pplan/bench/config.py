@@ -22,6 +22,7 @@ from pplan.errors import ConfigError
 from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family, to_torch_csv
+from pplan.schedules.auto import AUTO_NAME, auto_schedule
 
 Mode = Literal["sleep", "compute"]
 Runtime = Literal["auto", "torch", "csv"]
@@ -133,9 +134,21 @@ class BenchConfig:
     dtype: DType = "float32"
     seed: int = 0
     timeout_s: float = 120.0
+    memory_limit: int | None = None
+    """The auto schedule only: micro-batches each stage may hold in flight (None: p, pplan.schedules.auto)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "schedule", canonical_name(self.schedule))
+        auto = self.schedule.strip().lower() == AUTO_NAME
+        object.__setattr__(self, "schedule", AUTO_NAME if auto else canonical_name(self.schedule))
+        if self.memory_limit is not None and not auto:
+            raise ConfigError(
+                "--memory-limit", f"only the auto schedule takes a memory limit, not {self.schedule}",
+                "drop --memory-limit",
+            )  # fmt: skip
+        if auto and self.vp not in (None, 1):
+            raise ConfigError(
+                "--vp", f"the auto schedule runs one stage per rank, got --vp {self.vp}", "drop --vp"
+            )
         for flag, value in (("--f-ms", self.f_ms), ("--i-ms", self.i_ms), ("--w-ms", self.w_ms)):
             if value < 0:
                 raise ConfigError(flag, f"must be ≥ 0, got {value:g}", f"pass {flag} 0 or more")
@@ -174,7 +187,13 @@ class BenchConfig:
 
     @cached_property
     def plan(self) -> Schedule:
-        """pplan's schedule for this case (the registry's `ConfigError` for a bad p, v or m)."""
+        """pplan's schedule for this case (the registry's `ConfigError` for a bad p, v or m). The auto schedule is
+        built for the sleep times under the memory limit (in compute mode, for equal times: the passes' own are
+        measured only by the run)."""
+        if self.schedule == AUTO_NAME:
+            f, i, w = (self.f_ms, self.i_ms, self.w_ms) if self.mode == "sleep" else (1.0, 1.0, 1.0)
+            limit = self.pp if self.memory_limit is None else self.memory_limit
+            return auto_schedule(self.pp, self.microbatches, limit, f, i, w).schedule
         return get_schedule(self.schedule, self.pp, self.microbatches, self.vp)
 
     @property
@@ -184,7 +203,7 @@ class BenchConfig:
     @property
     def family_torch_class(self) -> str | None:
         """The torch.distributed.pipelining class that runs the schedule's family (the registry's), or None."""
-        return schedule_family(self.schedule).torch_class
+        return None if self.schedule == AUTO_NAME else schedule_family(self.schedule).torch_class
 
     @property
     def uses_csv(self) -> bool:

@@ -27,12 +27,13 @@ from pydantic import ValidationError
 from pplan.bench.config import BenchConfig, DType, Mode, Runtime, require_torch
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
-from pplan.cli.schedule import check_schedule_size
+from pplan.cli.schedule import check_auto_size, check_schedule_size
 from pplan.documents.bench import CalibrationOut, bench_document
 from pplan.errors import ConfigError
 from pplan.profiles.catalog import load_hardware
 from pplan.profiles.specs import HardwareSpec
 from pplan.render.bench import both_svg, calibration_line, render_bench
+from pplan.schedules.auto import AUTO_NAME
 
 if TYPE_CHECKING:
     from pplan.bench.calibrate import Calibration
@@ -109,7 +110,7 @@ def bench(
     schedule: Annotated[
         str,
         typer.Option(
-            help="gpipe, 1f1b, interleaved-1f1b, looped-bfs, interleaved-zb, zb-h1, zb-h2, zbv, dualpipev"
+            help="gpipe, 1f1b, interleaved-1f1b, looped-bfs, interleaved-zb, zb-h1, zb-h2, zbv, dualpipev, auto"
         ),
     ] = "1f1b",
     pp: Annotated[int, typer.Option(help="Pipeline ranks p (processes launched).")] = 2,
@@ -155,9 +156,16 @@ def bench(
     out: Annotated[
         Path | None, typer.Option(help="Where --calibrate writes the fitted profile (TOML).")
     ] = None,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(help="--schedule auto only: micro-batches each stage may hold in flight (default p)."),
+    ] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
 ) -> None:
-    """Run a schedule on real PyTorch pipeline stages and compare the measured step with pplan's prediction."""
+    """Run a schedule on real PyTorch pipeline stages and compare the measured step with pplan's prediction.
+
+    `--schedule auto` builds the schedule for the sleep times under --memory-limit (pplan.schedules.auto) and runs
+    its lists through torch's runtime."""
     if calibrate:
         if hardware is None or out is None:
             raise ConfigError(
@@ -171,7 +179,10 @@ def bench(
         raise ConfigError("--hardware", "--hardware and --out belong to --calibrate", "add --calibrate")
     times = {"--f-ms": f_ms, "--i-ms": i_ms, "--w-ms": w_ms}
     _check_bench_limits(pp, microbatches, steps, warmup, times, timeout)
-    check_schedule_size(schedule, pp, microbatches, vp, MAX_BENCH_RANKS)
+    if schedule.strip().lower() == AUTO_NAME:
+        check_auto_size(pp, microbatches, vp, memory_limit)
+    else:
+        check_schedule_size(schedule, pp, microbatches, vp, MAX_BENCH_RANKS)
     check_outputs(
         {"--out": out, "--report": report, "--svg": svg},
         {"--hardware": input_path(hardware), "--model": input_path(model)},
@@ -196,6 +207,7 @@ def bench(
         warmup=warmup,
         dtype=dtype,
         timeout_s=timeout,
+        memory_limit=memory_limit,
     )
     hw = load_hardware(hardware) if calibrate and hardware is not None else None
     require_torch()

@@ -24,6 +24,7 @@ from pplan.profiles.catalog import load_stage_durations
 from pplan.profiles.specs import StageDurationsSpec
 from pplan.render.schedule import bubble_curves_svg, bubble_group, timeline_renderable, timeline_svg
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
+from pplan.schedules.auto import AUTO_NAME, auto_schedule
 from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
@@ -113,6 +114,37 @@ def check_schedule_size(name: str, pp: int, microbatches: int, vp: int | None, m
     )
 
 
+MAX_AUTO_STAGE_MICROBATCHES = 16_384
+"""Most stage-micro-batches p·m the auto scheduler takes: it simulates each candidate it tries, so it grows with
+p·m (about a second at p = 32, m = 256, benchmarks/bench_auto_schedule.py)."""
+
+
+def _squashed(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def check_auto_size(pp: int, microbatches: int, vp: int | None, memory_limit: int | None = None) -> None:
+    """Refuse an auto schedule over `MAX_PIPELINE_RANKS` ranks or `MAX_AUTO_STAGE_MICROBATCHES`, with a v, or
+    with a count below 1 (each refusal names its flag)."""
+    for flag, count in (("--pp", pp), ("--microbatches", microbatches), ("--memory-limit", memory_limit)):
+        if count is not None and count < 1:
+            raise ConfigError(flag, f"must be at least 1, got {count}", f"pass {flag} 1 or more")
+    if vp not in (None, 1):
+        raise ConfigError("--vp", f"the auto schedule runs one stage per rank, got --vp {vp}", "drop --vp")
+    if pp > MAX_PIPELINE_RANKS:
+        raise ConfigError(
+            "--pp", f"{pp:,} pipeline ranks is over pplan's cap of {MAX_PIPELINE_RANKS}",
+            f"use --pp {MAX_PIPELINE_RANKS} or fewer",
+        )  # fmt: skip
+    if pp >= 1 and microbatches >= 1 and pp * microbatches > MAX_AUTO_STAGE_MICROBATCHES:
+        raise ConfigError(
+            "--microbatches",
+            f"p·m = {pp}·{microbatches} = {pp * microbatches:,} is over the auto scheduler's cap of "
+            f"{MAX_AUTO_STAGE_MICROBATCHES:,}",
+            f"use --microbatches {max(1, MAX_AUTO_STAGE_MICROBATCHES // pp):,} or fewer at p = {pp}",
+        )
+
+
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
     """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data."""
     return schedule_document(timeline).model_dump(mode="json")
@@ -121,7 +153,10 @@ def timeline_json(timeline: Timeline) -> dict[str, Any]:
 @app.command()
 def schedule(
     name: Annotated[
-        str, typer.Argument(help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, ...")
+        str,
+        typer.Argument(
+            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, auto, ..."
+        ),
     ],
     pp: Annotated[int, typer.Option(help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS}).")] = 4,
     microbatches: Annotated[
@@ -142,29 +177,58 @@ def schedule(
     csv: Annotated[
         Path | None, typer.Option(help="Write the schedule as torch's _load_csv compute-only CSV.")
     ] = None,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="auto only: micro-batches each stage may hold in flight (default p, 1F1B's and ZB-H1's memory; "
+            "2p-1 is ZB-H2's)."
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.schedule/1 JSON document.")] = False,
 ) -> None:
     """Build a schedule, simulate it, and draw its timeline (durations in any consistent unit).
 
+    `auto` builds the schedule for the durations given, under --memory-limit (pplan.schedules.auto).
     With every duration zero the bubble fractions are 0 (nothing computes, so nothing is idle for lack of work).
     """
     for flag, value in (("--f", f), ("--b", b), ("--w", w), ("--comm", comm)):
         check_duration(flag, value)
-    check_schedule_size(name, pp, microbatches, vp, MAX_PIPELINE_RANKS)
+    auto = _squashed(name) == AUTO_NAME
+    if memory_limit is not None and not auto:
+        raise ConfigError(
+            "--memory-limit",
+            f"only the auto schedule takes a memory limit, not {name}",
+            "drop --memory-limit",
+        )
+    if auto:
+        check_auto_size(pp, microbatches, vp, memory_limit)
+    else:
+        check_schedule_size(name, pp, microbatches, vp, MAX_PIPELINE_RANKS)
     check_outputs({"--csv": csv, "--svg": svg}, {"--durations": input_path(durations)}, force)
-    sched = get_schedule(name, pp, microbatches, vp)
     fs: float | list[float] = f
     bs: float | list[float] = b
     ws: float | list[float] = w
     if durations is not None:
         spec = _load_durations(durations)
-        n = sched.num_stages
+        n = pp if auto else get_schedule(name, pp, microbatches, vp).num_stages
         fs, bs, ws = (
             _check_file_durations(x, n, k) for x, k in ((spec.f, "f"), (spec.b, "b"), (spec.w, "w"))
         )
         check_duration("--durations", spec.comm, "comm")
         comm = spec.comm
+    if auto:
+        limit = pp if memory_limit is None else memory_limit
+        built = auto_schedule(pp, microbatches, limit, fs, bs, ws, comm)
+        sched = built.schedule
+        note = (
+            f"auto: {built.method}; memory limit {limit} micro-batches per stage (peak "
+            f"{max(built.peak_in_flight)}); makespan {built.makespan_s:g}, {built.gap:.1%} above the lower bound "
+            f"{built.lower_bound_s:g} (pplan.schedules.bounds)"
+        )
+    else:
+        sched = get_schedule(name, pp, microbatches, vp)
+        note = ""
     timeline = simulate(sched, Durations(fs, bs, ws), comm)
     doc = json_text(timeline_json(timeline)) if as_json else None  # refused here, before any file is written
     if csv is not None:
@@ -175,6 +239,8 @@ def schedule(
         print(doc)
         return
     console.print(timeline_renderable(timeline))
+    if note:
+        console.print(note)
 
 
 def _parse_ms(text: str | None) -> Sequence[int] | None:

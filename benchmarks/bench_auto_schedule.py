@@ -1,0 +1,108 @@
+"""The automatic scheduler (pplan.schedules.auto) against 1F1B, ZB-H1 and ZB-H2: bubbles, memory, gap to the
+lower bound and the scheduler's own run time. Prints a table; asserts nothing.
+
+    python benchmarks/bench_auto_schedule.py [--p 4 8 16 32] [--profiles equal qi]
+
+Grid: p ranks (one stage each), m ∈ {2p, 4p, 8p} micro-batches (p = 32, m = 256 is the run-time budget case).
+Profiles:
+- equal: F = I = W = 1 on every stage, no latency;
+- qi: one stage = 4 layers of h = 4096, s = 2048, b = 1 with Qi et al. 2024's Table 1 FLOPs per layer
+  (F = sbh(24h + 4s), I = sbh(24h + 8s), W = 24sbh²) at 400 TFLOP/s, and a per-hop latency of 2 % of F.
+Columns, per schedule (1F1B, ZB-H1, ZB-H2, auto at ZB-H1's memory, auto at ZB-H2's memory), "step/win":
+- step: bubble as a fraction of the step, (makespan − busiest rank's compute) / makespan, in %;
+- win: idle time inside a rank's own window ÷ busiest compute (`bubble.in_window_fraction_of_ideal`), in %.
+Then per auto run: K, the memory limit (`auto.memory_of` of ZB-H1 or ZB-H2: micro-batches in flight per stage);
+gap, (makespan − lower bound) / lower bound in %; s, the scheduler's wall time (`time.perf_counter`, one call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+from pplan.schedules.auto import AutoResult, auto_schedule, memory_of
+from pplan.schedules.bubble import in_window_fraction_of_ideal
+from pplan.schedules.families.one_f_one_b import one_f_one_b
+from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
+from pplan.schedules.timeline import Durations, Timeline, simulate
+
+HIDDEN, SEQUENCE, MICRO_BATCH, LAYERS_PER_STAGE = 4096, 2048, 1, 4
+RATE_FLOP_S = 400e12
+LATENCY_OF_F = 0.02
+BUDGET_CASE = (32, 256)
+BUDGET_S = 1.0
+"""The run time the scheduler must stay within for p = 32, m = 256."""
+
+Profile = tuple[list[float], list[float], list[float], float]
+
+
+def profile(name: str, p: int) -> Profile:
+    """Per-stage F, I, W and the hop latency, in seconds (module docstring)."""
+    if name == "equal":
+        return [1.0] * p, [1.0] * p, [1.0] * p, 0.0
+    s, b, h = SEQUENCE, MICRO_BATCH, HIDDEN
+    f, i, w = (
+        LAYERS_PER_STAGE * flops / RATE_FLOP_S
+        for flops in (s * b * h * (24 * h + 4 * s), s * b * h * (24 * h + 8 * s), 24 * s * b * h * h)
+    )
+    return [f] * p, [i] * p, [w] * p, LATENCY_OF_F * f
+
+
+def bubbles(timeline: Timeline) -> str:
+    """ "step/win" in % (module docstring)."""
+    return f"{100 * timeline.bubble_fraction_of_step:4.1f}/{100 * in_window_fraction_of_ideal(timeline):4.1f}"
+
+
+def timed_auto(p: int, m: int, k: int, prof: Profile) -> tuple[AutoResult, float]:
+    """The scheduler's result and its wall time in seconds."""
+    t0 = time.perf_counter()
+    res = auto_schedule(p, m, k, *prof)
+    return res, time.perf_counter() - t0
+
+
+def row(p: int, m: int, name: str) -> tuple[str, float]:
+    """One table line and the slower of the two scheduler run times."""
+    prof = profile(name, p)
+    durations = Durations(*prof[:3])
+    hand = [simulate(g(p, m, None), durations, prof[3]) for g in (one_f_one_b, zb_h1, zb_h2)]
+    cells = [bubbles(t) for t in hand]
+    slowest = 0.0
+    for family in ("zb-h1", "zb-h2"):
+        k = memory_of(family, p, m)
+        res, took = timed_auto(p, m, k, prof)
+        slowest = max(slowest, took)
+        cells.append(
+            f"{bubbles(simulate(res.schedule, durations, prof[3]))} {k:>3} {100 * res.gap:5.2f} {took:5.2f}"
+        )
+    return f"{p:>3}{m:>5} {name:<6}" + "  ".join(f"{c:>9}" for c in cells[:3]) + "  " + "  ".join(
+        cells[3:]
+    ), slowest
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--p", type=int, nargs="+", default=[4, 8, 16, 32], help="pipeline ranks")
+    parser.add_argument("--profiles", nargs="+", choices=["equal", "qi"], default=["equal", "qi"])
+    args = parser.parse_args(argv)
+    auto_head = "step/win   K  gap%     s"
+    print(
+        f"{'p':>3}{'m':>5} {'prof':<6}{'1F1B':>9}  {'ZB-H1':>9}  {'ZB-H2':>9}  "
+        f"{'auto@ZB-H1 memory':<{len(auto_head)}}  auto@ZB-H2 memory"
+    )
+    print(f"{'':>15}{'step/win':>9}  {'step/win':>9}  {'step/win':>9}  {auto_head}  {auto_head}")
+    budget_s: float | None = None
+    for p in args.p:
+        for m in (2 * p, 4 * p, 8 * p):
+            for name in args.profiles:
+                line, slowest = row(p, m, name)
+                print(line, flush=True)
+                if (p, m) == BUDGET_CASE:
+                    budget_s = max(budget_s or 0.0, slowest)
+    if budget_s is not None:
+        met = "within" if budget_s <= BUDGET_S else "OVER"
+        print(f"\np = 32, m = 256: slowest scheduler call {budget_s:.2f} s  {met} budget ({BUDGET_S:g} s)")
+
+
+if __name__ == "__main__":
+    main()
