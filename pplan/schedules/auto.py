@@ -2,8 +2,10 @@
 
 Owns `auto_schedule`, which builds a `Schedule` named "auto" for p ranks (stage s on rank s, one chain 0..p−1),
 m micro-batches, per-stage pass times F_s (forward), I_s (input-gradient backward, Qi et al.'s "B") and W_s
-(weight-gradient backward), a latency λ charged on every cross-rank hop and a memory limit K; and `memory_of`,
-the peak in-flight count of a hand-made schedule, so "1p" and "2p" memory mean exactly what ZB-H1 and ZB-H2 use.
+(weight-gradient backward), hop latencies (one λ for every cross-rank hop, or λ[a][b] for a message from rank a
+to rank b: an F's activation goes s − 1 → s, an I's gradient s + 1 → s) and a memory limit (one K for every
+stage, or K_s per stage); and `memory_of`, the peak in-flight count of a hand-made schedule, so "1p" and "2p"
+memory mean exactly what ZB-H1 and ZB-H2 use.
 
 Idea (facts only): Qi et al. 2024, "Zero Bubble Pipeline Parallelism", arXiv 2401.10241, §3 — their automatic
 scheduler (ZB-1p at 1F1B's memory, ZB-2p at twice that) is a greedy heuristic: in the warm-up run as many F as the
@@ -12,9 +14,9 @@ arrived, else F if memory allows, else W; W passes fill idle time and free memor
 The code here is pplan's own.
 
 Memory (pplan's definition, `pplan.schedules.timeline`): a micro-batch is in flight on a stage from the start of
-its F to the end of its W. K bounds that count on every stage at every point of the rank's list (it depends on the
-list order only). Any K ≥ 1 is feasible (K = 1 runs each micro-batch's F, I, W one after another, GPipe-like);
-K > m is the same as K = m.
+its F to the end of its W. K_s bounds that count on stage s at every point of its rank's list (it depends on the
+list order only). Any K_s ≥ 1 is feasible (K_s = 1 runs each micro-batch's F, I, W on stage s one after another,
+GPipe-like); K_s > m is the same as K_s = m.
 
 Algorithm:
 1. `_play`: a deterministic event-driven list scheduler. Time advances event by event; a rank that becomes free
@@ -23,7 +25,7 @@ Algorithm:
    I); how W's fill idle time (an idle rank defers its W's and, once the pass it waits for is ready, places
    those that fit into the gap, plus any that delay that pass by at most a set fraction of W); a W lag (more W's
    pending than that forces one, ZB-H1's rule); and, I-first, an F lookahead. F, I and W each run in
-   micro-batch order on a rank; an F that would put more than K micro-batches in flight waits (a W frees one).
+   micro-batch order on a rank; an F that would put more than K_s micro-batches in flight waits (a W frees one).
    Every pass starts at the earliest time its list position allows, so the makespan the builder measures is the
    one `pplan.schedules.timeline.simulate` gives for the lists (the tests check it).
 2. `_search`: a bounded local search. A fixed portfolio of seed policies (modes × warm-up rules, among them "as
@@ -34,7 +36,8 @@ Algorithm:
    budget is spent, no neighbour improves, or a candidate is at the lower bound with no window idle time. The
    budget depends on p·m only, never on wall time: results are deterministic.
 3. Safeguards, unless the search reached the lower bound: ZB-H1's lists (exactly `zb_h1_policy`) and ZB-H2's
-   own lists (replayed), each when its peak in flight fits K; so at their memory auto is never slower.
+   own lists (replayed), each when its peak in flight on every stage s fits K_s; so at their memory auto is never
+   slower.
 The best candidate is built with `make_schedule` and measured with pplan's simulator.
 
 Optimality: exact search is exponential; the evidence is the lower bound `bounds.makespan_lower_bound` (the
@@ -48,7 +51,7 @@ import heapq
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -87,7 +90,7 @@ MAX_CANDIDATES = 48
 class Policy:
     """One setting of the greedy list scheduler's knobs (see the module docstring, step 1).
 
-    `warmup[r]`: the most forwards rank r runs before its first I (1 ≤ warmup[r] ≤ min(K, m)).
+    `warmup[r]`: the most forwards rank r runs before its first I (1 ≤ warmup[r] ≤ min(K_r, m)).
     `w_delay`: how W's fill idle time. A rank with nothing ready defers its pending W's; when the pass it waits
     for becomes ready at t, W's go, from its idle start on, into the gap while each ends by t + w_delay·W_r: 0
     fills only what fits (the pass is not delayed), ∞ runs a W whenever the rank would idle. None: W's never fill
@@ -125,15 +128,19 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class _Problem:
-    """The checked inputs: p ranks, m micro-batches, cap = min(K, m), per-stage times in seconds, hop latency."""
+    """The checked inputs: p ranks, m micro-batches, cap[r] = min(K_r, m), per-stage times in seconds, and the
+    p×p hop latencies (0 on the diagonal), also per receiving rank r: `lat_f_in[r]` for an F's activation from
+    r − 1, `lat_i_in[r]` for an I's gradient from r + 1 (0 where there is no such rank)."""
 
     p: int
     m: int
-    cap: int
+    cap: tuple[int, ...]
     f: tuple[float, ...]
     i: tuple[float, ...]
     w: tuple[float, ...]
-    latency_s: float
+    latency: tuple[tuple[float, ...], ...]
+    lat_f_in: tuple[float, ...]
+    lat_i_in: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +191,8 @@ class AutoResult:
     `schedule`: the "auto" `Schedule` (split backward, built with `make_schedule`); `makespan_s`: its makespan by
     `pplan.schedules.timeline.simulate`; `lower_bound_s`: `bounds.makespan_lower_bound` for the same stages (no
     schedule can be faster); `gap` = (makespan − bound) / bound (0 when the bound is 0); `peak_in_flight`: per
-    stage, the most micro-batches in flight (≤ min(K, m)); `candidates_tried`: candidate lists played (heuristic
-    policies plus hand-made safeguards); `method`: the heuristic, the search and the winning candidate.
+    stage s, the most micro-batches in flight (≤ min(K_s, m)); `candidates_tried`: candidate lists played
+    (heuristic policies plus hand-made safeguards); `method`: the heuristic, the search and the winning candidate.
     """
 
     schedule: Schedule
@@ -220,29 +227,76 @@ def _per_stage(name: str, value: Sequence[float] | float, p: int) -> tuple[float
 def _problem(
     p: int,
     m: int,
-    memory_limit: int,
+    memory_limit: int | Sequence[int],
     f: Sequence[float] | float,
     i: Sequence[float] | float,
     w: Sequence[float] | float,
-    latency_s: float,
+    latency_s: float | Sequence[Sequence[float]],
 ) -> _Problem:
     """Check the inputs of `auto_schedule` (ConfigError naming the field) and freeze them."""
-    counts = [_count(name, value) for name, value in (("p", p), ("m", m), ("memory_limit", memory_limit))]
-    try:
-        lat = float(latency_s)
-    except (TypeError, ValueError):
-        lat = math.nan
-    if not math.isfinite(lat) or lat < 0:
-        raise ConfigError("latency_s", f"is {latency_s!r}", "use a finite latency ≥ 0 seconds")
+    p, m = _count("p", p), _count("m", m)
+    caps = _memory_limits(memory_limit, p)
+    lat = _latencies(latency_s, p)
     return _Problem(
-        counts[0],
-        counts[1],
-        min(counts[2], counts[1]),
-        _per_stage("f", f, counts[0]),
-        _per_stage("i", i, counts[0]),
-        _per_stage("w", w, counts[0]),
+        p,
+        m,
+        tuple(min(k, m) for k in caps),
+        _per_stage("f", f, p),
+        _per_stage("i", i, p),
+        _per_stage("w", w, p),
         lat,
+        tuple(lat[r - 1][r] if r else 0.0 for r in range(p)),
+        tuple(lat[r + 1][r] if r < p - 1 else 0.0 for r in range(p)),
     )
+
+
+def _memory_limits(value: object, p: int) -> tuple[int, ...]:
+    """One K per stage from an integer or a sequence of p integers, each ≥ 1 (no bools), or a ConfigError."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return (_count("memory_limit", value),) * p
+    values = tuple(value)
+    if len(values) != p:
+        raise ConfigError(
+            "memory_limit", f"has {len(values)} values for {p} stages", f"give one integer, or {p}"
+        )
+    for s, k in enumerate(values):
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ConfigError(
+                "memory_limit", f"is {k!r} for stage {s}", "use integers ≥ 1 (micro-batches in flight)"
+            )
+    return tuple(int(k) for k in values)
+
+
+def _latencies(value: object, p: int) -> tuple[tuple[float, ...], ...]:
+    """The p×p hop latencies (row = sending rank, column = receiving rank; 0 on the diagonal) from one number
+    or a p×p matrix of numbers, each off the diagonal finite and ≥ 0 (the diagonal is ignored), or a
+    ConfigError."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        try:
+            lat = float(value)  # type: ignore[arg-type]  # anything float() takes; the rest is refused here
+        except (TypeError, ValueError):
+            lat = math.nan
+        if not math.isfinite(lat) or lat < 0:
+            raise ConfigError("latency_s", f"is {value!r}", "use a finite latency ≥ 0 seconds")
+        return tuple(tuple(0.0 if a == b else lat for b in range(p)) for a in range(p))
+    fix = f"give one number, or a {p}×{p} matrix (row = sending rank, column = receiving rank)"
+    try:
+        raw = tuple(value)
+        if any(isinstance(row, str) for row in raw):
+            raise TypeError(value)
+        rows = tuple(tuple(float(x) for x in row) for row in raw)
+    except (TypeError, ValueError):
+        raise ConfigError("latency_s", f"is {value!r}", fix) from None
+    if len(rows) != p:
+        raise ConfigError("latency_s", f"has {len(rows)} rows for {p} ranks", fix)
+    for a, row in enumerate(rows):
+        if len(row) != p:
+            raise ConfigError("latency_s", f"has {len(row)} entries in row {a} for {p} ranks", fix)
+    if any(not math.isfinite(x) or x < 0 for a, row in enumerate(rows) for b, x in enumerate(row) if a != b):
+        raise ConfigError(
+            "latency_s", "has a negative or non-finite latency", "use finite latencies ≥ 0 seconds"
+        )
+    return tuple(tuple(0.0 if a == b else x for b, x in enumerate(row)) for a, row in enumerate(rows))
 
 
 def _count(name: str, value: object) -> int:
@@ -264,7 +318,7 @@ def _play(prob: _Problem, pol: Policy) -> _Candidate:
     max(rank free, pass ready): the earliest its list position allows. Deferred W's are placed, when the awaited
     F or I starts, into the idle gap before it (`Policy.w_delay`); a W feeds no other rank, so placing it late
     changes nothing any other rank has seen."""
-    p, m, lat = prob.p, prob.m, prob.latency_s
+    p, m, lat_f, lat_i = prob.p, prob.m, prob.lat_f_in, prob.lat_i_in
     f, i, w = prob.f, prob.i, prob.w
     slack = [0.0 if pol.w_delay is None or x <= 0 else pol.w_delay * x for x in w]
     fill = pol.w_delay is not None
@@ -287,8 +341,8 @@ def _play(prob: _Problem, pol: Policy) -> _Candidate:
             continue  # superseded by an earlier wake-up
         a, b, c = nf[r], ni[r], nw[r]
         # ti, tf: when the next I and the next F become ready (∞ while unknown).
-        ti = (fend[r][b] if r == last_rank else iend[r + 1][b] + lat) if b < a else _INF
-        tf = (fend[r - 1][a] + lat if r else 0.0) if a < m else _INF
+        ti = (fend[r][b] if r == last_rank else iend[r + 1][b] + lat_i[r]) if b < a else _INF
+        tf = (fend[r - 1][a] + lat_f[r] if r else 0.0) if a < m else _INF
         kind, ready = choose(r, t, a, b, c, ti, tf)
         if kind < 0:
             wake_at[r] = ready
@@ -314,7 +368,8 @@ def _play(prob: _Problem, pol: Policy) -> _Candidate:
             rows[r].append(3 * a)
             # Wake the downstream rank if this is the F it needs next (the heap entry at max(ready, its free)).
             if r < last_rank and nf[r + 1] == a:
-                at = end + lat if end + lat > free[r + 1] else free[r + 1]
+                arrive = end + lat_f[r + 1]
+                at = arrive if arrive > free[r + 1] else free[r + 1]
                 if at < wake_at[r + 1]:
                     wake_at[r + 1] = at
                     push(heap, (at, -r - 1))
@@ -324,7 +379,8 @@ def _play(prob: _Problem, pol: Policy) -> _Candidate:
             iend[r][b] = end
             rows[r].append(3 * b + 1)
             if r and ni[r - 1] == b:  # likewise upstream, for the I it needs next
-                at = end + lat if end + lat > free[r - 1] else free[r - 1]
+                arrive = end + lat_i[r - 1]
+                at = arrive if arrive > free[r - 1] else free[r - 1]
                 if at < wake_at[r - 1]:
                     wake_at[r - 1] = at
                     push(heap, (at, 1 - r))
@@ -359,13 +415,13 @@ def _chooser(prob: _Problem, pol: Policy) -> Chooser:
     (W's forced by the lag, and the W's left at the end, `_play` appends itself.)
 
     The mode picks a ready F or I; the next F is not ready while memory blocks it (the in-flight count F's − W's
-    has reached min(K, m), or before the rank's first I its warm-up count). With none ready, a W runs if memory
-    blocks the F the rank wants; else the rank waits, its W's deferred (`Policy.w_delay`)."""
-    m, cap, warmup, mode = prob.m, prob.cap, pol.warmup, pol.mode
+    has reached the rank's min(K_r, m), or before its first I its warm-up count). With none ready, a W runs if
+    memory blocks the F the rank wants; else the rank waits, its W's deferred (`Policy.w_delay`)."""
+    m, caps, warmup, mode = prob.m, prob.cap, pol.warmup, pol.mode
     f_hold = [pol.f_lookahead * x if x > 0 else 0.0 for x in prob.f]
 
     def choose(r: int, t: float, nf: int, ni: int, nw: int, ti: float, tf: float) -> tuple[int, float]:
-        warm = warmup[r]
+        warm, cap = warmup[r], caps[r]
         blocked = nf < m and nf - nw >= (cap if ni else min(cap, warm))
         if blocked:
             tf = _INF
@@ -402,25 +458,26 @@ def _chooser(prob: _Problem, pol: Policy) -> Chooser:
 def _first_gradient_s(prob: _Problem) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per rank r: arrival_r, the earliest start of its first F (the forward chain before it), and g_r, the
     earliest time its first I can be ready (micro-batch 0 down the whole pipeline and back up to r)."""
-    p, lat = prob.p, prob.latency_s
+    p, lat_f, lat_i = prob.p, prob.lat_f_in, prob.lat_i_in
     arrival = [0.0] * p
     for r in range(1, p):
-        arrival[r] = arrival[r - 1] + prob.f[r - 1] + lat
+        arrival[r] = arrival[r - 1] + prob.f[r - 1] + lat_f[r]
     ready = [0.0] * p
     ready[p - 1] = arrival[p - 1] + prob.f[p - 1]
     for r in range(p - 2, -1, -1):
-        ready[r] = ready[r + 1] + prob.i[r + 1] + lat
+        ready[r] = ready[r + 1] + prob.i[r + 1] + lat_i[r]
     return tuple(arrival), tuple(ready)
 
 
 def _warmup(prob: _Problem, rule: str) -> tuple[int, ...]:
-    """Per-rank warm-up counts, clamped to [1, min(K, m)]. Rules: "1f1b" p − r; "zb-h2" 2(p − r) − 1; "cap"
-    min(K, m); "fit" the forwards that end by the time the first gradient can arrive (g_r of
+    """Per-rank warm-up counts, clamped to [1, min(K_r, m)]. Rules: "1f1b" p − r; "zb-h2" 2(p − r) − 1; "cap"
+    min(K_r, m); "fit" the forwards that end by the time the first gradient can arrive (g_r of
     `_first_gradient_s`); "fit+1" one more, which may overrun it (Qi et al.'s binary warm-up choice)."""
-    p, cap = prob.p, prob.cap
+    p = prob.p
     arrival, ready = _first_gradient_s(prob)
     out = []
     for r in range(p):
+        cap = prob.cap[r]
         if rule == "1f1b":
             n = p - r
         elif rule == "zb-h2":
@@ -484,7 +541,9 @@ def _neighbours(prob: _Problem, pol: Policy) -> Iterator[Policy]:
     half = (p + 1) // 2
     for lo, hi in ((0, p), (0, half), (half, p)):
         for step in (1, -1):
-            warm = tuple(max(1, min(cap, x + step)) if lo <= r < hi else x for r, x in enumerate(pol.warmup))
+            warm = tuple(
+                max(1, min(cap[r], x + step)) if lo <= r < hi else x for r, x in enumerate(pol.warmup)
+            )
             if warm != pol.warmup:
                 yield replace(pol, warmup=warm)
     for delay in (0.0, 0.25, 0.5, 1.0, math.inf, None):
@@ -607,7 +666,7 @@ def _replay(prob: _Problem, rows: Sequence[Sequence[int]], label: str) -> _Candi
     """Time given lists, each pass at the earliest its position allows (the simulator's model, specialised to
     one stage per rank): rounds advance every rank until its next pass waits on one not yet timed. None when the
     lists deadlock."""
-    p, m, lat = prob.p, prob.m, prob.latency_s
+    p, m, lat_f, lat_i = prob.p, prob.m, prob.lat_f_in, prob.lat_i_in
     times = (prob.f, prob.i, prob.w)
     fend = [[_INF] * m for _ in range(p)]
     iend = [[_INF] * m for _ in range(p)]
@@ -621,9 +680,9 @@ def _replay(prob: _Problem, rows: Sequence[Sequence[int]], label: str) -> _Candi
             while k < len(row):
                 mb, kind = divmod(row[k], 3)
                 if kind == _F:
-                    ready = fend[r - 1][mb] + lat if r > 0 else 0.0
+                    ready = fend[r - 1][mb] + lat_f[r] if r > 0 else 0.0
                 elif kind == _I:
-                    ready = iend[r + 1][mb] + lat if r < p - 1 else fend[r][mb]
+                    ready = iend[r + 1][mb] + lat_i[r] if r < p - 1 else fend[r][mb]
                 else:
                     ready = iend[r][mb]
                 if ready == _INF:
@@ -645,22 +704,28 @@ def _replay(prob: _Problem, rows: Sequence[Sequence[int]], label: str) -> _Candi
     return _candidate(prob, rows, first, free, label)
 
 
-def _published_peak(name: str, p: int, m: int) -> int:
-    """The peak in flight Qi et al. 2024 (Table 2) give for the hand-made schedule, capped by m: ZB-H1 p, ZB-H2
-    2p − 1 (the tests check it against `memory_of`). Lets `_safeguards` skip generating lists that cannot fit."""
-    return min(p if name == "zb-h1" else 2 * p - 1, m)
+def _published_peak(name: str, p: int, m: int) -> tuple[int, ...]:
+    """Per stage, the peak in flight Qi et al. 2024 (Table 2) give for the hand-made schedule, capped by m: ZB-H1
+    p, ZB-H2 2p − 1, the same on every stage (the tests check it against the lists). Lets `_safeguards` skip
+    generating lists that cannot fit."""
+    return (min(p if name == "zb-h1" else 2 * p - 1, m),) * p
+
+
+def _fits(peaks: Sequence[int], prob: _Problem) -> bool:
+    """Whether every stage's peak in flight is within its own cap min(K_s, m)."""
+    return all(x <= cap for x, cap in zip(peaks, prob.cap, strict=True))
 
 
 def _safeguards(prob: _Problem, played: set[Policy]) -> Iterator[_Candidate]:
-    """The hand-made schedules whose lists fit min(K, m) micro-batches in flight on every stage: ZB-H1 through
-    its policy (unless the search played it), ZB-H2's lists replayed."""
-    if _published_peak("zb-h1", prob.p, prob.m) <= prob.cap:
+    """The hand-made schedules whose lists fit min(K_s, m) micro-batches in flight on each stage s: ZB-H1
+    through its policy (unless the search played it), ZB-H2's lists replayed."""
+    if _fits(_published_peak("zb-h1", prob.p, prob.m), prob):
         pol = zb_h1_policy(prob)
         if pol not in played:
             yield replace(_play(prob, pol), label="zb-h1's own lists (its policy)")
-    if _published_peak("zb-h2", prob.p, prob.m) <= prob.cap:
+    if _fits(_published_peak("zb-h2", prob.p, prob.m), prob):
         rows = _hand_rows("zb-h2", prob.p, prob.m)
-        cand = _replay(prob, rows, "zb-h2's own lists") if max(_peak(rows)) <= prob.cap else None
+        cand = _replay(prob, rows, "zb-h2's own lists") if _fits(_peak(rows), prob) else None
         if cand is not None:
             yield cand
 
@@ -669,8 +734,8 @@ def _safeguards(prob: _Problem, played: set[Policy]) -> Iterator[_Candidate]:
 
 
 def _latency_matrix(prob: _Problem) -> list[list[float]]:
-    """λ between different ranks, 0 on the diagonal (the form `bounds.makespan_lower_bound` takes)."""
-    return [[0.0 if a == b else prob.latency_s for b in range(prob.p)] for a in range(prob.p)]
+    """λ[a][b] between different ranks, 0 on the diagonal (the form `bounds.makespan_lower_bound` takes)."""
+    return [list(row) for row in prob.latency]
 
 
 def memory_of(name: str, p: int, m: int) -> int:
@@ -686,20 +751,22 @@ def memory_of(name: str, p: int, m: int) -> int:
 def auto_schedule(
     p: int,
     m: int,
-    memory_limit: int,
+    memory_limit: int | Sequence[int],
     f: Sequence[float] | float,
     i: Sequence[float] | float,
     w: Sequence[float] | float,
-    latency_s: float = 0.0,
+    latency_s: float | Sequence[Sequence[float]] = 0.0,
 ) -> AutoResult:
     """A split-backward schedule for p ranks (stage s on rank s) and m micro-batches that keeps at most
-    min(memory_limit, m) micro-batches in flight per stage and minimises the makespan (module docstring).
+    min(K_s, m) micro-batches in flight on each stage s and minimises the makespan (module docstring).
 
-    `f`, `i`, `w`: seconds per pass of one micro-batch through one stage — forward, input-gradient backward,
-    weight-gradient backward — one number for every stage or p numbers. `latency_s`: seconds charged on every
-    cross-rank hop. Raises `ConfigError` naming the field for p, m or memory_limit < 1, negative or non-finite
-    times, or a sequence of the wrong length. Deterministic: the search plays `candidate_budget(p, m)` policies
-    plus the fitting hand-made lists, whatever the machine.
+    `memory_limit`: K, one integer for every stage or p integers (K_s). `f`, `i`, `w`: seconds per pass of one
+    micro-batch through one stage — forward, input-gradient backward, weight-gradient backward — one number for
+    every stage or p numbers. `latency_s`: seconds charged on every cross-rank hop, or a p×p matrix whose
+    latency_s[a][b] is a message from rank a to rank b (diagonal ignored). Raises `ConfigError` naming the field
+    for p, m or a K < 1 (or not an integer), negative or non-finite times or latencies, a sequence of the wrong
+    length, or a matrix not p×p. Deterministic: the search plays `candidate_budget(p, m)` policies plus the
+    fitting hand-made lists, whatever the machine.
     """
     prob = _problem(p, m, memory_limit, f, i, w, latency_s)
     bound = makespan_lower_bound(
@@ -728,7 +795,7 @@ def auto_schedule(
         tuple(range(p)),
         [[Action(r, _KIND[code % 3], code // 3) for code in row] for r, row in enumerate(best.rows)],
     )
-    timeline = simulate(schedule, Durations(prob.f, prob.i, prob.w), prob.latency_s)
+    timeline = simulate(schedule, Durations(prob.f, prob.i, prob.w), prob.latency)
     method = (
         f"event-driven greedy list scheduler (Qi et al. 2024 ZB-1p/2p-style: warm-up F within memory, then "
         f"I/F by policy, W into gaps, to free memory or past a lag) + bounded local search ({len(played)} "
