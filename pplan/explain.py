@@ -15,7 +15,7 @@ from pplan.cost.comm import (
 )
 from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory, rank_param_items
 from pplan.cost.passtime import PassTimes, layer_pass_times
-from pplan.cost.pipeline import DurationModel, PipelineRun, chunk_activation_bytes, simulate_plan
+from pplan.cost.pipeline import DurationModel, PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
@@ -70,7 +70,7 @@ def performance(
     split_p2p: bool = True,
 ) -> PerformanceOut:
     st = step_time(model, hardware, plan, run, split_p2p)
-    sens = sensitivities(model, hardware, plan, st.step_s) if with_sensitivity else []
+    sens = sensitivities(model, hardware, plan, st.step_s, run.lists) if with_sensitivity else []
     interval = plan_interval(model, hardware, plan, st.step_s)
     tokens = plan.global_batch * plan.seq_len
     return PerformanceOut(
@@ -183,7 +183,9 @@ def explain_with_run(
             gpus_per_node=hardware.gpus_per_node,
         ),
         plan=_plan_out(plan),
-        derivations=_derivations(model, plan, msg) + _precision_speedup(model, hardware, request, plan, perf),
+        derivations=_derivations(model, plan, msg)
+        + _auto_derivations(model, hardware, plan)
+        + _precision_speedup(model, hardware, request, plan, perf),
         memory=MemoryOut(
             usable_bytes=usable.usable_bytes,
             usable_parts=[UsablePartOut(name=p.name, bytes=p.bytes, source=p.source) for p in usable.parts],
@@ -432,6 +434,37 @@ def _derivations(model: ModelSpec, plan: Plan, msg: int) -> list[Derivation]:
             ]
             if plan.shard_group is not None
             else []
+        ),
+    ]
+
+
+def _auto_derivations(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> list[Derivation]:
+    """`--schedule auto`: the memory limit per stage and what the scheduler reached against its lower bound."""
+    if not plan.kind.tuned:
+        return []
+    auto = auto_plan(model, hardware, plan)
+    res = auto.result
+    limits = "/".join(str(k) for k in auto.memory_limits)
+    how = (
+        f"K_r = the most micro-batches (≤ m = {plan.num_microbatches}) whose activations fit beside rank r's "
+        f"static bytes: static_r + (K·a_r + transients_r)·(1 + {hardware.memory.dynamic_fragmentation_fraction:g}) "
+        f"≤ usable·(1 − {plan.memory_headroom:g}) (pplan.cost.autoplan)"
+        if auto.derived
+        else f"K = --memory-limit {plan.memory_limit}, capped at m = {plan.num_microbatches}"
+    )
+    peaks = "/".join(str(k) for k in res.peak_in_flight)
+    return [
+        Derivation(
+            quantity="auto_memory_limit",
+            formula=f"{how}: K per stage {limits}; the lists hold at most {peaks}",
+            value=min(auto.memory_limits),
+        ),
+        Derivation(
+            quantity="auto_gap_to_lower_bound",
+            formula=f"(makespan − lower bound) / lower bound = ({res.makespan_s:.6g} − {res.lower_bound_s:.6g}) / "
+            f"{res.lower_bound_s:.6g} s = {res.gap:.2%} (pipeline only, before the step's other terms; no schedule "
+            f"beats the bound: pplan.schedules.bounds); {res.method}",
+            value=res.gap,
         ),
     ]
 

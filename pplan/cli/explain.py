@@ -100,9 +100,17 @@ def explain(
     schedule: Annotated[
         str,
         typer.Option(
-            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names)."
+            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names), or "
+            "auto (lists built for this plan's pass times and memory: pplan.schedules.auto)."
         ),
     ] = DEFAULT_SCHEDULE,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="--schedule auto: micro-batches each stage may hold in flight (default: the most whose "
+            "activations fit in each stage's usable memory after its weights, gradients and optimizer states)."
+        ),
+    ] = None,
     recompute: RecomputeOpt = "none",
     recompute_layers: RecomputeLayersOpt = None,
     recompute_method: RecomputeMethodOpt = "uniform",
@@ -186,6 +194,7 @@ def explain(
         fp8_swiglu_input=fp8_swiglu_input,
         moment_dtype=moment_dtype,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
         schedule=schedule,
+        memory_limit=memory_limit,
         seq_len=seq_len,
         recompute=recompute,
         recompute_layers=recompute_layers,

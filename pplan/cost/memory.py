@@ -412,6 +412,11 @@ def _rank_layers(layout: Layout) -> tuple[int, ...]:
     return tuple(layout.rank_layers(r) for r in range(layout.num_ranks))
 
 
+def plan_working_bytes(model: ModelSpec, plan: Plan) -> int:
+    """The transient of one recomputed checkpoint on any rank of `plan` (0 without full recompute)."""
+    return _working_bytes(model, plan.shape, plan.recompute_group)
+
+
 @lru_cache(maxsize=4096)
 def _working_bytes(model: ModelSpec, shape: Shape, group: int) -> int:
     """`pplan.model.activations.recompute_working_bytes`, remembered (the search asks for it per plan)."""
@@ -462,7 +467,7 @@ def plan_memory_totals(
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
     thousands of plans against usable memory with it): `plan_static_totals` plus the dynamic bytes with the
     allocator's fragmentation (`fraction`)."""
-    working = _working_bytes(model, plan.shape, plan.recompute_group)
+    working = plan_working_bytes(model, plan)
     return tuple(
         static + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
         for static, act_bytes, extra, gathered, buffer in zip(

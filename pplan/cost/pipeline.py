@@ -9,6 +9,8 @@ Two duration models:
 - `analytic`: F, I, W per chunk from pplan.cost.passtime (FLOPs, bytes, tensor-parallel collectives, the output layer
   on the last chunk) and each hop's P2P message time on the link between the two ranks (pplan.cost.links).
 Virtual stages are the schedule's; for DualPipe, up-pipeline stage p + k runs model chunk k.
+`--schedule auto` (a tuned family) is the exception: its lists are built for this plan's analytic stage inputs
+under a memory limit per stage (`auto_plan`, pplan.cost.autoplan), then simulated and profiled like any list.
 Activation peaks depend only on the order of each rank's list, not on durations: per rank, the most bytes held
 at once by the micro-batches in flight on its stages (pplan.schedules.periodic.in_flight_profile). With
 activation offload the offloaded tensors are out of those bytes, and the host bytes per GPU are the same peak
@@ -23,6 +25,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Literal
 
+from pplan.cost.autoplan import AutoPlan, memory_limits
 from pplan.cost.comm import p2p_message_bytes
 from pplan.cost.links import p2p_message_matrix
 from pplan.cost.memory import ActivationPeaks
@@ -32,9 +35,11 @@ from pplan.plan.configuration import Plan, Shape
 from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import blocks_p2p
-from pplan.schedules import ScheduleFamily
+from pplan.schedules import Schedule, ScheduleFamily
+from pplan.schedules.auto import AutoResult, auto_schedule
 from pplan.schedules.periodic import in_flight_profile, summarise
-from pplan.schedules.timeline import Durations, RunSummary
+from pplan.schedules.periodic.profile import InFlightProfile
+from pplan.schedules.timeline import Durations, RunSummary, peak_in_flight, simulate
 
 DurationModel = Literal["unit", "analytic"]
 
@@ -60,6 +65,9 @@ class PipelineRun:
     chunk_times: tuple[PassTimes, ...] | None
     """Per model chunk, in seconds (analytic model only)."""
     peaks: ActivationPeaks
+    lists: Schedule | None = None
+    """A tuned family's (auto's) lists the run played; None for the other families (their lists are the
+    registry's)."""
 
 
 def stage_inputs(
@@ -116,18 +124,19 @@ def _latency(
     return tuple(tuple(row) for row in p2p_message_matrix(hardware, t, cp, d, p, nbytes))
 
 
-def activation_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
-    """Per-rank peaks of activation bytes (layers, and what the model ends add) and of micro-batches in flight."""
+def activation_peaks(
+    model: ModelSpec, plan: Plan, hardware: HardwareSpec | None = None, lists: Schedule | None = None
+) -> ActivationPeaks:
+    """Per-rank peaks of activation bytes (layers, and what the model ends add) and of micro-batches in flight.
+    A tuned schedule (auto) needs its `lists`, or the `hardware` they are built for (`tuned_lists`)."""
     chunks = plan.layout.chunks
     of_stage = plan.stage_chunks
-    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
-    layer_bytes = [per_chunk[c] for c in of_stage]
-    both = [
-        layer_bytes[s] + (emb if chunks[c].has_embedding else 0) + (out if chunks[c].has_output else 0)
-        for s, c in enumerate(of_stage)
-    ]
+    layer_bytes, both = _stage_bytes(model, plan)
     unit_layers = model.num_layers / plan.pp
-    profile = in_flight_profile(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches)
+    if plan.kind.tuned:
+        profile = _profile_of(tuned_lists(model, hardware, plan, lists))
+    else:
+        profile = in_flight_profile(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches)
     layers_peak = tuple(round(x) for x in profile.peak_per_rank(layer_bytes))
     combined = profile.peak_per_rank(both)
     host = _host_bytes_per_microbatch(model, plan)
@@ -138,6 +147,69 @@ def activation_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
         profile.peak_per_stage,
         tuple(round(x) for x in profile.peak_per_rank([host[c] for c in of_stage])) if any(host) else (),
     )
+
+
+def _stage_bytes(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """One micro-batch's activation bytes per virtual stage: its layers alone, and with the model ends."""
+    chunks = plan.layout.chunks
+    of_stage = plan.stage_chunks
+    per_chunk, emb, out = _bytes_per_microbatch(model, plan)
+    layer_bytes = tuple(per_chunk[c] for c in of_stage)
+    both = tuple(
+        layer_bytes[s] + (emb if chunks[c].has_embedding else 0) + (out if chunks[c].has_output else 0)
+        for s, c in enumerate(of_stage)
+    )
+    return layer_bytes, both
+
+
+def _profile_of(schedule: Schedule) -> InFlightProfile:
+    """The in-flight profile of explicit lists with one stage per rank."""
+    per_stage, _ = peak_in_flight(schedule, [1.0] * schedule.num_stages)
+    peaks = tuple(round(x) for x in per_stage)
+    return InFlightProfile(
+        schedule.num_stages,
+        peaks,
+        tuple((s,) for s in range(schedule.num_stages)),
+        tuple(((k,),) for k in peaks),
+    )
+
+
+def auto_memory_limits(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> tuple[int, ...]:
+    """K per stage of a tuned plan (pplan.cost.autoplan.memory_limits), from its activation bytes per stage."""
+    return memory_limits(model, hardware, plan, _stage_bytes(model, plan)[1])
+
+
+@lru_cache(maxsize=256)
+def auto_plan(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> AutoPlan:
+    """The plan's automatic schedule (pplan.cost.autoplan): K per stage, then the lists
+    `pplan.schedules.auto.auto_schedule` builds for the plan's analytic stage inputs (the durations and hop
+    latencies the step is simulated with, blocking sends included)."""
+    limits = auto_memory_limits(model, hardware, plan)
+    inputs = stage_inputs(model, hardware, plan)
+    result = _auto_lists(plan.pp, plan.num_microbatches, limits, inputs.durations, inputs.latency)
+    return AutoPlan(limits, plan.memory_limit is None, result)
+
+
+@lru_cache(maxsize=1024)
+def _auto_lists(
+    p: int, m: int, limits: tuple[int, ...], d: Durations, latency: tuple[tuple[float, ...], ...]
+) -> AutoResult:
+    """`auto_schedule`, remembered by its inputs: plans that differ only in what the pipeline does not see
+    (ZeRO stage, gradient dtype) and leave the same limits share one search."""
+    assert not isinstance(d.f, float) and not isinstance(d.i, float) and not isinstance(d.w, float)
+    return auto_schedule(p, m, limits, d.f, d.i, d.w, [list(row) for row in latency])
+
+
+def tuned_lists(
+    model: ModelSpec, hardware: HardwareSpec | None, plan: Plan, lists: Schedule | None = None
+) -> Schedule:
+    """A tuned plan's lists: `lists` when given (a caller keeping the nominal plan's lists while it varies the
+    hardware), else the ones `auto_plan` builds for `hardware`."""
+    if lists is not None:
+        return lists
+    if hardware is None:
+        raise TypeError(f"{plan.kind.name}'s lists need the hardware they are built for")
+    return auto_plan(model, hardware, plan).result.schedule
 
 
 def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
@@ -263,18 +335,28 @@ def simulate_plan(
     plan: Plan,
     duration_model: DurationModel = "analytic",
     free_hops: bool = False,
+    lists: Schedule | None = None,
 ) -> PipelineRun:
-    """The plan's step, simulated with `duration_model` (free hops on request, to separate exposed P2P time)."""
-    peaks = activation_peaks(model, plan)
+    """The plan's step, simulated with `duration_model` (free hops on request, to separate exposed P2P time);
+    `lists`: a tuned plan's lists to play instead of building them for `hardware` (`tuned_lists`)."""
+    tuned = tuned_lists(model, hardware, plan, lists) if plan.kind.tuned else None
+    peaks = activation_peaks(model, plan, hardware, tuned)
     if duration_model == "unit":
+        if tuned is not None:
+            return PipelineRun(
+                simulate(tuned, Durations(), 0.0).summary(), duration_model, None, peaks, tuned
+            )
         summary = _summary(plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, Durations(), 0.0)
         return PipelineRun(summary, duration_model, None, peaks)
     inputs = stage_inputs(model, hardware, plan, free_hops)
     latency = 0.0 if free_hops else inputs.latency
-    summary = _summary(
-        plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
-    )
-    return PipelineRun(summary, duration_model, inputs.chunk_times, peaks)
+    if tuned is not None:  # the lists built for the real hops, played as asked
+        summary = simulate(tuned, inputs.durations, latency).summary()
+    else:
+        summary = _summary(
+            plan.schedule, plan.pp, plan.generator_v, plan.num_microbatches, inputs.durations, latency
+        )
+    return PipelineRun(summary, duration_model, inputs.chunk_times, peaks, tuned)
 
 
 @lru_cache(maxsize=1024)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
+from pplan.schedules import Schedule
 
 STEP = 0.10
 
@@ -53,11 +54,14 @@ INPUTS: tuple[tuple[str, Callable[[HardwareSpec, float], HardwareSpec]], ...] = 
 )
 
 
-def sensitivities(model: ModelSpec, hw: HardwareSpec, plan: Plan, base_step_s: float) -> list[Sensitivity]:
-    """Every input of INPUTS at −10 % and +10 %, sorted by the larger of the two effects."""
+def sensitivities(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, base_step_s: float, lists: Schedule | None = None
+) -> list[Sensitivity]:
+    """Every input of INPUTS at −10 % and +10 %, sorted by the larger of the two effects. `lists`: a tuned plan's
+    (auto's) lists, kept as built for `hw` (the plan as it would run; not re-tuned to each changed input)."""
     out = []
     for name, change in INPUTS:
-        lo = step_time(model, change(hw, 1 - STEP), plan).step_s
-        hi = step_time(model, change(hw, 1 + STEP), plan).step_s
+        lo = step_time(model, change(hw, 1 - STEP), plan, lists=lists).step_s
+        hi = step_time(model, change(hw, 1 + STEP), plan, lists=lists).step_s
         out.append(Sensitivity(name, lo / base_step_s - 1, hi / base_step_s - 1))
     return sorted(out, key=lambda s: -max(abs(s.minus_change), abs(s.plus_change)))

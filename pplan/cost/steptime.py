@@ -58,13 +58,21 @@ from pplan.cost.memory import (
     plan_rank_params,
 )
 from pplan.cost.passtime import PassTimes, chunk_pass_times
-from pplan.cost.pipeline import PipelineRun, blocking_sends, simulate_plan, stage_inputs, stage_inputs_latency
+from pplan.cost.pipeline import (
+    PipelineRun,
+    auto_memory_limits,
+    blocking_sends,
+    simulate_plan,
+    stage_inputs,
+    stage_inputs_latency,
+)
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
-from pplan.schedules.bounds import makespan_lower_bound
+from pplan.schedules.actions import Schedule
+from pplan.schedules.bounds import makespan_lower_bound, memory_cycle_bound
 
 
 def adam_bytes_per_param(moment_dtype: str) -> int:
@@ -298,10 +306,14 @@ def step_time_bound(
         plan.placement, plan.chains, plan.num_microbatches, d.f, d.i, d.w, inputs.latency,
         plan.kind.splits_backward,
     )  # fmt: skip
+    ends = bound.end_per_rank_s
+    if plan.kind.tuned:  # auto: its memory limit caps the micro-batches in flight (pplan.schedules.bounds)
+        cycle = memory_cycle_bound(
+            plan.num_microbatches, auto_memory_limits(model, hw, plan), d.f, d.i, d.w, inputs.latency
+        )
+        ends = tuple(max(a, b) for a, b in zip(ends, cycle, strict=True))
     tails = tails or rank_tails(model, hw, plan, inputs.chunk_times)
-    pipeline_end = max(
-        bound.makespan_s, *(e + x.dp_exposed_s for e, x in zip(bound.end_per_rank_s, tails, strict=True))
-    )
+    pipeline_end = max(bound.makespan_s, *(e + x.dp_exposed_s for e, x in zip(ends, tails, strict=True)))
     return pipeline_end + max(x.after_s for x in tails)
 
 
@@ -311,10 +323,12 @@ def step_time(
     plan: Plan,
     run: PipelineRun | None = None,
     split_p2p: bool = True,
+    lists: Schedule | None = None,
 ) -> StepTime:
     """The step time of `plan`; `split_p2p=False` skips the free-hop re-simulation that separates exposed P2P
-    time from the bubble (the step time is the same; the breakdown then counts P2P waits as bubble)."""
-    run = run or simulate_plan(model, hw, plan, "analytic")
+    time from the bubble (the step time is the same; the breakdown then counts P2P waits as bubble). `lists`: a
+    tuned plan's lists to play instead of building them for `hw` (the sensitivities keep the nominal ones)."""
+    run = run or simulate_plan(model, hw, plan, "analytic", lists=lists)
     tl = run.summary
     assert run.chunk_times is not None
     times = run.chunk_times
@@ -340,7 +354,8 @@ def step_time(
     compute_s = tl.busy_per_rank[busiest] - tp_s - recompute_s - sends_s - ep_s
     p2p_s = sends_s
     if split_p2p:
-        p2p_s = tl.makespan - simulate_plan(model, hw, plan, "analytic", free_hops=True).summary.makespan
+        free = simulate_plan(model, hw, plan, "analytic", free_hops=True, lists=run.lists)
+        p2p_s = tl.makespan - free.summary.makespan
     bubble_s = tl.makespan - (tl.busy_per_rank[busiest] - sends_s) - p2p_s
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)

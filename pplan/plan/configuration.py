@@ -206,6 +206,12 @@ class PlanRequest:
     moment_dtype: MomentDtype = "fp32"
     """Adam's two moments in FP32 (12 bytes of optimizer state per parameter) or BF16 (8; DeepSeek-V3 §3.3.2;
     Megatron-LM's `--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`)."""
+    memory_limit: int | None = None
+    """`--schedule auto` only: K, the most micro-batches in flight on a stage (pplan.schedules.auto); None: the
+    most whose activations fit in each rank's usable memory after everything else (pplan.cost.autoplan)."""
+    memory_headroom: float = 0.0
+    """`--schedule auto` with a derived limit: the fraction of usable memory the limit leaves free (recommend's
+    --headroom)."""
 
     @property
     def recompute_label(self) -> str:
@@ -220,10 +226,13 @@ class PlanRequest:
         for flag, value in (
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--micro-batch", self.micro_batch),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--seq-len", self.seq_len), ("--vp", self.vp),
-            ("--ep", self.ep), ("--etp", self.etp),
+            ("--ep", self.ep), ("--etp", self.etp), ("--memory-limit", self.memory_limit),
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
+        if not 0 <= self.memory_headroom < 1:
+            raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.memory_headroom:g}",
+                              "e.g. --headroom 0.1")  # fmt: skip
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
@@ -332,6 +341,11 @@ class Plan:
     """The routed experts' SwiGLU input is kept in FP8 for the backward."""
     moment_dtype: MomentDtype = "fp32"
     """Adam's moments' dtype (optimizer bytes per parameter: 12 with FP32, 8 with BF16)."""
+    memory_limit: int | None = None
+    """auto only: K, the most micro-batches in flight per stage, as asked (None: derived from memory,
+    pplan.cost.autoplan)."""
+    memory_headroom: float = 0.0
+    """auto only, derived K: the fraction of usable memory it leaves free."""
 
     @property
     def expert_dp(self) -> int:
@@ -433,7 +447,8 @@ class Plan:
         return self.kind.generator_v(self.vp)
 
     def explicit_schedule(self) -> Schedule:
-        """The per-rank action lists (O(p·v·m) to build: for drawings and exports, not for planning)."""
+        """The per-rank action lists (O(p·v·m) to build: for drawings and exports, not for planning). A tuned
+        family's (auto's) are its lists for unit times; the plan's own are pplan.cost.pipeline.tuned_lists."""
         return get_schedule(self.kind.name, self.pp, self.num_microbatches, self.generator_v)
 
     @property
@@ -457,6 +472,7 @@ COUNT_LIMITS: dict[str, int] = {
     "--min-microbatches": 10**12,
     "--top": 10**4,
     "--shard-group": 10**7,
+    "--memory-limit": 10**12,
 }
 """The largest value each count a plan or a search is asked for may take: beyond any machine, model or batch
 that exists, small enough that every figure derived from it stays a finite float (a model has at most 10^4 layers,
@@ -617,6 +633,11 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "use --activation-model itemised, or drop --offload-modules",
         )  # fmt: skip
     _check_experts(model, req, t * cp * d)
+    if req.memory_limit is not None and not kind.tuned:
+        raise ConfigError(
+            "--memory-limit", f"applies to --schedule auto, not {kind.name}",
+            "add --schedule auto, or drop --memory-limit",
+        )  # fmt: skip
     if req.fp8_swiglu_input and model.moe is None:
         raise ConfigError(
             "--fp8-swiglu-input", f"keeps routed experts' SwiGLU inputs in FP8; {model.name} has no routed experts",
@@ -668,6 +689,8 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         fp8_param_gather=req.fp8_param_gather,
         fp8_swiglu_input=req.fp8_swiglu_input,
         moment_dtype=req.moment_dtype,
+        memory_limit=req.memory_limit,
+        memory_headroom=req.memory_headroom if kind.tuned else 0.0,
     )
 
 

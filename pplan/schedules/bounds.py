@@ -80,6 +80,34 @@ def makespan_lower_bound(
     return MakespanBound(span, ends)
 
 
+def memory_cycle_bound(
+    microbatches: int,
+    limits: Sequence[int],
+    f: Sequence[float],
+    i: Sequence[float],
+    w: Sequence[float],
+    latency: Sequence[Sequence[float]],
+) -> tuple[float, ...]:
+    """Per rank, a lower bound on the end of its last action when stage r = rank r of one chain keeps at most
+    K_r micro-batches in flight (from F's start to W's end) and runs its forwards and weight gradients in
+    micro-batch order, as pplan.schedules.auto's lists do. The cycle of rank r,
+
+        C_r = F_r + Σ_{q>r} (λ(q−1, q) + F_q) + Σ_{q>r} (I_q + λ(q, q−1)) + I_r + W_r,
+
+    is the least time from the start of F(r, μ) to the end of W(r, μ): the forward must reach the last stage and
+    the gradient come back before I(r, μ), then W(r, μ). F(r, μ + K_r) cannot start before W(r, μ) ends (K_r
+    would otherwise be exceeded), so F(r, μ) starts no earlier than ⌊μ/K_r⌋·C_r, and the last micro-batch's W
+    ends no earlier than ⌈m/K_r⌉·C_r."""
+    p = len(limits)
+    out = []
+    for r in range(p):
+        down = sum(latency[q - 1][q] + f[q] for q in range(r + 1, p))
+        up = sum(i[q] + latency[q][q - 1] for q in range(r + 1, p))
+        cycle = f[r] + down + up + i[r] + w[r]
+        out.append(-(-microbatches // limits[r]) * cycle)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class RankCoefficients:
     """One rank's zero-latency bound as coefficients of the per-layer and output-layer pass times."""

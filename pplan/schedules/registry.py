@@ -33,6 +33,7 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Schedule, dual_placement, loop_placement, v_placement
+from pplan.schedules.auto import AUTO_NAME, auto_schedule
 from pplan.schedules.families.dualpipe import (
     dualpipe,
     dualpipe_m_problem,
@@ -52,7 +53,7 @@ from pplan.schedules.families.interleaved import (
 from pplan.schedules.families.one_f_one_b import one_f_one_b
 from pplan.schedules.families.zbv import zbv
 from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
-from pplan.schedules.rules import MRule, PRule, any_m, any_p
+from pplan.schedules.rules import MRule, PRule, any_m, any_p, need_positive, need_v
 
 Generator = Callable[[int, int, int | None], Schedule]
 """(p, m, v or None) → the checked schedule."""
@@ -122,6 +123,10 @@ class ScheduleFamily:
     overlaps_expert_comm: bool = False
     """Each forward chunk runs paired with another micro-batch's backward chunk, so one's expert all-to-all runs
     behind the other's compute (DeepSeek-V3 report §3.2.1: DualPipe's overlapped forward-backward chunk pairs)."""
+    tuned: bool = False
+    """Its lists are built for a plan's own pass times and memory limit (pplan.schedules.auto), not fixed by
+    (p, v, m): a plan's step and peaks come from the lists built for it (pplan.cost.autoplan); the generator
+    gives the lists for F = I = W = 1, free hops and 1F1B's memory (what `pplan schedule show` draws)."""
 
     def __post_init__(self) -> None:
         assert self.megatron != bool(self.why_not_megatron), self.name
@@ -224,6 +229,12 @@ def _dualpipev_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> f
     return max(0.0, (p - 1) * _dual_pair(f, i, w) / 2)
 
 
+def _auto_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """auto: no closed form (its lists follow the times); ZB-H1's (p−1)(F+I−W) is what it is held to, at ZB-H1's
+    memory or more, where it is never slower (ZB-H1's lists are one of its candidates: pplan.schedules.auto)."""
+    return _zb_h1_bubble(p, v, m, f, i, w)
+
+
 _UNPUBLISHED_BUBBLE = _dualpipev_bubble
 """interleaved-zb and looped-bfs have no closed form wired in: the old closed_forms.bubble_idle fell through to
 DualPipeV's for them, and this keeps those values until a cited form replaces it. The simulated timeline
@@ -237,6 +248,19 @@ F = I = W (tests/test_registry.py keeps a strict xfail on the mismatch)."""
 def _all_m(p: int, v: int, m: int) -> Warmup:
     """GPipe and looped BFS: every forward of every chunk before the first backward."""
     return tuple((m,) * v for _ in range(p))
+
+
+def _one_each(p: int, v: int, m: int) -> Warmup:
+    """auto: at least the micro-batch whose backward comes first (its lists depend on the times and the limit)."""
+    return tuple((1,) for _ in range(p))
+
+
+def _auto_unit(p: int, m: int, v: int | None) -> Schedule:
+    """auto's lists for F = I = W = 1, free hops and 1F1B's memory (p micro-batches per stage); a plan's own come
+    from pplan.cost.autoplan. One stage per rank: v must be 1 (or None)."""
+    need_positive(p, m)
+    need_v(AUTO_NAME, v, "1", 1)
+    return auto_schedule(p, m, p, 1.0, 1.0, 1.0).schedule
 
 
 def _flush_warmup(p: int, v: int, m: int) -> Warmup:
@@ -379,6 +403,17 @@ FAMILIES: dict[str, ScheduleFamily] = {
             why_not_torch="torch has no bidirectional DualPipe (its DualPipeV is the one-direction V variant)",
             fix_not_torch="use --schedule dualpipev",
             overlaps_expert_comm=True,
+        ),
+        ScheduleFamily(
+            AUTO_NAME, "Automatic (pplan's ZB-1p/2p-style scheduler)", _auto_unit, "loop", 1, 1, True,
+            _auto_bubble, _one_each,
+            aliases=("zb-auto",),
+            searched_by_default=False,
+            why_not_megatron=_NOT_ON_MEGATRON,
+            why_not_torch="torch has no class for it: its lists run through torch's _PipelineScheduleRuntime from "
+            "the CSV pplan writes, which the torchtitan output does not carry",
+            fix_not_torch="run the lists from `pplan schedule auto --csv` with pplan bench, or use --schedule zbv",
+            tuned=True,
         ),
     )
 }  # fmt: skip

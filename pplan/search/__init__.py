@@ -519,13 +519,25 @@ def search(
         recomputing the first N layers of every chunk: the partial recomputes with more layers enter the heap as
         one seed (`_PartialSeed`), bounded like `cand`, and what waited on `cand` for its recompute waits on it;
         not when its static bytes alone are too many (`static`: no recompute can fit it, `Query.static_miss`)."""
-        nonlocal made
         materialise(index)
         for successor in group_successors(cand, req):
             admit(successor)
+        if not static:
+            more_recompute(index, cand, plan, bound_totals)
+        for nxt, waiting in chains.release(index):
+            push(nxt, waiting)
+
+    def more_recompute(
+        index: int, cand: Candidate, plan: Plan | None, bound_totals: tuple[int, ...] | None
+    ) -> None:
+        """The partial recomputes of `cand` with more layers, as one seed in the heap at `cand`'s next N's cheap
+        bound (also a bound for every larger N), what waited on `cand` for its recompute waiting on it: when `cand`
+        is out of memory, and for a tuned family (auto) also when it fits, whose lists gain from the memory more
+        recompute frees."""
+        nonlocal made
         more = None
         # a sharding variant's recompute successors are its base's (or `group_successors`)
-        if index not in admitted_fp32 and not _variant(cand) and not static:
+        if index not in admitted_fp32 and not _variant(cand):
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
         if more is not None and state.launcher_refuses(more, launcher_reason):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
@@ -535,8 +547,6 @@ def search(
             chains.move_waiters(index, made)
             seed = _PartialSeed(more, plan, bound_totals)
             heapq.heappush(heap, (-state.cheap_bound(more) * (1 + BOUND_SLACK), _CHEAP, (), made, seed))
-        for nxt, waiting in chains.release(index):
-            push(nxt, waiting)
 
     def missed(index: int, fit: Fitted) -> None:
         """`fit` is out of memory: kept among the nearest misses (FP32 twins and sharding variants flagged)."""
@@ -625,6 +635,8 @@ def search(
                         index, fit.candidate, fit.plan, fit.totals
                     )  # the next ZeRO stage or more recompute may fit
                     continue
+                if fit.candidate.family.tuned:
+                    more_recompute(index, fit.candidate, fit.plan, None)
                 variants = sharding_variants(fit.candidate, req, hw.gpus_per_node)
                 tails = plan_tails(model, hw, fit.plan) if variants else None
                 if tails is not None and not sync_hidden(fit.plan, tails):  # else none is faster
@@ -762,12 +774,15 @@ def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -
     is the innermost enumeration loop, BF16 first (pplan.search.space.GRAD_ORDER), so the twin is the candidate
     enumerated just before, with the same ZeRO stage. Gradient bytes enter the cost model only as a factor
     (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over them), so `c` needs more memory than the
-    twin and is never faster: it can fit only if the twin does, and the twin's bounds bound it."""
+    twin and is never faster: it can fit only if the twin does, and the twin's bounds bound it. Not for a tuned
+    family (auto): its lists change with the memory limit the FP32 gradients lower, and the scheduler is not
+    proven monotone in it."""
     return (
         before_index == index - 1
         and c.grad_dtype == "fp32"
         and before.grad_dtype == "bf16"
         and c.zero == before.zero
+        and not c.family.tuned
     )
 
 
@@ -889,8 +904,10 @@ class _Chains:
         """Indices already out of memory or invalid (released)."""
 
     def place(self, index: int, c: Candidate) -> bool:
-        """Record `c`; True if it waits (False: it goes straight to the heap)."""
-        if c.zero < 2 and c.recompute == "none":  # first in both chains
+        """Record `c`; True if it waits (False: it goes straight to the heap). A tuned family's (auto's)
+        configurations never wait: the memory a higher ZeRO stage or more recompute frees raises its memory limit
+        (pplan.cost.autoplan), so neither chain's "never faster" holds for it."""
+        if c.family.tuned or (c.zero < 2 and c.recompute == "none"):  # first in both chains
             self._placed[_chain_key(c)] = index
             return False
         before: dict[int, str] = {}

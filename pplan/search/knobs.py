@@ -34,7 +34,7 @@ def peak_bytes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest) -> tuple[in
     except PplanError:
         return None
     fraction = hw.memory.dynamic_fragmentation_fraction
-    need = max(plan_memory_totals(model, plan, activation_peaks(model, plan), fraction))
+    need = max(plan_memory_totals(model, plan, activation_peaks(model, plan, hw), fraction))
     return need, usable_bytes(hw, model, plan)
 
 

@@ -98,7 +98,7 @@ def fitted(
     """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it. `peaks`:
     the plan's `warmup_peaks` (`exact` False) or `activation_peaks`, when already at hand."""
     if peaks is None:
-        peaks = activation_peaks(model, plan) if exact else warmup_peaks(model, plan)
+        peaks = activation_peaks(model, plan, hw) if exact else warmup_peaks(model, plan)
     totals = plan_memory_totals(model, plan, peaks, hw.memory.dynamic_fragmentation_fraction)
     return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 

@@ -259,6 +259,7 @@ class Candidate:
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
             stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, precision=self.precision,
+            memory_headroom=req.headroom_fraction if self.family.tuned else 0.0,
         )  # fmt: skip
 
     @property
@@ -414,7 +415,7 @@ class Cut:
     @property
     def pattern(self) -> tuple[object, ...]:
         """The lattice's shape: cuts with the same pattern order their cells alike."""
-        return self.options, self.zeros, self.grads
+        return self.options, self.zeros, self.grads, self.family.tuned
 
     def cell(self, i: int) -> Candidate:
         rest, g = divmod(i, len(self.grads))

@@ -200,7 +200,9 @@ def request(
 def first_stage(model: ModelSpec, plan: Plan, hardware: HardwareSpec) -> FirstStage:
     """What one GPU of `plan`'s first pipeline stage holds (module docstring)."""
     # the paper counts tensors, not the allocator's fragmentation: none is added here
-    ranks = plan_memory(model, plan, usable_bytes(hardware, model, plan), activation_peaks(model, plan), 0.0)
+    ranks = plan_memory(
+        model, plan, usable_bytes(hardware, model, plan), activation_peaks(model, plan, hardware), 0.0
+    )
     first = ranks[0]
     per_param = (first.weights_bytes + first.grads_bytes + first.optimizer_bytes) / first.params
     rows = position_table_rows(model, plan.seq_len)
