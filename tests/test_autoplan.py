@@ -26,7 +26,8 @@ from pplan.model import activations as act
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules.auto import auto_schedule
-from pplan.schedules.bounds import memory_cycle_bound
+from pplan.schedules.bounds import memory_limited_ends
+from pplan.schedules.families.zero_bubble import zb_h1
 from pplan.schedules.timeline import Durations, peak_in_flight, simulate
 from tests.cli_run import run_pplan
 
@@ -119,18 +120,34 @@ def test_memory_limit_is_refused_without_auto_and_out_of_range() -> None:
     assert err.value.field == "--memory-limit"
 
 
-def test_the_memory_cycle_bound_by_hand() -> None:
-    # p = 2, K = 1, F = I = W = 1, free hops: each micro-batch runs F0, F1, I1, I0, W0 before the next F0 may
-    # start, a cycle of 5 on rank 0 (3 on rank 1): 3 micro-batches take 15, and the scheduler reaches it
+def test_the_memory_limited_ends_by_hand() -> None:
+    # p = 2, K = 1, F = I = W = 1, free hops. Rank 0: each micro-batch runs F0, F1, I1, I0, W0 before the next F0
+    # may start, a cycle of 5: 3 micro-batches end no earlier than 15 (and the scheduler reaches it). Rank 1: its
+    # first forward starts at 1 and it has 9 of work (the window bound: 1 + 0 idle + 9 − 1·2 + 0 + 2 = 10; its
+    # cycle F1, I1, W1 gives only 3·3 = 9)
     lat = [[0.0, 0.0], [0.0, 0.0]]
-    assert memory_cycle_bound(3, (1, 1), (1, 1), (1, 1), (1, 1), lat) == (15, 9)
+    assert memory_limited_ends(3, (1, 1), (1, 1), (1, 1), (1, 1), lat) == (15, 10)
     assert auto_schedule(2, 3, 1, 1.0, 1.0, 1.0).makespan_s == pytest.approx(15)
-    # K = 2 halves the cycles' count, rounded up; hops count down and back
+    # hops count down and back. Rank 0, K = 2 of m = 3: cycle 1 + (0.5 + 2) + (1 + 0.25) + 1 + 1 = 6.75, twice;
+    # window: first gradient at 1.5 + 2 + 1.25 = 4.75, idle 4.75 − 2·1 = 2.75, then 9 − 2·2 of work, then the
+    # trip 3.75 and the last I and W: 2.75 + 5 + 5.75 = 13.5 as well. Rank 1, K = m: one cycle, 2 + 1 + 1
     lat = [[0.0, 0.5], [0.25, 0.0]]
-    assert memory_cycle_bound(3, (2, 3), (1, 2), (1, 1), (1, 1), lat) == (2 * (1 + 2.5 + 1.25 + 2), 1 * 4)
+    assert memory_limited_ends(3, (2, 3), (1, 2), (1, 1), (1, 1), lat) == (13.5, 4)
 
 
-def test_the_memory_cycle_bound_never_exceeds_auto_makespans() -> None:
+def test_zb_h1_is_at_the_memory_bound_with_uniform_stages() -> None:
+    # Qi et al. 2024 Table 2: ZB-H1's bubble is (p − 1)(F + I − W) at 1F1B's memory; the window bound on rank 0
+    # with K = p is m(F + I + W) + (p − 1)(F + I − W), so at that memory nothing beats ZB-H1
+    for p, m, (f, i, w) in ((4, 16, (1.0, 1.2, 0.9)), (8, 24, (1.0, 1.0, 1.0)), (6, 30, (2.0, 2.5, 1.5))):
+        lat = [[0.0] * p for _ in range(p)]
+        want = m * (f + i + w) + (p - 1) * (f + i - w)
+        assert max(memory_limited_ends(m, (p,) * p, (f,) * p, (i,) * p, (w,) * p, lat)) == pytest.approx(want)
+        zb = simulate(zb_h1(p, m, None), Durations(f, i, w), 0.0)
+        assert zb.makespan == pytest.approx(want)
+        assert auto_schedule(p, m, p, f, i, w).gap == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_memory_limited_ends_never_exceeds_auto_makespans() -> None:
     rng = random.Random(7)
     for _ in range(60):
         p, m = rng.randint(1, 6), rng.randint(1, 14)
@@ -139,7 +156,7 @@ def test_the_memory_cycle_bound_never_exceeds_auto_makespans() -> None:
         lat = [[0.0 if a == b else rng.uniform(0, 0.3) for b in range(p)] for a in range(p)]
         res = auto_schedule(p, m, limits, f, i, w, lat)
         tl = simulate(res.schedule, Durations(f, i, w), lat).summary()
-        ends = memory_cycle_bound(m, [min(k, m) for k in limits], f, i, w, lat)
+        ends = memory_limited_ends(m, [min(k, m) for k in limits], f, i, w, lat)
         assert res.makespan_s >= max(ends) * (1 - 1e-12)
         for r in range(p):
             assert tl.last_end_per_rank[r] >= ends[r] * (1 - 1e-12)

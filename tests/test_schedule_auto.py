@@ -32,7 +32,7 @@ from pplan.schedules.auto import (
     memory_of,
     zb_h1_policy,
 )
-from pplan.schedules.bounds import makespan_lower_bound
+from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends
 from pplan.schedules.bubble import in_window_fraction_of_ideal
 from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
 from pplan.schedules.timeline import Durations, Timeline, simulate
@@ -132,7 +132,10 @@ def _check_result(
     assert all(peak <= cap for peak, cap in zip(peaks, _caps(p, m, k), strict=True))
     assert tuple(peaks) == res.peak_in_flight
     assert timeline.makespan == pytest.approx(res.makespan_s, rel=1e-12)
-    bound = _bound_s(p, m, f, i, w, latency_s)
+    free = _bound_s(p, m, f, i, w, latency_s)
+    # with the memory limits: the window and cycle bounds (pplan.schedules.bounds), which every valid list
+    # within the limits must respect (this property test checks they do)
+    bound = max(free, *memory_limited_ends(m, _caps(p, m, k), f, i, w, _matrix(p, latency_s)))
     assert res.lower_bound_s == pytest.approx(bound, rel=1e-12)
     assert res.makespan_s >= bound * (1 - 1e-9)
     assert res.gap == pytest.approx(max(0.0, (res.makespan_s - bound) / bound), abs=1e-12)

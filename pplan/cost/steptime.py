@@ -72,7 +72,7 @@ from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.actions import Schedule
-from pplan.schedules.bounds import makespan_lower_bound, memory_cycle_bound
+from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends
 
 
 def adam_bytes_per_param(moment_dtype: str) -> int:
@@ -308,7 +308,7 @@ def step_time_bound(
     )  # fmt: skip
     ends = bound.end_per_rank_s
     if plan.kind.tuned:  # auto: its memory limit caps the micro-batches in flight (pplan.schedules.bounds)
-        cycle = memory_cycle_bound(
+        cycle = memory_limited_ends(
             plan.num_microbatches, auto_memory_limits(model, hw, plan), d.f, d.i, d.w, inputs.latency
         )
         ends = tuple(max(a, b) for a, b in zip(ends, cycle, strict=True))

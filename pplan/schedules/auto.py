@@ -40,7 +40,8 @@ Algorithm:
    slower.
 The best candidate is built with `make_schedule` and measured with pplan's simulator.
 
-Optimality: exact search is exponential; the evidence is the lower bound `bounds.makespan_lower_bound` (the
+Optimality: exact search is exponential; the evidence is the lower bound, the larger of
+`bounds.makespan_lower_bound` (no memory limit) and `bounds.memory_limited_ends` (what K allows) (the
 result's `gap`) and the tests' brute force over every valid list order (`OPTIMAL_FOR`).
 Pure: no I/O.
 """
@@ -57,7 +58,7 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Action, Kind, Schedule, make_schedule
-from pplan.schedules.bounds import makespan_lower_bound
+from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends
 from pplan.schedules.families.one_f_one_b import one_f_one_b
 from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
 from pplan.schedules.timeline import Durations, peak_in_flight, simulate
@@ -189,8 +190,9 @@ class AutoResult:
     """What `auto_schedule` returns.
 
     `schedule`: the "auto" `Schedule` (split backward, built with `make_schedule`); `makespan_s`: its makespan by
-    `pplan.schedules.timeline.simulate`; `lower_bound_s`: `bounds.makespan_lower_bound` for the same stages (no
-    schedule can be faster); `gap` = (makespan − bound) / bound (0 when the bound is 0); `peak_in_flight`: per
+    `pplan.schedules.timeline.simulate`; `lower_bound_s`: the larger of `bounds.makespan_lower_bound` and
+    `bounds.memory_limited_ends` under the same limits, for the same stages (no schedule within the limits that
+    runs its forwards and weight gradients in micro-batch order, as auto's and the hand-made lists do, is faster); `gap` = (makespan − bound) / bound (0 when the bound is 0); `peak_in_flight`: per
     stage s, the most micro-batches in flight (≤ min(K_s, m)); `candidates_tried`: candidate lists played
     (heuristic policies plus hand-made safeguards); `method`: the heuristic, the search and the winning candidate.
     """
@@ -769,16 +771,11 @@ def auto_schedule(
     fitting hand-made lists, whatever the machine.
     """
     prob = _problem(p, m, memory_limit, f, i, w, latency_s)
-    bound = makespan_lower_bound(
-        tuple(range(p)),
-        (tuple(range(p)),),
-        m,
-        prob.f,
-        prob.i,
-        prob.w,
-        _latency_matrix(prob),
-        split_backward=True,
+    lat = _latency_matrix(prob)
+    free = makespan_lower_bound(
+        tuple(range(p)), (tuple(range(p)),), m, prob.f, prob.i, prob.w, lat, split_backward=True
     ).makespan_s
+    bound = max(free, *memory_limited_ends(m, prob.cap, prob.f, prob.i, prob.w, lat))
     budget = candidate_budget(p, m)
     best, played = _search(prob, budget, bound)
     tried = len(played)

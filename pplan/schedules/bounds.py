@@ -80,7 +80,7 @@ def makespan_lower_bound(
     return MakespanBound(span, ends)
 
 
-def memory_cycle_bound(
+def memory_limited_ends(
     microbatches: int,
     limits: Sequence[int],
     f: Sequence[float],
@@ -88,23 +88,47 @@ def memory_cycle_bound(
     w: Sequence[float],
     latency: Sequence[Sequence[float]],
 ) -> tuple[float, ...]:
-    """Per rank, a lower bound on the end of its last action when stage r = rank r of one chain keeps at most
-    K_r micro-batches in flight (from F's start to W's end) and runs its forwards and weight gradients in
-    micro-batch order, as pplan.schedules.auto's lists do. The cycle of rank r,
+    """Per rank, a lower bound on the end of its last action when stage r = rank r of one chain (split backward)
+    keeps at most K_r micro-batches in flight, from F's start to W's end (pplan's definition; torch keeps the
+    graph until W). The larger of two bounds, with n = m, λ the hops, and
 
-        C_r = F_r + Σ_{q>r} (λ(q−1, q) + F_q) + Σ_{q>r} (I_q + λ(q, q−1)) + I_r + W_r,
+        down_r = Σ_{q>r} (λ(q−1, q) + F_q),  up_r = Σ_{q>r} (I_q + λ(q, q−1)),
+        a_r = arrival of the first forward at r (Σ_{q<r} (F_q + λ(q, q+1))),  g_r = a_{p−1} + F_{p−1} + up_r,
 
-    is the least time from the start of F(r, μ) to the end of W(r, μ): the forward must reach the last stage and
-    the gradient come back before I(r, μ), then W(r, μ). F(r, μ + K_r) cannot start before W(r, μ) ends (K_r
-    would otherwise be exceeded), so F(r, μ) starts no earlier than ⌊μ/K_r⌋·C_r, and the last micro-batch's W
-    ends no earlier than ⌈m/K_r⌉·C_r."""
+    g_r being the earliest any gradient reaches rank r:
+    1. Window (any order of passes): before g_r rank r can run only forwards (an I needs a gradient, a W its I),
+       at most K_r of them, so it idles at least g_r − a_r − K_r·F_r there. When its last forward ends, the
+       micro-batches in flight (at most K_r, that one included) are all that is left: at most K_r·(I_r + W_r)
+       of work; and that last micro-batch's I can start only after its forward reached the last stage and its
+       gradient came back, down_r + up_r later, then its I and W run. With K_r < m the last forward ends after
+       g_r, so end_r ≥ a_r + max(0, g_r − a_r − K_r·F_r) + (busy_r − K_r·(I_r + W_r)) + down_r + up_r + I_r +
+       W_r. For uniform stages and K = p this is m(F + I + W) + (p − 1)(F + I − W) on rank 0: ZB-H1's makespan,
+       so at 1F1B's memory ZB-H1 is optimal (Qi et al. 2024, Table 2's bubble; the tests check it).
+    2. Cycle (forwards and weight gradients in micro-batch order, as pplan.schedules.auto's and the hand-made
+       lists run them): C_r = F_r + down_r + up_r + I_r + W_r is the least time from the start of F(r, μ) to the
+       end of W(r, μ), and F(r, μ + K_r) cannot start before W(r, μ) ends, so the last W ends no earlier than
+       ⌈m/K_r⌉·C_r.
+    Where K_r ≥ m only the cycle bound applies (one cycle)."""
     p = len(limits)
+    arrival = [0.0] * p
+    for r in range(1, p):
+        arrival[r] = arrival[r - 1] + f[r - 1] + latency[r - 1][r]
+    down = [0.0] * p
+    up = [0.0] * p
+    for r in range(p - 2, -1, -1):
+        down[r] = down[r + 1] + latency[r][r + 1] + f[r + 1]
+        up[r] = up[r + 1] + i[r + 1] + latency[r + 1][r]
+    first_gradient = [arrival[p - 1] + f[p - 1] + up[r] for r in range(p)]
     out = []
     for r in range(p):
-        down = sum(latency[q - 1][q] + f[q] for q in range(r + 1, p))
-        up = sum(i[q] + latency[q][q - 1] for q in range(r + 1, p))
-        cycle = f[r] + down + up + i[r] + w[r]
-        out.append(-(-microbatches // limits[r]) * cycle)
+        k = min(limits[r], microbatches)
+        cycle_s = f[r] + down[r] + up[r] + i[r] + w[r]
+        end = -(-microbatches // k) * cycle_s
+        if k < microbatches:
+            idle = max(0.0, first_gradient[r] - arrival[r] - k * f[r])
+            busy = microbatches * (f[r] + i[r] + w[r])
+            end = max(end, arrival[r] + idle + busy - k * (i[r] + w[r]) + down[r] + up[r] + i[r] + w[r])
+        out.append(end)
     return tuple(out)
 
 
