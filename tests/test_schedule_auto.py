@@ -577,15 +577,21 @@ def test_the_brute_force_simulator_agrees_with_pplan() -> None:
         assert _makespan(rows, f, i, w, 0.2) == pytest.approx(want, rel=1e-12)
 
 
+def _tiny_times(rng: random.Random, p: int) -> tuple[list[float], list[float], list[float]]:
+    """Seeded random F, I, W per stage for the brute-force cases."""
+    f = [rng.uniform(0.5, 1.5) for _ in range(p)]
+    i = [rng.uniform(0.5, 1.5) for _ in range(p)]
+    w = [rng.uniform(0.3, 1.5) for _ in range(p)]
+    return f, i, w
+
+
 def _tiny_cases(seed: int, shapes: Sequence[tuple[int, int, int]], draws: int) -> list[Case]:
     """`draws` seeded random stage times and latencies for each (p, m, K)."""
     rng = random.Random(seed)
     out: list[Case] = []
     for p, m, k in shapes:
         for _ in range(draws):
-            f = [rng.uniform(0.5, 1.5) for _ in range(p)]
-            i = [rng.uniform(0.5, 1.5) for _ in range(p)]
-            w = [rng.uniform(0.3, 1.5) for _ in range(p)]
+            f, i, w = _tiny_times(rng, p)
             out.append((p, m, k, f, i, w, rng.choice([0.0, 0.1, 0.5])))
     return out
 
@@ -604,9 +610,7 @@ def _tiny_general_cases(seed: int, shapes: Sequence[tuple[int, int, list[int]]],
     out: list[Case] = []
     for p, m, k in shapes:
         for _ in range(draws):
-            f = [rng.uniform(0.5, 1.5) for _ in range(p)]
-            i = [rng.uniform(0.5, 1.5) for _ in range(p)]
-            w = [rng.uniform(0.3, 1.5) for _ in range(p)]
+            f, i, w = _tiny_times(rng, p)
             lat = [[rng.choice([0.0, 0.1, 0.5, rng.uniform(0.0, 1.0)]) for _ in range(p)] for _ in range(p)]
             out.append((p, m, k, f, i, w, lat))
     return out
