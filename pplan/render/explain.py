@@ -11,6 +11,7 @@ from rich.text import Text
 
 from pplan.documents.explain import ExpertsOut, ExplainReport, PlanOut, StageMemory
 from pplan.profiles.specs import GIB
+from pplan.schedules import schedule_family
 
 
 def gb(n: float) -> str:
@@ -250,7 +251,12 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
             (
                 "closed form",
                 f"{pipe.closed_form_bubble_fraction_of_ideal:.2%} of ideal, "
-                f"{pipe.closed_form_bubble_fraction_of_step:.2%} of the step (uniform stages, unit passes)",
+                f"{pipe.closed_form_bubble_fraction_of_step:.2%} of the step (uniform stages, unit passes"
+                + (
+                    "; auto has none: ZB-H1's, which it never exceeds at ZB-H1's memory)"
+                    if schedule_family(report.plan.schedule).tuned
+                    else ")"
+                ),
             ),
             ("durations", pipe.bubble_source),
             ("makespan", f"{pipe.makespan:.4g}{unit} forward + backward"),
