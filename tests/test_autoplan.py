@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from pplan.explain import explain
 from pplan.model import activations as act
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.schedules import get_schedule, to_torch_csv
 from pplan.schedules.auto import auto_schedule
 from pplan.schedules.bounds import memory_limited_ends
 from pplan.schedules.families.zero_bubble import zb_h1
@@ -208,4 +210,52 @@ def test_explain_cli_takes_auto_and_its_limit(capsys: pytest.CaptureFixture[str]
     assert max(doc["pipeline"]["peak_in_flight_per_stage"]) <= 4
     bad = run_pplan(capsys, *args, "--schedule", "1f1b", "--memory-limit", "4")
     assert bad.code == 2 and "--memory-limit" in bad.err and "Traceback" not in bad.err
+    assert len(bad.err.strip().splitlines()) == 1
+
+
+def test_explain_writes_the_plans_own_lists_as_torch_csv(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = (
+        "explain",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--global-batch",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+    )
+    out = tmp_path / "auto.csv"
+    assert run_pplan(capsys, *args, "--schedule", "auto", "--memory-limit", "4", "--csv", str(out)).code == 0
+    plan = make_plan(LLAMA70, _request(global_batch=64, memory_limit=4))
+    assert out.read_text() == to_torch_csv(auto_plan(LLAMA70, H100, plan).result.schedule)
+    hand = tmp_path / "zb.csv"
+    assert run_pplan(capsys, *args, "--schedule", "zb-h1", "--csv", str(hand)).code == 0
+    assert hand.read_text() == to_torch_csv(get_schedule("zb-h1", 8, 64))
+    # over the export cap (p·v·m ≤ 50,000), refused before any work, naming --csv
+    big_batch = ("explain", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "65536", "--tp", "8")
+    big = run_pplan(capsys, *big_batch, "--pp", "8", "--schedule", "1f1b", "--csv", str(tmp_path / "x.csv"))
+    assert big.code == 2 and big.err.startswith("pplan: error: --csv") and not (tmp_path / "x.csv").exists()
+
+
+def test_auto_refuses_more_stage_micro_batches_than_its_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    args = (
+        "explain",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--schedule",
+        "auto",
+    )
+    bad = run_pplan(capsys, *args, "--global-batch", "2048")  # p·m = 16·2048 > 16,384
+    assert bad.code == 2 and "--global-batch" in bad.err and "16,384" in bad.err
     assert len(bad.err.strip().splitlines()) == 1

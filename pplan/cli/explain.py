@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from pplan import launchers
 from pplan.cli.app import app, console, json_text
+from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import (
     DEFAULT_GLOBAL_BATCH,
     DEFAULT_GPUS,
@@ -36,12 +38,13 @@ from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.base import version_of
 from pplan.documents.registry import DOCUMENTS, INPUTS
 from pplan.errors import ConfigError
-from pplan.explain import explain as explain_plan
+from pplan.explain import explain_with_run
 from pplan.launchers.support import Launcher
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import stack_for_launcher
 from pplan.render.explain import render_explain
+from pplan.schedules import to_torch_csv
 
 DEFAULT_TP = 8
 DEFAULT_PP = 4
@@ -162,6 +165,14 @@ def explain(
         float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
     ] = None,
     pass_durations: PassDurationsOpt = "analytic",
+    csv: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the plan's per-rank action lists as torch's _load_csv compute-only CSV (for "
+            "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan)."
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/2 JSON document.")] = False,
     launcher_format: Annotated[
@@ -227,7 +238,15 @@ def explain(
         plan = make_plan(model_spec, request)
         print(launchers.launcher_text(launcher_format, model_spec, plan))
         return
-    report = explain_plan(model_spec, hardware_spec, request, pass_durations, train_tokens)
+    if csv is not None:
+        check_outputs(
+            {"--csv": csv}, {"--model": input_path(model), "--hardware": input_path(hardware)}, force
+        )
+        _check_csv_size(make_plan(model_spec, request))
+    report, plan, run = explain_with_run(model_spec, hardware_spec, request, pass_durations, train_tokens)
+    if csv is not None:
+        lists = run.lists if run.lists is not None else plan.explicit_schedule()
+        write_output(csv, to_torch_csv(lists), "--csv", force)
     if used:
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
         report = report.model_copy(update={"assumptions": [note, *report.assumptions]})
@@ -235,6 +254,20 @@ def explain(
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
+
+
+def _check_csv_size(plan: Plan) -> None:
+    """Refuse --csv for a schedule over `pplan schedule`'s cap on stage-micro-batches, before any work."""
+    from pplan.cli.schedule import MAX_STAGE_MICROBATCHES  # only when a CSV is asked for (start-up time)
+
+    size = len(plan.placement) * plan.num_microbatches
+    if size > MAX_STAGE_MICROBATCHES:
+        raise ConfigError(
+            "--csv",
+            f"the plan's lists hold p·v·m = {size:,} stage-micro-batches, over pplan's cap of "
+            f"{MAX_STAGE_MICROBATCHES:,} for exporting one schedule",
+            "drop --csv, or take a smaller global batch or fewer pipeline ranks",
+        )
 
 
 @app.command()

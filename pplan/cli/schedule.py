@@ -25,6 +25,7 @@ from pplan.profiles.specs import StageDurationsSpec
 from pplan.render.schedule import bubble_curves_svg, bubble_group, timeline_renderable, timeline_svg
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
+from pplan.schedules.auto import MAX_STAGE_MICROBATCHES as MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
@@ -112,11 +113,6 @@ def check_schedule_size(name: str, pp: int, microbatches: int, vp: int | None, m
         f"{MAX_STAGE_MICROBATCHES:,} for simulating, drawing and exporting one schedule",
         fix,
     )
-
-
-MAX_AUTO_STAGE_MICROBATCHES = 16_384
-"""Most stage-micro-batches p·m the auto scheduler takes: it simulates each candidate it tries, so it grows with
-p·m (about a second at p = 32, m = 256, benchmarks/bench_auto_schedule.py)."""
 
 
 def _squashed(name: str) -> str:

@@ -80,6 +80,18 @@ OPTIMAL_FOR = "p = 2, m ≤ 3 and p ∈ {3, 4}, m = 2 (seeded random times, late
 """Where the tests find auto's makespan equal to the brute-force optimum over every valid order of every rank's
 list (no gap on any tested case)."""
 
+MAX_STAGE_MICROBATCHES = 16_384
+"""Most stage-micro-batches p·m the scheduler takes: it simulates each candidate it tries, so its time grows with
+p·m (about 0.2 s at p = 32, m = 256, benchmarks/bench_auto_schedule.py)."""
+
+
+def auto_m_problem(p: int, m: int) -> str | None:
+    """auto's rule on m, worded to follow its name (the registry's `m_problem`): p·m ≤ MAX_STAGE_MICROBATCHES."""
+    if p * m > MAX_STAGE_MICROBATCHES:
+        return f"builds lists for at most {MAX_STAGE_MICROBATCHES:,} stage-micro-batches p·m, got {p}·{m} = {p * m:,}"
+    return None
+
+
 WORK_PER_SEARCH = 40_000
 """The search plays about this many ranks × micro-batches in all: its candidate count is this ÷ (p·m), clamped to
 [MIN_CANDIDATES, MAX_CANDIDATES]."""

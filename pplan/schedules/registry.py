@@ -33,7 +33,7 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Schedule, dual_placement, loop_placement, v_placement
-from pplan.schedules.auto import AUTO_NAME, auto_schedule
+from pplan.schedules.auto import AUTO_NAME, MAX_STAGE_MICROBATCHES, auto_m_problem, auto_schedule
 from pplan.schedules.families.dualpipe import (
     dualpipe,
     dualpipe_m_problem,
@@ -260,6 +260,9 @@ def _auto_unit(p: int, m: int, v: int | None) -> Schedule:
     from pplan.cost.autoplan. One stage per rank: v must be 1 (or None)."""
     need_positive(p, m)
     need_v(AUTO_NAME, v, "1", 1)
+    problem = auto_m_problem(p, m)
+    if problem is not None:
+        raise ConfigError("--microbatches", f"{AUTO_NAME} {problem}", "use fewer micro-batches or ranks")
     return auto_schedule(p, m, p, 1.0, 1.0, 1.0).schedule
 
 
@@ -408,6 +411,8 @@ FAMILIES: dict[str, ScheduleFamily] = {
             AUTO_NAME, "Automatic (pplan's ZB-1p/2p-style scheduler)", _auto_unit, "loop", 1, 1, True,
             _auto_bubble, _one_each,
             aliases=("zb-auto",),
+            m_problem=auto_m_problem,
+            m_rule=f"p·m ≤ {MAX_STAGE_MICROBATCHES:,}",
             searched_by_default=False,
             why_not_megatron=_NOT_ON_MEGATRON,
             why_not_torch="torch has no class for it: its lists run through torch's _PipelineScheduleRuntime from "
