@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pplan.errors import ProfileError
+from pplan.model.flops import attention_keys
 from pplan.model.params import total_params
 from pplan.profiles.catalog import load_model
 from pplan.profiles.hf_config import SUPPORTED_MODEL_TYPES, model_spec_from_hf_config
@@ -495,3 +496,18 @@ def _refused(config: dict[str, Any]) -> ProfileError:
 )
 def test_moe_refusals_name_the_config_key(config: dict[str, Any], field: str) -> None:
     assert _refused(config).field == field
+
+
+def test_mistral_reads_its_sliding_window() -> None:
+    # Mistral 7B v0.1's config windows every layer at 4096 tokens; from v0.2 on it is null (full attention).
+    v01 = model_spec_from_hf_config(MISTRAL_7B, "mistral")
+    assert v01.sliding_window == 4096 and v01.sliding_window_layers == "all"
+    # at s = 8192 a query covers at most the 4096 keys of its window (causal already), against s/2 = 4096 on
+    # average for full causal attention and s = 8192 counted non-causally
+    assert attention_keys(v01, 8192) == 4096 and attention_keys(v01, 2048) == 2048
+    assert model_spec_from_hf_config({**MISTRAL_7B, "sliding_window": None}, "mistral").sliding_window is None
+    # absent is not "no window": MistralConfig defaults it to 4096, so pplan refuses to guess
+    config = {k: v for k, v in MISTRAL_7B.items() if k != "sliding_window"}
+    with pytest.raises(ProfileError) as err:
+        model_spec_from_hf_config(config, "mistral")
+    assert err.value.field == "sliding_window" and "null" in err.value.fix

@@ -70,6 +70,12 @@ def _mixtral(config: dict[str, Any], layers: int) -> Read:
     return fields, keys | {"sliding_window": "sliding_window"}
 
 
+def _mistral(config: dict[str, Any], layers: int) -> Read:
+    """Mistral: `sliding_window` windows every layer's attention (4096 in Mistral 7B v0.1's config, null from
+    v0.2 on). It must be present: MistralConfig defaults it to 4096, so an absent key is not "no window"."""
+    return {"sliding_window": _nullable_int(config, "sliding_window")}, {"sliding_window": "sliding_window"}
+
+
 def _qwen3_moe(config: dict[str, Any], layers: int) -> Read:
     """Qwen3-MoE: layer i is routed iff i is not in `mlp_only_layers` and (i + 1) % `decoder_sparse_step` == 0
     (Qwen3MoeDecoderLayer); ModelSpec routes i ≥ first_dense_layers with i % layer_frequency == 0, the same
@@ -234,7 +240,7 @@ GPT-OSS 8), not to num_attention_heads as `ModelSpec` would."""
 
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False),
-    "mistral": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False),
+    "mistral": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False, reader=_mistral),
     "qwen2": _Family("swiglu", "rmsnorm", "rope", "qkv-only", tied_by_default=False),
     "gpt2": _Family(
         "gelu", "layernorm", "learned", "all", True, ffn_defaults_to_4h=True, always_dropout=True
