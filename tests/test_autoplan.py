@@ -259,3 +259,12 @@ def test_auto_refuses_more_stage_micro_batches_than_its_cap(capsys: pytest.Captu
     bad = run_pplan(capsys, *args, "--global-batch", "2048")  # p·m = 16·2048 > 16,384
     assert bad.code == 2 and "--global-batch" in bad.err and "16,384" in bad.err
     assert len(bad.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("p", "m"), [(4, 16), (8, 32), (6, 30)])
+def test_with_memory_to_spare_auto_holds_no_more_than_zb_h2(p: int, m: int) -> None:
+    # equal times, free hops: ZB-H2's lists reach the lower bound holding 2p − 1 per stage (Qi et al. Table 2);
+    # given room for all m, auto ties them and takes the leaner lists rather than holding every micro-batch
+    res = auto_schedule(p, m, m, 1.0, 1.0, 1.0)
+    assert res.gap == pytest.approx(0.0, abs=1e-12)
+    assert max(res.peak_in_flight) <= 2 * p - 1

@@ -32,12 +32,14 @@ Algorithm:
    many F as fit before the first gradient can arrive", × W delays × lags) is played first, then
    first-improvement hill climbing over the best policy's neighbours (warm-up ±1 on all ranks or on either half,
    another W delay, lag, or mode). Candidates compare by makespan, then by window idle time (the most idle time
-   inside one rank's own first-to-last-pass window, Qi et al.'s bubble). The search stops when the candidate
+   inside one rank's own first-to-last-pass window, Qi et al.'s bubble); of the candidates that tie with the best
+   on both, the result is the one holding the fewest micro-batches at its stages' peaks (less memory for the same
+   step; the climb itself follows the first two keys only). The search stops when the candidate
    budget is spent, no neighbour improves, or a candidate is at the lower bound with no window idle time. The
    budget depends on p·m only, never on wall time: results are deterministic.
-3. Safeguards, unless the search reached the lower bound: ZB-H1's lists (exactly `zb_h1_policy`) and ZB-H2's
-   own lists (replayed), each when its peak in flight on every stage s fits K_s; so at their memory auto is never
-   slower.
+3. Safeguards: ZB-H1's lists (exactly `zb_h1_policy`) and ZB-H2's own lists (replayed), each when its peak in
+   flight on every stage s fits K_s; so at their memory auto is never slower, and where they tie it they are
+   taken when they hold less.
 The best candidate is built with `make_schedule`; its makespan is the builder's own timing, which equals what
 pplan's simulator gives for the lists (the tests check it on every result).
 
@@ -160,12 +162,14 @@ class _Problem:
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     """One played candidate: its lists (per rank, codes 3·mb + kind), its makespan and its window idle time
-    (the most idle time inside one rank's own first-start-to-last-end window), in seconds."""
+    (the most idle time inside one rank's own first-start-to-last-end window), in seconds, and the micro-batches
+    it holds in flight at its peaks, summed over the stages."""
 
     rows: tuple[tuple[int, ...], ...]
     makespan_s: float
     window_idle_s: float
     label: str
+    held: int = 0
 
     def beats(self, other: _Candidate) -> bool:
         """Shorter makespan (beyond float rounding, a relative 1e-12); on a tie, less window idle time (Qi et
@@ -174,6 +178,11 @@ class _Candidate:
             return True
         tie = not _shorter(other.makespan_s, self.makespan_s)
         return tie and self.window_idle_s < other.window_idle_s - 1e-12 * other.makespan_s
+
+    def leaner(self, other: _Candidate) -> bool:
+        """As good by `beats` either way, holding fewer micro-batches at the stages' peaks: the result takes it
+        (less memory for the same step), though the search climbs only on `beats`."""
+        return not self.beats(other) and not other.beats(self) and self.held < other.held
 
     def unbeatable(self, bound_s: float) -> bool:
         """At the lower bound with no window idle time: no candidate can beat it."""
@@ -195,7 +204,8 @@ def _candidate(
     """A candidate from its lists and each rank's first start and last end: the makespan, and the window idle
     time, the most any rank's span exceeds its busy time m·(F + I + W)."""
     idle = max(last_s[r] - first_s[r] - prob.m * (prob.f[r] + prob.i[r] + prob.w[r]) for r in range(prob.p))
-    return _Candidate(tuple(tuple(row) for row in rows), max(last_s), max(0.0, idle), label)
+    kept = tuple(tuple(row) for row in rows)
+    return _Candidate(kept, max(last_s), max(0.0, idle), label, sum(_peak(kept)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,14 +608,18 @@ def _search(prob: _Problem, budget: int, bound_s: float) -> tuple[_Candidate, se
     best: _Candidate | None = None
     best_pol: Policy | None = None
 
+    lean: _Candidate | None = None  # the leanest candidate as good as `best`
+
     def attempt(pol: Policy) -> bool:
         """Play `pol`; True when it beats the best so far."""
-        nonlocal best, best_pol
+        nonlocal best, best_pol, lean
         tried.add(pol)
         got = _play(prob, pol)
         if best is None or got.beats(best):
-            best, best_pol = got, pol
+            best, best_pol, lean = got, pol, got
             return True
+        if lean is not None and got.leaner(lean):
+            lean = got
         return False
 
     def done() -> bool:
@@ -627,8 +641,8 @@ def _search(prob: _Problem, budget: int, bound_s: float) -> tuple[_Candidate, se
             if pol not in tried and attempt(pol):
                 improved = True
                 break
-    assert best is not None
-    return best, tried
+    assert best is not None and lean is not None
+    return lean, tried
 
 
 # ------------------------------------------------------------------------------------------------ hand-made lists
@@ -792,11 +806,11 @@ def auto_schedule(
     budget = candidate_budget(p, m)
     best, played = _search(prob, budget, bound)
     tried = len(played)
-    if _shorter(bound, best.makespan_s):  # at the bound no hand-made list can be faster
-        for cand in _safeguards(prob, played):
-            tried += 1
-            if cand.beats(best):
-                best = cand
+    # at the bound no hand-made list is faster, but one may tie holding less (ZB-H2's 2p − 1 against all m)
+    for cand in _safeguards(prob, played):
+        tried += 1
+        if cand.beats(best) or cand.leaner(best):
+            best = cand
     schedule = make_schedule(
         AUTO_NAME,
         p,
