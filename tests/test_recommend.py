@@ -173,6 +173,10 @@ def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, .
         # the best recomputes the first 8 layers of every chunk (block): the command must say so
         ("--model", "llama3-70b", "--gpus", "64", "--global-batch", "128", "--tp", "8", "--pp", "2", "--cp", "1",
          "--micro-batch", "2", "--schedule", "1f1b", "--zero-stage", "1", "--grad-dtype", "fp32", "--top", "1"),
+        # auto under a headroom: the derived memory limit, and so the lists, must be the same in explain
+        ("--model", "llama3-70b", "--gpus", "64", "--global-batch", "256", "--tp", "8", "--pp", "8", "--cp", "1",
+         "--micro-batch", "1", "--schedule", "auto", "--zero-stage", "1", "--grad-dtype", "fp32", "--headroom",
+         "0.3", "--top", "1"),
     ],
 )  # fmt: skip
 def test_printed_explain_command_reproduces_the_best(

@@ -44,7 +44,7 @@ from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import stack_for_launcher
 from pplan.render.explain import render_explain
-from pplan.schedules import to_torch_csv
+from pplan.schedules import schedule_family, to_torch_csv
 
 DEFAULT_TP = 8
 DEFAULT_PP = 4
@@ -114,6 +114,13 @@ def explain(
             "activations fit in each stage's usable memory after its weights, gradients and optimizer states)."
         ),
     ] = None,
+    headroom: Annotated[
+        float,
+        typer.Option(
+            help="--schedule auto without --memory-limit: the fraction of usable HBM its derived memory limit "
+            "leaves free on every stage (recommend's --headroom)."
+        ),
+    ] = 0.0,
     recompute: RecomputeOpt = "none",
     recompute_layers: RecomputeLayersOpt = None,
     recompute_method: RecomputeMethodOpt = "uniform",
@@ -206,6 +213,7 @@ def explain(
         moment_dtype=moment_dtype,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
         schedule=schedule,
         memory_limit=memory_limit,
+        memory_headroom=headroom,
         seq_len=seq_len,
         recompute=recompute,
         recompute_layers=recompute_layers,
@@ -227,6 +235,11 @@ def explain(
         tp_comm_overlap=tp_comm_overlap,
         stack=stack or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None),
     )
+    if headroom and (memory_limit is not None or not schedule_family(schedule).tuned):
+        raise ConfigError(
+            "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
+            "add --schedule auto and drop --memory-limit, or drop --headroom",
+        )  # fmt: skip
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
     if launcher_format is not None:

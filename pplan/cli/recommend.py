@@ -282,4 +282,6 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--ep {req.ep}")
     if req.precision != "bf16":
         args.append(f"--precision {req.precision}")
+    if req.memory_headroom:
+        args.append(f"--headroom {req.memory_headroom:g}")
     return " ".join(args)
