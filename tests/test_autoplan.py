@@ -188,20 +188,26 @@ def test_explain_prints_the_limit_and_the_gap() -> None:
     assert report.plan.schedule == "auto"
 
 
-def test_explain_cli_takes_auto_and_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
-    args = (
+def _explain_args(global_batch: int) -> tuple[str, ...]:
+    """`pplan explain` of Llama 3 70B on 64 H100s at t8 p8 (d = 1, so m = the global batch)."""
+    batch = str(global_batch)
+    return (
         "explain",
         "--model",
         "llama3-70b",
         "--gpus",
         "64",
         "--global-batch",
-        "256",
+        batch,
         "--tp",
         "8",
         "--pp",
         "8",
     )
+
+
+def test_explain_cli_takes_auto_and_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    args = _explain_args(256)
     out = run_pplan(capsys, *args, "--schedule", "auto", "--memory-limit", "4", "--json")
     assert out.code == 0, out.err
     doc = out.json()
@@ -216,19 +222,7 @@ def test_explain_cli_takes_auto_and_its_limit(capsys: pytest.CaptureFixture[str]
 def test_explain_writes_the_plans_own_lists_as_torch_csv(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    args = (
-        "explain",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "64",
-        "--global-batch",
-        "64",
-        "--tp",
-        "8",
-        "--pp",
-        "8",
-    )
+    args = _explain_args(64)
     out = tmp_path / "auto.csv"
     assert run_pplan(capsys, *args, "--schedule", "auto", "--memory-limit", "4", "--csv", str(out)).code == 0
     plan = make_plan(LLAMA70, _request(global_batch=64, memory_limit=4))

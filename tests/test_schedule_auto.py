@@ -626,35 +626,17 @@ SLOW_TINY_GENERAL = _tiny_general_cases(
 them, each K_s ≤ m, found no gap either)."""
 
 
-@pytest.mark.parametrize("case", FAST_TINY)
+@pytest.mark.parametrize(
+    "case",
+    [
+        *FAST_TINY,
+        *FAST_TINY_GENERAL,
+        *(pytest.param(c, marks=pytest.mark.acceptance) for c in [*SLOW_TINY, *SLOW_TINY_GENERAL]),
+    ],
+)
 def test_optimal_for_tiny_pipelines(case: Case) -> None:
-    # OPTIMAL_FOR claims no gap to the brute-force optimum on these shapes.
+    # OPTIMAL_FOR claims no gap to the brute-force optimum on these shapes (one K or one per stage; one latency
+    # or a matrix)
     p, m, k, f, i, w, lat = case
     best = _optimum_s(p, m, k, f, i, w, lat)
     assert auto_schedule(p, m, k, f, i, w, lat).makespan_s == pytest.approx(best, rel=1e-9)
-
-
-@pytest.mark.acceptance
-@pytest.mark.parametrize("case", SLOW_TINY)
-def test_optimal_for_more_tiny_pipelines(case: Case) -> None:
-    p, m, k, f, i, w, lat = case
-    assert auto_schedule(p, m, k, f, i, w, lat).makespan_s == pytest.approx(
-        _optimum_s(p, m, k, f, i, w, lat), rel=1e-9
-    )
-
-
-@pytest.mark.parametrize("case", FAST_TINY_GENERAL)
-def test_optimal_for_tiny_pipelines_with_per_stage_memory_and_latency_matrices(case: Case) -> None:
-    p, m, k, f, i, w, lat = case
-    assert auto_schedule(p, m, k, f, i, w, lat).makespan_s == pytest.approx(
-        _optimum_s(p, m, k, f, i, w, lat), rel=1e-9
-    )
-
-
-@pytest.mark.acceptance
-@pytest.mark.parametrize("case", SLOW_TINY_GENERAL)
-def test_optimal_for_more_tiny_pipelines_with_per_stage_memory_and_latency_matrices(case: Case) -> None:
-    p, m, k, f, i, w, lat = case
-    assert auto_schedule(p, m, k, f, i, w, lat).makespan_s == pytest.approx(
-        _optimum_s(p, m, k, f, i, w, lat), rel=1e-9
-    )
