@@ -140,7 +140,8 @@ GRAMMAR: dict[str, dict[str, Gen]] = {
     "explain": {
         **COMMON,
         "--vp": count(),
-        "--schedule": choice(SCHEDULES, BAD_NAMES),
+        "--schedule": choice([*SCHEDULES, "auto"], BAD_NAMES),
+        "--memory-limit": count(typical=(1, 4, 16)),
         "--recompute": choice(["none", "selective", "full"], BAD_NAMES),
         "--zero-stage": count(lo=0, typical=(0, 1, 2, 3), hi=3),
         "--grad-dtype": choice(["fp32", "bf16"], BAD_NAMES),
