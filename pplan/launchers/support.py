@@ -95,10 +95,11 @@ def _schedule_refusal(launcher: str, family: ScheduleFamily) -> _Refusal | None:
     if launcher == "megatron":
         if family.megatron:
             return None
+        elsewhere = ", or --launcher torchtitan" if family.torch_class is not None else ""
         return _Refusal(
             f"megatron cannot run {family.name}",
             family.why_not_megatron,
-            "use --schedule interleaved-1f1b (or 1f1b), or --launcher torchtitan",
+            f"use --schedule interleaved-1f1b (or 1f1b){elsewhere}",
         )
     if family.torch_class is not None:
         return None

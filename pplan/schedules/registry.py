@@ -417,7 +417,8 @@ FAMILIES: dict[str, ScheduleFamily] = {
             why_not_megatron=_NOT_ON_MEGATRON,
             why_not_torch="torch has no class for it: its lists run through torch's _PipelineScheduleRuntime from "
             "the CSV pplan writes, which the torchtitan output does not carry",
-            fix_not_torch="run the lists from `pplan schedule auto --csv` with pplan bench, or use --schedule zbv",
+            fix_not_torch="write its lists with `pplan explain --csv` for torch's _PipelineScheduleRuntime, or use "
+            "--schedule zbv",
             tuned=True,
         ),
     )
