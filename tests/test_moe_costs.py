@@ -12,10 +12,10 @@ import dataclasses
 import pytest
 
 from pplan.cost import experts
-from pplan.cost.links import GroupShape
+from pplan.cost.links import GroupShape, cp_group, message_s
 from pplan.cost.memory import bytes_per_param, plan_rank_expert_params
 from pplan.cost.passtime import layer_pass_times
-from pplan.model.flops import ATTENTION_CORE, layer_flops
+from pplan.model.flops import ATTENTION_CORE, kv_elements_per_token, layer_flops
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 
@@ -240,3 +240,16 @@ def test_deepseek_v3_throughput_is_within_ten_percent_of_its_published_cost() ->
     assert report.performance is not None
     published = 1e12 / (180_000 * 3600 / 2048)
     assert report.performance.tokens_per_s == pytest.approx(published, rel=0.10)
+
+
+def test_ring_attention_passes_mla_keys_and_values_at_their_up_projected_width() -> None:
+    # DeepSeek-V3's config: 128 heads, keys of 128 content + 64 rotary dimensions, values of 128; ring attention
+    # passes K and V after the up-projection: 128 × (128 + 64 + 128) = 40,960 elements per token (h/a = 56 would
+    # give 2 × 128 × 56 = 14,336). Llama 3 70B: 8 key/value heads of 128, K and V: 2 × 8 × 128 = 2,048.
+    assert kv_elements_per_token(DSV3) == 40_960
+    assert kv_elements_per_token(load_model("llama3-70b")) == 2_048
+    # the ring step a layer's forward exposes at cp = 8 (one rank's 512 tokens, BF16), by hand from the link
+    plan = make_plan(DSV3, dataclasses.replace(DSV3_CUT, cp=8, ep=32, global_batch=7680))
+    times = dict(layer_pass_times(DSV3, H100, plan).f)
+    step = message_s(cp_group(1, 8).link(H100), 4096 // 8 * 40_960 * 2)
+    assert times.get("cp-comm", 0.0) == pytest.approx(max(0.0, 7 * step - times["attention"]), rel=1e-9)

@@ -14,7 +14,8 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
   column-parallel layers' gradient GEMMs hides (`tp_backward`, pplan.profiles.stacks); the forward's again under
   full recompute (links.py); W has none;
 - context parallelism (ring attention, as Megatron's and Llama 3's cp): each of the cp − 1 ring steps passes
-  this rank's K and V (2·q·b·g·d_h·2/t bytes) to the next CP rank in F, and K, V and their gradients in I; the
+  this rank's K and V (q·b·2·g·d_h·2/t bytes; with MLA the up-projected per-head keys and values,
+  `flops.kv_elements_per_token`) to the next CP rank in F, and K, V and their gradients in I; the
   exchange overlaps the attention core, so only what exceeds the core's time is exposed ("cp-comm");
 - recomputation adds to I, the pass that needs it, the forward of every recomputed layer (full: its GEMMs,
   kernels and the two tensor-parallel collectives it repeats) or of the re-run modules (selective: the attention
@@ -46,6 +47,7 @@ from pplan.model.activations import fp8_cast_elements, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
     attention_keys,
+    kv_elements_per_token,
     layer_flops,
     logits_flops,
     mtp_projection_flops,
@@ -313,7 +315,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     tp_fwd = tp_forward_s(model, hw, plan)
     cp_step = 0.0
     if plan.cp > 1:
-        kv_bytes = 2 * tokens * model.kv_heads * model.head_size * 2 / t
+        kv_bytes = tokens * kv_elements_per_token(model) * 2 / t
         cp_step = message_s(cp_group(t, plan.cp).link(hw), kv_bytes)
 
     def items(kind: str) -> tuple[tuple[str, float], ...]:

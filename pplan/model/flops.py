@@ -58,6 +58,17 @@ def attention_keys(model: ModelSpec, seq_len: int, causal: bool = False) -> floa
     return windowed if model.sliding_window_layers == "all" else (full + windowed) / 2
 
 
+def kv_elements_per_token(model: ModelSpec) -> int:
+    """Elements of one token's keys and values across a layer's heads, as the attention core reads them (what
+    ring attention passes between context-parallel ranks): 2·g·d_h with g key/value heads of width d_h; with MLA
+    (keys and values projected up per head before the core, DeepSeek-V2 §2.1) a·(d_nope + d_rope) for the keys,
+    the shared rotary part copied to every head, plus a·d_v for the values."""
+    mla = model.mla
+    if mla is None:
+        return 2 * model.kv_heads * model.head_size
+    return model.num_attention_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+
+
 def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, cp: int = 1) -> LayerFlops:
     """One layer, one micro-batch, on one context-parallel rank (whole layer: divide by t per GPU); a routed
     layer for a routed model (its dense layers: `layer_flops(model.dense_part, ...)`)."""
