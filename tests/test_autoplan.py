@@ -190,20 +190,7 @@ def test_explain_prints_the_limit_and_the_gap() -> None:
 
 def _explain_args(global_batch: int) -> tuple[str, ...]:
     """`pplan explain` of Llama 3 70B on 64 H100s at t8 p8 (d = 1, so m = the global batch)."""
-    batch = str(global_batch)
-    return (
-        "explain",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "64",
-        "--global-batch",
-        batch,
-        "--tp",
-        "8",
-        "--pp",
-        "8",
-    )
+    return tuple(f"explain --model llama3-70b --gpus 64 --global-batch {global_batch} --tp 8 --pp 8".split())
 
 
 def test_explain_cli_takes_auto_and_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,13 +218,12 @@ def test_explain_writes_the_plans_own_lists_as_torch_csv(
     assert run_pplan(capsys, *args, "--schedule", "zb-h1", "--csv", str(hand)).code == 0
     assert hand.read_text() == to_torch_csv(get_schedule("zb-h1", 8, 64))
     # over the export cap (p·v·m ≤ 50,000), refused before any work, naming --csv
-    big_batch = ("explain", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "65536", "--tp", "8")
-    big = run_pplan(capsys, *big_batch, "--pp", "8", "--schedule", "1f1b", "--csv", str(tmp_path / "x.csv"))
+    big = run_pplan(capsys, *_explain_args(65536), "--schedule", "1f1b", "--csv", str(tmp_path / "x.csv"))
     assert big.code == 2 and big.err.startswith("pplan: error: --csv") and not (tmp_path / "x.csv").exists()
 
 
 def test_auto_refuses_more_stage_micro_batches_than_its_cap(capsys: pytest.CaptureFixture[str]) -> None:
-    args = (
+    args = [
         "explain",
         "--model",
         "llama3-70b",
@@ -249,7 +235,7 @@ def test_auto_refuses_more_stage_micro_batches_than_its_cap(capsys: pytest.Captu
         "16",
         "--schedule",
         "auto",
-    )
+    ]
     bad = run_pplan(capsys, *args, "--global-batch", "2048")  # p·m = 16·2048 > 16,384
     assert bad.code == 2 and "--global-batch" in bad.err and "16,384" in bad.err
     assert len(bad.err.strip().splitlines()) == 1
