@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pplan.cost.memory import (
-    fragmentation_bytes,
     plan_gathered_weights_bytes,
     plan_offload_buffer_bytes,
     plan_static_totals,
     plan_working_bytes,
+    with_fragmentation,
 )
 from pplan.cost.usable import usable_bytes
 from pplan.plan.configuration import Plan
@@ -55,7 +55,6 @@ def memory_limits(
         return (min(plan.memory_limit, m),) * plan.pp
     budget = usable_bytes(hardware, model, plan) * (1 - plan.memory_headroom)
     fraction = hardware.memory.dynamic_fragmentation_fraction
-    grow = 1 + fraction
     working = plan_working_bytes(model, plan)
     out = []
     for static, a, gathered, buffer in zip(
@@ -68,13 +67,12 @@ def memory_limits(
         fixed = working + gathered + buffer
 
         def need(k: int, static: int = static, a: int = a, fixed: int = fixed) -> int:
-            dynamic = k * a + fixed
-            return static + dynamic + fragmentation_bytes(dynamic, fraction)
+            return static + with_fragmentation(k * a + fixed, fraction)  # as `plan_memory_totals` sums it
 
         if a <= 0:
             out.append(m)
             continue
-        k = max(1, min(m, math.floor(((budget - static) / grow - fixed) / a)))
+        k = max(1, min(m, math.floor(((budget - static) / (1 + fraction) - fixed) / a)))
         while k > 1 and need(k) > budget:  # the ceiling and float rounding, checked on the exact sum
             k -= 1
         while k < m and need(k + 1) <= budget:

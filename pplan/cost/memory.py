@@ -356,7 +356,8 @@ def fragmentation_bytes(dynamic_bytes: int, fraction: float) -> int:
     return math.ceil(dynamic_bytes * fraction)
 
 
-def _with_fragmentation(dynamic: int, fraction: float) -> int:
+def with_fragmentation(dynamic: int, fraction: float) -> int:
+    """The dynamic bytes with the allocator's fragmentation on top (what a rank's need adds to its static bytes)."""
     return dynamic + fragmentation_bytes(dynamic, fraction)
 
 
@@ -469,7 +470,7 @@ def plan_memory_totals(
     allocator's fragmentation (`fraction`)."""
     working = plan_working_bytes(model, plan)
     return tuple(
-        static + _with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
+        static + with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
         for static, act_bytes, extra, gathered, buffer in zip(
             plan_static_totals(model, plan),
             peaks.activation_bytes,
