@@ -125,6 +125,7 @@ def test_profiles_carry_the_calibration_the_public_runs_give() -> None:
             tuple(figures.pop("precisions")),
         ), name
         assert stored.pop("routed") is figures.pop("routed"), name
+        assert stored.pop("tp_comm_overlap") is figures.pop("tp_comm_overlap"), name
         assert stored == pytest.approx(figures, abs=0.0015), name
 
 
@@ -136,3 +137,14 @@ def test_stack_follows_the_launcher_and_shows_in_the_plan(capsys: pytest.Capture
     assert [x["axis"] for x in doc["performance"]["extrapolation"]][-1] == "stack"
     bad = run_pplan(capsys, "explain", "--stack", "jax")
     assert bad.code == 2 and "--stack" in bad.err
+
+
+def test_tp_overlap_is_an_extrapolation_only_where_no_calibration_run_overlapped() -> None:
+    # the H100 sets ran with tensor-parallel overlap (the Megatron-LM README states --tp-comm-overlap); the A100
+    # sets (2021-22 Megatron-LM) did not
+    req = PlanRequest(gpus=64, global_batch=64, tp=8, pp=2, seq_len=2048, tp_comm_overlap=True)
+    a100 = load_hardware("a100-sxm-80gb")
+    assert H100.calibration is not None and H100.calibration.tp_comm_overlap
+    assert a100.calibration is not None and not a100.calibration.tp_comm_overlap
+    assert "TP overlap" not in [x.axis for x in extrapolations(GPT3, H100, make_plan(GPT3, req))]
+    assert "TP overlap" in [x.axis for x in extrapolations(GPT3, a100, make_plan(GPT3, req))]

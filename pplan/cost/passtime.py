@@ -3,8 +3,9 @@
 Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, P the BF16 peak in FLOP/s):
 - GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one kernel overhead each;
 - attention core: flops / t / (P · e_attention); flash attention skips the masked half of a causal score matrix
-  (so it runs half the counted FLOPs); without flash, the a·q·s·b/t score elements stream through HBM: 8 bytes
-  each in the forward (13 with attention dropout), twice that in the backward;
+  (so it runs half the counted FLOPs) and its backward recomputes QKᵀ (`FLASH_BACKWARD_MATMULS`); without
+  flash, the a·q·s·b/t score elements stream through HBM: 8 bytes each in the forward (13 with attention
+  dropout), twice that in the backward;
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
   counted as the tensors each kernel reads and writes, forward and backward (I): q·b·h/sp elements of 2 bytes for
   the norms, residual adds and dropouts (`HIDDEN_TENSORS`, `DROPOUT_TENSORS`), q·b·f/t for the activation
@@ -56,7 +57,7 @@ from pplan.model.precision import CAST_BYTES
 from pplan.plan.configuration import LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.profiles.stacks import STACKS, overlaps_tp_backward
+from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 """QKV, projection, fc1 (gate+up fused), fc2 per pass."""
@@ -89,6 +90,12 @@ SCORE_BYTES = (8, 14)
 it (2), the fused scale-mask-softmax reads and writes it (4), the PV GEMM reads it (2). Backward: the dP GEMM
 writes dP (2), the softmax backward reads P and dP and writes dS (6), the dQ and dK GEMMs read dS (4), the dV GEMM
 reads P (2)."""
+FLASH_BACKWARD_MATMULS = 5
+"""Score-sized matmuls a flash-attention backward runs: it keeps no s×s scores, so it recomputes S = QKᵀ before
+dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q (Dao et al. 2022, arXiv 2205.14135, Algorithm 4; Dao 2023,
+arXiv 2307.08691, Algorithm 2). The input-gradient FLOPs of `flops.layer_flops` (the model-FLOPs convention)
+count the four gradient matmuls, so the flash backward's core runs 5/4 of them; an unfused core keeps its scores
+and runs the four."""
 SCORE_KERNELS = 2
 """Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
 SCORE_BYTES_DROPOUT = (13, 19)
@@ -193,13 +200,61 @@ def tp_forward_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> floa
     """The forward's exposed tensor-parallel collectives of one layer: both collective pairs, or with the stack's
     TP overlap (`tp_comm_overlap`; under sequence parallelism) each all-gather pipelined with the column-parallel
     GEMM it feeds (QKV, the MLP's first) and each reduce-scatter with the row-parallel GEMM it follows (the
-    projection, the MLP's second): Σ max(0, collective − its GEMM) (Wang et al. 2022, "Overlap communication with
-    dependent computation via decomposition"; Transformer Engine's userbuffers; PyTorch's async TP)."""
+    projection, the MLP's second) (Wang et al. 2022, "Overlap communication with dependent computation via
+    decomposition"): as the stack's userbuffers run them (`TpOverlap`: ring exchange for the all-gathers, pipelined
+    splits for the reduce-scatters; megatron-core), or Σ max(0, collective − its GEMM) (PyTorch's async TP)."""
     whole = 2 * tp_collective_s(model, hw, plan)
     if not plan.tp_comm_overlap or plan.tp == 1:
         return whole
     gather = all_gather_s(tp_group(plan.tp).link(hw), _tp_buffer(model, plan), plan.tp)
-    return sum(max(0.0, gather - g) for g in layer_gemms_s(model, hw, plan))
+    qkv, proj, fc1, fc2 = layer_gemms_s(model, hw, plan)
+    ub = STACKS[plan.stack].userbuffers
+    if ub is None:
+        return sum(max(0.0, gather - g) for g in (qkv, proj, fc1, fc2))
+    over = TpOverlap(ub, hw, plan.tp)
+    return (
+        over.ring(gather, qkv)
+        + over.pipeline(gather, proj)
+        + over.ring(gather, fc1)
+        + over.pipeline(gather, fc2)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TpOverlap:
+    """Exposed seconds of one tensor-parallel collective of `c` seconds run beside a GEMM of `g` seconds by a stack's
+    userbuffers (pplan.profiles.stacks.UserbufferOverlap; k = its `comm_sms`, S = the GPU's SMs, o = the kernel
+    overhead; without an SM count in the profile the SMs taken are not modelled):
+    - ring(c, g) = max(0, c − g) + (t − 1)·o: the GEMM as t chunks beside copy-engine sends;
+    - pipeline(c, g) = (n − 1)·(max(g'/n, c/n) − g/n) + c/n + (n − 1)·o with n splits and g' = g·S/(S − k): each
+      of the first n − 1 chunks' reduce-scatters runs beside the next chunk, which runs on S − k SMs; the last runs
+      alone;
+    - bulk(c, g) = max(c, g + c·k/S) − g: the GEMM loses k of its S SMs while the collective runs beside it."""
+
+    ub: UserbufferOverlap
+    hw: HardwareSpec
+    tp: int
+
+    @property
+    def _overhead(self) -> float:
+        return self.hw.efficiency.kernel_overhead_us * 1e-6
+
+    @property
+    def _taken(self) -> float:
+        """k / S: the fraction of the GPU's SMs a pipeline or bulk collective takes."""
+        sms = self.hw.gpu.sms
+        return self.ub.comm_sms / sms if sms else 0.0
+
+    def ring(self, c: float, g: float) -> float:
+        return max(0.0, c - g) + (self.tp - 1) * self._overhead
+
+    def pipeline(self, c: float, g: float) -> float:
+        n = self.ub.pipeline_splits
+        slowed = g / n / (1 - self._taken)
+        return (n - 1) * (max(slowed, c / n) - g / n) + c / n + (n - 1) * self._overhead
+
+    def bulk(self, c: float, g: float) -> float:
+        return max(c, g + c * self._taken) - g
 
 
 def _tp_buffer(model: ModelSpec, plan: LayerSetting) -> float:
@@ -240,9 +295,19 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
     gemms = layer_gemms_s(model, hw, plan)
     if plan.tp_comm_overlap:  # every collective behind a GEMM of the same pass (sequence parallel)
         gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
-        row = sum(max(0.0, gather - g) for g in (gemms[1], gemms[3]))  # output gradients' all-gathers: dgrad
-        column = sum(2 * max(0.0, gather - g) for g in (gemms[0], gemms[2]))  # re-gather: dgrad; RS: wgrad
-        return TpBackward(row + column, 6 * gather - row - column)
+        ub = STACKS[plan.stack].userbuffers
+        if ub is None:
+            row = sum(
+                max(0.0, gather - g) for g in (gemms[1], gemms[3])
+            )  # output gradients' all-gathers: dgrad
+            column = sum(
+                2 * max(0.0, gather - g) for g in (gemms[0], gemms[2])
+            )  # re-gather: dgrad; RS: wgrad
+        else:
+            over = TpOverlap(ub, hw, plan.tp)
+            row = sum(over.ring(gather, g) for g in (gemms[1], gemms[3]))
+            column = sum(2 * over.bulk(gather, g) for g in (gemms[0], gemms[2]))
+        return TpBackward(row + column, max(0.0, 6 * gather - row - column))
     if not overlaps_tp_backward(plan.stack, plan.splits_backward):
         return TpBackward(whole, 0.0)
     grad_gemm = (gemms[0], gemms[2])
@@ -325,7 +390,8 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         router = passf.get("moe/router") / t / bf16_rate  # the router stays BF16 (pplan.model.precision)
         out = [("gemm", mm / gemm_rate + router + gemm_kernels(model) * overhead)]
         if core:
-            out.append(("attention", core * core_fraction / attn_rate + 2 * overhead))
+            rerun = FLASH_BACKWARD_MATMULS / 4 if plan.flash_attention and kind == "I" else 1.0
+            out.append(("attention", core * core_fraction * rerun / attn_rate + 2 * overhead))
         if routed is not None:
             out.append(("experts", routed.gemm_s))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]

@@ -8,11 +8,10 @@ published = predicted / (1 + e), the measured step of a plan like those runs lie
     [step / (1 + e_hi), step / (1 + e_lo)]
 for 80 % of them. A plan outside the envelope gets one named reason per axis it leaves (`Extrapolation`): the tensor,
 pipeline or context parallel degree, context parallelism across nodes, the ZeRO stage, the model size, the sequence
-length, the GPU count, the schedule family, overlapped tensor-parallel collectives, the software stack, or a GPU
-type with no calibrated run. Each reason
-widens both ends by `WIDENING_PER_REASON` of the step: there is no data off the envelope to say by how much, so
-this is an assumption, stated where the interval is printed. A GPU type without `[calibration]` starts from
-±`UNCALIBRATED_BAND`, also assumed.
+length, the GPU count, the schedule family, overlapped tensor-parallel collectives where no run overlapped them, the
+software stack, or a GPU type with no calibrated run. Each reason widens both ends by `WIDENING_PER_REASON` of the
+step: there is no data off the envelope to say by how much, so this is an assumption, stated where the interval is
+printed. A GPU type without `[calibration]` starts from ±`UNCALIBRATED_BAND`, also assumed.
 """
 
 from __future__ import annotations
@@ -143,9 +142,11 @@ def envelope_misses(
         out.append(
             Extrapolation("precision", f"{precision}; the calibration runs use {', '.join(cal.precisions)}")
         )
-    if tp_comm_overlap:
+    if tp_comm_overlap and not cal.tp_comm_overlap:
         out.append(
-            Extrapolation("TP overlap", "no calibration run overlapped its tensor-parallel collectives")
+            Extrapolation(
+                "TP overlap", "no calibration run on this GPU overlapped its tensor-parallel collectives"
+            )
         )
     if stack not in cal.stacks or not STACKS[stack].calibrated:
         out.append(

@@ -349,6 +349,9 @@ class GpuSpec(_Frozen):
     """HBM capacity in GiB (0 < x ≤ 10^5; NVIDIA's "80 GB" parts carry 80 GiB of HBM stacks)."""
     hbm_bandwidth_gb_per_s: GbPerS
     """HBM bandwidth, GB/s (0.001 to 10^7)."""
+    sms: int | None = Field(default=None, gt=0, le=100_000)
+    """Streaming multiprocessors (datasheet or architecture whitepaper), where known: what a communication kernel
+    that runs on some of them takes from a GEMM beside it (pplan.cost.passtime, `tp_comm_overlap`)."""
 
     @property
     def hbm_bytes(self) -> int:
@@ -503,6 +506,8 @@ class CalibrationSpec(_Frozen):
     """Whether a mixture-of-experts run is among them."""
     ep_max: int = Field(default=1, gt=0, le=10**9)
     """The largest expert-parallel degree a run used."""
+    tp_comm_overlap: bool = False
+    """Whether a run overlapped its tensor-parallel collectives with its GEMMs (`tp_comm_overlap`)."""
 
 
 class HardwareSpec(_Frozen):

@@ -29,6 +29,30 @@ STACK_NAMES: tuple[StackName, ...] = get_args(StackName)
 
 
 @dataclass(frozen=True, slots=True)
+class UserbufferOverlap:
+    """How a stack's TP overlap runs each tensor-parallel collective beside its GEMM (`tp_comm_overlap`), after
+    Transformer Engine's userbuffers defaults (transformer_engine 1.11, pytorch/module/base.py `initialize_ub`):
+    - ring exchange (the all-gathers feeding QKV and the MLP's first GEMM in the forward, and the row-parallel
+      layers' output-gradient all-gathers in the backward): the GEMM runs as t chunks, each beside the copy-engine
+      send of the next one (one SM): exposed max(0, collective − GEMM), plus t − 1 more GEMM kernels;
+    - pipeline (the reduce-scatters after the projection and the MLP's second GEMM): the GEMM runs as
+      `pipeline_splits` chunks and each chunk's reduce-scatter, on `comm_sms` SMs taken from the GEMM that runs
+      beside it, follows the chunk; the last chunk's reduce-scatter runs alone;
+    - bulk (the backward's re-gather of a column-parallel layer's input beside its input-gradient GEMM and the
+      input gradient's reduce-scatter beside its weight-gradient GEMM): the collective runs on `comm_sms` SMs
+      beside the whole GEMM."""
+
+    comm_sms: int
+    """SMs a pipeline or bulk collective runs on (`num_sm`, 16 by default), not set aside from the GEMM
+    (`set_sm_margin` off): the GEMM loses them while the collective runs."""
+    pipeline_splits: int
+    """Chunks of a pipelined GEMM (`num_splits`, 4 by default)."""
+
+
+TE_USERBUFFERS = UserbufferOverlap(comm_sms=16, pipeline_splits=4)
+
+
+@dataclass(frozen=True, slots=True)
 class Stack:
     name: StackName
     description: str
@@ -60,6 +84,9 @@ class Stack:
     """How the stack overlaps every tensor-parallel collective with the GEMM it feeds or follows, when the plan asks
     for it (`tp_comm_overlap`), or None where it cannot: Transformer Engine's userbuffers in megatron-core
     (`--tp-comm-overlap`), async tensor parallelism under torch.compile in torchtitan."""
+    userbuffers: UserbufferOverlap | None
+    """How its TP overlap runs (None: every collective hides behind its GEMM wherever it is shorter, as async TP's
+    copy-engine micro-pipelining, which takes no SMs: exposed max(0, collective − GEMM))."""
     weight_copy_bytes: int
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
@@ -81,6 +108,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_blocking=("1f1b",),
         p2p_blocking_without_overlap=("interleaved-1f1b",),
         tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
+        userbuffers=TE_USERBUFFERS,
         weight_copy_bytes=6,
         calibrated=True,
         fitted_to=(
@@ -102,6 +130,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_blocking=(),
         p2p_blocking_without_overlap=(),
         tp_comm_overlap="async tensor parallelism (parallelism.enable_async_tensor_parallel, with compile)",
+        userbuffers=None,
         weight_copy_bytes=0,
         calibrated=False,
         fitted_to=(),
@@ -117,6 +146,7 @@ STACKS: dict[StackName, Stack] = {
         p2p_blocking=("*",),
         p2p_blocking_without_overlap=(),
         tp_comm_overlap=None,
+        userbuffers=None,
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         calibrated=False,
         fitted_to=(),

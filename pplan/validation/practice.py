@@ -4,7 +4,8 @@ For each bundled published run (pplan/validation/published_runs.json) the search
 GPU count, global batch and sequence length, restricted to Megatron-LM (what those runs used) and to plans inside
 the calibrated envelope (`--max-extrapolation 0`: outside it pplan has no data to rank plans against practice,
 and its interval says so; pplan.cost.uncertainty). The published
-(t, p, v, b) is then explained under the search's own assumptions (flash attention, sequence parallelism), with
+(t, p, v, b) is then explained under the search's own assumptions (flash attention, sequence parallelism; the
+run's TP overlap and GEMM precision, which the search uses too), with
 the recompute and ZeRO choice that fits and runs fastest, and set beside the search's best: its rank among the
 simulated candidates and its throughput gap. A run passes when it ranks in the top 5 or within 5 % of the best.
 """
@@ -23,7 +24,7 @@ from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family
 from pplan.search import SearchRequest, search
-from pplan.validation.published import row_model
+from pplan.validation.published import row_model, run_request
 
 TOP = 5
 GAP = 0.05
@@ -72,7 +73,7 @@ def _best_published(
             req = PlanRequest(
                 gpus=base.gpus, global_batch=base.global_batch, micro_batch=base.micro_batch, tp=base.tp,
                 pp=base.pp, vp=base.vp, cp=base.cp, schedule=base.schedule, seq_len=base.seq_len,
-                recompute=recompute, zero_stage=zero,
+                recompute=recompute, zero_stage=zero, tp_comm_overlap=base.tp_comm_overlap, precision=base.precision,
             )  # fmt: skip
             try:
                 rep = explain(model, hw, req, with_sensitivity=False, split_p2p=False)
@@ -98,10 +99,11 @@ def practice_rows(
         model = row_model(data, row, load_model)
         vp = row.get("vp")
         family = megatron_family(vp)
+        run = run_request(row, data["stated"], data["assumed"], data["stack"])
         base = PlanRequest(
             gpus=int(row["gpus"]), global_batch=int(row["global_batch"]), micro_batch=int(row.get("micro_batch", 1)),
             tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if family.fixed_v is None else None, cp=int(row.get("cp", 1)),
-            schedule=family.name, seq_len=seq,
+            schedule=family.name, seq_len=seq, tp_comm_overlap=run.tp_comm_overlap, precision=run.precision,
         )  # fmt: skip
         found = search(
             model,
@@ -113,6 +115,8 @@ def practice_rows(
                 launcher="megatron",
                 top_n=24,
                 max_extrapolation=0,
+                tp_comm_overlap=base.tp_comm_overlap,
+                precisions=(base.precision,),
             ),
             launcher_reason=partial(_launcher_reason, layers=model.num_layers),
         )

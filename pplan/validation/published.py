@@ -101,9 +101,18 @@ def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, A
     return cast(Recompute, row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))))
 
 
-def _request(
+def _setting(key: str, default: Any, *sources: dict[str, Any]) -> Any:
+    """A run's setting: the first of its row, its set's stated settings and the set's assumptions that names it."""
+    for source in sources:
+        if key in source:
+            return source[key]
+    return default
+
+
+def run_request(
     row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], stack: StackName = DEFAULT_STACK
 ) -> PlanRequest:
+    """The plan request of one published run: its own settings, its set's stated ones and the set's assumptions."""
     pp = int(row["pp"])
     vp = row.get("vp")
     family = megatron_family(vp)
@@ -125,7 +134,8 @@ def _request(
         grad_dtype=assumed.get("grad_dtype", "fp32"),
         overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
         overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
-        overlap_p2p_comm=bool(assumed.get("overlap_p2p_comm", True)),
+        overlap_p2p_comm=bool(_setting("overlap_p2p_comm", True, row, stated, assumed)),
+        tp_comm_overlap=bool(_setting("tp_comm_overlap", False, row, stated, assumed)) and int(row["tp"]) > 1,
         stack=stack,
         precision=str(stated.get("precision", "bf16")).lower(),  # type: ignore[arg-type]  # checked by PlanRequest
     )
@@ -166,7 +176,7 @@ def validate_set(data: dict[str, Any], load_model: ModelLoader, hardware: Hardwa
     rows = []
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        plan = make_plan(model, _request(row, stated, assumed, data["stack"]))
+        plan = make_plan(model, run_request(row, stated, assumed, data["stack"]))
         predicted = step_time(model, hardware, plan).step_s
         published = _published_step_s(data, row, model, plan.gpus, plan.seq_len)
         sp = " sp" if plan.sequence_parallel else ""
@@ -336,7 +346,7 @@ def calibration_figures(
         fig["stacks"].add(data["stack"])
         for row in data["rows"]:
             model = row_model(data, row, load_model)
-            request = _request(row, data["stated"], data["assumed"], data["stack"])
+            request = run_request(row, data["stated"], data["assumed"], data["stack"])
             fig["plans"].append((model, make_plan(model, request)))
     return {name: _section(fig) for name, fig in out.items()}
 
@@ -371,4 +381,5 @@ def _section(fig: dict[str, Any]) -> dict[str, Any]:
         "precisions": sorted({p.precision for _, p in plans}),
         "routed": any(m.moe is not None for m, _ in plans),
         "ep_max": max(p.ep for _, p in plans),
+        "tp_comm_overlap": any(p.tp_comm_overlap for _, p in plans),
     }
