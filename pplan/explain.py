@@ -13,7 +13,13 @@ from pplan.cost.comm import (
     p2p_message_bytes,
     tensor_parallel_traffic,
 )
-from pplan.cost.memory import RankMemory, bytes_per_param, plan_memory, rank_param_items
+from pplan.cost.memory import (
+    RankMemory,
+    bytes_per_param,
+    plan_gathered_fp8_params,
+    plan_memory,
+    rank_param_items,
+)
 from pplan.cost.passtime import PassTimes, layer_pass_times
 from pplan.cost.pipeline import DurationModel, PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
@@ -148,7 +154,10 @@ def explain_with_run(
     offloaded = act.offloaded_layer(model, plan.shape)
     host_bytes = run.peaks.host_bytes or (0,) * plan.pp
     tp = tensor_parallel_traffic(model, plan)
-    dp_per_rank = [data_parallel_bytes_per_step(plan, r.params) for r in ranks]
+    dp_per_rank = [
+        data_parallel_bytes_per_step(plan, r.params, sum(fp8))
+        for r, fp8 in zip(ranks, plan_gathered_fp8_params(model, plan), strict=True)
+    ]
     closed_ideal, closed_step = closed_forms.bubble_fractions(
         plan.kind, plan.pp, plan.vp, plan.num_microbatches
     )

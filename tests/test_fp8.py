@@ -160,3 +160,25 @@ def test_a_rank_holding_both_ends_keeps_one_tied_embedding() -> None:
     req = PlanRequest(gpus=64, global_batch=64, tp=8, pp=8, schedule="zbv")
     first, middle = plan_rank_params(gpt3, make_plan(gpt3, req))[:2]
     assert first - middle == pytest.approx(51200 * 12288 / 8 + 2048 * 12288 + 2 * 12288, rel=1e-9)
+
+
+def test_fp8_primary_weights_are_gathered_in_one_byte() -> None:
+    """ZeRO-1 over 8 replicas of Llama 3 8B (t = 1): with --fp8-param-gather the distributed optimizer all-gathers
+    the Linears' FP8 weights (1 byte each) and the other weights in BF16; without it every weight in BF16. The
+    reduce-scatter of the FP32 gradients is the same either way."""
+    from pplan.cost.links import all_gather_s, dp_group
+    from pplan.cost.memory import plan_gathered_fp8_params
+    from pplan.cost.steptime import rank_sync, sync_calls
+
+    linear = 32 * (H * 48 * 128 + H * H + 3 * H * F)
+    other = 2 * 128256 * H + 32 * 2 * H + H
+    req = PlanRequest(gpus=8, global_batch=8, precision="fp8", zero_stage=1)
+    for gather_fp8, weight_bytes in ((False, 2 * (linear + other)), (True, linear + 2 * other)):
+        plan = make_plan(LLAMA, dataclasses.replace(req, fp8_param_gather=gather_fp8))
+        link = dp_group(1, 1, 8).link(H100)
+        calls = sync_calls(plan, linear + other, 1)
+        sync = rank_sync(H100, plan, linear + other, fp8=(linear, 0.0) if gather_fp8 else (0.0, 0.0))
+        assert sync.gather_s == pytest.approx(all_gather_s(link, weight_bytes, 8, calls), rel=1e-9)
+        assert sync.last_s == pytest.approx(all_gather_s(link, 4 * (linear + other), 8, calls), rel=1e-9)
+        # the step reads the rank's FP8 Linears from the plan: the same count
+        assert plan_gathered_fp8_params(LLAMA, plan) == (((linear, 0.0),) if gather_fp8 else ((0.0, 0.0),))

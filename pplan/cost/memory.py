@@ -44,6 +44,8 @@ from pplan.plan.layout import Chunk, Layout
 from pplan.profiles.specs import ModelSpec
 
 WEIGHT_BYTES = 2
+FP8_WEIGHT_BYTES = 1
+"""An FP8 primary weight (`fp8_param_gather`): what the distributed optimizer gathers per FP8 Linear parameter."""
 MASTER_BYTES = 4
 MOMENT_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes of each of Adam's two moments by dtype: optimizer state = FP32 master + 2 moments (12, or 8 with BF16
@@ -295,6 +297,20 @@ def plan_fp8_linear_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     return tuple(
         sum(n for name, n in items if is_fp8_linear(name)) for items in _plan_param_items(model, plan)
     )
+
+
+def plan_gathered_fp8_params(model: ModelSpec, plan: Plan) -> tuple[tuple[float, float], ...]:
+    """Per rank, (dense, routed-expert) parameters a distributed optimizer gathers as FP8 rather than BF16: the
+    rank's FP8 Linears under `fp8_param_gather` (Megatron-LM's --fp8-param-gather all-gathers the FP8 primary
+    weights, 1 byte each; pplan.cost.steptime.rank_sync), (0, 0) otherwise."""
+    if not plan.fp8_param_gather or plan.precision == "bf16":
+        return ((0.0, 0.0),) * plan.pp
+    out = []
+    for items in _plan_param_items(model, plan):
+        fp8 = [(name, n) for name, n in items if is_fp8_linear(name)]
+        experts = sum(n for name, n in fp8 if is_expert_item(name))
+        out.append((sum(n for _, n in fp8) - experts, experts))
+    return tuple(out)
 
 
 def _bf16_weights_dropped(plan: Plan, fp8_params: float) -> int:

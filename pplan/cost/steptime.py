@@ -50,10 +50,12 @@ from functools import lru_cache
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import (
+    FP8_WEIGHT_BYTES,
     GRAD_BYTES,
     MASTER_BYTES,
     MOMENT_BYTES,
     WEIGHT_BYTES,
+    plan_gathered_fp8_params,
     plan_rank_expert_params,
     plan_rank_params,
 )
@@ -128,20 +130,28 @@ class RankSync:
     """The updated parameters' all-gather after the optimizer (ZeRO-1/2)."""
 
 
-def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1, experts: float = 0.0) -> RankSync:
+def rank_sync(
+    hw: HardwareSpec,
+    plan: Plan,
+    params: float,
+    units: int = 1,
+    experts: float = 0.0,
+    fp8: tuple[float, float] = (0.0, 0.0),
+) -> RankSync:
     """Data-parallel traffic of one rank holding `params` parameters (after TP), per step; each phase is issued as
     the collectives `sync_calls` counts from the rank's `units` (its layers, plus one for the model ends it holds),
     and each collective pays the ring's latency. `experts` of the parameters (routed experts) synchronise over
-    their own expert data-parallel group instead, one phase after the other (`_expert_sync`)."""
+    their own expert data-parallel group instead, one phase after the other (`_expert_sync`). `fp8`: the (dense,
+    expert) parameters gathered as FP8, 1 byte each instead of 2 (`plan_gathered_fp8_params`)."""
     if experts:
-        rest = rank_sync(hw, plan, params - experts, units)
-        own = _expert_sync(hw, plan, experts, units)
+        rest = rank_sync(hw, plan, params - experts, units, fp8=(fp8[0], 0.0))
+        own = _expert_sync(hw, plan, experts, units, fp8[1])
         return RankSync(rest.last_s + own.last_s, rest.step_s + own.step_s, rest.gather_s + own.gather_s)
     n = plan.dp * plan.cp
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
     grads = params * GRAD_BYTES[plan.grad_dtype]
-    weights = params * WEIGHT_BYTES
+    weights = params * WEIGHT_BYTES - fp8[0] * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)
     calls = sync_calls(plan, params, units)
     if plan.zero_stage == 0:
         reduce = all_reduce_s(dp_group(plan.tp, plan.cp, plan.dp).link(hw), grads, n, calls)
@@ -154,7 +164,7 @@ def rank_sync(hw: HardwareSpec, plan: Plan, params: float, units: int = 1, exper
     return _sharded_sync(plan, link, grads, weights, s, calls, across)
 
 
-def _expert_sync(hw: HardwareSpec, plan: Plan, params: float, units: int) -> RankSync:
+def _expert_sync(hw: HardwareSpec, plan: Plan, params: float, units: int, fp8: float = 0.0) -> RankSync:
     """The routed experts' share of `rank_sync`: over the expert data-parallel group, t·cp·d / (ep·etp) ranks
     spaced ep·etp apart (megatron-core's expert rank order), sharded over all of it under ZeRO ≥ 1."""
     n = plan.expert_dp
@@ -166,7 +176,8 @@ def _expert_sync(hw: HardwareSpec, plan: Plan, params: float, units: int) -> Ran
     if plan.zero_stage == 0:
         reduce = all_reduce_s(link, grads, n, calls)
         return RankSync(reduce, reduce, 0.0)
-    return _sharded_sync(plan, link, grads, params * WEIGHT_BYTES, n, calls, 0.0)
+    weights = params * WEIGHT_BYTES - fp8 * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)
+    return _sharded_sync(plan, link, grads, weights, n, calls, 0.0)
 
 
 def _sharded_sync(
@@ -217,16 +228,17 @@ def rank_tails(
     n_chunks = len(chunk_times)
     out = []
     # ranks holding the same parameters and units sync alike (the middle ranks, mostly)
-    syncs: dict[tuple[float, int], RankSync] = {}
+    syncs: dict[tuple[float, int, tuple[float, float]], RankSync] = {}
     optimizer: dict[float, float] = {}
     experts = plan_rank_expert_params(model, plan)
+    fp8 = plan_gathered_fp8_params(model, plan)
     for r, params in enumerate(plan_rank_params(model, plan)):
         units = (
             _rank_units(plan, r) if plan.zero_stage >= 2 else 1
         )  # only sharded units change the call count
-        if (params, units) not in syncs:
-            syncs[params, units] = rank_sync(hw, plan, params, units, experts[r])
-        sync = syncs[params, units]
+        if (params, units, fp8[r]) not in syncs:
+            syncs[params, units, fp8[r]] = rank_sync(hw, plan, params, units, experts[r], fp8[r])
+        sync = syncs[params, units, fp8[r]]
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0
@@ -286,11 +298,14 @@ def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float,
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
             (_rank_units(plan, r) for r in range(plan.pp)) if plan.zero_stage >= 2 else itertools.repeat(1),
+            plan_gathered_fp8_params(model, plan),
             strict=False,
         )
     )  # ranks holding the same parameters and units sync alike
-    traffic = max(rank_sync(hw, plan, params, units, experts).step_s for params, experts, units in ranks)
-    optimizer = max(_optimizer_s(hw, plan, params, experts) for params, experts, _ in ranks)
+    traffic = max(
+        rank_sync(hw, plan, params, units, experts, fp8).step_s for params, experts, units, fp8 in ranks
+    )
+    optimizer = max(_optimizer_s(hw, plan, params, experts) for params, experts, _, _ in ranks)
     return traffic, optimizer
 
 

@@ -136,6 +136,7 @@ def run_request(
         overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
         overlap_p2p_comm=bool(_setting("overlap_p2p_comm", True, row, stated, assumed)),
         tp_comm_overlap=bool(_setting("tp_comm_overlap", False, row, stated, assumed)) and int(row["tp"]) > 1,
+        fp8_param_gather=bool(_setting("fp8_param_gather", False, row, stated, assumed)),
         stack=stack,
         precision=str(stated.get("precision", "bf16")).lower(),  # type: ignore[arg-type]  # checked by PlanRequest
     )
