@@ -478,6 +478,27 @@ def _auto_derivations(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> l
     ]
 
 
+def _tp_overlap_sentence(plan: Plan, hardware: HardwareSpec) -> str:
+    """How the stack's TP overlap is costed (pplan.cost.passtime.TpOverlap)."""
+    ub = STACKS[plan.stack].userbuffers
+    if ub is None:
+        return (
+            f"TP overlap ({plan.stack}): each tensor-parallel collective runs beside the GEMM it feeds or follows "
+            "on copy engines and is exposed only where it outlasts it"
+        )
+    sms = hardware.gpu.sms
+    taken = (
+        f"taking {ub.comm_sms} of the GPU's {sms} SMs from the GEMM beside them"
+        if sms
+        else f"on {ub.comm_sms} SMs (the profile states no SM count, so what they take from the GEMM is not costed)"
+    )
+    return (
+        f"TP overlap ({plan.stack}, Transformer Engine userbuffers defaults): all-gathers by ring exchange (the GEMM "
+        f"in t chunks), reduce-scatters pipelined in {ub.pipeline_splits} splits (the last one exposed), the "
+        f"backward's re-gathers and reduce-scatters in bulk beside their GEMMs, pipelined and bulk collectives {taken}"
+    )
+
+
 def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: bool = False) -> str:
     mem = hardware.memory
     offload = ", the offload buffer" if offloads else ""
@@ -521,8 +542,11 @@ def _assumptions(
         out.append("sequence parallelism has no effect at t = 1")
     if plan.flash_attention:
         out.append(
-            "flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them)"
+            "flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them); its "
+            "backward recomputes QKᵀ, 5 score-sized matmuls against the forward's 2 (Dao et al. 2022)"
         )
+    if plan.tp_comm_overlap:
+        out.append(_tp_overlap_sentence(plan, hardware))
     if model.tied_embeddings and plan.pp > 1:
         out.append(
             "tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer"
