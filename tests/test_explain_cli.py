@@ -146,7 +146,19 @@ def test_memory_table_with_every_knob_fits_80_columns(capsys: pytest.CaptureFixt
 def test_explain_states_how_tp_overlap_is_costed(capsys: pytest.CaptureFixture[str]) -> None:
     # megatron-core's TP overlap is costed as Transformer Engine's userbuffers run it, and explain says so: 16
     # communication SMs of the H100's 132 (datasheet), 4 pipeline splits
-    args = ("explain", "--model", "llama3-70b", "--gpus", "16", "--tp", "8", "--pp", "2", "--global-batch", "16")
+    args = (
+        "explain",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--global-batch",
+        "16",
+    )
     text = " ".join(run_pplan(capsys, *args, "--tp-comm-overlap").out.split())
     assert "reduce-scatters pipelined in 4 splits" in text
     assert "16 of the GPU's 132 SMs" in text
