@@ -547,6 +547,15 @@ def _assumptions(
         )
     if plan.tp_comm_overlap:
         out.append(_tp_overlap_sentence(plan, hardware))
+    if plan.jitter:
+        out.append(
+            f"straggler allowance (--jitter {plan.jitter:g}): each rank's work per step varies with coefficient of "
+            f"variation c = {plan.jitter:g}, so the step waits c·√(2 ln G) = {plan.jitter:g} × "
+            f"{math.sqrt(2 * math.log(max(plan.gpus, 1))):.2f} of the busiest rank's pass time for the slowest of "
+            f"its G = {plan.gpus:,} GPUs (pplan.cost.steptime.jitter_s)"
+        )
+    else:
+        out.append("ranks run in lockstep: no straggler allowance (--jitter c adds c · busy · √(2 ln GPUs))")
     if model.tied_embeddings and plan.pp > 1:
         out.append(
             "tied embeddings: the last stage keeps a copy of the embedding matrix for the output layer"

@@ -155,3 +155,16 @@ def test_deepspeed_pipeline_engine_reduces_after_the_step() -> None:
     mcore = step_time(LLAMA, H100, make_plan(LLAMA, req))
     assert ds.breakdown_s["dp_comm"] == pytest.approx(unoverlapped.breakdown_s["dp_comm"])
     assert ds.breakdown_s["dp_comm"] > mcore.breakdown_s["dp_comm"]
+
+
+def test_straggler_allowance_by_hand() -> None:
+    # with a coefficient of variation c per rank, the step waits c · busy · √(2 ln G) for the slowest of G GPUs
+    # (busy: the busiest rank's pass time, the simulated busy time); the rest of the step and its breakdown stay
+    req = PlanRequest(gpus=2048, global_batch=1024, tp=8, pp=4)
+    base = step_time(LLAMA, H100, make_plan(LLAMA, req))
+    jittered = step_time(LLAMA, H100, make_plan(LLAMA, replace(req, jitter=0.02)))
+    busy = max(base.run.summary.busy_per_rank)
+    allowance = 0.02 * busy * math.sqrt(2 * math.log(2048))
+    assert jittered.step_s - base.step_s == pytest.approx(allowance, rel=1e-12)
+    assert jittered.breakdown_s == {**base.breakdown_s, "jitter": pytest.approx(allowance, rel=1e-12)}
+    assert "jitter" not in base.breakdown_s

@@ -21,6 +21,7 @@ from pplan.cli.options import (
     GpusOpt,
     GradDtypeOpt,
     HardwareOpt,
+    JitterOpt,
     ModelOpt,
     OffloadModulesOpt,
     PassDurationsOpt,
@@ -168,6 +169,7 @@ def explain(
     ] = True,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
+    jitter: JitterOpt = 0.0,
     train_tokens: Annotated[
         float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
     ] = None,
@@ -214,6 +216,7 @@ def explain(
         schedule=schedule,
         memory_limit=memory_limit,
         memory_headroom=headroom,
+        jitter=jitter,
         seq_len=seq_len,
         recompute=recompute,
         recompute_layers=recompute_layers,

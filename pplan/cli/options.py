@@ -53,6 +53,14 @@ TpCommOverlapOpt = Annotated[
         "--tp-comm-overlap, torchtitan async TP; needs sequence parallelism).",
     ),
 ]
+JitterOpt = Annotated[
+    float,
+    typer.Option(
+        "--jitter",
+        help="Straggler allowance: the coefficient of variation of each rank's work per step, e.g. 0.01; the step "
+        "waits for the slowest GPU, c·busy·√(2 ln GPUs) more (default 0: none).",
+    ),
+]
 StackOpt = Annotated[
     StackName | None,
     typer.Option(

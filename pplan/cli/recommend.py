@@ -22,6 +22,7 @@ from pplan.cli.options import (
     GlobalBatchOpt,
     GpusOpt,
     HardwareOpt,
+    JitterOpt,
     ModelOpt,
     OffloadModulesOpt,
     RecomputeModulesOpt,
@@ -153,6 +154,7 @@ def recommend(
     launcher: Annotated[Launcher | None, typer.Option(help="Keep only what this launcher can run.")] = None,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
+    jitter: JitterOpt = 0.0,
     max_extrapolation: Annotated[
         int | None,
         typer.Option(
@@ -187,7 +189,7 @@ def recommend(
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
         stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
-        tp_comm_overlap=tp_comm_overlap, ep=ep,
+        tp_comm_overlap=tp_comm_overlap, ep=ep, jitter=jitter,
         precisions=cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision))),
     )  # fmt: skip
     model_spec = load_model(model)
@@ -284,4 +286,6 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
         args.append(f"--precision {req.precision}")
     if req.memory_headroom:
         args.append(f"--headroom {req.memory_headroom:g}")
+    if req.jitter:
+        args.append(f"--jitter {req.jitter:g}")
     return " ".join(args)

@@ -2,7 +2,8 @@
 not hide; then tokens/s, TFLOP/s per GPU (model and hardware FLOPs), MFU, and a breakdown that sums to the step.
 Also a proven lower bound on the step from the same parts without simulating the schedule (`step_time_bound`).
 
-Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer_r + parameter all-gather_r).
+Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer_r + parameter all-gather_r)
++ the straggler allowance (`jitter_s`, 0 unless the plan asks for one).
 - end_r: rank r's last action in the simulated step (pplan.cost.pipeline, analytic durations and hop times).
 - DP_r: gradient synchronisation over the d·cp replicas on the DP group's link (pplan.cost.links), each phase
   issued as several collectives that each pay the ring's latency (`sync_calls`: Megatron's buckets for ZeRO-0/1,
@@ -33,10 +34,12 @@ Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer
   optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
   `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r).
 Breakdown on the busiest rank (the one that sets the bubble): compute + recompute (the forward work re-run in the
-backward, with the collectives it repeats) + exposed TP + bubble + exposed P2P + exposed DP + optimizer = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the
-rest of that rank's idle time.
+backward, with the collectives it repeats) + exposed TP + bubble + exposed P2P + exposed DP + optimizer (+ jitter)
+= step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the rest of that rank's idle
+time.
 Bound: end_r ≥ head_r + busy_r and makespan ≥ max_r (head_r + busy_r + tail_r) (pplan.schedules.bounds), so
-step ≥ max(makespan bound, max_r (head_r + busy_r + exposed DP_r)) + the same optimizer term.
+step ≥ max(makespan bound, max_r (head_r + busy_r + exposed DP_r)) + the same optimizer term (the allowance, ≥ 0,
+left out).
 MFU = model FLOPs per step / (step × GPUs × peak) (Korthikanti et al. 2022 App. A; PaLM); the hardware-FLOPs
 figure adds recomputation (HFU).
 """
@@ -332,6 +335,16 @@ def step_time_bound(
     return pipeline_end + max(x.after_s for x in tails)
 
 
+def jitter_s(plan: Plan, busy_s: float) -> float:
+    """The straggler allowance: with each rank's work per step varying independently with coefficient of variation
+    c = `plan.jitter`, a step that synchronises all G GPUs waits for the slowest, whose excess over the mean is
+    c · busy · √(2 ln G) to leading order (the expected maximum of G independent normal variables: Cramér 1946,
+    §28.6; David & Nagaraja, Order Statistics, 2003, §10.5); busy: the busiest rank's pass time in the step."""
+    if not plan.jitter or plan.gpus < 2:
+        return 0.0
+    return plan.jitter * busy_s * math.sqrt(2 * math.log(plan.gpus))
+
+
 def step_time(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -372,6 +385,8 @@ def step_time(
         free = simulate_plan(model, hw, plan, "analytic", free_hops=True, lists=run.lists)
         p2p_s = tl.makespan - free.summary.makespan
     bubble_s = tl.makespan - (tl.busy_per_rank[busiest] - sends_s) - p2p_s
+    jitter = jitter_s(plan, tl.busy_per_rank[busiest])
+    step_s += jitter
     tokens = plan.global_batch * plan.seq_len
     model_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch)
     causal_flops = model_flops_per_step(model, plan.seq_len, plan.global_batch, causal=True)
@@ -395,6 +410,7 @@ def step_time(
             "p2p": p2p_s,
             "dp_comm": dp_s,
             "optimizer": opt_s,
+            **({"jitter": jitter} if plan.jitter else {}),
         },
         tokens_per_s=tokens / step_s,
         model_tflops_per_gpu=model_flops / step_s / plan.gpus / 1e12,

@@ -212,6 +212,9 @@ class PlanRequest:
     memory_headroom: float = 0.0
     """`--schedule auto` with a derived limit: the fraction of usable memory the limit leaves free (recommend's
     --headroom)."""
+    jitter: float = 0.0
+    """The coefficient of variation of each rank's work per step (clocks, thermals, the host, the network): the
+    step waits for the slowest of its GPUs (pplan.cost.steptime `jitter_s`); 0, the default, adds nothing."""
 
     @property
     def recompute_label(self) -> str:
@@ -230,6 +233,9 @@ class PlanRequest:
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
+        if not 0 <= self.jitter < 1:
+            raise ConfigError("--jitter", f"must be a fraction in [0, 1), got {self.jitter:g}",
+                              "e.g. --jitter 0.01 for 1 % run-to-run variation per rank")  # fmt: skip
         if not 0 <= self.memory_headroom < 1:
             raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.memory_headroom:g}",
                               "e.g. --headroom 0.1")  # fmt: skip
@@ -346,6 +352,8 @@ class Plan:
     pplan.cost.autoplan)."""
     memory_headroom: float = 0.0
     """auto only, derived K: the fraction of usable memory it leaves free."""
+    jitter: float = 0.0
+    """Coefficient of variation of each rank's work per step (the straggler allowance, pplan.cost.steptime)."""
 
     @property
     def expert_dp(self) -> int:
@@ -691,6 +699,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         moment_dtype=req.moment_dtype,
         memory_limit=req.memory_limit,
         memory_headroom=req.memory_headroom if kind.tuned else 0.0,
+        jitter=req.jitter,
     )
 
 

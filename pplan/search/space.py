@@ -124,6 +124,8 @@ class SearchRequest:
     """The software stack the plans run on (pplan.profiles.stacks)."""
     tp_comm_overlap: bool = False
     """Plans with t > 1 overlap their tensor-parallel collectives with their GEMMs (the stack's switch)."""
+    jitter: float = 0.0
+    """The straggler allowance every plan carries (`PlanRequest.jitter`)."""
     max_extrapolation: int | None = None
     """Keep only configurations outside the calibrated envelope on at most this many axes
     (pplan.cost.uncertainty; 0: inside it); None keeps all, marked."""
@@ -146,6 +148,9 @@ class SearchRequest:
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
+        if not 0 <= self.jitter < 1:
+            raise ConfigError("--jitter", f"must be a fraction in [0, 1), got {self.jitter:g}",
+                              "e.g. --jitter 0.01 for 1 % run-to-run variation per rank")  # fmt: skip
         if not 0 <= self.headroom_fraction < 1:
             raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.headroom_fraction:g}",
                               "e.g. --headroom 0.1")  # fmt: skip
@@ -259,6 +264,7 @@ class Candidate:
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
             stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, precision=self.precision,
+            jitter=req.jitter,
             memory_headroom=req.headroom_fraction if self.family.tuned else 0.0,
         )  # fmt: skip
 
