@@ -18,13 +18,14 @@ from pplan.documents.validate import (
     ValidateDocument,
     ValidationSetOut,
     memory_document,
+    scaling_document,
     validation_set_document,
 )
 from pplan.profiles.catalog import load_hardware, load_model, load_published_memory, load_published_runs
-from pplan.render.validate import memory_tables, render_validation_set, summary_table
+from pplan.render.validate import memory_tables, render_validation_set, scaling_table, summary_table
 from pplan.validation.memory import validate_memory
 from pplan.validation.practice import practice_rows
-from pplan.validation.published import check_sets
+from pplan.validation.published import check_sets, strong_scaling
 
 
 @app.command()
@@ -48,7 +49,8 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/3 JSON document.")] = False,
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
-    published = load_published_runs()["sets"]
+    bundled = load_published_runs()
+    published = bundled["sets"]
     sets: list[ValidationSetOut] = []
     for data, check in zip(published, check_sets(published, load_model, load_hardware, fit), strict=True):
         rows = practice_rows(data, load_model, load_hardware(data["hardware"])) if practice else None
@@ -58,6 +60,13 @@ def validate(
         console.print()
         for doc in sets:
             console.print(render_validation_set(doc))
+    scaling = [
+        scaling_document(strong_scaling(s, published, load_model, load_hardware(s["hardware"])))
+        for s in bundled.get("statements", ())
+    ]
+    if not as_json:
+        for statement in scaling:
+            console.print(scaling_table(statement))
     memory_out = None
     if memory:
         data = load_published_memory()
@@ -65,4 +74,6 @@ def validate(
         if not as_json:
             console.print(memory_tables(memory_out))
     if as_json:
-        print(json_text(ValidateDocument(sets=sets, memory=memory_out).model_dump(mode="json")))
+        print(
+            json_text(ValidateDocument(sets=sets, scaling=scaling, memory=memory_out).model_dump(mode="json"))
+        )

@@ -2,7 +2,9 @@
 runs, predicted against published time per run, in sample and with the set left out of the fit, and the mean and
 worst absolute errors; with `--practice`, where each
 published configuration ranks among `pplan recommend`'s candidates; with `--memory`, pplan's memory model against
-published per-GPU memory (`memory`); and `validation_set_document` / `memory_document`, how results fill them.
+published per-GPU memory (`memory`); published strong-scaling statements against pplan's MFU with the straggler
+allowance fitted to them (`scaling`); and `validation_set_document` / `memory_document` / `scaling_document`, how
+results fill them.
 
 Compatibility: fields are only ever added within a major version; a rename or removal bumps the number (3: per-layer
 sets, so a row's times are `published_s` / `predicted_s`, and the leave-one-set-out figures).
@@ -18,7 +20,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
-from pplan.validation.published import SetCheck
+from pplan.validation.published import ScalingCheck, SetCheck
 
 VALIDATE_SCHEMA = "pplan.validate/3"
 
@@ -165,11 +167,59 @@ class MemoryValidationOut(Out):
     figure_7: list[MemoryShareOut]
 
 
+class ScalingPointOut(Out):
+    gpus: PositiveInt
+    published_mfu: NonNegativeFloat
+    predicted_mfu: NonNegativeFloat
+    """pplan's MFU without a straggler allowance (non-causal attention FLOPs, as the source counts)."""
+    fitted_mfu: NonNegativeFloat
+    """With the fitted allowance (`jitter`)."""
+
+
+class ScalingCheckOut(Out):
+    name: str
+    source: str
+    hardware: str
+    cut: str
+    """The model, cut and global batch every point runs (the source's row it comes from)."""
+    points: list[ScalingPointOut]
+    published_ratio: PositiveFloat
+    """MFU at the last GPU count over MFU at the first, as published."""
+    predicted_ratio: PositiveFloat
+    """The same ratio as pplan predicts it without a straggler allowance."""
+    jitter: NonNegativeFloat
+    """The straggler coefficient of variation (explain/recommend --jitter) that brings pplan's ratio nearest the
+    published one, from 0 to 0.05: 0 when pplan's drop is already at least the published one."""
+
+
+def scaling_document(check: ScalingCheck) -> ScalingCheckOut:
+    return ScalingCheckOut(
+        name=check.name,
+        source=check.source,
+        hardware=check.hardware,
+        cut=check.cut,
+        points=[
+            ScalingPointOut(
+                gpus=p.gpus,
+                published_mfu=p.published_mfu,
+                predicted_mfu=p.predicted_mfu,
+                fitted_mfu=p.fitted_mfu,
+            )
+            for p in check.points
+        ],
+        published_ratio=check.published_ratio,
+        predicted_ratio=check.predicted_ratio,
+        jitter=check.jitter,
+    )
+
+
 class ValidateDocument(Out):
     schema_: str = Field(VALIDATE_SCHEMA, alias=SCHEMA_KEY)
     """The document's version."""
     sets: list[ValidationSetOut]
     """Every bundled set of published runs, in the bundled order."""
+    scaling: list[ScalingCheckOut]
+    """Every bundled strong-scaling statement, with the straggler allowance fitted to it."""
     memory: MemoryValidationOut | None = Field(None, exclude_if=lambda value: value is None)
     """With --memory only (the key is left out otherwise): pplan's memory model against published per-GPU
     memory."""

@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.validate import MemoryValidationOut, PracticeOut, ValidationSetOut
+from pplan.documents.validate import MemoryValidationOut, PracticeOut, ScalingCheckOut, ValidationSetOut
 from pplan.validation.practice import GAP, TOP
 
 EFFICIENCY_NAMES = {
@@ -78,6 +78,32 @@ def summary_table(sets: list[ValidationSetOut]) -> Table:
             s.set_, s.hardware, str(len(s.rows)), _size_text(s.mape), _size_text(s.worst),
             _size_text(s.left_out_mape), _size_text(s.left_out_worst),
         )  # fmt: skip
+    return table
+
+
+def scaling_table(check: ScalingCheckOut) -> Table:
+    """A strong-scaling statement: published against predicted MFU at each GPU count, and the fitted straggler
+    allowance."""
+    verdict = (
+        "pplan's drop is already at least the published one, so no straggler allowance is fitted (c = 0)"
+        if check.jitter == 0
+        else f"the straggler allowance that reproduces it: --jitter {check.jitter:g}"
+    )
+    table = Table(
+        title=f"{check.name} on {check.hardware}: MFU at each size ({check.cut})",
+        title_justify="left",
+        caption=(
+            f"{check.source}. Last over first: published ×{check.published_ratio:.3f}, pplan ×"
+            f"{check.predicted_ratio:.3f}; {verdict}."
+        ),
+        caption_justify="left",
+    )
+    for col in ("GPUs", "published MFU", "pplan MFU", "with the allowance"):
+        table.add_column(col, justify="right")
+    for p in check.points:
+        table.add_row(
+            f"{p.gpus:,}", f"{p.published_mfu:.1%}", f"{p.predicted_mfu:.1%}", f"{p.fitted_mfu:.1%}"
+        )
     return table
 
 

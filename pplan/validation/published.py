@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from pplan.cost.passtime import layer_pass_times
-from pplan.cost.steptime import step_time
+from pplan.cost.steptime import jitter_s, step_time
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
@@ -384,3 +384,78 @@ def _section(fig: dict[str, Any]) -> dict[str, Any]:
         "ep_max": max(p.ep for _, p in plans),
         "tp_comm_overlap": any(p.tp_comm_overlap for _, p in plans),
     }
+
+
+JITTER_GRID = tuple(i / 10_000 for i in range(0, 501))
+"""The straggler coefficients of variation the strong-scaling fit tries: 0 to 5 % in steps of 0.01 %."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPoint:
+    gpus: int
+    published_mfu: float
+    predicted_mfu: float
+    """Without a straggler allowance."""
+    fitted_mfu: float
+    """With the fitted allowance (`ScalingCheck.jitter`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingCheck:
+    """A published strong-scaling statement (one model and cut at several GPU counts, one global batch) against
+    pplan's MFU at each count, and the straggler allowance (pplan.cost.steptime.jitter_s) that best reproduces the
+    published drop from the first count to the last: the coefficient of variation c on `JITTER_GRID` minimising
+    |predicted ratio − published ratio| (the smallest on a tie)."""
+
+    name: str
+    source: str
+    hardware: str
+    cut: str
+    points: tuple[ScalingPoint, ...]
+    jitter: float
+
+    @property
+    def published_ratio(self) -> float:
+        return self.points[-1].published_mfu / self.points[0].published_mfu
+
+    @property
+    def predicted_ratio(self) -> float:
+        return self.points[-1].predicted_mfu / self.points[0].predicted_mfu
+
+
+def strong_scaling(
+    statement: dict[str, Any], sets: Sequence[dict[str, Any]], load_model: ModelLoader, hardware: HardwareSpec
+) -> ScalingCheck:
+    """`statement`'s points predicted with the cut and settings of its set's row (`set`, `row`) at each GPU count."""
+    data = next(s for s in sets if s["name"] == statement["set"])
+    row = next(r for r in data["rows"] if r["model"] == statement["row"])
+    model = row_model(data, row, load_model)
+    parts = []
+    for point in statement["points"]:
+        run = {**row, "gpus": int(point["gpus"]), "global_batch": int(statement["global_batch"])}
+        plan = make_plan(model, run_request(run, data["stated"], data["assumed"], data["stack"]))
+        step = step_time(model, hardware, plan)
+        busy = max(step.run.summary.busy_per_rank)
+        parts.append((plan, step, busy, float(point["mfu"])))
+
+    def mfus(c: float) -> list[float]:
+        return [
+            st.mfu * st.step_s / (st.step_s + jitter_s(replace(plan, jitter=c), busy))
+            for plan, st, busy, _ in parts
+        ]
+
+    published = parts[-1][3] / parts[0][3]
+    jitter = min(JITTER_GRID, key=lambda c: (abs(mfus(c)[-1] / mfus(c)[0] - published), c))
+    plan = parts[0][0]
+    v = f" v{plan.vp}" if plan.vp > 1 else ""
+    return ScalingCheck(
+        name=statement["name"],
+        source=statement["source"],
+        hardware=statement["hardware"],
+        cut=f"{statement['row']} t{plan.tp} p{plan.pp}{v} b{plan.micro_batch}, batch {plan.global_batch:,}",
+        points=tuple(
+            ScalingPoint(int(p["gpus"]), float(p["mfu"]), st.mfu, fitted)
+            for p, (_, st, _, _), fitted in zip(statement["points"], parts, mfus(jitter), strict=True)
+        ),
+        jitter=jitter,
+    )
