@@ -145,7 +145,27 @@ def rank_sync(
     the collectives `sync_calls` counts from the rank's `units` (its layers, plus one for the model ends it holds),
     and each collective pays the ring's latency. `experts` of the parameters (routed experts) synchronise over
     their own expert data-parallel group instead, one phase after the other (`_expert_sync`). `fp8`: the (dense,
-    expert) parameters gathered as FP8, 1 byte each instead of 2 (`plan_gathered_fp8_params`)."""
+    expert) parameters gathered as FP8, 1 byte each instead of 2 (`plan_gathered_fp8_params`). Remembered by
+    every plan field it reads (a search prices many plans that share them)."""
+    key = (
+        hw, plan.dp, plan.cp, plan.tp, plan.zero_stage, plan.grad_dtype, plan.shard_group,
+        plan.num_microbatches, plan.reshard_after_forward, plan.ep, plan.etp, params, units, experts, fp8,
+    )  # fmt: skip
+    got = _SYNCS.get(key)
+    if got is None:
+        if len(_SYNCS) >= _SYNCS_LIMIT:
+            _SYNCS.clear()
+        got = _SYNCS[key] = _rank_sync(hw, plan, params, units, experts, fp8)
+    return got
+
+
+_SYNCS: dict[tuple[object, ...], RankSync] = {}
+_SYNCS_LIMIT = 65_536
+
+
+def _rank_sync(
+    hw: HardwareSpec, plan: Plan, params: float, units: int, experts: float, fp8: tuple[float, float]
+) -> RankSync:
     if experts:
         rest = rank_sync(hw, plan, params - experts, units, fp8=(fp8[0], 0.0))
         own = _expert_sync(hw, plan, experts, units, fp8[1])
@@ -300,7 +320,9 @@ def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float,
         zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
-            (_rank_units(plan, r) for r in range(plan.pp)) if plan.zero_stage >= 2 else itertools.repeat(1),
+            _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
+            if plan.zero_stage >= 2
+            else itertools.repeat(1),
             plan_gathered_fp8_params(model, plan),
             strict=False,
         )
