@@ -124,6 +124,18 @@ def explain(
     return explain_with_run(model, hardware, request, durations, train_tokens, with_sensitivity, split_p2p)[0]
 
 
+def check_train_tokens(train_tokens: float | None) -> None:
+    """Refuse a training-token count that is not finite, not above 0 or above `MAX_TRAIN_TOKENS` (--train-tokens)."""
+    if train_tokens is not None and not (
+        math.isfinite(train_tokens) and 0 < train_tokens <= MAX_TRAIN_TOKENS
+    ):
+        raise ConfigError(
+            "--train-tokens",
+            f"must be a finite number above 0 and at most {MAX_TRAIN_TOKENS:g}, got {train_tokens:g}",
+            "e.g. --train-tokens 15e12",
+        )
+
+
 def explain_with_run(
     model: ModelSpec,
     hardware: HardwareSpec,
@@ -134,14 +146,7 @@ def explain_with_run(
     split_p2p: bool = True,
 ) -> tuple[ExplainReport, Plan, PipelineRun]:
     """`explain`, also returning the validated plan and its simulated run (for callers that refine it)."""
-    if train_tokens is not None and not (
-        math.isfinite(train_tokens) and 0 < train_tokens <= MAX_TRAIN_TOKENS
-    ):
-        raise ConfigError(
-            "--train-tokens",
-            f"must be a finite number above 0 and at most {MAX_TRAIN_TOKENS:g}, got {train_tokens:g}",
-            "e.g. --train-tokens 15e12",
-        )
+    check_train_tokens(train_tokens)
     check_precision(hardware, request.precision)
     plan = make_plan(model, request)
     run = simulate_plan(model, hardware, plan, durations)

@@ -180,6 +180,11 @@ CASES: tuple[Case, ...] = (
     Case("explain-seq-len-0", (*EXPLAIN, "--seq-len", "0"), REFUSED),
     Case("explain-train-tokens-nan", (*EXPLAIN, "--train-tokens", "nan"), REFUSED),
     Case("explain-train-tokens-inf", (*EXPLAIN, "--train-tokens", "inf", "--json"), REFUSED),
+    Case(  # --format printed the launcher settings before --train-tokens was checked
+        "explain-train-tokens-nan-with-format",
+        (*EXPLAIN, "--train-tokens", "nan", "--format", "torchtitan", "--pp", "8"),
+        REFUSED,
+    ),
     Case("hw-context-above-hbm", EXPLAIN_HW, REFUSED, _hw("context_gib", "105.0")),
     Case(
         "hw-context-above-hbm-recommend",

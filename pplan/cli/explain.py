@@ -39,7 +39,7 @@ from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.documents.base import version_of
 from pplan.documents.registry import DOCUMENTS, INPUTS
 from pplan.errors import ConfigError
-from pplan.explain import explain_with_run
+from pplan.explain import check_train_tokens, explain_with_run
 from pplan.launchers.support import Launcher
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
@@ -243,6 +243,7 @@ def explain(
             "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
             "add --schedule auto and drop --memory-limit, or drop --headroom",
         )  # fmt: skip
+    check_train_tokens(train_tokens)
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
     if launcher_format is not None:
