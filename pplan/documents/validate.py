@@ -13,6 +13,7 @@ sets, so a row's times are `published_s` / `predicted_s`, and the leave-one-set-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
@@ -193,24 +194,12 @@ class ScalingCheckOut(Out):
 
 
 def scaling_document(check: ScalingCheck) -> ScalingCheckOut:
+    """A strong-scaling check as its block of `pplan.validate/3` (the fields are the check's, by name)."""
     return ScalingCheckOut(
-        name=check.name,
-        source=check.source,
-        hardware=check.hardware,
-        cut=check.cut,
-        points=[
-            ScalingPointOut(
-                gpus=p.gpus,
-                published_mfu=p.published_mfu,
-                predicted_mfu=p.predicted_mfu,
-                fitted_mfu=p.fitted_mfu,
-            )
-            for p in check.points
-        ],
-        published_ratio=check.published_ratio,
-        predicted_ratio=check.predicted_ratio,
-        jitter=check.jitter,
-    )
+        name=check.name, source=check.source, hardware=check.hardware, cut=check.cut,
+        points=[ScalingPointOut(**asdict(p)) for p in check.points],
+        published_ratio=check.published_ratio, predicted_ratio=check.predicted_ratio, jitter=check.jitter,
+    )  # fmt: skip
 
 
 class ValidateDocument(Out):
