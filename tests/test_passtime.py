@@ -214,3 +214,14 @@ def test_tp_comm_overlap_needs_a_stack_that_can_and_sequence_parallelism() -> No
     assert not make_plan(
         model, replace(req, tp=1, gpus=1, global_batch=1)
     ).tp_comm_overlap  # nothing to overlap
+
+
+def test_a_profile_with_too_few_sms_for_the_overlap_is_refused() -> None:
+    # 16 SMs go to a pipelined or bulk collective: a GPU of 16 or fewer has none left for the GEMM beside it
+    from pplan.errors import ProfileError
+
+    model = load_model("llama3-70b")
+    few = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"sms": 16})})
+    plan = make_plan(model, PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=8192, tp_comm_overlap=True))
+    with pytest.raises(ProfileError, match=r"gpu\.sms"):
+        layer_pass_times(model, few, plan.shape)

@@ -44,6 +44,7 @@ from functools import lru_cache
 
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
+from pplan.errors import ProfileError
 from pplan.model.activations import fp8_cast_elements, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
@@ -243,6 +244,12 @@ class TpOverlap:
     def _taken(self) -> float:
         """k / S: the fraction of the GPU's SMs a pipeline or bulk collective takes."""
         sms = self.hw.gpu.sms
+        if sms is not None and sms <= self.ub.comm_sms:
+            raise ProfileError(
+                "gpu.sms",
+                f"{sms} in profile {self.hw.name} leaves no SM for a GEMM beside a {self.ub.comm_sms}-SM collective",
+                "give the GPU's real SM count, or drop it from the profile",
+            )
         return self.ub.comm_sms / sms if sms else 0.0
 
     def ring(self, c: float, g: float) -> float:
