@@ -74,7 +74,7 @@ def _best_published(
                 gpus=base.gpus, global_batch=base.global_batch, micro_batch=base.micro_batch, tp=base.tp,
                 pp=base.pp, vp=base.vp, cp=base.cp, schedule=base.schedule, seq_len=base.seq_len,
                 recompute=recompute, zero_stage=zero, tp_comm_overlap=base.tp_comm_overlap, precision=base.precision,
-                fp8_param_gather=base.fp8_param_gather,
+                fp8_param_gather=base.fp8_param_gather, ep=base.ep, etp=base.etp,
             )  # fmt: skip
             try:
                 rep = explain(model, hw, req, with_sensitivity=False, split_p2p=False)
@@ -105,7 +105,7 @@ def practice_rows(
             gpus=int(row["gpus"]), global_batch=int(row["global_batch"]), micro_batch=int(row.get("micro_batch", 1)),
             tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if family.fixed_v is None else None, cp=int(row.get("cp", 1)),
             schedule=family.name, seq_len=seq, tp_comm_overlap=run.tp_comm_overlap, precision=run.precision,
-            fp8_param_gather=run.fp8_param_gather,
+            fp8_param_gather=run.fp8_param_gather, ep=run.ep, etp=run.etp,
         )  # fmt: skip
         found = search(
             model,
