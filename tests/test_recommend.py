@@ -154,6 +154,7 @@ def test_screening_keeps_the_brute_force_best() -> None:
     ("args", "needle"),
     [
         (("--headroom", "1.5"), "--headroom"),
+        (("--jitter", "-0.1"), "--jitter"),
         (("--top", "0"), "--top"),
         (("--schedule", "bogus"), "--schedule"),
         (("--recompute", "sometimes"), "--recompute"),
@@ -177,6 +178,8 @@ def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, .
         ("--model", "llama3-70b", "--gpus", "64", "--global-batch", "256", "--tp", "8", "--pp", "8", "--cp", "1",
          "--micro-batch", "1", "--schedule", "auto", "--zero-stage", "1", "--grad-dtype", "fp32", "--headroom",
          "0.3", "--top", "1"),
+        # a straggler allowance: the command must carry it
+        ("--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--jitter", "0.02", "--top", "1"),
     ],
 )  # fmt: skip
 def test_printed_explain_command_reproduces_the_best(
