@@ -23,7 +23,7 @@ from pplan.cost.memory import (
 from pplan.cost.passtime import PassTimes, layer_pass_times
 from pplan.cost.pipeline import DurationModel, PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
-from pplan.cost.steptime import step_time
+from pplan.cost.steptime import step_time, straggler_factor
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
 from pplan.cost.uncertainty import plan_interval
 from pplan.cost.usable import UsableMemory, usable_memory
@@ -556,7 +556,7 @@ def _assumptions(
         out.append(
             f"straggler allowance (--jitter {plan.jitter:g}): each rank's work per step varies with coefficient of "
             f"variation c = {plan.jitter:g}, so the step waits c·√(2 ln G) = {plan.jitter:g} × "
-            f"{math.sqrt(2 * math.log(max(plan.gpus, 1))):.2f} of the busiest rank's pass time for the slowest of "
+            f"{straggler_factor(plan.gpus):.2f} of the busiest rank's pass time for the slowest of "
             f"its G = {plan.gpus:,} GPUs (pplan.cost.steptime.jitter_s)"
         )
     else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.cost.memory import FP8_WEIGHT_BYTES, GRAD_BYTES, WEIGHT_BYTES
+from pplan.cost.memory import GRAD_BYTES, gathered_weight_bytes
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
 from pplan.profiles.stacks import STACKS
@@ -120,7 +120,7 @@ def data_parallel_bytes_per_step(plan: Plan, params_per_gpu: float, fp8_params: 
     if plan.zero_stage == 0:
         return int(2 * (n - 1) * grads / n)
     s, r = plan.shards, plan.shard_replicas
-    gather = (s - 1) * (params_per_gpu * WEIGHT_BYTES - fp8_params * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)) / s
+    gather = (s - 1) * gathered_weight_bytes(params_per_gpu, fp8_params) / s
     scatter = (s - 1) * grads / s
     across = 2 * (r - 1) * grads / s / r  # the shard's all-reduce across replicas (0 without hybrid sharding)
     m = plan.num_microbatches

@@ -46,6 +46,14 @@ from pplan.profiles.specs import ModelSpec
 WEIGHT_BYTES = 2
 FP8_WEIGHT_BYTES = 1
 """An FP8 primary weight (`fp8_param_gather`): what the distributed optimizer gathers per FP8 Linear parameter."""
+
+
+def gathered_weight_bytes(params: float, fp8_params: float = 0.0) -> float:
+    """Bytes of `params` weights a distributed optimizer all-gathers, `fp8_params` of them FP8 primary weights
+    (`plan_gathered_fp8_params`) and the rest BF16."""
+    return params * WEIGHT_BYTES - fp8_params * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)
+
+
 MASTER_BYTES = 4
 MOMENT_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes of each of Adam's two moments by dtype: optimizer state = FP32 master + 2 moments (12, or 8 with BF16

@@ -209,10 +209,7 @@ def tp_forward_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> floa
         return whole
     gather = all_gather_s(tp_group(plan.tp).link(hw), _tp_buffer(model, plan), plan.tp)
     qkv, proj, fc1, fc2 = layer_gemms_s(model, hw, plan)
-    ub = STACKS[plan.stack].userbuffers
-    if ub is None:
-        return sum(max(0.0, gather - g) for g in (qkv, proj, fc1, fc2))
-    over = TpOverlap(ub, hw, plan.tp)
+    over = TpOverlap(STACKS[plan.stack].userbuffers, hw, plan.tp)
     return (
         over.ring(gather, qkv)
         + over.pipeline(gather, proj)
@@ -225,14 +222,15 @@ def tp_forward_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> floa
 class TpOverlap:
     """Exposed seconds of one tensor-parallel collective of `c` seconds run beside a GEMM of `g` seconds by a stack's
     userbuffers (pplan.profiles.stacks.UserbufferOverlap; k = its `comm_sms`, S = the GPU's SMs, o = the kernel
-    overhead; without an SM count in the profile the SMs taken are not modelled):
+    overhead; without an SM count in the profile the SMs taken are not modelled). A stack without userbuffers
+    (`ub` None: async TP's copy-engine micro-pipelining) exposes max(0, c − g) in every method. With them:
     - ring(c, g) = max(0, c − g) + (t − 1)·o: the GEMM as t chunks beside copy-engine sends;
     - pipeline(c, g) = (n − 1)·(max(g'/n, c/n) − g/n) + c/n + (n − 1)·o with n splits and g' = g·S/(S − k): each
       of the first n − 1 chunks' reduce-scatters runs beside the next chunk, which runs on S − k SMs; the last runs
       alone;
     - bulk(c, g) = max(c, g + c·k/S) − g: the GEMM loses k of its S SMs while the collective runs beside it."""
 
-    ub: UserbufferOverlap
+    ub: UserbufferOverlap | None
     hw: HardwareSpec
     tp: int
 
@@ -240,28 +238,33 @@ class TpOverlap:
     def _overhead(self) -> float:
         return self.hw.efficiency.kernel_overhead_us * 1e-6
 
-    @property
-    def _taken(self) -> float:
+    def _taken(self, ub: UserbufferOverlap) -> float:
         """k / S: the fraction of the GPU's SMs a pipeline or bulk collective takes."""
         sms = self.hw.gpu.sms
-        if sms is not None and sms <= self.ub.comm_sms:
+        if sms is not None and sms <= ub.comm_sms:
             raise ProfileError(
                 "gpu.sms",
-                f"{sms} in profile {self.hw.name} leaves no SM for a GEMM beside a {self.ub.comm_sms}-SM collective",
+                f"{sms} in profile {self.hw.name} leaves no SM for a GEMM beside a {ub.comm_sms}-SM collective",
                 "give the GPU's real SM count, or drop it from the profile",
             )
-        return self.ub.comm_sms / sms if sms else 0.0
+        return ub.comm_sms / sms if sms else 0.0
 
     def ring(self, c: float, g: float) -> float:
+        if self.ub is None:
+            return max(0.0, c - g)
         return max(0.0, c - g) + (self.tp - 1) * self._overhead
 
     def pipeline(self, c: float, g: float) -> float:
+        if self.ub is None:
+            return max(0.0, c - g)
         n = self.ub.pipeline_splits
-        slowed = g / n / (1 - self._taken)
+        slowed = g / n / (1 - self._taken(self.ub))
         return (n - 1) * (max(slowed, c / n) - g / n) + c / n + (n - 1) * self._overhead
 
     def bulk(self, c: float, g: float) -> float:
-        return max(c, g + c * self._taken) - g
+        if self.ub is None:
+            return max(0.0, c - g)
+        return max(c, g + c * self._taken(self.ub)) - g
 
 
 def _tp_buffer(model: ModelSpec, plan: LayerSetting) -> float:
@@ -302,18 +305,9 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
     gemms = layer_gemms_s(model, hw, plan)
     if plan.tp_comm_overlap:  # every collective behind a GEMM of the same pass (sequence parallel)
         gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
-        ub = STACKS[plan.stack].userbuffers
-        if ub is None:
-            row = sum(
-                max(0.0, gather - g) for g in (gemms[1], gemms[3])
-            )  # output gradients' all-gathers: dgrad
-            column = sum(
-                2 * max(0.0, gather - g) for g in (gemms[0], gemms[2])
-            )  # re-gather: dgrad; RS: wgrad
-        else:
-            over = TpOverlap(ub, hw, plan.tp)
-            row = sum(over.ring(gather, g) for g in (gemms[1], gemms[3]))
-            column = sum(2 * over.bulk(gather, g) for g in (gemms[0], gemms[2]))
+        over = TpOverlap(STACKS[plan.stack].userbuffers, hw, plan.tp)
+        row = sum(over.ring(gather, g) for g in (gemms[1], gemms[3]))  # output gradients' all-gathers: dgrad
+        column = sum(2 * over.bulk(gather, g) for g in (gemms[0], gemms[2]))  # re-gather: dgrad; RS: wgrad
         return TpBackward(row + column, max(0.0, 6 * gather - row - column))
     if not overlaps_tp_backward(plan.stack, plan.splits_backward):
         return TpBackward(whole, 0.0)

@@ -53,11 +53,10 @@ from functools import lru_cache
 
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
 from pplan.cost.memory import (
-    FP8_WEIGHT_BYTES,
     GRAD_BYTES,
     MASTER_BYTES,
     MOMENT_BYTES,
-    WEIGHT_BYTES,
+    gathered_weight_bytes,
     plan_gathered_fp8_params,
     plan_rank_expert_params,
     plan_rank_params,
@@ -174,7 +173,7 @@ def _rank_sync(
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
     grads = params * GRAD_BYTES[plan.grad_dtype]
-    weights = params * WEIGHT_BYTES - fp8[0] * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)
+    weights = gathered_weight_bytes(params, fp8[0])
     calls = sync_calls(plan, params, units)
     if plan.zero_stage == 0:
         reduce = all_reduce_s(dp_group(plan.tp, plan.cp, plan.dp).link(hw), grads, n, calls)
@@ -199,8 +198,7 @@ def _expert_sync(hw: HardwareSpec, plan: Plan, params: float, units: int, fp8: f
     if plan.zero_stage == 0:
         reduce = all_reduce_s(link, grads, n, calls)
         return RankSync(reduce, reduce, 0.0)
-    weights = params * WEIGHT_BYTES - fp8 * (WEIGHT_BYTES - FP8_WEIGHT_BYTES)
-    return _sharded_sync(plan, link, grads, weights, n, calls, 0.0)
+    return _sharded_sync(plan, link, grads, gathered_weight_bytes(params, fp8), n, calls, 0.0)
 
 
 def _sharded_sync(
@@ -250,8 +248,6 @@ def rank_tails(
     """Per pipeline rank: exposed gradient synchronisation and the optimizer step (with the gather if exposed)."""
     n_chunks = len(chunk_times)
     out = []
-    # ranks holding the same parameters and units sync alike (the middle ranks, mostly)
-    syncs: dict[tuple[float, int, tuple[float, float]], RankSync] = {}
     optimizer: dict[float, float] = {}
     experts = plan_rank_expert_params(model, plan)
     fp8 = plan_gathered_fp8_params(model, plan)
@@ -259,9 +255,7 @@ def rank_tails(
         units = (
             _rank_units(plan, r) if plan.zero_stage >= 2 else 1
         )  # only sharded units change the call count
-        if (params, units, fp8[r]) not in syncs:
-            syncs[params, units, fp8[r]] = rank_sync(hw, plan, params, units, experts[r], fp8[r])
-        sync = syncs[params, units, fp8[r]]
+        sync = rank_sync(hw, plan, params, units, experts[r], fp8[r])  # remembered: ranks alike share it
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0
@@ -357,14 +351,17 @@ def step_time_bound(
     return pipeline_end + max(x.after_s for x in tails)
 
 
+def straggler_factor(gpus: int) -> float:
+    """√(2 ln G): the expected maximum of G independent standard normal variables, to leading order (Cramér 1946,
+    §28.6; David & Nagaraja, Order Statistics, 2003, §10.5); 0 for one GPU."""
+    return math.sqrt(2 * math.log(gpus)) if gpus > 1 else 0.0
+
+
 def jitter_s(plan: Plan, busy_s: float) -> float:
     """The straggler allowance: with each rank's work per step varying independently with coefficient of variation
-    c = `plan.jitter`, a step that synchronises all G GPUs waits for the slowest, whose excess over the mean is
-    c · busy · √(2 ln G) to leading order (the expected maximum of G independent normal variables: Cramér 1946,
-    §28.6; David & Nagaraja, Order Statistics, 2003, §10.5); busy: the busiest rank's pass time in the step."""
-    if not plan.jitter or plan.gpus < 2:
-        return 0.0
-    return plan.jitter * busy_s * math.sqrt(2 * math.log(plan.gpus))
+    c = `plan.jitter`, a step that synchronises all G GPUs waits for the slowest, c · busy · `straggler_factor`(G)
+    longer; busy: the busiest rank's pass time in the step."""
+    return plan.jitter * busy_s * straggler_factor(plan.gpus)
 
 
 def step_time(

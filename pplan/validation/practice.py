@@ -13,7 +13,7 @@ simulated candidates and its throughput gap. A run passes when it ranks in the t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -22,12 +22,16 @@ from pplan.explain import explain
 from pplan.launchers.support import request_unsupported_reason
 from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.schedules import megatron_family
 from pplan.search import SearchRequest, search
 from pplan.validation.published import row_model, run_request
 
 TOP = 5
 GAP = 0.05
+PUBLISHED_CUT = (
+    "gpus", "global_batch", "micro_batch", "tp", "pp", "vp", "cp", "schedule", "seq_len", "tp_comm_overlap",
+    "precision", "fp8_param_gather", "ep", "etp",
+)  # fmt: skip
+"""What a published run's explained plan keeps of it (`run_request`); the rest are the search's own assumptions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +74,7 @@ def _best_published(
     options: tuple[Recompute, ...] = ("none", "selective", "full")
     for recompute in options:
         for zero in (0, 1):
-            req = PlanRequest(
-                gpus=base.gpus, global_batch=base.global_batch, micro_batch=base.micro_batch, tp=base.tp,
-                pp=base.pp, vp=base.vp, cp=base.cp, schedule=base.schedule, seq_len=base.seq_len,
-                recompute=recompute, zero_stage=zero, tp_comm_overlap=base.tp_comm_overlap, precision=base.precision,
-                fp8_param_gather=base.fp8_param_gather, ep=base.ep, etp=base.etp,
-            )  # fmt: skip
+            req = replace(base, recompute=recompute, zero_stage=zero)
             try:
                 rep = explain(model, hw, req, with_sensitivity=False, split_p2p=False)
             except PplanError:
@@ -98,15 +97,8 @@ def practice_rows(
     seq = int(data["stated"]["seq_len"])
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        vp = row.get("vp")
-        family = megatron_family(vp)
         run = run_request(row, data["stated"], data["assumed"], data["stack"])
-        base = PlanRequest(
-            gpus=int(row["gpus"]), global_batch=int(row["global_batch"]), micro_batch=int(row.get("micro_batch", 1)),
-            tp=int(row["tp"]), pp=int(row["pp"]), vp=vp if family.fixed_v is None else None, cp=int(row.get("cp", 1)),
-            schedule=family.name, seq_len=seq, tp_comm_overlap=run.tp_comm_overlap, precision=run.precision,
-            fp8_param_gather=run.fp8_param_gather, ep=run.ep, etp=run.etp,
-        )  # fmt: skip
+        base = PlanRequest(**{name: getattr(run, name) for name in PUBLISHED_CUT})
         found = search(
             model,
             hardware,

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pplan.cost.passtime import layer_pass_times
-from pplan.cost.steptime import jitter_s, step_time
+from pplan.cost.steptime import step_time, straggler_factor
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
@@ -98,7 +98,7 @@ class ValidationSet:
 
 def _recompute(row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any]) -> Recompute:
     """The run's recompute setting: its own, its set's, or the assumed one."""
-    return cast(Recompute, row.get("recompute", stated.get("recompute", assumed.get("recompute", "none"))))
+    return cast(Recompute, _setting("recompute", "none", row, stated, assumed))
 
 
 def _setting(key: str, default: Any, *sources: dict[str, Any]) -> Any:
@@ -435,17 +435,19 @@ def strong_scaling(
         run = {**row, "gpus": int(point["gpus"]), "global_batch": int(statement["global_batch"])}
         plan = make_plan(model, run_request(run, data["stated"], data["assumed"], data["stack"]))
         step = step_time(model, hardware, plan)
-        busy = max(step.run.summary.busy_per_rank)
-        parts.append((plan, step, busy, float(point["mfu"])))
+        per_c = max(step.run.summary.busy_per_rank) * straggler_factor(plan.gpus)  # jitter_s per unit of c
+        parts.append((plan, step, per_c))
 
     def mfus(c: float) -> list[float]:
-        return [
-            st.mfu * st.step_s / (st.step_s + jitter_s(replace(plan, jitter=c), busy))
-            for plan, st, busy, _ in parts
-        ]
+        return [st.mfu * st.step_s / (st.step_s + c * per_c) for _, st, per_c in parts]
 
-    published = parts[-1][3] / parts[0][3]
-    jitter = min(JITTER_GRID, key=lambda c: (abs(mfus(c)[-1] / mfus(c)[0] - published), c))
+    published = float(statement["points"][-1]["mfu"]) / float(statement["points"][0]["mfu"])
+
+    def miss(c: float) -> tuple[float, float]:
+        first, *_, last = mfus(c)
+        return abs(last / first - published), c
+
+    jitter = min(JITTER_GRID, key=miss)
     plan = parts[0][0]
     v = f" v{plan.vp}" if plan.vp > 1 else ""
     return ScalingCheck(
@@ -455,7 +457,7 @@ def strong_scaling(
         cut=f"{statement['row']} t{plan.tp} p{plan.pp}{v} b{plan.micro_batch}, batch {plan.global_batch:,}",
         points=tuple(
             ScalingPoint(int(p["gpus"]), float(p["mfu"]), st.mfu, fitted)
-            for p, (_, st, _, _), fitted in zip(statement["points"], parts, mfus(jitter), strict=True)
+            for p, (_, st, _), fitted in zip(statement["points"], parts, mfus(jitter), strict=True)
         ),
         jitter=jitter,
     )
