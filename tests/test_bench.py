@@ -11,6 +11,7 @@ from the layer's structure.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pytest
@@ -128,8 +129,11 @@ def test_bubble_within_tolerance(
     assert abs(got - want) <= BUBBLE_TOLERANCE, (
         f"{name} p={p}: measured {got:.3f}, predicted {want:.3f}; every step {r.step_bubbles}"
     )
-    # the sleeps set the pass times: F ≈ 6 ms on every stage (a little more for the runtime's own work)
-    assert all(6.0 <= f < 9.0 for f in r.f_ms)
+    # the sleeps set the pass times: F ≥ 6 ms on every stage, and ≈ 6 ms on the typical one (a little more for
+    # the runtime's own work). Only the median is bounded above: on a 2-core runner with four ranks one stage's
+    # mean can carry a descheduled pass, which the prediction sees too (it is built from these measured times)
+    assert all(f >= 6.0 for f in r.f_ms), r.f_ms
+    assert statistics.median(r.f_ms) < 9.0, r.f_ms
 
 
 @pytest.mark.parametrize(("name", "v", "p"), CASES, ids=ID)
