@@ -39,7 +39,7 @@ ignored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
@@ -110,18 +110,15 @@ class PassTimes:
     f: tuple[tuple[str, float], ...]
     i: tuple[tuple[str, float], ...]
     w: tuple[tuple[str, float], ...]
+    f_s: float = field(init=False, compare=False)
+    """The sum of `f` (computed once: the search reads pass totals far more often than it builds them)."""
+    i_s: float = field(init=False, compare=False)
+    w_s: float = field(init=False, compare=False)
 
-    @property
-    def f_s(self) -> float:
-        return sum(x for _, x in self.f)
-
-    @property
-    def i_s(self) -> float:
-        return sum(x for _, x in self.i)
-
-    @property
-    def w_s(self) -> float:
-        return sum(x for _, x in self.w)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "f_s", sum([x for _, x in self.f]))
+        object.__setattr__(self, "i_s", sum([x for _, x in self.i]))
+        object.__setattr__(self, "w_s", sum([x for _, x in self.w]))
 
     def scaled(self, k: float) -> PassTimes:
         def sc(items: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
@@ -163,6 +160,7 @@ def linear_rate(hw: HardwareSpec, plan: LayerSetting) -> float:
     return hw.gpu.peak_fp8_tflops * 1e12 * hw.efficiency.fp8_matmul_fraction
 
 
+@lru_cache(maxsize=8192)
 def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
     """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
     if plan.tp == 1:

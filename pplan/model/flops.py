@@ -69,9 +69,11 @@ def kv_elements_per_token(model: ModelSpec) -> int:
     return model.num_attention_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
 
 
+@lru_cache(maxsize=4096)
 def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, cp: int = 1) -> LayerFlops:
     """One layer, one micro-batch, on one context-parallel rank (whole layer: divide by t per GPU); a routed
-    layer for a routed model (its dense layers: `layer_flops(model.dense_part, ...)`)."""
+    layer for a routed model (its dense layers: `layer_flops(model.dense_part, ...)`). Remembered: a search
+    prices many layer settings that share the model, sequence, micro-batch and context split."""
     h, a = model.hidden_size, model.num_attention_heads
     qb = seq_len // cp * micro_batch
     keys = attention_keys(model, seq_len)

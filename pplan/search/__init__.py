@@ -143,32 +143,62 @@ class Query:
         self._last_bound = 0.0
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
+        # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
+        self._variant_plans: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
+        self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._floors: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]] | None] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
         It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
         yields those twins in a row: the last one is kept)."""
-        cut = (
-            c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute_cost, c.ep,
-            c.precision,
+        return self._bound(
+            c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute,
+            c.recompute_layers, c.most_layers, c.ep, c.precision,
         )  # fmt: skip
+
+    def cell_bound(self, cut: Cut, i: int) -> float:
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads)."""
+        _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
+        return self._bound(
+            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
+            cut.most_layers, cut.ep, cut.precision,
+        )  # fmt: skip
+
+    def _bound(
+        self,
+        family: ScheduleFamily,
+        t: int,
+        p: int,
+        cp: int,
+        v: int,
+        b: int,
+        m: int,
+        first_layers: int | None,
+        last_layers: int | None,
+        recompute: Recompute,
+        recompute_layers: int | None,
+        most_layers: int,
+        ep: int,
+        precision: Precision,
+    ) -> float:
+        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision)  # fmt: skip
         if cut != self._last_cut:
             # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
             # the same shape otherwise, so families share their layer times
-            f, b, layer, other, out = self._layer_times(
-                c.t, c.cp, c.b, "none" if c.recompute_layers else c.recompute, c.family.splits_backward and c.t > 1,
-                c.ep, c.precision, c.family.overlaps_expert_comm and c.ep > 1,
+            f, back, layer, other, out = self._layer_times(
+                t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
+                precision, family.overlaps_expert_comm and ep > 1,
             )  # fmt: skip
-            if c.recompute_layers:
+            if recompute_layers:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
                 # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
-                extra = f * c.recompute_layers / c.most_layers
-                b, layer, other = b + extra, layer + extra, other + extra
-            ranks = self._geometry(c.family, c.p, c.v, c.first_layers, c.last_layers)
-            makespan = zero_latency_makespan(ranks, c.m, f, b, layer, out, c.family.splits_backward, other)
+                extra = f * recompute_layers / most_layers
+                back, layer, other = back + extra, layer + extra, other + extra
+            ranks = self._geometry(family, p, v, first_layers, last_layers)
+            makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
             self._last_cut, self._last_bound = cut, self.tokens / makespan
         return self._last_bound
 
@@ -333,10 +363,13 @@ class Query:
         for (zero, grads), miss in self._static_dead.get(key, {}).items():
             if c.zero <= zero and grads in ("bf16", c.grad_dtype):
                 return miss
+        if (*key, c.zero, c.grad_dtype) in self._static_fit:
+            return None
         plan = self.plan(c)
         need = max(plan_static_totals(self.model, plan))
         usable = usable_bytes(self.hw, self.model, plan)
         if need <= usable * (1 - self.req.headroom_fraction):
+            self._static_fit.add((*key, c.zero, c.grad_dtype))
             return None
         self._static_dead.setdefault(key, {})[c.zero, c.grad_dtype] = (need, usable)
         return need, usable
@@ -374,14 +407,18 @@ class Query:
         share one `make_plan`, with those fields replaced (it derives nothing from them but checks the shard
         group, which `sharding_variants` chose to divide d·cp)."""
         key = c.order[:-2]
+        mine = (c.zero, c.grad_dtype, c.shard_group, c.reshard)
+        got = self._variant_plans.get((key, mine))
+        if got is not None:
+            return got
         base = self._plans.get(key)
         if base is None:
             base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
-        mine = (c.zero, c.grad_dtype, c.shard_group, c.reshard)
-        if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) == mine:
-            return base
-        return changed(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
-                       reshard_after_forward=c.reshard)  # fmt: skip
+        if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
+            base = changed(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
+                           reshard_after_forward=c.reshard)  # fmt: skip
+        self._variant_plans[key, mine] = base
+        return base
 
     def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
         """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The
@@ -437,7 +474,7 @@ def search(
             lattice = lattices.get(cut.pattern) or lattices.setdefault(cut.pattern, _Lattice.of(cut, req))
             # one entry for the whole cut, at its heads' best cheap bound (heads of one recompute option share
             # it): its cells are made only if it comes to the front (`expand`)
-            figure = max(state.cheap_bound(cut.cell(i)) for i in lattice.option_heads)
+            figure = max(state.cell_bound(cut, i) for i in lattice.option_heads)
             entry = _CutEntry(cut, base, lattice)
             heap.append((-figure * (1 + BOUND_SLACK), _CHEAP, (), base + lattice.heads[0], entry))
             continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import get_args
 
@@ -322,9 +322,9 @@ def sharding_variants(c: Candidate, req: SearchRequest, gpus_per_node: int) -> l
     if c.zero >= 1 and c.shard_group is None and c.reshard and req.hybrid_sharding:
         s = node_shard_group(c.t, c.d, c.cp, gpus_per_node)
         if s is not None:
-            out.append(replace(c, shard_group=s))
+            out.append(changed(c, shard_group=s))
     if c.zero == 3 and c.reshard and req.keep_gathered:
-        out.append(replace(c, reshard=False))
+        out.append(changed(c, reshard=False))
     return out
 
 
