@@ -3,14 +3,16 @@ and a search with the child gives the same answer as one without."""
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import periodic
-from pplan.schedules.periodic import structure_key
+from pplan.schedules.periodic import StructureKey, structure_key
 from pplan.schedules.periodic.structure import STRUCTURES
 from pplan.schedules.timeline import Durations
 from pplan.search import SearchRequest, search
@@ -29,10 +31,10 @@ def test_the_child_sends_what_building_here_gives() -> None:
     prefetch = Prefetch(lambda: iter(wanted))
     try:
         for (name, p, v, m), key in zip(cases, wanted, strict=True):
-            got = None
             deadline = time.monotonic() + 60
-            while got is None and time.monotonic() < deadline:  # until the child has claimed it
-                got = prefetch.provide(key)
+            while not prefetch.claimed(key) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            got = prefetch.provide(key)  # claimed: waits for it
             assert got is not None
             periodic.clear_caches()
             STRUCTURES[key] = got[0]
@@ -42,6 +44,33 @@ def test_the_child_sends_what_building_here_gives() -> None:
         assert prefetch.provide(("1f1b", 16, 1, 0)) is None  # never claimed: the caller builds it
     finally:
         prefetch.close()
+        periodic.clear_caches()
+
+
+def test_the_child_skips_what_the_search_built() -> None:
+    """A key the search asked for before the child claimed it (so built it itself) is not built again there."""
+    first, second = structure_key("zbv", 8, 2, 64), structure_key("1f1b", 4, 1, 32)
+    assert first is not None and second is not None
+    gate = os.pipe()  # the child's key walk waits until the search has asked for `first`
+
+    def keys() -> Iterator[StructureKey]:
+        os.read(gate[0], 1)
+        yield first
+        yield second
+
+    prefetch = Prefetch(keys)
+    try:
+        assert prefetch.provide(first) is None  # not claimed yet: the search builds it, and says so
+        os.write(gate[1], b"x")
+        deadline = time.monotonic() + 60
+        while not prefetch.claimed(second) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert prefetch.provide(second) is not None
+        assert not prefetch.claimed(first)  # skipped: never announced, never sent
+    finally:
+        prefetch.close()
+        os.close(gate[0])
+        os.close(gate[1])
         periodic.clear_caches()
 
 

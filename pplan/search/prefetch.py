@@ -5,9 +5,10 @@ A forked child walks the configurations in the order the search will (best cheap
 that may fit (the configuration, or its ZeRO-3 form, passes the memory lower bound) and, for each structure such a
 cut's schedule needs, announces it ("claim"), builds it and sends it back pickled. The search asks for a
 structure through `pplan.schedules.periodic.PROVIDERS`: one already received is used; one the child has claimed
-is waited for; any other is built in the search's own process as before. The structures are deterministic, so
-the answer is the same with or without the child; only the wall time changes (the child is killed when the
-search ends). Linux only (fork), and only with a second CPU.
+is waited for; any other is built in the search's own process as before, and the child is told so ("built
+here", on a second pipe) and skips it instead of building it again. The structures are deterministic, so the
+answer is the same with or without the child; only the wall time changes (the child is killed when the search
+ends). Linux only (fork), and only with a second CPU.
 """
 
 from __future__ import annotations
@@ -41,17 +42,23 @@ class Prefetch:
         read, write = os.pipe()
         with contextlib.suppress(OSError):
             fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        told, tell = os.pipe()  # the search → the child: keys built here
         self._pid = os.fork()
         if self._pid == 0:  # the child: build, send, never return
             os.close(read)
+            os.close(tell)
+            os.set_blocking(told, False)
             code = 0
             try:
-                _child(keys, write)
+                _child(keys, write, told)
             except BaseException:
                 code = 1
             os._exit(code)
         os.close(write)
+        os.close(told)
         os.set_blocking(read, False)
+        os.set_blocking(tell, False)
+        self._tell = tell
         self._fd = read
         self._buffer = bytearray()
         self._claimed: set[StructureKey] = set()
@@ -65,7 +72,17 @@ class Prefetch:
             self._drain(block=True)
         if key in self._done:
             return (self._done.pop(key),)
+        if self._open:  # built here: the child need not (a full pipe only loses the hint)
+            data = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                os.write(self._tell, _HEADER.pack(len(data)) + data)  # below PIPE_BUF: written whole or not
         return None
+
+    def claimed(self, key: StructureKey) -> bool:
+        """Whether the child has announced `key` (or sent it) so far; reads what it has written, without
+        waiting. Unlike `provide`, asking does not tell the child the search builds it."""
+        self._drain(block=False)
+        return key in self._claimed or key in self._done
 
     def poll(self) -> None:
         """File what the child has sent so far, without waiting (so its pipe does not fill)."""
@@ -77,6 +94,7 @@ class Prefetch:
             os.kill(self._pid, signal.SIGKILL)
         os.waitpid(self._pid, 0)
         os.close(self._fd)
+        os.close(self._tell)
         self._open = False
 
     def _drain(self, block: bool) -> None:
@@ -115,7 +133,25 @@ class Prefetch:
         return got
 
 
-def _child(keys: Callable[[], Iterator[StructureKey]], fd: int) -> None:
+def _built_there(fd: int, buffer: bytearray) -> Iterator[StructureKey]:
+    """The keys the search has said it built itself since the last call (`fd` non-blocking)."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        buffer += chunk
+    while len(buffer) >= _HEADER.size:
+        (size,) = _HEADER.unpack_from(buffer)
+        if len(buffer) < _HEADER.size + size:
+            break
+        yield pickle.loads(buffer[_HEADER.size : _HEADER.size + size])
+        del buffer[: _HEADER.size + size]
+
+
+def _child(keys: Callable[[], Iterator[StructureKey]], fd: int, told: int) -> None:
     def send(message: tuple[str, StructureKey, Structure | None]) -> None:
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         os.write(fd, _HEADER.pack(len(data)))  # both writes block until the search reads
@@ -123,8 +159,10 @@ def _child(keys: Callable[[], Iterator[StructureKey]], fd: int) -> None:
         while view:
             view = view[os.write(fd, view) :]
 
-    sent: set[StructureKey] = set()
+    sent: set[StructureKey] = set()  # and those the search built
+    heard = bytearray()
     for key in keys():
+        sent.update(_built_there(told, heard))
         if key in sent:
             continue
         sent.add(key)
