@@ -226,7 +226,8 @@ class PipelineOut(Out):
     """Qi et al.'s zero-bubble measure: the most idle time inside any rank's own first-to-last-action window,
     over the busiest rank's compute (what remains when the optimizer step's synchronisation is removed)."""
     closed_form_bubble_fraction_of_ideal: float
-    """The published closed form for uniform stages and unit passes (pplan.schedules.closed_forms), for comparison."""
+    """The closed form for uniform stages and unit passes (pplan.schedules.closed_forms), for comparison: the
+    published one, or one derived by pplan where none is published (interleaved zero bubble, looped BFS)."""
     closed_form_bubble_fraction_of_step: float
     makespan: float
     """Simulated forward-backward time of one step (seconds under `analytic`, pass units under `unit`)."""

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from pplan.documents.explain import ExpertsOut, ExplainReport, PlanOut, StageMemory
 from pplan.profiles.specs import GIB
-from pplan.schedules import schedule_family
+from pplan.schedules import ScheduleFamily, schedule_family
 
 
 def gb(n: float) -> str:
@@ -252,11 +252,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 "closed form",
                 f"{pipe.closed_form_bubble_fraction_of_ideal:.2%} of ideal, "
                 f"{pipe.closed_form_bubble_fraction_of_step:.2%} of the step (uniform stages, unit passes"
-                + (
-                    "; auto has none: ZB-H1's, which it never exceeds at ZB-H1's memory)"
-                    if schedule_family(report.plan.schedule).tuned
-                    else ")"
-                ),
+                + _closed_form_source(schedule_family(report.plan.schedule)),
             ),
             ("durations", pipe.bubble_source),
             ("makespan", f"{pipe.makespan:.4g}{unit} forward + backward"),
@@ -413,3 +409,13 @@ def _shard_text(plan: PlanOut) -> str:
     if plan.zero_stage == 3 and not plan.reshard_after_forward:
         out += ", no reshard after forward"
     return out
+
+
+def _closed_form_source(family: ScheduleFamily) -> str:
+    """What the closed-form line adds after "uniform stages, unit passes": where the form comes from when no
+    source publishes one for the family."""
+    if family.tuned:
+        return "; auto has none: ZB-H1's, which it never exceeds at ZB-H1's memory)"
+    if family.bubble_derived:
+        return "; none is published for this schedule: derived by pplan)"
+    return ")"

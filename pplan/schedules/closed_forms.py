@@ -1,7 +1,8 @@
-"""Published closed forms for each schedule's bubble, shown beside the simulated one for comparison.
+"""Closed forms for each schedule's bubble, shown beside the simulated one for comparison.
 
 The forms themselves, with their citations, are each family's `bubble_idle` in the schedule registry
-(`pplan.schedules.registry`): idle time per rank per step for uniform stages and free communication. Durations
+(`pplan.schedules.registry`): idle time per rank per step for uniform stages and free communication; published
+ones, or derived there where no source gives one (interleaved zero bubble, looped BFS: `bubble_derived`). Durations
 F (forward), I (input-gradient backward, Qi et al.'s B) and W (weight-gradient backward) are per stage; a full
 backward is I + W. The schedule simulator measures the same quantities off an explicit timeline and is tested
 against them.

@@ -87,8 +87,9 @@ class ScheduleFamily:
     splits_backward: bool
     """True when the backward runs as separate input-gradient (I) and weight-gradient (W) passes."""
     bubble_idle: BubbleForm
-    """The published closed form of the bubble: idle time per rank per step for uniform stages and free
-    communication (fraction of ideal = idle / (m·(F+I+W))). Citations on each form below."""
+    """The closed form of the bubble: idle time per rank per step for uniform stages and free communication
+    (fraction of ideal = idle / (m·(F+I+W))). Citations on each form below; derived here where none is
+    published (`bubble_derived`)."""
     warmup_in_flight: WarmupForm
     """Closed form, read off the generator: per rank and stage, the micro-batches in flight when the rank's first
     backward starts. No peak is lower, so the search screens memory with it as a proven lower bound (the exact
@@ -123,6 +124,8 @@ class ScheduleFamily:
     overlaps_expert_comm: bool = False
     """Each forward chunk runs paired with another micro-batch's backward chunk, so one's expert all-to-all runs
     behind the other's compute (DeepSeek-V3 report §3.2.1: DualPipe's overlapped forward-backward chunk pairs)."""
+    bubble_derived: bool = False
+    """`bubble_idle` is derived here (and checked against the simulated timeline), no source publishing one."""
     tuned: bool = False
     """Its lists are built for a plan's own pass times and memory limit (pplan.schedules.auto), not fixed by
     (p, v, m): a plan's step and peaks come from the lists built for it (pplan.cost.autoplan); the generator
@@ -235,11 +238,20 @@ def _auto_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
     return _zb_h1_bubble(p, v, m, f, i, w)
 
 
-_UNPUBLISHED_BUBBLE = _dualpipev_bubble
-"""interleaved-zb and looped-bfs have no closed form wired in: the old closed_forms.bubble_idle fell through to
-DualPipeV's for them, and this keeps those values until a cited form replaces it. The simulated timeline
-measures (p−1)(F+I+W)/v for looped-bfs (interleaved 1F1B's form) and (p−1)(F+I−W)/v for interleaved-zb at
-F = I = W (tests/test_registry.py keeps a strict xfail on the mismatch)."""
+def _looped_bfs_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """Looped BFS: no published form; derived here as interleaved 1F1B's (p−1)(F+I+W)/v: the fill and the drain
+    are p − 1 chunk passes each way, a chunk being 1/v of a stage. Equal to the simulated timeline's idle for
+    uniform stages at any F, I, W (tests/test_registry.py)."""
+    return _interleaved_bubble(p, v, m, f, i, w)
+
+
+def _interleaved_zb_bubble(p: int, v: int, m: int, f: float, i: float, w: float) -> float:
+    """Interleaved zero bubble: no published form; derived here as ZB-H1's (p−1)(F+I−W) (Qi et al. 2024, Table 2)
+    with each slot a chunk pass, 1/v of a stage: the fill waits p − 1 chunk forwards, and in the drain each of the
+    p − 1 chunk input-gradient waits is filled by a deferred weight gradient up to W, so (p−1)(F + max(0, I−W))/v
+    (when W ≥ I the fill's (p−1)·F/v is what is left). Equal to the simulated timeline's idle for uniform stages
+    at any F, I, W (tests/test_registry.py)."""
+    return (p - 1) * (f + max(0.0, i - w)) / v
 
 
 # ------------------------------------------------------------------------------------------- peak in flight
@@ -350,17 +362,19 @@ FAMILIES: dict[str, ScheduleFamily] = {
         ),
         ScheduleFamily(
             "interleaved-zb", "Interleaved zero bubble", interleaved_zb, "loop", None, 2, True,
-            _UNPUBLISHED_BUBBLE, _interleaved_zb_warmup,
+            _interleaved_zb_bubble, _interleaved_zb_warmup,
             aliases=("ScheduleInterleavedZeroBubble", "InterleavedZeroBubble"),
             steady=lambda p: (p, p),
             m_problem=interleaved_m_problem,
             m_rule=_INTERLEAVED_M_RULE,
+            bubble_derived=True,
             torch_class="ScheduleInterleavedZeroBubble",
             why_not_megatron=_ZB_NOT_ON_MEGATRON,
         ),
         ScheduleFamily(
-            "looped-bfs", "Looped BFS", looped_bfs, "loop", None, 2, False, _UNPUBLISHED_BUBBLE, _all_m,
+            "looped-bfs", "Looped BFS", looped_bfs, "loop", None, 2, False, _looped_bfs_bubble, _all_m,
             searched_by_default=False,
+            bubble_derived=True,
             aliases=("ScheduleLoopedBFS", "LoopedBFS"),
             torch_class="ScheduleLoopedBFS",
             why_not_megatron=_NOT_ON_MEGATRON,
