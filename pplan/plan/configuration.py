@@ -145,6 +145,19 @@ class Shape:
         return self._hash
 
 
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "recompute": get_args(Recompute),
+    "recompute_method": get_args(RecomputeMethod),
+    "recompute_modules": get_args(RecomputeModule),
+    "precision": get_args(Precision),
+    "moment_dtype": get_args(MomentDtype),
+    "grad_dtype": get_args(GradDtype),
+    "activation_model": get_args(ActivationModel),
+}
+"""The values each choice field of a request takes, read off its Literal type once (`get_args` on every request
+was a tenth of a search that filters by launcher, which makes a request per configuration)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
     """What a user asks for; `make_plan` validates it and derives the rest."""
@@ -243,14 +256,14 @@ class PlanRequest:
             raise ConfigError(
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
             )
-        check_choice("--recompute", self.recompute, get_args(Recompute))
-        check_choice("--recompute-method", self.recompute_method, get_args(RecomputeMethod))
+        check_choice("--recompute", self.recompute, _CHOICES["recompute"])
+        check_choice("--recompute-method", self.recompute_method, _CHOICES["recompute_method"])
         if not self.recompute_modules:
             raise ConfigError(
                 "--recompute-modules", "no module to recompute", "e.g. --recompute-modules core_attn"
             )
         for module in self.recompute_modules:
-            check_choice("--recompute-modules", module, get_args(RecomputeModule))
+            check_choice("--recompute-modules", module, _CHOICES["recompute_modules"])
         if self.recompute_layers is not None:
             check_count("--recompute-layers", self.recompute_layers)
             if self.recompute != "full":
@@ -269,8 +282,8 @@ class PlanRequest:
                 "add --recompute selective, or drop --recompute-modules",
             )  # fmt: skip
         check_sharding(self.zero_stage, self.shard_group, self.reshard_after_forward)
-        check_choice("--precision", self.precision, get_args(Precision))
-        check_choice("--moment-dtype", self.moment_dtype, get_args(MomentDtype))
+        check_choice("--precision", self.precision, _CHOICES["precision"])
+        check_choice("--moment-dtype", self.moment_dtype, _CHOICES["moment_dtype"])
         for flag, on in (
             ("--fp8-param-gather", self.fp8_param_gather),
             ("--fp8-swiglu-input", self.fp8_swiglu_input),
@@ -282,8 +295,8 @@ class PlanRequest:
                 "--fp8-param-gather", "pplan models FP8 primary weights with ZeRO 0-2 only",
                 "use --zero-stage 1 or 2, or drop --fp8-param-gather",
             )  # fmt: skip
-        check_choice("--grad-dtype", self.grad_dtype, get_args(GradDtype))
-        check_choice("--activation-model", self.activation_model, get_args(ActivationModel))
+        check_choice("--grad-dtype", self.grad_dtype, _CHOICES["grad_dtype"])
+        check_choice("--activation-model", self.activation_model, _CHOICES["activation_model"])
         check_offload(
             self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
             self.recompute_modules,
