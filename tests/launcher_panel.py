@@ -8,6 +8,11 @@ BF16 and FP32 gradients, hybrid sharding (a shard group) and ZeRO-3 without resh
 every recompute mode (block and uniform N, selective modules), activation offload, overlap switched off, and schedules each launcher runs or refuses.
 A launcher either prints settings for an entry or refuses it with a ConfigError naming --launcher; it never
 prints settings that its parser rejects.
+
+`ROUTED_PANEL` holds the routed (mixture-of-experts) plans the torchtitan tests check: Qwen3-30B-A3B, GPT-OSS
+120B, DeepSeek-V3 as profiled (with its MTP module) and as torchtitan's `deepseek_v3_671b` builds it (`update`: no
+MTP module, no stated norm ε), BF16 and FP8, expert parallelism beside FSDP, TP, PP and HSDP, and the plans
+torchtitan's expert-parallel mesh or models cannot run (and models it does not ship: Qwen3-235B-A22B, Mixtral).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.plan.configuration import PlanRequest
+from pplan.profiles.catalog import load_model
+from pplan.profiles.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,17 @@ class PanelPlan:
     id: str
     model: str
     request: PlanRequest
+    update: tuple[tuple[str, object], ...] = ()
+    """Fields changed on the loaded profile (a variant of a bundled model); the name gains "-variant"."""
+
+
+def panel_model(entry: PanelPlan) -> ModelSpec:
+    """The entry's model: the bundled profile, with `update` applied."""
+    model = load_model(entry.model)
+    if not entry.update:
+        return model
+    changed: ModelSpec = model.model_copy(update={**dict(entry.update), "name": f"{model.name}-variant"})
+    return changed
 
 
 def _p(id: str, model: str, **kw: object) -> PanelPlan:
@@ -61,5 +79,37 @@ PANEL: tuple[PanelPlan, ...] = (
     _p("70b-hsdp-zero3", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, zero_stage=3, shard_group=4),
     _p("70b-hsdp-zero1", "llama3-70b", gpus=256, global_batch=256, tp=8, pp=4, zero_stage=1, shard_group=2),
     _p("8b-zero3-no-reshard", "llama3-8b", gpus=16, global_batch=64, tp=2, pp=2, zero_stage=3, reshard_after_forward=False),
+)
+# fmt: on
+
+# DeepSeek-V3 as torchtitan 0.3.0's deepseek_v3_671b builds it: no MTP module, RMSNorm's default ε (not stated).
+_NO_MTP: tuple[tuple[str, object], ...] = (("mtp_layers", 0), ("norm_epsilon", None))
+
+
+def _r(id: str, model: str, update: tuple[tuple[str, object], ...] = (), **kw: object) -> PanelPlan:
+    return PanelPlan(id, model, PlanRequest(**kw), update)  # type: ignore[arg-type]
+
+
+# fmt: off
+ROUTED_PANEL: tuple[PanelPlan, ...] = (
+    _r("qwen3-30b-ep8-fsdp", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=1, ep=8, zero_stage=3),
+    _r("qwen3-30b-t2-p2-ep4", "qwen3-30b-a3b", gpus=32, global_batch=64, tp=2, pp=2, ep=4, zero_stage=3, recompute="full"),
+    _r("qwen3-30b-t2-etp2", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=2, pp=1, etp=2, zero_stage=3),
+    _r("qwen3-30b-hsdp-ep8", "qwen3-30b-a3b", gpus=32, global_batch=64, tp=2, pp=1, ep=8, zero_stage=3, shard_group=4),
+    _r("qwen3-30b-zero0-t2-ep2", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=2, pp=1, ep=2, etp=1),
+    _r("qwen3-30b-zero0-ep8", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=1, ep=8),
+    _r("qwen3-30b-t2-etp1", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=2, pp=1, zero_stage=3),
+    _r("qwen3-30b-ep4-etp2", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=2, pp=1, ep=4, etp=2, zero_stage=3),
+    _r("qwen3-30b-fp8", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=1, ep=8, zero_stage=3, precision="fp8"),
+    _r("qwen3-30b-dualpipev-ep4", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=2, ep=4, zero_stage=3, schedule="dualpipev"),
+    _r("qwen3-30b-dualpipev-ep1", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=2, zero_stage=3, schedule="dualpipev"),
+    _r("oss-120b-t2-p2-ep4", "gpt-oss-120b", gpus=64, global_batch=64, tp=2, pp=2, ep=4, zero_stage=3),
+    _r("oss-120b-cp2", "gpt-oss-120b", gpus=64, global_batch=64, tp=2, pp=2, cp=2, ep=4, zero_stage=3),
+    _r("dsv3-torchtitan-p8-v2-ep32", "deepseek-v3", _NO_MTP, gpus=1024, global_batch=1024, tp=1, pp=8, vp=2, schedule="interleaved-1f1b", first_stage_layers=3, last_stage_layers=2, ep=32, zero_stage=3, recompute="full"),
+    _r("dsv3-torchtitan-fp8-t2-ep16", "deepseek-v3", _NO_MTP, gpus=512, global_batch=512, tp=2, pp=4, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full", precision="fp8"),
+    _r("dsv3-torchtitan-mxfp8", "deepseek-v3", _NO_MTP, gpus=512, global_batch=512, tp=2, pp=4, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full", precision="mxfp8"),
+    _r("dsv3-mtp", "deepseek-v3", gpus=512, global_batch=512, tp=2, pp=4, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full"),
+    _r("qwen3-235b", "qwen3-235b-a22b", gpus=128, global_batch=128, tp=2, pp=2, ep=8, zero_stage=3),
+    _r("mixtral-8x7b", "mixtral-8x7b", gpus=64, global_batch=64, tp=2, pp=1, ep=8, zero_stage=3),
 )
 # fmt: on

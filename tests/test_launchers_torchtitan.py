@@ -28,7 +28,7 @@ from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import schedule_family
 from tests.cli_run import run_pplan
-from tests.launcher_panel import PANEL, PanelPlan
+from tests.launcher_panel import PANEL, ROUTED_PANEL, PanelPlan, panel_model
 
 VERSIONS = {"torchtitan": "0.3", "torchtitan@0.2": "0.2"}
 SELECTIVE = "torchtitan: no attention-core recompute (pplan's selective)"
@@ -71,7 +71,7 @@ TT03_VALUES = {
         "context_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
         "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
         "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
-        "fsdp_reshard_after_forward",
+        "fsdp_reshard_after_forward", "expert_parallel_degree",
     },
     "training": {"local_batch_size", "global_batch_size", "seq_len"},
 }  # fmt: skip
@@ -102,7 +102,7 @@ def _runnable() -> list[PanelPlan]:
 
 def _expected(entry: PanelPlan) -> dict[str, Any]:
     """What torchtitan must read back, from the request and the model profile alone."""
-    model = load_model(entry.model)
+    model = panel_model(entry)
     req = entry.request
     d = req.gpus // (req.tp * req.pp * req.cp)
     m = req.global_batch // (req.micro_batch * d)
@@ -123,7 +123,7 @@ def _expected(entry: PanelPlan) -> dict[str, Any]:
 
 
 def _text(launcher: str, entry: PanelPlan) -> str:
-    model = load_model(entry.model)
+    model = panel_model(entry)
     return launcher_text(launcher, model, make_plan(model, entry.request))
 
 
@@ -209,6 +209,7 @@ def test_panel_entry_is_refused_or_the_plan(launcher: str, entry: PanelPlan) -> 
         got["ac"] = {"activation-checkpoint:full": "FullAC", "activation-checkpoint:none": None}[ac]
         assert ac == TT03_AC[entry.request.recompute]
         assert ("--training.disable_cuda_graphs" in switches) == (entry.request.pp > 1)  # required with PP
+        assert "expert_parallel_degree" not in got  # a dense model: no expert parallelism written
         sp = "--parallelism.enable_sequence_parallel" in switches
         assert sp == (entry.request.tp > 1 and entry.request.sequence_parallel)
     else:
@@ -312,6 +313,137 @@ def test_cli_formats(capsys: pytest.CaptureFixture[str]) -> None:
         capsys, "recommend", "--model", "gpt3-175b", "--gpus", "1024", "--launcher", "torchtitan@0.2"
     )
     assert res.code == 2 and "--launcher" in res.err and NO_MODEL in res.err
+
+
+# ------------------------------------------------------------------------------------- routed models (0.3.x)
+
+# torchtitan 0.3.0 config functions (torchtitan/models/<module>/config_registry.py) of the routed profiles they
+# build, and the Float8 one where the registry has it (deepseek_v3_671b_float8).
+ROUTED_CONFIGS = {
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b", None),
+    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b", None),
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b", "deepseek_v3_671b_float8"),
+}
+EP_MESH = "torchtitan: ep must divide data_parallel_shard_degree × cp × tp"
+ROUTED_REFUSED = {
+    "qwen3-30b-zero0-ep8": EP_MESH,
+    "qwen3-30b-t2-etp1": "torchtitan: expert tensor parallelism is the tensor parallelism",
+    "qwen3-30b-ep4-etp2": "torchtitan: no expert tensor parallelism with expert parallelism",
+    "qwen3-30b-fp8": "torchtitan: FP8 not emitted",
+    "dsv3-torchtitan-mxfp8": "torchtitan: FP8 not emitted",
+    "oss-120b-cp2": "torchtitan: gpt_oss_120b cannot run context parallelism",
+    "qwen3-30b-dualpipev-ep4": "torchtitan: dualpipev without the expert all-to-all overlap",
+    "dsv3-mtp": NO_MODEL,
+    "qwen3-235b": NO_MODEL,
+    "mixtral-8x7b": NO_MODEL,
+}
+# What the refusal names, beyond its reason: the fields or release facts that make the model another one.
+ROUTED_REFUSAL_NAMES = {
+    "dsv3-mtp": ("mtp_layers", "norm_epsilon", "deepseek_v3_671b"),
+    "qwen3-235b": ("no config function", "rope_theta"),
+    "mixtral-8x7b": ("routed experts",),
+    "qwen3-30b-zero0-ep8": ("--zero-stage 3",),
+    "qwen3-30b-t2-etp1": ("--etp 2",),
+    "qwen3-30b-ep4-etp2": ("drop --etp",),
+    "oss-120b-cp2": ("--cp 1",),
+}
+
+
+def _routed_runnable() -> list[PanelPlan]:
+    return [e for e in ROUTED_PANEL if e.id not in ROUTED_REFUSED]
+
+
+def _routed_dp(entry: PanelPlan) -> tuple[int, int]:
+    """(replicate, shard) torchtitan 0.3.x must be given: HSDP's S/cp, FSDP's d, or ZeRO-0's replicas."""
+    req = entry.request
+    d = req.gpus // (req.tp * req.pp * req.cp)
+    if req.shard_group is not None:
+        return d * req.cp // req.shard_group, req.shard_group // req.cp
+    return (d, 1) if req.zero_stage == 0 else (1, d)
+
+
+@pytest.mark.parametrize("entry", ROUTED_PANEL, ids=[e.id for e in ROUTED_PANEL])
+def test_routed_entry_is_refused_or_the_plan(entry: PanelPlan) -> None:
+    req = entry.request
+    if entry.id in ROUTED_REFUSED:
+        with pytest.raises(ConfigError) as err:
+            _text("torchtitan", entry)
+        message = err.value.message + " " + err.value.fix
+        assert err.value.field == "--launcher" and ROUTED_REFUSED[entry.id] in err.value.message, message
+        assert err.value.fix and "\n" not in message
+        for name in ROUTED_REFUSAL_NAMES.get(entry.id, ()):
+            assert name in message, (name, message)
+        return
+    text = _text("torchtitan", entry)
+    values, switches, ac = _parse_03(text)
+    module, config, fp8_config = ROUTED_CONFIGS[entry.model]
+    assert values.pop("--module") == module
+    assert values.pop("--config") == (fp8_config if req.precision == "fp8" else config)
+    for flag in values:
+        section, name = flag.removeprefix("--").split(".")
+        assert name in TT03_VALUES[section], flag
+    got: dict[str, Any] = {flag.split(".")[1]: int(v) if v.isdigit() else v for flag, v in values.items()}
+    got["ac"] = {"activation-checkpoint:full": "FullAC", "activation-checkpoint:none": None}[ac]
+    _check_values(entry, "0.3", got)
+    assert (got["data_parallel_replicate_degree"], got["data_parallel_shard_degree"]) == _routed_dp(entry)
+    assert got["expert_parallel_degree"] == req.ep  # written even at 1: deepseek_v3_671b's default is 2
+    efsdp, rest = divmod(got["data_parallel_shard_degree"] * req.cp * req.tp, req.ep)
+    assert rest == 0 and efsdp >= 1  # torchtitan's sparse mesh: dp_shard·cp·tp = efsdp·ep
+    # CUDA graphs: Trainer.Config refuses PP, and EP with the standard dispatcher, without the switch
+    assert ("--training.disable_cuda_graphs" in switches) == (req.pp > 1 or req.ep > 1)
+    assert ("--parallelism.enable_sequence_parallel" in switches) == (req.tp > 1)
+    if req.ep == 1 and req.tp > 1:
+        assert req.etp == req.tp  # torchtitan splits the experts over TP without EP
+    else:
+        assert req.etp == 1
+    if req.precision == "fp8":  # the header says what the Float8 config function sets
+        assert "rowwise" in text and "Float8GroupedExpertsConverter" in text
+
+
+@pytest.mark.parametrize("entry", ROUTED_PANEL, ids=[e.id for e in ROUTED_PANEL])
+def test_routed_models_are_refused_for_0_2(entry: PanelPlan) -> None:
+    with pytest.raises(ConfigError) as err:
+        _text("torchtitan@0.2", entry)
+    assert err.value.field == "--launcher" and "torchtitan@0.2" in err.value.message
+    assert "--format torchtitan" in err.value.fix
+
+
+def test_routed_panel_covers_outputs_and_refusals() -> None:
+    assert set(ROUTED_REFUSED) <= {e.id for e in ROUTED_PANEL}
+    runnable = _routed_runnable()
+    assert {e.model for e in runnable} == set(ROUTED_CONFIGS)
+    assert {e.request.precision for e in runnable} == {"bf16", "fp8"}
+    assert any(e.request.ep == 1 for e in runnable) and any(e.request.shard_group for e in runnable)
+    assert any(e.request.zero_stage == 0 and e.request.ep > 1 for e in runnable)
+    assert any(e.request.pp > 1 and e.request.ep > 1 for e in runnable)
+
+
+def test_routed_request_rules_before_a_plan() -> None:
+    """The search sees the mesh and etp rules too (before a plan), for either release."""
+    zero0 = PlanRequest(gpus=16, global_batch=64, tp=1, pp=1, ep=8)
+    etp = PlanRequest(gpus=16, global_batch=64, tp=2, pp=1, ep=4, etp=2, zero_stage=3)
+    fine = PlanRequest(gpus=16, global_batch=64, tp=1, pp=1, ep=8, zero_stage=3)
+    for launcher in ("torchtitan", "torchtitan@0.2"):
+        assert request_unsupported_reason(launcher, zero0, 4, 48) == EP_MESH
+        assert request_unsupported_reason(launcher, etp, 4, 48) == ROUTED_REFUSED["qwen3-30b-ep4-etp2"]
+        assert request_unsupported_reason(launcher, fine, 4, 48) is None
+    assert request_unsupported_reason("megatron", zero0, 4, 48) is None
+
+
+def test_routed_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("explain", "--gpus", "16", "--global-batch", "64", "--tp", "1", "--pp", "1", "--ep", "8")
+    res = run_pplan(capsys, *base, "--model", "qwen3-30b-a3b", "--zero-stage", "3", "--format", "torchtitan")
+    assert res.code == 0, res.err
+    values, switches, _ = _parse_03(res.out)
+    assert "--training.disable_cuda_graphs" in switches
+    assert values["--parallelism.expert_parallel_degree"] == "8" and values["--config"] == "qwen3_30b_a3b"
+    res = run_pplan(capsys, *base, "--model", "qwen3-30b-a3b", "--format", "torchtitan")
+    assert res.code == 2 and EP_MESH in res.err and "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1
+    res = run_pplan(capsys, "explain", "--model", "deepseek-v3", "--gpus", "512", "--global-batch", "512",
+                    "--tp", "2", "--pp", "4", "--first-stage-layers", "13", "--last-stage-layers", "16",
+                    "--ep", "16", "--zero-stage", "3", "--format", "torchtitan")  # fmt: skip
+    assert res.code == 2 and "mtp_layers" in res.err and "Traceback" not in res.err
 
 
 # ------------------------------------------------------------------------------------------ acceptance tier
@@ -419,6 +551,40 @@ def _split(stage_fqns):
     return [sum(1 for fqn in stage if fqn.startswith("layers.")) for stage in stage_fqns]
 
 
+def _owner(config):
+    return type(config)._owner.__name__
+
+
+def _routed(model):
+    # the routed model's shape as torchtitan's config builds it (the layer configs, not modules)
+    layers = list(model.layers)
+    routed = [i for i, block in enumerate(layers) if block.moe is not None]
+    dense = [i for i, block in enumerate(layers) if block.moe is None]
+    moe = layers[routed[0]].moe
+    inner = moe.routed_experts.inner_experts
+    attention = layers[0].attention
+    mla = [getattr(attention, k, None) for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                                   "qk_rope_head_dim", "v_head_dim")]
+    linears = [(fqn, _owner(c)) for fqn, c, _, _ in model.traverse(Linear.Config)]
+    return {
+        "head_dim": getattr(attention, "head_dim", None), "mla": mla,
+        "qk_norm": getattr(attention, "qk_norm", None) is not None,
+        "windows": [getattr(block.attention, "sliding_window_size", None) for block in layers],
+        "routed_layers": routed, "dense_layers": dense,
+        "dense_ffn": [layers[i].feed_forward.w1.out_features for i in dense],
+        "num_experts": inner.num_experts, "router_experts": moe.router.num_experts, "top_k": moe.router.top_k,
+        "expert_ffn": inner.hidden_dim, "router_bias": moe.router.gate.bias,
+        "shared_ffn": None if moe.shared_experts is None else moe.shared_experts.w1.out_features,
+        "mtp_layers": len(getattr(model, "mtp_layers", None) or []),
+        "experts_class": _owner(inner),
+        "float8_linears": sorted(fqn for fqn, owner in linears if owner == "Float8Linear"),
+        "bf16_linears": sorted(fqn for fqn, owner in linears if owner != "Float8Linear"),
+        "qkv_bias": [getattr(getattr(attention, "qkv_linear", None), "wqkv", None) is not None
+                     and attention.qkv_linear.wqkv.bias],
+        "wo_bias": attention.wo.bias,
+    }
+
+
 def parse_03(case):
     # llama3_405b's Float8 converter checks for an SM89+ GPU when the config function runs: report one (H100)
     from torchtitan.components.quantization import float8
@@ -427,6 +593,9 @@ def parse_03(case):
     from torchtitan.config.manager import ConfigManager
     from torchtitan.distributed.parallel_dims import ParallelDims
     from torchtitan.distributed import pipeline_parallel as pp_mod
+
+    global Linear
+    from torchtitan.models.common import Linear
 
     config = ConfigManager().parse_args(list(case["args"]))
     par, train, ac = config.parallelism, config.training, config.activation_checkpoint
@@ -442,11 +611,18 @@ def parse_03(case):
         ac=None if ac is None else type(ac).__qualname__.split(".")[0],
         model_name=config.model_spec.name, flavor=config.model_spec.flavor,
         num_layers=len(model.layers), hidden_size=model.dim, vocab_size=model.vocab_size,
-        tied=model.enable_weight_tying, num_heads=attention.n_heads, num_kv_heads=attention.n_kv_heads,
-        ffn_hidden_size=ffn.w1.out_features, rope_theta=attention.rope.theta,
-        norm=type(layer.attention_norm).__qualname__.split(".")[0],
-        biases=[ffn.w1.bias, ffn.w2.bias, ffn.w3.bias, attention.wo.bias],
+        tied=getattr(model, "enable_weight_tying", False), num_heads=attention.n_heads,
+        num_kv_heads=getattr(attention, "n_kv_heads", None), rope_theta=attention.rope.theta,
+        norm=type(layer.attention_norm).__qualname__.split(".")[0], norm_eps=layer.attention_norm.eps,
+        expert_parallel_degree=par.expert_parallel_degree,
     )
+    if case.get("routed"):
+        out.update(_routed(model))
+    else:
+        out.update(
+            ffn_hidden_size=ffn.w1.out_features,
+            biases=[ffn.w1.bias, ffn.w2.bias, ffn.w3.bias, attention.wo.bias],
+        )
     if par.pipeline_parallel_degree > 1:
         get_schedule_class(par.pipeline_parallel_schedule)
         stages, layers, first_w, last_w = pp_mod._get_pipeline_metadata(dims, par, model)
@@ -583,17 +759,61 @@ def _check_model(entry: PanelPlan, got: dict[str, Any], version: str) -> None:
         assert not any(got["biases"]) and not model.linear_bias
 
 
+def _check_routed_model(entry: PanelPlan, got: dict[str, Any]) -> None:
+    """torchtitan's routed model (its config function's) is pplan's profile, field by field, and the parsed
+    expert parallelism is the plan's and fits torchtitan's sparse mesh."""
+    model = panel_model(entry)
+    req = entry.request
+    moe = model.moe
+    assert moe is not None
+    assert got["model_name"] == ROUTED_CONFIGS[entry.model][0]
+    assert (got["num_layers"], got["hidden_size"], got["num_heads"], got["vocab_size"]) == (
+        model.num_layers, model.hidden_size, model.num_attention_heads, model.vocab_size,
+    )  # fmt: skip
+    assert got["tied"] is model.tied_embeddings is False and got["norm"] == "RMSNorm" == "RMSNorm"
+    assert got["norm_eps"] == (model.norm_epsilon if model.norm_epsilon is not None else got["norm_eps"])
+    assert model.rope_theta in (None, got["rope_theta"])
+    if model.mla is not None:
+        mla = model.mla
+        assert got["mla"] == [mla.q_lora_rank or 0, mla.kv_lora_rank, mla.qk_nope_head_dim,
+                              mla.qk_rope_head_dim, mla.v_head_dim]  # fmt: skip
+    else:
+        assert (got["num_kv_heads"], got["head_dim"]) == (model.kv_heads, model.head_size)
+    assert got["qk_norm"] == model.qk_norm
+    windowed = [i for i in range(model.num_layers) if model.sliding_window is not None
+                and (model.sliding_window_layers == "all" or i % 2 == 0)]  # fmt: skip
+    assert [i for i, w in enumerate(got["windows"]) if w is not None] == windowed
+    assert {w for w in got["windows"] if w is not None} <= {model.sliding_window}
+    assert got["routed_layers"] == [i for i in range(model.num_layers) if model.is_moe_layer(i)]
+    assert got["dense_ffn"] == [model.ffn_hidden_size] * len(got["dense_layers"])
+    assert got["num_experts"] == got["router_experts"] == moe.num_experts and got["top_k"] == moe.top_k
+    assert got["expert_ffn"] == moe.expert_ffn_hidden_size and got["router_bias"] == moe.router_bias
+    assert (got["shared_ffn"] or 0) == moe.shared_expert_ffn_hidden_size
+    assert got["mtp_layers"] == model.mtp_layers
+    assert got["wo_bias"] == model.linear_bias
+    assert got["expert_parallel_degree"] == req.ep
+    assert (got["data_parallel_shard_degree"] * req.cp * req.tp) % req.ep == 0
+    assert got["disable_cuda_graphs"] == (req.pp > 1 or req.ep > 1)
+    if req.precision == "fp8":  # every Linear of the layers in Float8, the experts' grouped GEMMs too
+        assert got["experts_class"].startswith("Float8")
+        assert got["float8_linears"] and all("router" in f or f == "lm_head" for f in got["bf16_linears"])
+    else:
+        assert not got["float8_linears"] and not got["experts_class"].startswith("Float8")
+
+
 @pytest.mark.acceptance
 @pytest.mark.parametrize("launcher", list(VERSIONS))
 def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wheels: Path) -> None:
     version = VERSIONS[launcher]
     cases: list[dict[str, Any]] = []
-    for entry in _runnable():
+    entries = _runnable() + (_routed_runnable() if version == "0.3" else [])
+    for entry in entries:
         text = _text(launcher, entry)
         gpus = entry.request.gpus
         if version == "0.3":
             body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-            cases.append({"id": entry.id, "gpus": gpus, "args": shlex.split(body.replace("\\\n", " "))})
+            args = shlex.split(body.replace("\\\n", " "))
+            cases.append({"id": entry.id, "gpus": gpus, "args": args, "routed": entry in ROUTED_PANEL})
         else:  # the TOML file, and the overrides line printed under it
             cases.append({"id": entry.id, "gpus": gpus, "toml": text})
             overrides = text.rstrip("\n").rsplit("\n# ", 1)[1]
@@ -604,14 +824,18 @@ def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wh
     assert not failures, json.dumps(failures, indent=1)
     assert set(parsed) == {c["id"] for c in cases}
     for case in cases:
-        entry = next(e for e in PANEL if case["id"].startswith(e.id + "+") or case["id"] == e.id)
+        entry = next(e for e in entries if case["id"].startswith(e.id + "+") or case["id"] == e.id)
         got = parsed[case["id"]]
         _check_values(entry, version, got)
-        _check_model(entry, got, version)
+        if entry in ROUTED_PANEL:
+            _check_routed_model(entry, got)
+        else:
+            _check_model(entry, got, version)
+            assert version == "0.2" or got["expert_parallel_degree"] == 1
         exp = _expected(entry)
         if entry.request.pp > 1:  # torchtitan's own stage count and split of the layers
             assert got["split"] == exp["split"], case["id"]
             assert got["stages"] == entry.request.pp * exp["v"]
         if version == "0.3":
             assert got["enable_sequence_parallel"] == entry.request.sequence_parallel or entry.request.tp == 1
-            assert got["disable_cuda_graphs"] == (entry.request.pp > 1)
+            assert got["disable_cuda_graphs"] == (entry.request.pp > 1 or entry.request.ep > 1)

@@ -33,7 +33,19 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   `torchtitan/distributed/pipeline_parallel.py`) gives every virtual stage `pipeline_parallel_layers_per_stage`
   layers, less at the two ends only, so a first or last stage with more layers than the others is refused.
   torchtitan builds only the models it ships a configuration for (`pplan.launchers.torchtitan_models`: Llama 3
-  8B, 70B, 405B), so any other model is refused. pplan's selective recompute (Korthikanti et al. 2022,
+  8B, 70B, 405B; for 0.3.x also the routed DeepSeek-V3 16B/671B, Qwen3-30B-A3B and GPT-OSS 20B/120B shapes), so
+  any other model is refused, and so are routed models for 0.2.x (pplan writes no 0.2.x expert-parallel
+  settings). Expert parallelism (torchtitan 0.3.0 `parallelism.expert_parallel_degree`,
+  torchtitan/config/configs.py and torchtitan/distributed/parallel_dims.py) borrows its ranks from FSDP and TP:
+  the sparse mesh is (pp, dp_replicate, efsdp, ep) with efsdp = dp_shard·cp·tp / ep, so ep must divide
+  dp_shard·cp·tp as torchtitan's degrees are written (`torchtitan_dp_degrees`: a ZeRO-0 plan replicates, leaving
+  only cp·tp). 0.3.0 has no expert-tensor-parallel field: with ep > 1 its experts are whole on each rank
+  (etp = 1), with ep = 1 they are split over the tensor-parallel ranks (`expert_param_placement_dense` in
+  torchtitan/models/common/moe_sharding.py: etp = tp), so any other etp is refused. FP8 is written only where
+  the registry has a Float8 config function of the model (`deepseek_v3_671b_float8`), without FP8 parameter
+  gathers (no such field); a model whose attention cannot run context-parallel (GPT-OSS's varlen attention) is
+  refused with cp > 1, and DualPipeV with ep > 1 (0.3.0 registers no function that overlaps the expert all-to-all
+  of its paired passes, which pplan costs as hidden). pplan's selective recompute (Korthikanti et al. 2022,
   arXiv:2205.05198: the attention core re-run, everything else kept) is no torchtitan mode: torchtitan 0.3.0's
   selective AC (`SelectiveAC`, torchtitan/distributed/activation_checkpoint.py; 0.2.x's
   `selective_ac_option = "op"`) saves the matmul and attention outputs and recomputes every second matmul and
@@ -56,7 +68,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pplan.errors import ConfigError
-from pplan.launchers.torchtitan_models import shipped_model, unshipped_detail
+from pplan.launchers.torchtitan_models import ShippedModel, shipped_model, unshipped_detail
 from pplan.plan.configuration import Plan, PlanRequest
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
@@ -117,6 +129,69 @@ def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None
     return k, k - first, k - last
 
 
+def torchtitan_dp_degrees(
+    version: Literal["0.3", "0.2"],
+    dp: int,
+    zero_stage: int,
+    shard_group: int | None,
+    tp: int,
+    pp: int,
+    cp: int,
+) -> tuple[int, int]:
+    """(data_parallel_replicate_degree, data_parallel_shard_degree) torchtitan is given for pplan's d, ZeRO stage
+    and shard group (`pplan.launchers.torchtitan.data_parallel_degrees` says why)."""
+    if shard_group is not None:
+        return dp * cp // shard_group, shard_group // cp
+    if zero_stage == 0 and (version == "0.3" or tp == pp == cp == 1):
+        return dp, 1
+    return 1, dp
+
+
+def _expert_refusal(
+    launcher: str,
+    ep: int,
+    etp: int,
+    tp: int,
+    cp: int,
+    dp: int,
+    pp: int,
+    zero_stage: int,
+    shard_group: int | None,
+) -> _Refusal | None:
+    """torchtitan's rules on expert parallelism that need no model (etp > 1 and ep > 1 exist only for routed
+    models): no expert tensor parallelism beside EP, etp = tp without it, and ep dividing dp_shard·cp·tp."""
+    if etp > 1 and ep > 1:
+        return _Refusal(
+            "torchtitan: no expert tensor parallelism with expert parallelism",
+            f"ep = {ep}, etp = {etp}: torchtitan 0.3.0 has no expert_tensor_parallel_degree; with ep > 1 its experts "
+            "are whole on each rank (torchtitan/models/common/moe_sharding.py)",
+            "drop --etp (etp = 1), or --launcher megatron",
+        )
+    if etp > 1 and etp != tp:
+        return _Refusal(
+            "torchtitan: expert tensor parallelism is the tensor parallelism",
+            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert over "
+            "the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
+            f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
+        )
+    version: Literal["0.3", "0.2"] = "0.2" if launcher == "torchtitan@0.2" else "0.3"
+    shard = torchtitan_dp_degrees(version, dp, zero_stage, shard_group, tp, pp, cp)[1]
+    if ep > 1 and (shard * cp * tp) % ep:
+        fix = (
+            "use --zero-stage 3 (FSDP shards over d, so the ranks are t·cp·d)"
+            if zero_stage == 0 and shard_group is None
+            else f"use --ep dividing {shard * cp * tp}"
+        )
+        return _Refusal(
+            "torchtitan: ep must divide data_parallel_shard_degree × cp × tp",
+            f"ep = {ep}, data_parallel_shard_degree {shard} × cp {cp} × t {tp} = {shard * cp * tp}: torchtitan 0.3.0 "
+            "borrows the expert-parallel ranks from FSDP and TP (efsdp = dp_shard·cp·tp / ep, "
+            "torchtitan/config/configs.py; dp_replicate and pp are outer)",
+            f"{fix}, or --launcher megatron",
+        )
+    return None
+
+
 def _refusal(
     launcher: str,
     schedule: str,
@@ -136,13 +211,18 @@ def _refusal(
     precision: str = "bf16",
     fp8_swiglu_input: bool = False,
     moment_dtype: str = "fp32",
+    experts: tuple[int, int, int, int] = (1, 1, 1, 1),
+    fp8_config: bool = False,
+    fp8_param_gather: bool = False,
 ) -> _Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
     `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
     hybrid-sharding group S (None: all d·cp), `cp` its context-parallel size, `reshard_after_forward` ZeRO-3's
     resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs, `precision` its GEMM
-    precision."""
+    precision; `experts` (ep, etp, t, d) its expert and tensor parallelism and data-parallel size (None-free:
+    1s when unknown); `fp8_config` whether torchtitan ships a Float8 config function of the model (FP8 is then
+    written), `fp8_param_gather` whether the plan gathers FP8 weights."""
     launcher = launcher_name(launcher)
     if fp8_swiglu_input:
         return _Refusal(
@@ -157,10 +237,22 @@ def _refusal(
             f"--moment-dtype {moment_dtype}: pplan writes no torchtitan low-precision optimizer settings",
             "use --moment-dtype fp32, or --launcher megatron (--use-precision-aware-optimizer)",
         )
-    if precision != "bf16" and launcher != "megatron":
+    if precision == "fp8" and fp8_config and launcher == "torchtitan" and fp8_param_gather:
+        return _Refusal(
+            "torchtitan: no FP8 parameter gathers",
+            "--fp8-param-gather: torchtitan 0.3.0's Float8 converters have no FP8 all-gather field "
+            "(torchtitan/components/quantization/float8.py)",
+            "drop --fp8-param-gather, or --launcher megatron",
+        )
+    if (
+        precision != "bf16"
+        and launcher != "megatron"
+        and not (precision == "fp8" and fp8_config and launcher == "torchtitan")
+    ):
         return _Refusal(
             f"{launcher}: FP8 not emitted",
-            f"--precision {precision}: pplan writes no torchtitan float8 converter settings",
+            f"--precision {precision}: pplan writes torchtitan's FP8 only as a Float8 config function the model "
+            "registry ships (torchtitan 0.3.0: deepseek_v3_671b_float8), none for this model or precision",
             "use --precision bf16, or --launcher megatron (--fp8-format, --fp8-recipe)",
         )
     if tp_comm_overlap and launcher != "megatron":
@@ -213,6 +305,18 @@ def _refusal(
                 f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
             )
         return None
+    ep, etp, tp, dp = experts
+    expert = _expert_refusal(launcher, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
+    if expert is not None:
+        return expert
+    if ep > 1 and kind.overlaps_expert_comm:
+        return _Refusal(
+            f"torchtitan: {kind.name} without the expert all-to-all overlap",
+            f"ep = {ep}: pplan costed {kind.name}'s paired passes hiding the expert all-to-all, but torchtitan 0.3.0 "
+            "registers no overlap function, so torch runs the paired forward and backward one after the other "
+            "(_PipelineScheduleRuntime, OVERLAP_F_B, PyTorch 2.13 torch/distributed/pipelining/schedules.py)",
+            "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
+        )
     if shard_group is not None and shard_group % cp:
         return _Refusal(
             "torchtitan: the shard group must be a multiple of cp",
@@ -355,13 +459,16 @@ def request_unsupported_reason(
         req.precision,
         req.fp8_swiglu_input,
         req.moment_dtype,
+        (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)),
+        False,
+        req.fp8_param_gather,
     )
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
     return None if refused is None else refused.reason
 
 
-def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
+def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refusal | None:
     return _refusal(
         launcher,
         plan.kind.name,
@@ -381,15 +488,39 @@ def _plan_refusal(launcher: str, plan: Plan) -> _Refusal | None:
         plan.precision,
         plan.fp8_swiglu_input,
         plan.moment_dtype,
+        (plan.ep, plan.etp, plan.tp, plan.dp),
+        fp8_config,
+        plan.fp8_param_gather,
     )
 
 
+def _model_plan_refusal(launcher: str, plan: Plan, shipped: ShippedModel) -> _Refusal | None:
+    """What torchtitan cannot run of `plan` on the model it builds (`shipped`)."""
+    if shipped.moe is not None and plan.ep == 1 and plan.tp > 1 and plan.etp != plan.tp:
+        return _Refusal(
+            "torchtitan: expert tensor parallelism is the tensor parallelism",
+            f"ep = 1, etp = {plan.etp}, t = {plan.tp}: without expert parallelism torchtitan 0.3.0 splits every expert "
+            "over the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
+            f"use --etp {plan.tp}, or --ep > 1, or --launcher megatron",
+        )
+    if shipped.cp_refusal and plan.cp > 1:
+        return _Refusal(
+            f"torchtitan: {shipped.config} cannot run context parallelism",
+            f"cp = {plan.cp}: {shipped.cp_refusal}",
+            "use --cp 1, or --launcher megatron",
+        )
+    return None
+
+
 def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
-    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape, or routed,
-    MLA or multi-token-prediction parts, whose settings pplan does not emit yet), or None."""
-    if routed_or_latent(model) and launcher_name(launcher) != "megatron":
-        return f"pplan does not yet emit {launcher_name(launcher)} settings for {routed_or_latent(model)}"
-    if launcher_name(launcher) == "megatron" or shipped_model(model) is not None:
+    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape; 0.2.x:
+    routed, MLA or multi-token-prediction parts, whose 0.2.x settings pplan does not emit), or None."""
+    name = launcher_name(launcher)
+    if name == "megatron":
+        return None
+    if routed_or_latent(model) and name == "torchtitan@0.2":
+        return f"pplan does not yet emit {name} settings for {routed_or_latent(model)}"
+    if shipped_model(model) is not None:
         return None
     return "torchtitan ships no configuration for this model"
 
@@ -412,24 +543,37 @@ def routed_or_latent(model: ModelSpec) -> str:
 def check_model(launcher: str, model: ModelSpec) -> None:
     """Raise a ConfigError naming `--launcher` when `launcher` cannot build `model` (before any plan)."""
     reason = model_unsupported_reason(launcher, model)
-    if reason is not None:
-        if routed_or_latent(model):
-            raise ConfigError(
-                "--launcher", f"{reason} (a launcher line without them would build a different model)",
-                "drop --launcher / --format: explain and recommend still plan the model",
-            )  # fmt: skip
+    if reason is None:
+        return
+    if routed_or_latent(model) and launcher_name(launcher) == "torchtitan@0.2":
         raise ConfigError(
-            "--launcher",
-            f"{reason} ({unshipped_detail(model)})",
-            "use --launcher megatron, or a Llama 3 8B/70B/405B profile",
-        )
+            "--launcher", f"{reason} (a launcher line without them would build a different model; torchtitan "
+            "0.2.2 ships routed flavours, but pplan writes no 0.2.x expert-parallel settings)",
+            "use --format torchtitan (0.3.x arguments) or --launcher megatron; explain and recommend still plan "
+            "the model",
+        )  # fmt: skip
+    if routed_or_latent(model):
+        raise ConfigError(
+            "--launcher", f"{reason} ({unshipped_detail(model)})",
+            "use --launcher megatron, or a model profile of a shape torchtitan ships",
+        )  # fmt: skip
+    raise ConfigError(
+        "--launcher",
+        f"{reason} ({unshipped_detail(model)})",
+        "use --launcher megatron, or a Llama 3 8B/70B/405B profile",
+    )
 
 
 def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -> None:
     """Raise a ConfigError naming `--launcher` when `launcher` cannot run `plan` (or build `model`, if given)."""
+    shipped = None
     if model is not None:
         check_model(launcher, model)
-    refused = _plan_refusal(launcher, plan)
+        shipped = None if launcher_name(launcher) == "megatron" else shipped_model(model)
+    fp8_config = shipped is not None and shipped.fp8_config is not None
+    refused = _plan_refusal(launcher, plan, fp8_config)
+    if refused is None and shipped is not None:
+        refused = _model_plan_refusal(launcher_name(launcher), plan, shipped)
     if refused is not None:
         raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
 

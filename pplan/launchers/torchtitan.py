@@ -22,6 +22,11 @@ over local_batch_size / pipeline_parallel_microbatch_size micro-batches, so loca
 torchtitan accumulates gradients over global_batch_size / (local_batch_size · d) steps, so local_batch_size = b.
 pplan's `full` recompute is torchtitan's full AC (every layer re-run from its input), `none` none; `selective` is
 refused (`pplan.launchers.support`).
+
+Routed models (0.3.x only): `--parallelism.expert_parallel_degree` is always written (a config function may set
+another: deepseek_v3_671b's is 2), and `--training.disable_cuda_graphs` with ep > 1 too (`Trainer.Config`'s
+`_validate_cuda_graphs` refuses EP with the standard token dispatcher without it); an FP8 plan names the model's
+Float8 config function (`deepseek_v3_671b_float8`) and says what it sets beyond pplan's plan.
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pplan.errors import ConfigError
-from pplan.launchers.support import check_supported, launcher_name, plan_summary, torchtitan_split
+from pplan.launchers.support import (
+    check_supported,
+    launcher_name,
+    plan_summary,
+    torchtitan_dp_degrees,
+    torchtitan_split,
+)
 from pplan.launchers.torchtitan_models import (
     TORCHTITAN_02_RELEASE,
     TORCHTITAN_RELEASE,
@@ -83,11 +94,9 @@ def data_parallel_degrees(plan: Plan, version: TorchtitanVersion = "0.3") -> tup
     is torchtitan's HSDP: FSDP shards over data_parallel_shard_degree × context_parallel_degree, so the shard
     degree is S/cp and the replicate degree (d·cp)/S (torchtitan 0.3.0 torchtitan/config/configs.py).
     """
-    if plan.shard_group is not None:
-        return plan.shard_replicas, plan.shard_group // plan.cp
-    if plan.zero_stage == 0 and (version == "0.3" or plan.tp == plan.pp == plan.cp == 1):
-        return plan.dp, 1
-    return 1, plan.dp
+    return torchtitan_dp_degrees(
+        version, plan.dp, plan.zero_stage, plan.shard_group, plan.tp, plan.pp, plan.cp
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +173,20 @@ def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_F
         _Field(par, "context_parallel_degree", plan.cp),
         _Field(par, "pipeline_parallel_degree", plan.pp, "ranks, not stages"),
     ]
+    if model.moe is not None:  # always written: a config function may set another (deepseek_v3_671b: 2)
+        if plan.ep > 1:
+            note = (
+                f"EP borrows its ranks from FSDP and TP: efsdp = shard·cp·t / ep = "
+                f"{shard}·{plan.cp}·{plan.tp} / {plan.ep} = {shard * plan.cp * plan.tp // plan.ep}; each expert whole "
+                "on its rank (etp = 1)"
+            )
+        else:
+            note = "no expert parallelism" + (
+                f"; every expert split over the t = {plan.tp} tensor-parallel ranks (etp = t)"
+                if plan.tp > 1
+                else ""
+            )
+        out.append(_Field(par, "expert_parallel_degree", plan.ep, note))
     if plan.pp > 1:
         chunk_layers = tuple(c.layers for c in plan.layout.chunks)
         edges = torchtitan_split(chunk_layers)
@@ -200,14 +223,13 @@ def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_F
         _Field("training", "global_batch_size", plan.global_batch),
         _Field("training", "seq_len", plan.seq_len),
     ]
-    if version == "0.3" and plan.pp > 1:
+    routed = model.moe is not None
+    if version == "0.3" and (plan.pp > 1 or (routed and plan.ep > 1)):
+        why = (
+            "pipeline parallelism" if plan.pp > 1 else "expert parallelism with the standard token dispatcher"
+        )
         out.append(
-            _Field(
-                "training",
-                "disable_cuda_graphs",
-                True,
-                "Trainer.Config refuses pipeline parallelism without it",
-            )
+            _Field("training", "disable_cuda_graphs", True, f"Trainer.Config refuses {why} without it")
         )
     if version == "0.2":
         out.append(_Field("activation_checkpoint", "mode", plan.recompute))
@@ -223,12 +245,9 @@ def _shipped(model: ModelSpec, plan: Plan, launcher: str) -> ShippedModel:
 
 def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: TorchtitanVersion) -> list[str]:
     """Header comment lines after the summary: the model's source and what the settings cannot carry."""
-    shape = (
-        f"{shipped.num_layers} layers, h {shipped.hidden_size}, {shipped.num_attention_heads} heads, "
-        f"{shipped.num_kv_heads} KV heads, FFN {shipped.ffn_hidden_size}, vocabulary {shipped.vocab_size}"
-    )
+    shape = shipped.shape()
     if version == "0.3":
-        source = f"--module {shipped.module} --config {shipped.config}"
+        source = f"--module {shipped.module} --config {_config(shipped, plan)}"
         rest = "data, tokenizer (--hf_assets_path), optimizer and steps are the config function's: yours to change"
     else:
         source = f'[model] name = "{shipped.module}", flavor = "{shipped.flavor}"'
@@ -240,6 +259,8 @@ def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: Torchti
     ]
     if version == "0.3":
         notes += list(shipped.config_notes)
+        if plan.precision == "fp8":
+            notes += list(shipped.fp8_notes)
     if not plan.flash_attention:
         notes.append(
             "attention: planned without flash attention; torchtitan's fused attention stores no scores"
@@ -251,10 +272,18 @@ def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: Torchti
     return notes
 
 
+def _config(shipped: ShippedModel, plan: Plan) -> str:
+    """The 0.3.x config function: the Float8 one for an FP8 plan (check_supported refused FP8 without one)."""
+    if plan.precision == "fp8":
+        assert shipped.fp8_config is not None
+        return shipped.fp8_config
+    return shipped.config
+
+
 def _arg_groups(model: ModelSpec, plan: Plan) -> list[list[str]]:
     """The 0.3.x arguments, one option (with its value) per group; the AC subcommand last."""
     shipped = _shipped(model, plan, "torchtitan")
-    groups = [["--module", shipped.module], ["--config", shipped.config]]
+    groups = [["--module", shipped.module], ["--config", _config(shipped, plan)]]
     for f in _fields(model, plan, "0.3"):
         if isinstance(f.value, bool):
             groups.append([f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"])

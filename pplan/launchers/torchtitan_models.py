@@ -3,17 +3,32 @@
 Pure data and one lookup (no I/O). torchtitan builds a model only from a configuration it ships: in 0.3.x a
 config function of a model module's registry (`--module llama3 --config llama3_70b`,
 `torchtitan/models/llama3/config_registry.py`), in 0.2.x a `[model]` name and flavor
-(`torchtitan/models/llama3/__init__.py`, `llama3_args`). pplan writes settings for a plan only when its model
-has exactly the shape of one of them; the shapes below are those files' of torchtitan 0.3.0 (`_8b`, `_70b`,
-`_405b`) and 0.2.2 (`"8B"`, `"70B"`, `"405B"`), which agree: FFN width is torchtitan's
-`compute_ffn_hidden_dim` of the dim, `multiple_of` and `ffn_dim_multiplier` there, the vocabulary Llama 3's
-tokenizer's. GPT-3 and pplan's other GPT shapes (learned positions, LayerNorm, GELU, biases, tied embeddings)
-are no torchtitan model.
+(`torchtitan/models/llama3/__init__.py`, `llama3_args`). The model is the config function's own: 0.3.0's
+`Trainer.Config.model_spec` is `tyro.conf.Suppress`ed (torchtitan/trainer.py), so no command-line override changes
+a layer, adds a multi-token-prediction module or picks another flavour. pplan writes settings for a plan only when
+its model has exactly the shape of one of them.
+
+Dense (both releases): the shapes are those files' of torchtitan 0.3.0 (`_8b`, `_70b`, `_405b`) and 0.2.2
+(`"8B"`, `"70B"`, `"405B"`), which agree: FFN width is torchtitan's `compute_ffn_hidden_dim` of the dim,
+`multiple_of` and `ffn_dim_multiplier` there, the vocabulary Llama 3's tokenizer's. GPT-3 and pplan's other GPT
+shapes (learned positions, LayerNorm, GELU, biases, tied embeddings) are no torchtitan model.
+
+Routed (0.3.x only; `pplan.launchers.support` refuses them for 0.2.x): the config functions of torchtitan 0.3.0's
+`torchtitan/models/deepseek_v3/config_registry.py` (`deepseek_v3_16b`, `deepseek_v3_671b`,
+`deepseek_v3_671b_float8`), `qwen3/config_registry.py` (`qwen3_30b_a3b`) and `gpt_oss/config_registry.py`
+(`gpt_oss_20b`, `gpt_oss_120b`), with the shapes of the flavours they build (`_16b`, `_671b` in
+`deepseek_v3/__init__.py`, `_30b_a3b` in `qwen3/__init__.py`, `_20b`, `_120b` in `gpt_oss/__init__.py`).
+DeepSeek-V3's `model_registry` builds `num_mtp_layers = 0` and its norms with `RMSNorm.Config`'s default ε 1e-5
+(torchtitan/models/common/nn_modules.py); Qwen3's norms take ε 1e-6; GPT-OSS windows the even layers to 128 keys
+(`sliding_window_size=128 if layer_id % 2 == 0`) and has attention sinks and biases on the QKV, output, expert and
+router matrices. `qwen3/__init__.py` also has a `235B-A22B` flavour, but no config function builds it (and its
+RoPE base is 5000000), so it is listed to be refused by name. torchtitan 0.3.0 has no Mixtral module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pplan.profiles.specs import ModelSpec
 
@@ -24,20 +39,49 @@ TORCHTITAN_02_RELEASE = "torchtitan 0.2.2"
 
 
 @dataclass(frozen=True, slots=True)
+class ShippedMoe:
+    """The routed MLP a torchtitan flavour builds (pplan's `MoeSpec` fields; every routed layer past the dense
+    ones: torchtitan has no layer frequency)."""
+
+    num_experts: int
+    top_k: int
+    expert_ffn_hidden_size: int
+    shared_expert_ffn_hidden_size: int = 0
+    """`moe_hidden_dim × num_shared_experts` (DeepSeek); 0: none."""
+    first_dense_layers: int = 0
+    """`n_dense_layers` (DeepSeek); 0: every layer routed."""
+    router_bias: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShippedMla:
+    """The multi-head latent attention a DeepSeek flavour builds (`make_mla_attention_config`)."""
+
+    q_lora_rank: int | None
+    """None where torchtitan's `q_lora_rank` is 0 (queries projected directly)."""
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
 class ShippedModel:
     """One model torchtitan ships a configuration for: where it lives and the shape it builds."""
 
     module: str
     """0.3.x `--module` (and 0.2.x `[model] name`)."""
     config: str
-    """0.3.x `--config`: the config function in `torchtitan/models/<module>/config_registry.py`."""
+    """0.3.x `--config`: the config function in `torchtitan/models/<module>/config_registry.py` ("" where none
+    builds the flavour: listed only to refuse it by name)."""
     flavor: str
     """0.2.x `[model] flavor` (and the 0.3.x model_registry flavor the config function builds)."""
     num_layers: int
     hidden_size: int
     num_attention_heads: int
     num_kv_heads: int
-    ffn_hidden_size: int
+    ffn_hidden_size: int | None
+    """The dense MLP's width; None where the flavour builds no dense layer (every layer routed)."""
     vocab_size: int
     rope_theta: int
     """RoPE base (`theta` / `rope_theta`); a profile that states one must agree (it changes no cost)."""
@@ -45,28 +89,115 @@ class ShippedModel:
     """RMSNorm ε (`eps` / `norm_eps`); a profile that states one must agree."""
     config_notes: tuple[str, ...] = ()
     """What the 0.3.x config function sets beyond the shape that pplan does not plan (said in the output)."""
+    head_dim: int | None = None
+    """Per-head width where it is not hidden / heads (Qwen3, GPT-OSS); None: hidden / heads."""
+    qk_norm: bool = False
+    qkv_bias: bool = False
+    linear_bias: bool = False
+    attention_sinks: bool = False
+    sliding_window: int | None = None
+    sliding_window_layers: Literal["all", "alternate"] = "all"
+    moe: ShippedMoe | None = None
+    mla: ShippedMla | None = None
+    mtp_layers: int = 0
+    fp8_config: str | None = None
+    """The 0.3.x config function of the same model with Float8 converters, if the registry has one."""
+    fp8_notes: tuple[str, ...] = ()
+    """What that Float8 config function sets that pplan's FP8 plan does not (said in the output)."""
+    cp_refusal: str = ""
+    """Why torchtitan cannot run this model with context parallelism ("" when it can)."""
+
+    def differences(self, model: ModelSpec) -> list[str]:
+        """Every field in which `model` is not this shape ("field: profile's, torchtitan's"); [] when it is."""
+        out: list[str] = []
+
+        def differ(name: str, mine: object, theirs: object) -> None:
+            if mine != theirs:
+                out.append(f"{name} {_text(mine)} (torchtitan {_text(theirs)})")
+
+        differ("num_layers", model.num_layers, self.num_layers)
+        differ("hidden_size", model.hidden_size, self.hidden_size)
+        differ("num_attention_heads", model.num_attention_heads, self.num_attention_heads)
+        if self.mla is None:
+            differ("kv heads", model.kv_heads, self.num_kv_heads)
+            differ(
+                "head width", model.head_size, self.head_dim or self.hidden_size // self.num_attention_heads
+            )
+        # the dense width is unused where neither side builds a dense layer
+        mine_dense = model.moe is None or model.moe.first_dense_layers > 0 or model.moe.layer_frequency > 1
+        if self.ffn_hidden_size is not None or mine_dense:
+            differ("ffn_hidden_size", model.ffn_hidden_size, self.ffn_hidden_size)
+        differ("vocab_size", model.vocab_size, self.vocab_size)
+        differ("mlp", model.mlp, "swiglu")
+        differ("norm", model.norm, "rmsnorm")
+        differ("position_embedding", model.position_embedding, "rope")
+        differ("tied_embeddings", model.tied_embeddings, False)
+        differ("dropout", model.dropout, False)
+        differ("qkv_bias", model.qkv_bias, self.qkv_bias)
+        differ("linear_bias", model.linear_bias, self.linear_bias)
+        differ("qk_norm", model.qk_norm, self.qk_norm)
+        differ("attention_sinks", model.attention_sinks, self.attention_sinks)
+        differ("sliding_window", model.sliding_window, self.sliding_window)
+        if self.sliding_window is not None:
+            differ("sliding_window_layers", model.sliding_window_layers, self.sliding_window_layers)
+        if model.rope_theta is not None:
+            differ("rope_theta", model.rope_theta, self.rope_theta)
+        if model.norm_epsilon is not None:
+            differ("norm_epsilon", model.norm_epsilon, self.norm_epsilon)
+        moe, shipped_moe = model.moe, self.moe
+        if (moe is None) != (shipped_moe is None):
+            differ("[moe]", "present" if moe else "absent", "present" if shipped_moe else "absent")
+        elif moe is not None and shipped_moe is not None:
+            differ("moe.num_experts", moe.num_experts, shipped_moe.num_experts)
+            differ("moe.top_k", moe.top_k, shipped_moe.top_k)
+            differ(
+                "moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size, shipped_moe.expert_ffn_hidden_size
+            )
+            differ(
+                "moe.shared_expert_ffn_hidden_size",
+                moe.shared_expert_ffn_hidden_size,
+                shipped_moe.shared_expert_ffn_hidden_size,
+            )
+            differ("moe.first_dense_layers", moe.first_dense_layers, shipped_moe.first_dense_layers)
+            differ("moe.layer_frequency", moe.layer_frequency, 1)
+            differ("moe.router_bias", moe.router_bias, shipped_moe.router_bias)
+        mla, shipped_mla = model.mla, self.mla
+        if (mla is None) != (shipped_mla is None):
+            differ("[mla]", "present" if mla else "absent", "present" if shipped_mla else "absent")
+        elif mla is not None and shipped_mla is not None:
+            for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                differ(f"mla.{name}", getattr(mla, name), getattr(shipped_mla, name))
+        differ("mtp_layers", model.mtp_layers, self.mtp_layers)
+        return out
 
     def matches(self, model: ModelSpec) -> bool:
-        """Whether `model` is this shape: a Llama 3 layer (RoPE, GQA, SwiGLU, RMSNorm, no biases, untied)."""
-        return (
-            model.num_layers == self.num_layers
-            and model.hidden_size == self.hidden_size
-            and model.num_attention_heads == self.num_attention_heads
-            and model.kv_heads == self.num_kv_heads
-            and model.head_size == self.hidden_size // self.num_attention_heads
-            and model.ffn_hidden_size == self.ffn_hidden_size
-            and model.vocab_size == self.vocab_size
-            and model.mlp == "swiglu"
-            and model.norm == "rmsnorm"
-            and model.position_embedding == "rope"
-            and not model.tied_embeddings
-            and not model.qkv_bias
-            and not model.linear_bias
-            and not model.dropout
-            and model.rope_theta in (None, self.rope_theta)
-            and model.norm_epsilon in (None, self.norm_epsilon)
-        )
+        """Whether `model` is exactly this shape."""
+        return not self.differences(model)
 
+    def shape(self) -> str:
+        """The shape in one phrase, for the output's header and the refusals."""
+        if self.mla is not None:
+            attention = "MLA"
+        else:
+            attention = f"{self.num_attention_heads} heads, {self.num_kv_heads} KV heads"
+        text = f"{self.num_layers} layers, h {self.hidden_size}, {attention}"
+        if self.ffn_hidden_size is not None:
+            text += f", FFN {self.ffn_hidden_size}"
+        if self.moe is not None:
+            text += f", {self.moe.num_experts} experts (top-{self.moe.top_k}) of width {self.moe.expert_ffn_hidden_size}"
+        return text + f", vocabulary {self.vocab_size}"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    return str(value)
+
+
+_ROUTED_RUN = (
+    "its router's scoring, grouping and load-balancing bias update (register_moe_load_balancing_hook) are the "
+    "flavour's; pplan costs routing as one h × E GEMM either way"
+)
 
 SHIPPED_MODELS: tuple[ShippedModel, ...] = (
     ShippedModel("llama3", "llama3_8b", "8B", 32, 4096, 32, 8, 14336, 128256, 500000),
@@ -89,18 +220,160 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
             "communication, so expect a faster step than predicted",
         ),
     ),
+    ShippedModel(
+        "deepseek_v3",
+        "deepseek_v3_16b",
+        "16B",
+        27,
+        2048,
+        16,
+        16,
+        10944,
+        102400,
+        10000,
+        mla=ShippedMla(None, 512, 128, 64, 128),
+        moe=ShippedMoe(64, 6, 1408, shared_expert_ffn_hidden_size=2816, first_dense_layers=1),
+        config_notes=(
+            "deepseek_v3_16b builds FlexAttention and YaRN RoPE (factor 40), and compiles the loss only; "
+            + _ROUTED_RUN,
+        ),
+    ),
+    ShippedModel(
+        "deepseek_v3",
+        "deepseek_v3_671b",
+        "671B",
+        61,
+        7168,
+        128,
+        128,
+        18432,
+        129280,
+        10000,
+        mla=ShippedMla(1536, 512, 128, 64, 128),
+        moe=ShippedMoe(256, 8, 2048, shared_expert_ffn_hidden_size=2048, first_dense_layers=3),
+        config_notes=(
+            "deepseek_v3_671b builds FlexAttention and YaRN RoPE (factor 40), no multi-token-prediction module, and "
+            "compiles the loss only; " + _ROUTED_RUN,
+        ),
+        fp8_config="deepseek_v3_671b_float8",
+        fp8_notes=(
+            "deepseek_v3_671b_float8 converts every Linear but lm_head and router.gate to torchao's Float8Linear "
+            "with the rowwise recipe (a scale per row, where pplan costed per-tensor scaling) and the routed "
+            "experts' grouped GEMMs to Float8 (Float8GroupedExpertsConverter); torchao quantises the weights at each "
+            "GEMM rather than keeping the FP8 weight copies pplan counted (memory ≤ plan), and the model is not "
+            "compiled, which torchtitan warns float8 MoE needs for speed: expect another step time than predicted",
+        ),
+    ),
+    ShippedModel(
+        "qwen3",
+        "qwen3_30b_a3b",
+        "30B-A3B",
+        48,
+        2048,
+        32,
+        4,
+        None,
+        151936,
+        1000000,
+        norm_epsilon=1e-6,
+        head_dim=128,
+        qk_norm=True,
+        moe=ShippedMoe(128, 8, 768),
+        config_notes=("qwen3_30b_a3b builds FlexAttention with QK norms; " + _ROUTED_RUN,),
+    ),
+    ShippedModel(
+        "qwen3",
+        "",
+        "235B-A22B",
+        94,
+        4096,
+        64,
+        4,
+        None,
+        151936,
+        5000000,
+        norm_epsilon=1e-6,
+        head_dim=128,
+        qk_norm=True,
+        moe=ShippedMoe(128, 8, 1536),
+    ),
+    *(
+        ShippedModel(
+            "gpt_oss",
+            f"gpt_oss_{size}",
+            size,
+            layers,
+            2880,
+            64,
+            8,
+            None,
+            201088,
+            150000,
+            head_dim=64,
+            qkv_bias=True,
+            linear_bias=True,
+            attention_sinks=True,
+            sliding_window=128,
+            sliding_window_layers="alternate",
+            moe=ShippedMoe(experts, 4, 2880, router_bias=True),
+            config_notes=(
+                f"gpt_oss_{size} builds varlen attention, YaRN RoPE (factor 32) and clamped-SwiGLU experts; "
+                + _ROUTED_RUN,
+            ),
+            cp_refusal=(
+                "its varlen attention cannot run with context parallelism under the default spmd_backend "
+                "(validate_config in torchtitan 0.3.0 torchtitan/distributed/full_dtensor.py)"
+            ),
+        )
+        for size, layers, experts in (("20b", 24, 32), ("120b", 36, 128))
+    ),
 )
 
 
 def shipped_model(model: ModelSpec) -> ShippedModel | None:
     """The torchtitan configuration that builds exactly `model`'s shape, or None."""
-    return next((s for s in SHIPPED_MODELS if s.matches(model)), None)
+    return next((s for s in SHIPPED_MODELS if s.config and s.matches(model)), None)
+
+
+def _shipped_list(routed: bool) -> str:
+    return ", ".join(
+        f"{s.config} ({s.num_layers} layers, h {s.hidden_size})"
+        for s in SHIPPED_MODELS
+        if s.config and (s.moe is not None) == routed
+    )
 
 
 def unshipped_detail(model: ModelSpec) -> str:
     """Why no torchtitan configuration builds `model`: the one-line detail of the refusal."""
-    shipped = ", ".join(f"{s.config} ({s.num_layers} layers, h {s.hidden_size})" for s in SHIPPED_MODELS)
+    if model.moe is not None or model.mla is not None or model.mtp_layers:
+        return _routed_detail(model)
+    shipped = _shipped_list(False)
     if model.position_embedding != "rope" or model.mlp != "swiglu" or model.norm != "rmsnorm":
         kind = f"{model.position_embedding} positions, {model.mlp} MLP, {model.norm}"
         return f"{model.name} is not a Llama-style model ({kind}); torchtitan's dense llama3 configs are {shipped}"
     return f"{model.name}'s shape is none of torchtitan's dense llama3 configs: {shipped}"
+
+
+def _routed_detail(model: ModelSpec) -> str:
+    routed = [s for s in SHIPPED_MODELS if s.moe is not None]
+    near = min(routed, key=lambda s: len(s.differences(model)))
+    diff = near.differences(model)
+    if not diff:  # exactly a flavour that no config function builds
+        return (
+            f"{model.name} is {TORCHTITAN_RELEASE}'s {near.module} flavour {near.flavor}, but no config function "
+            f"in torchtitan/models/{near.module}/config_registry.py builds it"
+        )
+    if len(diff) <= 3 and near.config:
+        why = ""
+        if any(d.startswith("mtp_layers") for d in diff):
+            why = (
+                "; the config function builds no multi-token-prediction module and no command-line override adds "
+                "one (Trainer.Config.model_spec is not a command-line field)"
+            )
+        return f"{model.name} (routed experts) differs from {near.config}: {', '.join(diff)}{why}"
+    if len(diff) <= 3:
+        return (
+            f"{model.name} (routed experts) differs from {near.module}'s {near.flavor} flavour ({', '.join(diff)}), "
+            "which no config function builds anyway"
+        )
+    return f"{model.name} (routed experts) is none of {TORCHTITAN_RELEASE}'s routed configs: {_shipped_list(True)}"
