@@ -203,7 +203,7 @@ def recommend(
         launchers.support.check_model(launcher, model_spec)
 
     def launcher_reason(name: str, req: PlanRequest, m: int) -> str | None:
-        return launchers.support.request_unsupported_reason(name, req, m, layers)
+        return launchers.support.request_unsupported_reason(name, req, m, layers, model_spec)
 
     started = time.perf_counter()
     if sys.stderr.isatty() and output == "table":

@@ -415,12 +415,15 @@ def unsupported_reason(
 
 
 def request_unsupported_reason(
-    launcher: str, req: PlanRequest, m: int, num_layers: int | None = None
+    launcher: str, req: PlanRequest, m: int, num_layers: int | None = None, model: ModelSpec | None = None
 ) -> str | None:
     """`unsupported_reason` for a request before it becomes a plan (the search's `launcher_reason` callback).
 
-    With `num_layers`, an uneven first/last split is checked too.
+    With `num_layers`, an uneven first/last split is checked too; with `model`, what torchtitan cannot run on the
+    model it builds (its experts' tensor parallelism, context parallelism), and FP8 where it ships a Float8
+    config function of the model, as `check_supported` does for the plan.
     """
+    shipped = None if model is None or launcher_name(launcher) == "megatron" else shipped_model(model)
     layers: tuple[int, ...] | None = None
     kind = schedule_family(req.schedule)
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
@@ -460,9 +463,11 @@ def request_unsupported_reason(
         req.fp8_swiglu_input,
         req.moment_dtype,
         (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)),
-        False,
+        shipped is not None and shipped.fp8_config is not None,
         req.fp8_param_gather,
     )
+    if refused is None and shipped is not None:
+        refused = _model_plan_refusal(shipped, req.ep, req.etp, req.tp, req.cp)
     if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
         return SEARCH_TORCHTITAN_ZERO
     return None if refused is None else refused.reason
@@ -494,19 +499,20 @@ def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refus
     )
 
 
-def _model_plan_refusal(launcher: str, plan: Plan, shipped: ShippedModel) -> _Refusal | None:
-    """What torchtitan cannot run of `plan` on the model it builds (`shipped`)."""
-    if shipped.moe is not None and plan.ep == 1 and plan.tp > 1 and plan.etp != plan.tp:
+def _model_plan_refusal(shipped: ShippedModel, ep: int, etp: int, tp: int, cp: int) -> _Refusal | None:
+    """What torchtitan cannot run, with expert parallelism `ep`, expert tensor parallelism `etp`, tensor
+    parallelism `tp` and context parallelism `cp`, on the model it builds (`shipped`)."""
+    if shipped.moe is not None and ep == 1 and tp > 1 and etp != tp:
         return _Refusal(
             "torchtitan: expert tensor parallelism is the tensor parallelism",
-            f"ep = 1, etp = {plan.etp}, t = {plan.tp}: without expert parallelism torchtitan 0.3.0 splits every expert "
+            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert "
             "over the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
-            f"use --etp {plan.tp}, or --ep > 1, or --launcher megatron",
+            f"use --etp {tp}, or --ep > 1, or --launcher megatron",
         )
-    if shipped.cp_refusal and plan.cp > 1:
+    if shipped.cp_refusal and cp > 1:
         return _Refusal(
             f"torchtitan: {shipped.config} cannot run context parallelism",
-            f"cp = {plan.cp}: {shipped.cp_refusal}",
+            f"cp = {cp}: {shipped.cp_refusal}",
             "use --cp 1, or --launcher megatron",
         )
     return None
@@ -573,7 +579,7 @@ def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -
     fp8_config = shipped is not None and shipped.fp8_config is not None
     refused = _plan_refusal(launcher, plan, fp8_config)
     if refused is None and shipped is not None:
-        refused = _model_plan_refusal(launcher_name(launcher), plan, shipped)
+        refused = _model_plan_refusal(shipped, plan.ep, plan.etp, plan.tp, plan.cp)
     if refused is not None:
         raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
 

@@ -28,6 +28,7 @@ RoPE base is 5000000), so it is listed to be refused by name. torchtitan 0.3.0 h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from pplan.profiles.specs import ModelSpec
@@ -330,8 +331,10 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
 )
 
 
+@lru_cache(maxsize=64)
 def shipped_model(model: ModelSpec) -> ShippedModel | None:
-    """The torchtitan configuration that builds exactly `model`'s shape, or None."""
+    """The torchtitan configuration that builds exactly `model`'s shape, or None (remembered: a search with a
+    launcher asks per configuration)."""
     return next((s for s in SHIPPED_MODELS if s.config and s.matches(model)), None)
 
 
