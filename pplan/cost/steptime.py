@@ -357,11 +357,16 @@ def straggler_factor(gpus: int) -> float:
     return math.sqrt(2 * math.log(gpus)) if gpus > 1 else 0.0
 
 
-def jitter_s(plan: Plan, busy_s: float) -> float:
+def straggler_s(c: float, busy_s: float, gpus: int) -> float:
     """The straggler allowance: with each rank's work per step varying independently with coefficient of variation
-    c = `plan.jitter`, a step that synchronises all G GPUs waits for the slowest, c · busy · `straggler_factor`(G)
-    longer; busy: the busiest rank's pass time in the step."""
-    return plan.jitter * busy_s * straggler_factor(plan.gpus)
+    c, a step that synchronises all G GPUs waits for the slowest, c · busy · `straggler_factor`(G) longer; busy: the
+    busiest rank's pass time in the step."""
+    return c * busy_s * straggler_factor(gpus)
+
+
+def jitter_s(plan: Plan, busy_s: float) -> float:
+    """`straggler_s` at the plan's own coefficient of variation (`plan.jitter`) and GPU count."""
+    return straggler_s(plan.jitter, busy_s, plan.gpus)
 
 
 def step_time(

@@ -167,13 +167,10 @@ def _expert_refusal(
             "are whole on each rank (torchtitan/models/common/moe_sharding.py)",
             "drop --etp (etp = 1), or --launcher megatron",
         )
-    if etp > 1 and etp != tp:
-        return _Refusal(
-            "torchtitan: expert tensor parallelism is the tensor parallelism",
-            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert over "
-            "the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
-            f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
-        )
+    if etp > 1:  # a routed model, whatever the caller knows of it
+        split = _expert_split_refusal(ep, etp, tp)
+        if split is not None:
+            return split
     version: Literal["0.3", "0.2"] = "0.2" if launcher == "torchtitan@0.2" else "0.3"
     shard = torchtitan_dp_degrees(version, dp, zero_stage, shard_group, tp, pp, cp)[1]
     if ep > 1 and (shard * cp * tp) % ep:
@@ -499,16 +496,25 @@ def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refus
     )
 
 
+def _expert_split_refusal(ep: int, etp: int, tp: int) -> _Refusal | None:
+    """A routed model without expert parallelism: torchtitan 0.3.0 splits every expert over the t tensor-parallel
+    ranks, so the plan's etp must be t."""
+    if ep > 1 or etp == tp:
+        return None
+    return _Refusal(
+        "torchtitan: expert tensor parallelism is the tensor parallelism",
+        f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert over "
+        "the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
+        f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
+    )
+
+
 def _model_plan_refusal(shipped: ShippedModel, ep: int, etp: int, tp: int, cp: int) -> _Refusal | None:
     """What torchtitan cannot run, with expert parallelism `ep`, expert tensor parallelism `etp`, tensor
     parallelism `tp` and context parallelism `cp`, on the model it builds (`shipped`)."""
-    if shipped.moe is not None and ep == 1 and tp > 1 and etp != tp:
-        return _Refusal(
-            "torchtitan: expert tensor parallelism is the tensor parallelism",
-            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert "
-            "over the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
-            f"use --etp {tp}, or --ep > 1, or --launcher megatron",
-        )
+    split = _expert_split_refusal(ep, etp, tp) if shipped.moe is not None else None
+    if split is not None:
+        return split
     if shipped.cp_refusal and cp > 1:
         return _Refusal(
             f"torchtitan: {shipped.config} cannot run context parallelism",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from pplan.cost.passtime import layer_pass_times
-from pplan.cost.steptime import step_time, straggler_factor
+from pplan.cost.steptime import step_time, straggler_s
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
@@ -435,7 +435,7 @@ def strong_scaling(
         run = {**row, "gpus": int(point["gpus"]), "global_batch": int(statement["global_batch"])}
         plan = make_plan(model, run_request(run, data["stated"], data["assumed"], data["stack"]))
         step = step_time(model, hardware, plan)
-        per_c = max(step.run.summary.busy_per_rank) * straggler_factor(plan.gpus)  # jitter_s per unit of c
+        per_c = straggler_s(1.0, max(step.run.summary.busy_per_rank), plan.gpus)  # the allowance per unit of c
         parts.append((plan, step, per_c))
 
     def mfus(c: float) -> list[float]:
