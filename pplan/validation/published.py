@@ -435,7 +435,9 @@ def strong_scaling(
         run = {**row, "gpus": int(point["gpus"]), "global_batch": int(statement["global_batch"])}
         plan = make_plan(model, run_request(run, data["stated"], data["assumed"], data["stack"]))
         step = step_time(model, hardware, plan)
-        per_c = straggler_s(1.0, max(step.run.summary.busy_per_rank), plan.gpus)  # the allowance per unit of c
+        per_c = straggler_s(
+            1.0, max(step.run.summary.busy_per_rank), plan.gpus
+        )  # the allowance per unit of c
         parts.append((plan, step, per_c))
 
     def mfus(c: float) -> list[float]:
