@@ -352,3 +352,38 @@ def test_cli_errors_are_one_line_with_exit_code_2(
     res = run_pplan(capsys, *args)
     assert res.code == 2
     assert res.err.startswith(start) and res.err.count("\n") == 1
+
+
+def _efficiency_from(tmp_path: Path, body: str) -> Path:
+    """The H800 profile with its `[efficiency]` table replaced by `body`."""
+    text = profile_source("hardware", "h800-sxm-80gb")
+    start = text.index("[efficiency]\n")
+    end = text.index("\n[", start + 1)
+    path = tmp_path / "gpu.toml"
+    path.write_text(text[:start] + "[efficiency]\n" + body + text[end:], encoding="utf-8")
+    return path
+
+
+def test_efficiency_from_takes_the_named_profiles_figures_with_its_own_on_top(tmp_path: Path) -> None:
+    h100 = load_hardware("h100-sxm-80gb").efficiency
+    for name in ("h200-sxm-141gb", "h800-sxm-80gb"):  # one GH100 chip: one home for its fitted figures
+        assert load_hardware(name).efficiency == h100
+    assert load_hardware("a100-sxm-40gb").efficiency == load_hardware("a100-sxm-80gb").efficiency
+    own = load_hardware(str(_efficiency_from(tmp_path, 'from = "h100-sxm-80gb"\nhbm = 0.7\n'))).efficiency
+    assert own.hbm == 0.7
+    assert own.matmul == h100.matmul and own.fp8_matmul == h100.fp8_matmul
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('from = "h99"\n', "names no bundled hardware profile ('h99')"),
+        ('from = "h200-sxm-141gb"\n', "hardware/h200-sxm-141gb takes its own figures from another profile"),
+    ],
+)
+def test_efficiency_from_refuses_an_unknown_or_chained_profile(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    with pytest.raises(ProfileError, match=re.escape(message)) as err:
+        load_hardware(str(_efficiency_from(tmp_path, body)))
+    assert str(err.value).count("\n") == 0

@@ -79,7 +79,33 @@ def load_model(ref: str) -> ModelSpec:
 def load_hardware(ref: str) -> HardwareSpec:
     """A validated hardware profile from a bundled name or a `.toml` path."""
     path, shown = _resolve("hardware", ref)
-    return _validate(HardwareSpec, _read_toml(path, shown), shown)
+    return _validate(HardwareSpec, _shared_efficiency(_read_toml(path, shown), shown), shown)
+
+
+def _shared_efficiency(data: dict[str, Any], shown: str) -> dict[str, Any]:
+    """`[efficiency] from = "NAME"`: the efficiency figures of the bundled hardware profile NAME, with this
+    profile's own `[efficiency]` keys on top. GPUs built on one chip (H100, H200, H800) share the figures fitted
+    once to the chip's public runs, so they have one home: the fitted profile's."""
+    efficiency = data.get("efficiency")
+    if not isinstance(efficiency, dict) or "from" not in efficiency:
+        return data
+    name = efficiency["from"]
+    bundled = _bundled("hardware")
+    if not isinstance(name, str) or name not in bundled:
+        raise ProfileError(
+            f"{shown}: efficiency.from",
+            f"names no bundled hardware profile ({name!r})",
+            f"give one of {', '.join(sorted(bundled))}",
+        )
+    base = _read_toml(bundled[name], _shown_bundled("hardware", bundled[name])).get("efficiency", {})
+    if not isinstance(base, dict) or "from" in base:
+        raise ProfileError(
+            f"{shown}: efficiency.from",
+            f"hardware/{name} takes its own figures from another profile",
+            "name the profile that states them",
+        )
+    own = {k: v for k, v in efficiency.items() if k != "from"}
+    return {**data, "efficiency": {**base, **own}}
 
 
 def load_stage_durations(ref: str) -> StageDurationsSpec:
