@@ -26,10 +26,13 @@ class Query:
     gpus: int
     global_batch: int
     seq_len: int | None = None
+    launcher: str | None = None
+    """Plans only this launcher runs (`--launcher`: the search's launcher filter)."""
 
     def args(self) -> list[str]:
         out = ["--model", self.model, "--hardware", self.hardware, "--gpus", str(self.gpus)]
         out += ["--global-batch", str(self.global_batch)]
+        out += ["--launcher", self.launcher] if self.launcher else []
         return out + (["--seq-len", str(self.seq_len)] if self.seq_len else [])
 
 
@@ -45,6 +48,9 @@ PANEL = (
     Query("70b-100000", "llama3-70b", "h100-sxm-80gb", 100_000, 25_000),
     Query("mixtral-64", "mixtral-8x7b", "h100-sxm-80gb", 64, 512, 4096),
     Query("dsv3-2048", "deepseek-v3", "h800-sxm-80gb", 2048, 15_360, 4096),
+    Query("405b-1024-mlm", "llama3-405b", "h100-sxm-80gb", 1024, 2048, launcher="megatron"),
+    Query("405b-1024-tt", "llama3-405b", "h100-sxm-80gb", 1024, 2048, launcher="torchtitan"),
+    Query("qwen3-64-tt", "qwen3-30b-a3b", "h100-sxm-80gb", 64, 512, launcher="torchtitan"),
 )
 PLAN_KEYS = (
     "schedule",
@@ -78,13 +84,22 @@ def _plan_id(plan: dict[str, object]) -> tuple[object, ...]:
 
 
 def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
+    from pplan.launchers.support import request_unsupported_reason
+    from pplan.plan.configuration import PlanRequest
     from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.profiles.stacks import stack_for_launcher
     from pplan.search import SearchRequest, brute_force
     from pplan.search.rank import distinct
 
     t0 = time.perf_counter()
-    scored = brute_force(load_model(q.model), load_hardware(q.hardware),
-                         SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n))  # fmt: skip
+    model = load_model(q.model)
+
+    def reason(name: str, req: PlanRequest, m: int) -> str | None:  # each request asked whole
+        return request_unsupported_reason(name, req, m, model.num_layers, model)
+
+    req = SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n, launcher=q.launcher,
+                        stack=stack_for_launcher(q.launcher))  # fmt: skip
+    scored = brute_force(model, load_hardware(q.hardware), req, reason)
     top, _ = distinct(scored, n)
     ids: list[tuple[object, ...]] = []
     for s in top:

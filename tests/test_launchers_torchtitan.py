@@ -845,19 +845,18 @@ def test_a_routed_search_shows_only_what_torchtitan_runs() -> None:
     """recommend --launcher torchtitan on a routed model: every plan it shows is written (not refused by the
     writer), and with t > 1 forced and ep = 1 nothing is (torchtitan splits the experts over t, pplan's plan keeps
     them whole), so the model-level rules are the search's too."""
-    from functools import partial
-
+    from pplan.launchers.support import SearchFilter
     from pplan.profiles.catalog import load_hardware
     from pplan.search import SearchRequest, search
 
     model, hw = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm-80gb")
-    reason = partial(request_unsupported_reason, num_layers=model.num_layers, model=model)
+    reason = SearchFilter("torchtitan", model)
     base = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", top_n=5)
-    shown = search(model, hw, base, launcher_reason=reason).candidates
+    shown = search(model, hw, base, launcher=reason).candidates
     assert shown
     for rec in shown:
         assert "--parallelism.expert_parallel_degree" in launcher_text(
             "torchtitan", model, make_plan(model, rec.request)
         )
     forced = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1)
-    assert not search(model, hw, forced, launcher_reason=reason).candidates
+    assert not search(model, hw, forced, launcher=reason).candidates

@@ -198,12 +198,12 @@ def recommend(
         check_precision(hardware_spec, asked)
     if any(request.offload):
         hardware_spec.require_host_link()
-    layers = model_spec.num_layers
+    launcher_filter = None
     if launcher is not None:  # a launcher that cannot build the model runs nothing
         launchers.support.check_model(launcher, model_spec)
-
-    def launcher_reason(name: str, req: PlanRequest, m: int) -> str | None:
-        return launchers.support.request_unsupported_reason(name, req, m, layers, model_spec)
+        launcher_filter = launchers.support.SearchFilter(
+            launcher, model_spec, request.tp_comm_overlap, request.recompute_modules
+        )
 
     started = time.perf_counter()
     if sys.stderr.isatty() and output == "table":
@@ -213,9 +213,9 @@ def recommend(
             def tick(done: int) -> None:
                 bar.update(task, completed=done)
 
-            result = search(model_spec, hardware_spec, request, tick, launcher_reason)
+            result = search(model_spec, hardware_spec, request, tick, launcher_filter)
     else:
-        result = search(model_spec, hardware_spec, request, None, launcher_reason)
+        result = search(model_spec, hardware_spec, request, None, launcher_filter)
     elapsed = time.perf_counter() - started
     inputs = RecommendInputs(
         model=model_spec.name,

@@ -64,12 +64,19 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, get_args
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
 
 from pplan.errors import ConfigError
 from pplan.launchers.torchtitan_models import ShippedModel, shipped_model, unshipped_detail
-from pplan.plan.configuration import Plan, PlanRequest
+from pplan.plan.configuration import (
+    DEFAULT_RECOMPUTE_MODULES,
+    Plan,
+    PlanRequest,
+    Recompute,
+    RecomputeModule,
+    recompute_label,
+)
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
@@ -219,8 +226,37 @@ def _refusal(
     resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs, `precision` its GEMM
     precision; `experts` (ep, etp, t, d) its expert and tensor parallelism and data-parallel size (None-free:
     1s when unknown); `fp8_config` whether torchtitan ships a Float8 config function of the model (FP8 is then
-    written), `fp8_param_gather` whether the plan gathers FP8 weights."""
+    written), `fp8_param_gather` whether the plan gathers FP8 weights. The rules on the cut (`_cut_refusal`) are
+    checked before those on its sharding, recompute and gradients (`_cell_refusal`)."""
     launcher = launcher_name(launcher)
+    kind = schedule_family(schedule)
+    return _cut_refusal(
+        launcher, kind, p, v, m, chunk_layers, offload, cp, tp_comm_overlap, precision, fp8_swiglu_input,
+        moment_dtype, experts, fp8_config, fp8_param_gather,
+    ) or _cell_refusal(
+        launcher, p, zero_stage, overlap, recompute, grad_dtype, shard_group, cp, reshard_after_forward, experts
+    )  # fmt: skip
+
+
+def _cut_refusal(
+    launcher: str,
+    kind: ScheduleFamily,
+    p: int | None,
+    v: int | None,
+    m: int | None,
+    chunk_layers: Sequence[int] | None,
+    offload: bool,
+    cp: int,
+    tp_comm_overlap: bool,
+    precision: str,
+    fp8_swiglu_input: bool,
+    moment_dtype: str,
+    experts: tuple[int, int, int, int],
+    fp8_config: bool,
+    fp8_param_gather: bool,
+) -> _Refusal | None:
+    """The rules on what every configuration of one cut shares (schedule, p, v, m, layer split, cp, t, ep, d,
+    precision, offload; `launcher` canonical): a search checks them once per cut."""
     if fp8_swiglu_input:
         return _Refusal(
             f"{launcher}: no FP8 SwiGLU-input caching",
@@ -258,7 +294,6 @@ def _refusal(
             "--tp-comm-overlap: pplan writes no torchtitan async-TP and compile settings",
             "drop --tp-comm-overlap, or set parallelism.enable_async_tensor_parallel and compile yourself",
         )
-    kind = schedule_family(schedule)
     chunks = kind.fixed_v if kind.fixed_v is not None else v
     if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
         return _Refusal(
@@ -272,28 +307,6 @@ def _refusal(
     if refused is not None:
         return refused
     if launcher == "megatron":
-        if zero_stage >= 1 and overlap == (False, True):
-            return _Refusal(
-                "megatron: --overlap-param-gather needs --overlap-grad-reduce",
-                f"ZeRO-{zero_stage} with --no-overlap-grad-reduce; Megatron asserts "
-                "'Must use --overlap-param-gather with --overlap-grad-reduce'",
-                "add --no-overlap-param-gather (pplan then costs the parameter gather as exposed), "
-                "or drop --no-overlap-grad-reduce",
-            )
-        if shard_group is not None and zero_stage >= 2:
-            return _Refusal(
-                "megatron: no hybrid sharding for Megatron-FSDP in pplan's flags",
-                f"ZeRO-{zero_stage} with a shard group; pplan writes hybrid sharding only as the distributed "
-                "optimizer's --num-distributed-optimizer-instances (ZeRO-1), not Megatron-FSDP's",
-                "use --zero-stage 1, or drop --shard-group, or --launcher torchtitan",
-            )
-        if not reshard_after_forward:
-            return _Refusal(
-                "megatron: Megatron-FSDP reshards after every forward",
-                "megatron-core 0.16.1's only no-reshard flag, --torch-fsdp2-no-reshard-after-forward, applies to "
-                "--use-torch-fsdp2, not the Megatron-FSDP pplan writes for ZeRO-3",
-                "drop --no-reshard-after-forward, or use --launcher torchtitan (fsdp_reshard_after_forward)",
-            )
         # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
         if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
             return _Refusal(
@@ -302,10 +315,7 @@ def _refusal(
                 f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
             )
         return None
-    ep, etp, tp, dp = experts
-    expert = _expert_refusal(launcher, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
-    if expert is not None:
-        return expert
+    ep = experts[0]
     if ep > 1 and kind.overlaps_expert_comm:
         return _Refusal(
             f"torchtitan: {kind.name} without the expert all-to-all overlap",
@@ -314,42 +324,12 @@ def _refusal(
             "(_PipelineScheduleRuntime, OVERLAP_F_B, PyTorch 2.13 torch/distributed/pipelining/schedules.py)",
             "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
         )
-    if shard_group is not None and shard_group % cp:
-        return _Refusal(
-            "torchtitan: the shard group must be a multiple of cp",
-            f"S = {shard_group}, cp = {cp}: torchtitan's FSDP shards over data_parallel_shard_degree × "
-            "context_parallel_degree (torchtitan 0.3.0 torchtitan/config/configs.py)",
-            f"use --shard-group a multiple of {cp}, or --launcher megatron",
-        )
-    if grad_dtype == "bf16":
-        return _Refusal(
-            "torchtitan: gradients reduced in FP32 only",
-            "torchtitan keeps and reduces gradients in FP32 (training.mixed_precision_reduce takes only float32, "
-            "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
-            "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
-        )
     if offload:
         return _Refusal(
             "torchtitan: no activation offload",
             "torchtitan's only offload option, training.enable_cpu_offload, moves FSDP's parameters, gradients "
             "and optimizer states to the CPU, not saved activations (torchtitan 0.3.0 torchtitan/config/configs.py)",
             "drop --offload-modules, or use --launcher megatron (--fine-grained-activation-offloading)",
-        )
-    if recompute.startswith("full("):
-        return _Refusal(
-            "torchtitan: full recompute of every layer only",
-            "torchtitan's full AC checkpoints every transformer block on its own, and its layer option "
-            "(selective_ac_option = k) every k-th block, not the first N of each chunk nor groups of N "
-            "(torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py)",
-            "use --recompute full without --recompute-layers, or --launcher megatron (--recompute-method)",
-        )
-    if recompute.startswith("selective"):
-        return _Refusal(
-            "torchtitan: no attention-core recompute (pplan's selective)",
-            "torchtitan's selective AC saves matmul and attention outputs and recomputes every second matmul "
-            "(SelectiveAC, torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py), not pplan's "
-            "attention-core recompute (Korthikanti et al. 2022)",
-            "use --recompute full or none, or --launcher megatron",
         )
     if p is not None and p > 1 and m is not None:
         if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
@@ -376,6 +356,81 @@ def _refusal(
             "torchtitan: first/last stage cannot have more layers than the others",
             f"layers per chunk {chunk_layers[0]}, ..., {chunk_layers[-1]}",
             "give the first and last stages fewer layers (or as many), or --launcher megatron",
+        )
+    return None
+
+
+def _cell_refusal(
+    launcher: str,
+    p: int | None,
+    zero_stage: int,
+    overlap: tuple[bool, bool],
+    recompute: str,
+    grad_dtype: str,
+    shard_group: int | None,
+    cp: int,
+    reshard_after_forward: bool,
+    experts: tuple[int, int, int, int],
+) -> _Refusal | None:
+    """The rules on a configuration's ZeRO stage, sharding, recompute and gradient dtype (with the degrees and
+    overlaps they read; `launcher` canonical): what differs between the configurations of one cut."""
+    if launcher == "megatron":
+        if zero_stage >= 1 and overlap == (False, True):
+            return _Refusal(
+                "megatron: --overlap-param-gather needs --overlap-grad-reduce",
+                f"ZeRO-{zero_stage} with --no-overlap-grad-reduce; Megatron asserts "
+                "'Must use --overlap-param-gather with --overlap-grad-reduce'",
+                "add --no-overlap-param-gather (pplan then costs the parameter gather as exposed), "
+                "or drop --no-overlap-grad-reduce",
+            )
+        if shard_group is not None and zero_stage >= 2:
+            return _Refusal(
+                "megatron: no hybrid sharding for Megatron-FSDP in pplan's flags",
+                f"ZeRO-{zero_stage} with a shard group; pplan writes hybrid sharding only as the distributed "
+                "optimizer's --num-distributed-optimizer-instances (ZeRO-1), not Megatron-FSDP's",
+                "use --zero-stage 1, or drop --shard-group, or --launcher torchtitan",
+            )
+        if not reshard_after_forward:
+            return _Refusal(
+                "megatron: Megatron-FSDP reshards after every forward",
+                "megatron-core 0.16.1's only no-reshard flag, --torch-fsdp2-no-reshard-after-forward, applies to "
+                "--use-torch-fsdp2, not the Megatron-FSDP pplan writes for ZeRO-3",
+                "drop --no-reshard-after-forward, or use --launcher torchtitan (fsdp_reshard_after_forward)",
+            )
+        return None
+    ep, etp, tp, dp = experts
+    expert = _expert_refusal(launcher, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
+    if expert is not None:
+        return expert
+    if shard_group is not None and shard_group % cp:
+        return _Refusal(
+            "torchtitan: the shard group must be a multiple of cp",
+            f"S = {shard_group}, cp = {cp}: torchtitan's FSDP shards over data_parallel_shard_degree × "
+            "context_parallel_degree (torchtitan 0.3.0 torchtitan/config/configs.py)",
+            f"use --shard-group a multiple of {cp}, or --launcher megatron",
+        )
+    if grad_dtype == "bf16":
+        return _Refusal(
+            "torchtitan: gradients reduced in FP32 only",
+            "torchtitan keeps and reduces gradients in FP32 (training.mixed_precision_reduce takes only float32, "
+            "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
+            "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
+        )
+    if recompute.startswith("full("):
+        return _Refusal(
+            "torchtitan: full recompute of every layer only",
+            "torchtitan's full AC checkpoints every transformer block on its own, and its layer option "
+            "(selective_ac_option = k) every k-th block, not the first N of each chunk nor groups of N "
+            "(torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py)",
+            "use --recompute full without --recompute-layers, or --launcher megatron (--recompute-method)",
+        )
+    if recompute.startswith("selective"):
+        return _Refusal(
+            "torchtitan: no attention-core recompute (pplan's selective)",
+            "torchtitan's selective AC saves matmul and attention outputs and recomputes every second matmul "
+            "(SelectiveAC, torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py), not pplan's "
+            "attention-core recompute (Korthikanti et al. 2022)",
+            "use --recompute full or none, or --launcher megatron",
         )
     return None
 
@@ -414,31 +469,16 @@ def unsupported_reason(
 def request_unsupported_reason(
     launcher: str, req: PlanRequest, m: int, num_layers: int | None = None, model: ModelSpec | None = None
 ) -> str | None:
-    """`unsupported_reason` for a request before it becomes a plan (the search's `launcher_reason` callback).
+    """`unsupported_reason` for a request before it becomes a plan.
 
     With `num_layers`, an uneven first/last split is checked too; with `model`, what torchtitan cannot run on the
     model it builds (its experts' tensor parallelism, context parallelism), and FP8 where it ships a Float8
     config function of the model, as `check_supported` does for the plan.
     """
     shipped = None if model is None or launcher_name(launcher) == "megatron" else shipped_model(model)
-    layers: tuple[int, ...] | None = None
     kind = schedule_family(req.schedule)
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
-    if (
-        num_layers is not None
-        and v is not None
-        and (req.first_stage_layers, req.last_stage_layers) != (None, None)
-    ):
-        chunks = req.pp if kind.placement == "dual" else req.pp * v
-        edges = [x for x in (req.first_stage_layers, req.last_stage_layers) if x is not None]
-        rest = chunks - len(edges)
-        if chunks == 2 and rest == 0:
-            layers = tuple(edges)
-        elif chunks >= 2 and rest > 0 and (num_layers - sum(edges)) % rest == 0:
-            k = (num_layers - sum(edges)) // rest
-            first = k if req.first_stage_layers is None else req.first_stage_layers
-            last = k if req.last_stage_layers is None else req.last_stage_layers
-            layers = (first, *([k] * (chunks - 2)), last)
+    layers = _chunk_layers(kind, num_layers, req.pp, v, req.first_stage_layers, req.last_stage_layers)
     overlap = (req.overlap_grad_reduce, req.overlap_param_gather)
     refused = _refusal(
         launcher,
@@ -465,9 +505,120 @@ def request_unsupported_reason(
     )
     if refused is None and shipped is not None:
         refused = _model_plan_refusal(shipped, req.ep, req.etp, req.tp, req.cp)
-    if refused is None and launcher_name(launcher) != "megatron" and req.zero_stage in (1, 2):
+    if refused is None and _search_skips_zero(launcher_name(launcher), req.zero_stage):
         return SEARCH_TORCHTITAN_ZERO
     return None if refused is None else refused.reason
+
+
+def _search_skips_zero(launcher: str, zero_stage: int) -> bool:
+    """A search for torchtitan skips ZeRO-1/2 (`SEARCH_TORCHTITAN_ZERO`)."""
+    return launcher != "megatron" and zero_stage in (1, 2)
+
+
+def _chunk_layers(
+    kind: ScheduleFamily, num_layers: int | None, pp: int, v: int | None, first: int | None, last: int | None
+) -> tuple[int, ...] | None:
+    """The layers of each chunk (model order) of an uneven first/last split, for the split rule; None when the
+    split is even or unknown (no `num_layers`, or a split that does not divide)."""
+    if num_layers is None or v is None or (first, last) == (None, None):
+        return None
+    chunks = pp if kind.placement == "dual" else pp * v
+    edges = [x for x in (first, last) if x is not None]
+    rest = chunks - len(edges)
+    if chunks == 2 and rest == 0:
+        return tuple(edges)
+    if chunks >= 2 and rest > 0 and (num_layers - sum(edges)) % rest == 0:
+        k = (num_layers - sum(edges)) // rest
+        return (k if first is None else first, *([k] * (chunks - 2)), k if last is None else last)
+    return None
+
+
+_REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(PlanRequest)}
+"""What a search's requests leave at PlanRequest's defaults (overlaps, etp, FP8 caching and gathers, moments)."""
+
+
+class SearchFilter:
+    """What a search asks `launcher` of each configuration, split as the search enumerates: `cut_refuses` the rules
+    on what all configurations of one cut share (checked once per cut), `cell_refuses` those on one
+    configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either is,
+    exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, etp,
+    FP8 caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key."""
+
+    def __init__(
+        self,
+        launcher: str,
+        model: ModelSpec,
+        tp_comm_overlap: bool = False,
+        recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES,
+    ) -> None:
+        self.launcher = launcher_name(launcher)
+        self.num_layers = model.num_layers
+        self.shipped = None if self.launcher == "megatron" else shipped_model(model)
+        self.fp8_config = self.shipped is not None and self.shipped.fp8_config is not None
+        self.tp_comm_overlap = tp_comm_overlap
+        self.recompute_modules = recompute_modules
+        self._cuts: dict[tuple[object, ...], bool] = {}
+        self._cells: dict[tuple[object, ...], bool] = {}
+
+    def cut_refuses(
+        self,
+        family: ScheduleFamily,
+        t: int,
+        p: int,
+        cp: int,
+        d: int,
+        v: int,
+        m: int,
+        first: int | None,
+        last: int | None,
+        offload: bool,
+        ep: int,
+        precision: str,
+    ) -> bool:
+        key = (family.name, t, p, cp, d, v, m, first, last, offload, ep, precision)
+        got = self._cuts.get(key)
+        if got is None:
+            chunks = family.fixed_v if family.fixed_v is not None else v
+            etp = _REQUEST_DEFAULTS["etp"]
+            refused = _cut_refusal(
+                self.launcher, family, p, chunks, m, _chunk_layers(family, self.num_layers, p, chunks, first, last),
+                offload, cp, self.tp_comm_overlap and t > 1, precision, _REQUEST_DEFAULTS["fp8_swiglu_input"],
+                _REQUEST_DEFAULTS["moment_dtype"], (ep, etp, t, d), self.fp8_config,
+                _REQUEST_DEFAULTS["fp8_param_gather"],
+            )  # fmt: skip
+            if refused is None and self.shipped is not None:
+                refused = _model_plan_refusal(self.shipped, ep, etp, t, cp)
+            got = self._cuts[key] = refused is not None
+        return got
+
+    def cell_refuses(
+        self,
+        t: int,
+        p: int,
+        cp: int,
+        d: int,
+        ep: int,
+        zero: int,
+        recompute: Recompute,
+        recompute_layers: int | None,
+        grad_dtype: str,
+        shard_group: int | None,
+        reshard: bool,
+    ) -> bool:
+        key = (t, p, cp, d, ep, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard)
+        got = self._cells.get(key)
+        if got is None:
+            modules = self.recompute_modules if recompute == "selective" else DEFAULT_RECOMPUTE_MODULES
+            label = recompute_label(
+                recompute, recompute_layers, "block" if recompute_layers else "uniform", modules
+            )
+            overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
+            refused = _cell_refusal(
+                self.launcher, p, zero, overlap, label, grad_dtype, shard_group, cp, reshard,
+                (ep, _REQUEST_DEFAULTS["etp"], t, d),
+            )  # fmt: skip
+            got = self._cells[key] = refused is not None or _search_skips_zero(self.launcher, zero)
+        return got
 
 
 def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refusal | None:

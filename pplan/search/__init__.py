@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes, plan_static_totals
@@ -84,7 +84,24 @@ __all__ = [
 ]
 
 LauncherReason = Callable[[str, PlanRequest, int], str | None]
-"""(launcher, request, m) → why the launcher cannot run the plan, or None."""
+"""(launcher, request, m) → why the launcher cannot run the plan, or None (what `brute_force` asks of each
+configuration's request)."""
+
+
+class LauncherFilter(Protocol):
+    """What the launcher refuses, asked as the search enumerates (pplan.launchers.support.SearchFilter): the rules on
+    what every configuration of a cut shares, once per cut, and those on one configuration's ZeRO stage, sharding,
+    recompute and gradient dtype; a configuration is refused when either is."""
+
+    def cut_refuses(
+        self, family: ScheduleFamily, t: int, p: int, cp: int, d: int, v: int, m: int, first: int | None,
+        last: int | None, offload: bool, ep: int, precision: str,
+    ) -> bool: ...  # fmt: skip
+
+    def cell_refuses(
+        self, t: int, p: int, cp: int, d: int, ep: int, zero: int, recompute: Recompute,
+        recompute_layers: int | None, grad_dtype: str, shard_group: int | None, reshard: bool,
+    ) -> bool: ...  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,15 +263,35 @@ class Query:
             [c.dense_layers for c in chunks],
         )
 
-    def launcher_refuses(self, c: Candidate, launcher_reason: LauncherReason | None) -> bool:
-        if not self.req.launcher or launcher_reason is None:
+    def launcher_refuses(
+        self, c: Candidate, launcher: LauncherFilter | None, cut_passed: bool = False
+    ) -> bool:
+        """Whether the query's launcher refuses `c` (`cut_passed`: its cut is known not to be refused)."""
+        if not self.req.launcher or launcher is None:
             return False
-        return launcher_reason(self.req.launcher, c.request(self.req, self.seq), c.m) is not None
+        if not cut_passed and self.cut_refused(c, launcher):
+            return True
+        return launcher.cell_refuses(
+            c.t, c.p, c.cp, c.d, c.ep, c.zero, c.recompute, c.recompute_layers, c.grad_dtype, c.shard_group,
+            c.reshard,
+        )  # fmt: skip
 
-    def refusal(self, c: Candidate, launcher_reason: LauncherReason | None) -> Rejection | None:
+    def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
+        """Whether the query's launcher refuses every configuration of `c`'s cut."""
+        if not self.req.launcher or launcher is None:
+            return False
+        offload = c.offload if isinstance(c, Cut) else c.offload_modules
+        return launcher.cut_refuses(
+            c.family, c.t, c.p, c.cp, c.d, c.v, c.m, c.first_layers, c.last_layers, bool(offload), c.ep,
+            c.precision,
+        )  # fmt: skip
+
+    def refusal(
+        self, c: Candidate, launcher: LauncherFilter | None, cut_passed: bool = False
+    ) -> Rejection | None:
         """Why the query's filters drop `c` before it is costed: the launcher cannot run it, or it lies outside the
         calibrated envelope on more axes than `max_extrapolation`; None when neither."""
-        if self.launcher_refuses(c, launcher_reason):
+        if self.launcher_refuses(c, launcher, cut_passed):
             return Rejection.LAUNCHER
         most = self.req.max_extrapolation
         if (
@@ -442,7 +479,7 @@ def search(
     hw: HardwareSpec,
     req: SearchRequest,
     progress: Callable[[int], None] | None = None,
-    launcher_reason: LauncherReason | None = None,
+    launcher: LauncherFilter | None = None,
 ) -> SearchResult:
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation.
@@ -463,7 +500,7 @@ def search(
     # Without a launcher to filter cells, a cut's cells are placed lazily: only those that go straight to the heap
     # (its heads, `_Lattice`) at first, the rest when one of its cells is first out of memory (`materialise`).
     # Until then every other cell waits on a head, so what `_Chains` would say of it is the lattice's own.
-    lazy = (launcher_reason is None or not req.launcher) and req.max_extrapolation is None
+    lazy = (launcher is None or not req.launcher) and req.max_extrapolation is None
     lattices: dict[tuple[object, ...], _Lattice] = {}
     unplaced: dict[int, tuple[Cut, int, _Lattice]] = {}  # head index → its cut, first index, lattice
     last: tuple[Candidate, int] | None = None  # the last candidate placed (in the heap or waiting in a chain)
@@ -478,9 +515,12 @@ def search(
             entry = _CutEntry(cut, base, lattice)
             heap.append((-figure * (1 + BOUND_SLACK), _CHEAP, (), base + lattice.heads[0], entry))
             continue
+        if state.cut_refused(cut, launcher):  # every configuration of the cut, counted as the cells would be
+            result.rejected[Rejection.LAUNCHER] += len(cut)
+            continue
         for i in range(len(cut)):
             cand, index = cut.cell(i), base + i
-            refused = state.refusal(cand, launcher_reason)
+            refused = state.refusal(cand, launcher, cut_passed=True)
             if refused is not None:
                 result.rejected[refused] += 1
                 continue
@@ -506,7 +546,7 @@ def search(
         """Make `variant` (a sharding variant, pplan.search.space.sharding_variants) and push it, once."""
         nonlocal made
         key = (variant.order, variant.shard_group, variant.reshard)
-        if key in admitted or state.refusal(variant, launcher_reason) is not None:
+        if key in admitted or state.refusal(variant, launcher) is not None:
             return
         admitted.add(key)
         made += 1
@@ -576,7 +616,7 @@ def search(
         # a sharding variant's recompute successors are its base's (or `group_successors`)
         if index not in admitted_fp32 and not _variant(cand):
             more = cand.more_recompute() if cand.recompute == "full" else state.first_partial(cand)
-        if more is not None and state.launcher_refuses(more, launcher_reason):
+        if more is not None and state.launcher_refuses(more, launcher):
             more = None  # e.g. torchtitan: no partial recompute (made on demand, so not filtered when enumerated)
         if more is not None:
             made += 1
@@ -1024,7 +1064,9 @@ def brute_force(
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):
-        if state.refusal(cand, launcher_reason) is not None:
+        if _launcher_refuses(req, launcher_reason, cand, state.seq):
+            continue
+        if state.refusal(cand, None) is not None:
             continue
         try:
             fit = state.fit_exactly(state.fit(cand, index))
@@ -1033,6 +1075,14 @@ def brute_force(
         if fit.fits(req.headroom_fraction):
             scored.append(score(model, hw, fit))
     return sorted(scored, key=Scored.key)
+
+
+def _launcher_refuses(req: SearchRequest, reason: LauncherReason | None, cand: Candidate, seq: int) -> bool:
+    """Whether the query's launcher refuses `cand`'s whole request (`brute_force`'s reference for the search's
+    `LauncherFilter`)."""
+    if not req.launcher or reason is None:
+        return False
+    return reason(req.launcher, cand.request(req, seq), cand.m) is not None
 
 
 def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: Scored) -> Recommendation:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 from pplan.errors import PplanError
 from pplan.explain import explain
-from pplan.launchers.support import request_unsupported_reason
+from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search import SearchRequest, search
@@ -56,10 +55,6 @@ class PracticeRow:
     @property
     def passes(self) -> bool:
         return (self.rank is not None and self.rank <= TOP) or (self.gap is not None and self.gap <= GAP)
-
-
-def _launcher_reason(name: str, req: PlanRequest, m: int, layers: int) -> str | None:
-    return request_unsupported_reason(name, req, m, layers)
 
 
 def _describe(req: PlanRequest) -> str:
@@ -112,7 +107,7 @@ def practice_rows(
                 tp_comm_overlap=base.tp_comm_overlap,
                 precisions=(base.precision,),
             ),
-            launcher_reason=partial(_launcher_reason, layers=model.num_layers),
+            launcher=SearchFilter("megatron", model, base.tp_comm_overlap),
         )
         if not found.candidates:
             continue

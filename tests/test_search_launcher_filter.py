@@ -1,0 +1,96 @@
+"""The search's launcher filter (pplan.launchers.support.SearchFilter) refuses exactly what the launcher refuses of
+each configuration's whole request (`request_unsupported_reason`), checked over every enumerated configuration,
+and a search through it keeps brute force's top n, brute force asking each request whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pplan.launchers.support import SearchFilter, request_unsupported_reason
+from pplan.profiles.catalog import load_hardware, load_model
+from pplan.search import Query, SearchRequest, brute_force, search
+from pplan.search.rank import distinct
+from pplan.search.space import enumerate_candidates
+
+H100 = load_hardware("h100-sxm-80gb")
+
+QUERIES = [
+    # Megatron: interleaved m % p, ZeRO-2/3 with a shard group, tensor-parallel overlap, uneven first/last stages
+    (
+        "llama3-8b",
+        "megatron",
+        SearchRequest(gpus=16, global_batch=48, launcher="megatron", tp_comm_overlap=True),
+    ),
+    # torchtitan on a dense model: ZeRO-1/2, BF16 gradients, selective and partial recompute, torch's rules on m
+    (
+        "llama3-8b",
+        "torchtitan",
+        SearchRequest(gpus=16, global_batch=40, launcher="torchtitan", stack="torchtitan"),
+    ),
+    # torchtitan on a routed model it ships: ep dividing dp_shard·cp·t, experts split over t, DualPipeV with EP
+    (
+        "qwen3-30b-a3b",
+        "torchtitan",
+        SearchRequest(gpus=16, global_batch=64, launcher="torchtitan", stack="torchtitan"),
+    ),
+    # FP8 and offload asked: refused by torchtitan, cut by cut
+    (
+        "llama3-8b",
+        "torchtitan@0.2",
+        SearchRequest(
+            gpus=8,
+            global_batch=32,
+            launcher="torchtitan@0.2",
+            stack="torchtitan",
+            precisions=("bf16", "fp8"),
+            offload=((), ("core_attn",)),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("model_name", "launcher", "req"), QUERIES)
+def test_the_filter_refuses_exactly_what_each_whole_request_is_refused(
+    model_name: str, launcher: str, req: SearchRequest
+) -> None:
+    model = load_model(model_name)
+    state = Query(model, H100, req)
+    shown = SearchFilter(launcher, model, req.tp_comm_overlap, req.recompute_modules)
+    verdicts: Counter[tuple[bool, bool]] = Counter()
+    for cand in enumerate_candidates(model, H100, req, state.seq, Counter()):
+        whole = request_unsupported_reason(
+            launcher, cand.request(req, state.seq), cand.m, model.num_layers, model
+        )
+        split = state.launcher_refuses(cand, shown)
+        assert split == (whole is not None), (cand.summary(), whole)
+        verdicts[split, state.cut_refused(cand, shown)] += 1
+    # both kinds of refusal occur, and so do configurations that pass (the check is not vacuous)
+    assert verdicts[False, False] and verdicts[True, False] + verdicts[True, True]
+    if launcher != "megatron":
+        assert verdicts[True, False]  # cell rules (ZeRO-1/2, BF16 gradients, recompute) on a cut that passes
+
+
+@pytest.mark.parametrize(
+    ("model_name", "launcher", "req"),
+    [pytest.param(*q, marks=pytest.mark.acceptance) if q[0] != "llama3-8b" or q[1] == "megatron" else q
+     for q in QUERIES[:3]],
+)  # fmt: skip
+def test_a_filtered_search_keeps_the_brute_force_top_n(
+    model_name: str, launcher: str, req: SearchRequest
+) -> None:
+    model = load_model(model_name)
+    found = search(model, H100, req, launcher=SearchFilter(launcher, model, req.tp_comm_overlap))
+    assert found.candidates
+    reference, _ = distinct(
+        brute_force(
+            model,
+            H100,
+            req,
+            lambda name, r, m: request_unsupported_reason(name, r, m, model.num_layers, model),
+        ),
+        req.top_n,
+    )
+    seq = Query(model, H100, req).seq
+    assert [r.request for r in found.candidates] == [s.candidate.request(req, seq) for s in reference]
