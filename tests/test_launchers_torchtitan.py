@@ -843,8 +843,8 @@ def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wh
 
 def test_a_routed_search_shows_only_what_torchtitan_runs() -> None:
     """recommend --launcher torchtitan on a routed model: every plan it shows is written (not refused by the
-    writer), and with t > 1 forced and ep = 1 nothing is (torchtitan splits the experts over t, pplan's plan keeps
-    them whole), so the model-level rules are the search's too."""
+    writer); with t > 1 and ep = 1 forced it shows only etp = t (torchtitan splits the experts over t), and with
+    etp = 1 forced too nothing, so the model-level rules are the search's too."""
     from pplan.launchers.support import SearchFilter
     from pplan.profiles.catalog import load_hardware
     from pplan.search import SearchRequest, search
@@ -852,11 +852,16 @@ def test_a_routed_search_shows_only_what_torchtitan_runs() -> None:
     model, hw = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm-80gb")
     reason = SearchFilter("torchtitan", model)
     base = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", top_n=5)
-    shown = search(model, hw, base, launcher=reason).candidates
-    assert shown
-    for rec in shown:
-        assert "--parallelism.expert_parallel_degree" in launcher_text(
-            "torchtitan", model, make_plan(model, rec.request)
-        )
-    forced = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1)
-    assert not search(model, hw, forced, launcher=reason).candidates
+    split = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1)
+    for request in (base, split):
+        shown = search(model, hw, request, launcher=reason).candidates
+        assert shown
+        for rec in shown:
+            assert "--parallelism.expert_parallel_degree" in launcher_text(
+                "torchtitan", model, make_plan(model, rec.request)
+            )
+    assert {rec.request.etp for rec in search(model, hw, split, launcher=reason).candidates} == {2}
+    whole = SearchRequest(
+        gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1, etp=1
+    )
+    assert not search(model, hw, whole, launcher=reason).candidates

@@ -247,6 +247,7 @@ def _identity(c: Candidate) -> tuple[object, ...]:
         c.shard_group,
         c.reshard,
         c.ep,
+        c.etp,
         c.precision,
     )
 

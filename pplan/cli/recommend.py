@@ -100,6 +100,13 @@ def recommend(
             help="Routed models: fix the expert-parallel degree (default: every divisor that fits)."
         ),
     ] = None,
+    etp: Annotated[
+        int | None,
+        typer.Option(
+            help="Routed models: fix the expert tensor-parallel degree (default: 1 and t, each expert whole or "
+            "split over the tensor-parallel ranks)."
+        ),
+    ] = None,
     precision: Annotated[
         str,
         typer.Option(help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8 (default bf16 only)."),
@@ -189,7 +196,7 @@ def recommend(
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
         stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
-        tp_comm_overlap=tp_comm_overlap, ep=ep, jitter=jitter,
+        tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp, jitter=jitter,
         precisions=cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision))),
     )  # fmt: skip
     model_spec = load_model(model)

@@ -534,15 +534,15 @@ def _chunk_layers(
 
 
 _REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(PlanRequest)}
-"""What a search's requests leave at PlanRequest's defaults (overlaps, etp, FP8 caching and gathers, moments)."""
+"""What a search's requests leave at PlanRequest's defaults (overlaps, FP8 caching and gathers, moments)."""
 
 
 class SearchFilter:
     """What a search asks `launcher` of each configuration, split as the search enumerates: `cut_refuses` the rules
     on what all configurations of one cut share (checked once per cut), `cell_refuses` those on one
     configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either is,
-    exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, etp,
-    FP8 caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key."""
+    exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, FP8
+    caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key."""
 
     def __init__(
         self,
@@ -573,13 +573,13 @@ class SearchFilter:
         last: int | None,
         offload: bool,
         ep: int,
+        etp: int,
         precision: str,
     ) -> bool:
-        key = (family.name, t, p, cp, d, v, m, first, last, offload, ep, precision)
+        key = (family.name, t, p, cp, d, v, m, first, last, offload, ep, etp, precision)
         got = self._cuts.get(key)
         if got is None:
             chunks = family.fixed_v if family.fixed_v is not None else v
-            etp = _REQUEST_DEFAULTS["etp"]
             refused = _cut_refusal(
                 self.launcher, family, p, chunks, m, _chunk_layers(family, self.num_layers, p, chunks, first, last),
                 offload, cp, self.tp_comm_overlap and t > 1, precision, _REQUEST_DEFAULTS["fp8_swiglu_input"],
@@ -598,6 +598,7 @@ class SearchFilter:
         cp: int,
         d: int,
         ep: int,
+        etp: int,
         zero: int,
         recompute: Recompute,
         recompute_layers: int | None,
@@ -605,7 +606,7 @@ class SearchFilter:
         shard_group: int | None,
         reshard: bool,
     ) -> bool:
-        key = (t, p, cp, d, ep, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard)
+        key = (t, p, cp, d, ep, etp, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard)
         got = self._cells.get(key)
         if got is None:
             modules = self.recompute_modules if recompute == "selective" else DEFAULT_RECOMPUTE_MODULES
@@ -615,7 +616,7 @@ class SearchFilter:
             overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
             refused = _cell_refusal(
                 self.launcher, p, zero, overlap, label, grad_dtype, shard_group, cp, reshard,
-                (ep, _REQUEST_DEFAULTS["etp"], t, d),
+                (ep, etp, t, d),
             )  # fmt: skip
             got = self._cells[key] = refused is not None or _search_skips_zero(self.launcher, zero)
         return got

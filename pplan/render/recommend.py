@@ -53,7 +53,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         layout = plan.layers_per_chunk
         schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
         table.add_row(
-            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}" + (f"·{plan.ep}" if routed else "")
+            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}" + (f"·{plan.ep}" + (f"/{plan.etp}" if plan.etp > 1 else "") if routed else "")
             + ("" if plan.precision == "bf16" else f" {plan.precision}"), schedule,
             f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{_zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)}/{GRAD_SHORT[plan.grad_dtype]}",
             f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
@@ -63,7 +63,7 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         )  # fmt: skip
     table.caption = (
         "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel"
-        + (" (·ep: expert parallel)" if routed else "")
+        + (" (·ep: expert parallel; /etp: each expert split over etp ranks)" if routed else "")
         + "; fp8/mxfp8 after it: the GEMM precision. b×m: micro-batch × "
         "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
         "loaded stage (usable "

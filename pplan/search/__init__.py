@@ -95,11 +95,11 @@ class LauncherFilter(Protocol):
 
     def cut_refuses(
         self, family: ScheduleFamily, t: int, p: int, cp: int, d: int, v: int, m: int, first: int | None,
-        last: int | None, offload: bool, ep: int, precision: str,
+        last: int | None, offload: bool, ep: int, etp: int, precision: str,
     ) -> bool: ...  # fmt: skip
 
     def cell_refuses(
-        self, t: int, p: int, cp: int, d: int, ep: int, zero: int, recompute: Recompute,
+        self, t: int, p: int, cp: int, d: int, ep: int, etp: int, zero: int, recompute: Recompute,
         recompute_layers: int | None, grad_dtype: str, shard_group: int | None, reshard: bool,
     ) -> bool: ...  # fmt: skip
 
@@ -173,7 +173,7 @@ class Query:
         yields those twins in a row: the last one is kept)."""
         return self._bound(
             c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute,
-            c.recompute_layers, c.most_layers, c.ep, c.precision,
+            c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
         )  # fmt: skip
 
     def cell_bound(self, cut: Cut, i: int) -> float:
@@ -181,7 +181,7 @@ class Query:
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
             cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision,
+            cut.most_layers, cut.ep, cut.precision, cut.etp,
         )  # fmt: skip
 
     def _bound(
@@ -200,14 +200,15 @@ class Query:
         most_layers: int,
         ep: int,
         precision: Precision,
+        etp: int = 1,
     ) -> float:
-        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision)  # fmt: skip
+        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
         if cut != self._last_cut:
             # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
             # the same shape otherwise, so families share their layer times
             f, back, layer, other, out = self._layer_times(
                 t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
-                precision, family.overlaps_expert_comm and ep > 1,
+                precision, family.overlaps_expert_comm and ep * etp > 1, etp,
             )  # fmt: skip
             if recompute_layers:
                 # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
@@ -230,13 +231,14 @@ class Query:
         ep: int = 1,
         precision: Precision = "bf16",
         expert_comm_overlap: bool = False,
+        etp: int = 1,
     ) -> tuple[float, float, float, float, float]:
         """The lesser of the layer kinds' F and B = I + W (pplan.model.flops.layer_kinds), each kind's F + I + W
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
         the output layer's F + I + W, in seconds."""
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
             expert_comm_overlap=expert_comm_overlap, precision=precision,
         )  # fmt: skip
         layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
@@ -272,8 +274,8 @@ class Query:
         if not cut_passed and self.cut_refused(c, launcher):
             return True
         return launcher.cell_refuses(
-            c.t, c.p, c.cp, c.d, c.ep, c.zero, c.recompute, c.recompute_layers, c.grad_dtype, c.shard_group,
-            c.reshard,
+            c.t, c.p, c.cp, c.d, c.ep, c.etp, c.zero, c.recompute, c.recompute_layers, c.grad_dtype,
+            c.shard_group, c.reshard,
         )  # fmt: skip
 
     def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
@@ -282,7 +284,7 @@ class Query:
             return False
         offload = c.offload if isinstance(c, Cut) else c.offload_modules
         return launcher.cut_refuses(
-            c.family, c.t, c.p, c.cp, c.d, c.v, c.m, c.first_layers, c.last_layers, bool(offload), c.ep,
+            c.family, c.t, c.p, c.cp, c.d, c.v, c.m, c.first_layers, c.last_layers, bool(offload), c.ep, c.etp,
             c.precision,
         )  # fmt: skip
 
@@ -394,6 +396,7 @@ class Query:
             c.first_layers,
             c.last_layers,
             c.ep,
+            c.etp,
             c.precision,
             c.shard_group,
         )
@@ -484,8 +487,8 @@ def search(
     """The exact top `req.top_n` configurations (as `brute_force` would rank them), each fully explained, and
     why every other enumerated configuration is not among them. `progress(simulated)` is called per simulation.
     The cyclic garbage collector is paused meanwhile (pplan.collector)."""
-    if req.ep is not None:
-        check_expert_split(model, req.ep)
+    if req.ep is not None or req.etp is not None:
+        check_expert_split(model, req.ep or 1, req.etp or 1)
     state = Query(model, hw, req)
     result = SearchResult(candidates=[])
     heap: list[tuple[float, int, tuple[object, ...], int, object]] = []

@@ -121,10 +121,10 @@ def equivalent(a: Scored, b: Scored) -> bool:
     stage or the gradient dtype differ) or only the gradient dtype or the sharding choices differ."""
     ca, cb = a.candidate, b.candidate
     same = (
-        ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.recompute_layers, a.plan.layout.chunks, ca.ep,
+        ca.t, ca.p, ca.v, ca.family.name, ca.recompute, ca.recompute_layers, a.plan.layout.chunks, ca.ep, ca.etp,
         ca.precision,
     ) == (
-        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.recompute_layers, b.plan.layout.chunks, cb.ep,
+        cb.t, cb.p, cb.v, cb.family.name, cb.recompute, cb.recompute_layers, b.plan.layout.chunks, cb.ep, cb.etp,
         cb.precision,
     )  # fmt: skip
     if same and (ca.b, ca.cp, ca.zero) == (cb.b, cb.cp, cb.zero):
@@ -136,7 +136,7 @@ def _twin_key(s: Scored) -> tuple[object, ...]:
     """Everything but the ZeRO stage, the recompute policy, the gradient dtype and the sharding choices:
     configurations with the same key are twins."""
     c = s.candidate
-    return (c.t, c.p, c.v, c.family.name, s.plan.layout.chunks, c.b, c.cp, c.ep, c.precision)
+    return (c.t, c.p, c.v, c.family.name, s.plan.layout.chunks, c.b, c.cp, c.ep, c.etp, c.precision)
 
 
 def distinct(ordered: list[Scored], n: int) -> tuple[list[Scored], list[Scored]]:

@@ -65,7 +65,7 @@ class Rejection(StrEnum):
     FEW_MICROBATCHES = "fewer micro-batches than --min-microbatches"
     P_RULE = "schedule's rule on p"
     LAYER_SPLIT = "layers do not split into p·v chunks"
-    EP_SPLIT = "ep does not divide a stage's t·cp·d ranks"
+    EP_SPLIT = "ep·etp does not divide a stage's t·cp·d ranks"
     M_RULE = "schedule's rule on m"
     LAUNCHER = "the launcher cannot run it"
     EXTRAPOLATED = "outside the calibrated envelope on more axes than --max-extrapolation"
@@ -135,6 +135,9 @@ class SearchRequest:
     ep: int | None = None
     """Routed models: the expert-parallel degree to use (None: every divisor of the experts that divides a stage's
     t·cp·d ranks); dense models: 1."""
+    etp: int | None = None
+    """Routed models: the expert tensor-parallel degree to use (None: 1, each expert whole on its rank, and t, each
+    expert split like the dense layers, `expert_tensor_options`); dense models: 1."""
     precisions: tuple[Precision, ...] = ("bf16",)
     """GEMM precisions to try (BF16 unless asked: pplan.model.precision)."""
 
@@ -144,7 +147,7 @@ class SearchRequest:
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--seq-len", self.seq_len),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--vp", self.vp), ("--max-vp", self.max_vp),
             ("--micro-batch", self.micro_batch), ("--min-microbatches", self.min_microbatches), ("--top", self.top_n),
-            ("--ep", self.ep),
+            ("--ep", self.ep), ("--etp", self.etp),
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
@@ -220,6 +223,8 @@ class Candidate:
     """Routed models: the expert-parallel degree."""
     precision: Precision = "bf16"
     """The Linears' GEMM precision."""
+    etp: int = 1
+    """Routed models: the expert tensor-parallel degree."""
 
     def partial(self, n: int, rc_index: int) -> Candidate:
         """This configuration recomputing the first `n` layers of every chunk (`rc_index`: where `full` is in the
@@ -263,7 +268,7 @@ class Candidate:
             recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
             first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
             offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
-            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, precision=self.precision,
+            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, etp=self.etp, precision=self.precision,
             jitter=req.jitter,
             memory_headroom=req.headroom_fraction if self.family.tuned else 0.0,
         )  # fmt: skip
@@ -276,7 +281,7 @@ class Candidate:
     def summary(self) -> str:
         v = f" v={self.v}" if self.family.fixed_v is None else ""
         trim = f" layers {self.first_layers}/…/{self.last_layers}" if self.first_layers is not None else ""
-        ep = f" ep={self.ep}" if self.ep > 1 else ""
+        ep = (f" ep={self.ep}" if self.ep > 1 else "") + (f" etp={self.etp}" if self.etp > 1 else "")
         return (
             f"t={self.t} p={self.p}{v} cp={self.cp}{ep} {self.family.name}{trim} b={self.b} m={self.m} "
             f"recompute={self.recompute_label} zero={self.zero} grads={self.grad_dtype}"
@@ -406,7 +411,7 @@ class Cut:
     last_layers: int | None
     most_layers: int
     prefix: tuple[int, ...]
-    """(t, cp, p, b, schedule asked, v, layer split, offload set asked, ep, precision asked): the head of every
+    """(t, cp, p, b, schedule asked, v, layer split, offload set asked, ep, etp, precision asked): the head of every
     cell's `order`."""
     offload: tuple[OffloadModule, ...]
     options: tuple[tuple[int, Recompute, int | None], ...]
@@ -414,6 +419,7 @@ class Cut:
     grads: tuple[GradDtype, ...]
     ep: int = 1
     precision: Precision = "bf16"
+    etp: int = 1
 
     def __len__(self) -> int:
         return len(self.options) * len(self.zeros) * len(self.grads)
@@ -432,7 +438,7 @@ class Cut:
         return Candidate(
             self.family, self.t, self.p, self.cp, self.d, self.v, self.b, self.m, self.first_layers,
             self.last_layers, recompute, zero, grads, n, self.most_layers, order, self.offload,
-            ep=self.ep, precision=self.precision,
+            ep=self.ep, precision=self.precision, etp=self.etp,
         )  # fmt: skip
 
 
@@ -541,16 +547,20 @@ def _pipelines(
                 for off_index, offload in enumerate(req.offload):
                     offload = canonical_offload(offload)
                     for ep in eps:
-                        for prec_index, precision in enumerate(req.precisions):
-                            yield Cut(
-                                fam_here, t, p, cp, d, v, b, m, first, last, most,
-                                (t, cp, p, b, fam_index, v, split, off_index, ep, prec_index), offload,
-                                tuple(
-                                    (rc_index, recompute, n) for rc_index, (recompute, n) in options
-                                    if not (offload and recompute == "full" and n is None)
-                                ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
-                                zeros, grads, ep, precision,
-                            )  # fmt: skip
+                        etps = expert_tensor_options(model, req, t, ep, t * cp * d)
+                        if not etps:
+                            rejected[Rejection.EP_SPLIT] += 1
+                        for etp in etps:
+                            for prec_index, precision in enumerate(req.precisions):
+                                yield Cut(
+                                    fam_here, t, p, cp, d, v, b, m, first, last, most,
+                                    (t, cp, p, b, fam_index, v, split, off_index, ep, etp, prec_index), offload,
+                                    tuple(
+                                        (rc_index, recompute, n) for rc_index, (recompute, n) in options
+                                        if not (offload and recompute == "full" and n is None)
+                                    ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
+                                    zeros, grads, ep, precision, etp,
+                                )  # fmt: skip
 
 
 def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: int) -> list[int]:
@@ -561,6 +571,21 @@ def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: i
     if req.ep is not None:  # it divides the experts (`search` checks it)
         return [req.ep] if stage_ranks % req.ep == 0 else []
     return [e for e in divisors(model.moe.num_experts) if stage_ranks % e == 0]
+
+
+def expert_tensor_options(
+    model: ModelSpec, req: SearchRequest, t: int, ep: int, stage_ranks: int
+) -> list[int]:
+    """The expert tensor-parallel degrees tried with tensor parallelism t and expert parallelism ep: 1 (each expert
+    whole on its rank, as DeepSeek-V3's and Megatron's MoE recipes run) and t (each expert split over the t ranks
+    like the dense layers: megatron-core's default, `--expert-tensor-parallel-size` unset), or the one asked; those
+    dividing the experts' width with ep·etp dividing a stage's t·cp·d ranks (`check_expert_split`). 1 for a dense
+    model."""
+    if model.moe is None:
+        return [1]
+    asked = [req.etp] if req.etp is not None else sorted({1, t})
+    width = model.moe.expert_ffn_hidden_size
+    return [e for e in asked if width % e == 0 and stage_ranks % (ep * e) == 0]
 
 
 def _recompute_options(
