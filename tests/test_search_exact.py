@@ -210,6 +210,22 @@ SMALL_QUERIES = [
         ),
         marks=pytest.mark.acceptance,
     ),
+    # experts split over the tensor-parallel ranks without expert parallelism (etp = t, ep = 1): the expert
+    # gathers are communication DualPipeV's paired passes hide
+    (
+        "qwen3-30b-a3b",
+        H100,
+        SearchRequest(
+            gpus=8,
+            global_batch=32,
+            seq_len=4096,
+            tp=2,
+            ep=1,
+            schedules=("1f1b", "dualpipev"),
+            zero_stages=(1, 3),
+            top_n=5,
+        ),
+    ),
     pytest.param(
         "mixtral-8x7b",
         H100,
