@@ -369,3 +369,17 @@ def test_interleaved_zero_bubble_is_a_third_of_interleaved(p: int, v: int, m: in
 def test_looped_bfs_holds_every_chunk_microbatch() -> None:
     t = simulate(get_schedule("looped-bfs", 4, 8, 2), EQUAL)
     assert t.peak_in_flight_per_rank == (16,) * 4
+
+
+def test_a_step_without_a_bubble_reports_none_whatever_the_summation_order() -> None:
+    from pplan.schedules.timeline import idle_s
+
+    passes = [0.1, 0.2, 0.3] * 7
+    ends = 0.0
+    for x in passes:
+        ends += x  # what a simulated end time accumulates
+    busy = sum(sorted(passes))  # the same passes summed in another order
+    assert ends != busy  # rounding differs (the case this guards)
+    assert idle_s(ends, busy) == 0.0
+    assert idle_s(4.2 + 1e-6, 4.2) == pytest.approx(1e-6)  # a real gap is kept
+    assert idle_s(4.2, 4.2 + 1e-6) == pytest.approx(-1e-6)  # and so is a measured inconsistency

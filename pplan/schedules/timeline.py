@@ -82,6 +82,17 @@ class Durations:
         return out[0], out[1], out[2]
 
 
+ROUNDING = 1e-12
+"""Relative size of the summation-order noise between a makespan and the busy time it contains."""
+
+
+def idle_s(makespan: float, busy: float) -> float:
+    """makespan − busy: 0 when they differ only by rounding (a rank busy the whole step sums its passes in another
+    order than its end time accumulates them), so a step without a bubble never reports a negative one."""
+    gap = makespan - busy
+    return 0.0 if abs(gap) <= ROUNDING * max(makespan, busy) else gap
+
+
 class _StepFigures:
     """Figures derived the same way from a full `Timeline` and from its `RunSummary`."""
 
@@ -132,7 +143,7 @@ class RunSummary(_StepFigures):
     @property
     def bubble(self) -> float:
         """makespan − the busiest rank's compute time."""
-        return self.makespan - self.busiest
+        return idle_s(self.makespan, self.busiest)
 
     @property
     def bubble_fraction_of_step(self) -> float:
@@ -587,7 +598,7 @@ def _summarise(
     """The `Timeline` of start and end times per rank (simulated or measured) and busy time per rank."""
     makespan = max((e[-1] for e in ends if e), default=0.0)
     busiest = max(busy)
-    bubble = makespan - busiest
+    bubble = idle_s(makespan, busiest)
     spans = tuple((e[-1] - s[0]) if s else 0.0 for s, e in zip(starts, ends, strict=True))
     peak_bytes_stage: tuple[float, ...] | None = None
     peak_bytes_rank: tuple[float, ...] | None = None
