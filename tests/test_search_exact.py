@@ -121,6 +121,10 @@ def test_screened_memory_is_what_the_explicit_schedule_holds(model_name: str, re
 # The brute force simulates every configuration (every partial recompute N included): four spaces take seconds
 # (acceptance tier); the pinned ones keep the comparison (ZeRO stages, gradient-dtype twins, partial recompute made
 # on demand, offload) in the fast tier.
+SPLIT_EXPERTS = SearchRequest(
+    gpus=8, global_batch=32, seq_len=4096, tp=2, ep=1, schedules=("1f1b", "dualpipev"), zero_stages=(1, 3), top_n=5
+)  # fmt: skip
+"""Experts split over the tensor-parallel ranks without expert parallelism (etp = t, ep = 1)."""
 SMALL_QUERIES = [
     pytest.param(
         "llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8), marks=pytest.mark.acceptance
@@ -212,20 +216,7 @@ SMALL_QUERIES = [
     ),
     # experts split over the tensor-parallel ranks without expert parallelism (etp = t, ep = 1): the expert
     # gathers are communication DualPipeV's paired passes hide
-    (
-        "qwen3-30b-a3b",
-        H100,
-        SearchRequest(
-            gpus=8,
-            global_batch=32,
-            seq_len=4096,
-            tp=2,
-            ep=1,
-            schedules=("1f1b", "dualpipev"),
-            zero_stages=(1, 3),
-            top_n=5,
-        ),
-    ),
+    ("qwen3-30b-a3b", H100, SPLIT_EXPERTS),
     pytest.param(
         "mixtral-8x7b",
         H100,
