@@ -12,7 +12,8 @@ prints settings that its parser rejects.
 `ROUTED_PANEL` holds the routed (mixture-of-experts) plans the torchtitan tests check: Qwen3-30B-A3B, GPT-OSS
 120B, DeepSeek-V3 as profiled (with its MTP module) and as torchtitan's `deepseek_v3_671b` builds it (`update`: no
 MTP module, no stated norm ε), BF16 and FP8, expert parallelism beside FSDP, TP, PP and HSDP, and the plans
-torchtitan's expert-parallel mesh or models cannot run (and models it does not ship: Qwen3-235B-A22B, Mixtral).
+torchtitan's expert-parallel mesh or models cannot run (and models it does not ship: Qwen3-235B-A22B, Mixtral),
+for either release (0.2.x's rules on etp, pipelines and context parallelism differ: tests/test_launchers_torchtitan.py).
 """
 
 from __future__ import annotations
@@ -111,5 +112,11 @@ ROUTED_PANEL: tuple[PanelPlan, ...] = (
     _r("dsv3-mtp", "deepseek-v3", gpus=512, global_batch=512, tp=2, pp=4, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full"),
     _r("qwen3-235b", "qwen3-235b-a22b", gpus=128, global_batch=128, tp=2, pp=2, ep=8, zero_stage=3),
     _r("mixtral-8x7b", "mixtral-8x7b", gpus=64, global_batch=64, tp=2, pp=1, ep=8, zero_stage=3),
+    _r("oss-120b-t2-ep8", "gpt-oss-120b", gpus=32, global_batch=64, tp=2, pp=1, ep=8, zero_stage=3),
+    _r("oss-120b-p1-cp2", "gpt-oss-120b", gpus=32, global_batch=64, tp=2, pp=1, cp=2, ep=4, zero_stage=3),
+    _r("qwen3-30b-cp2-ep4", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=1, pp=1, cp=2, ep=4, zero_stage=3),
+    _r("qwen3-30b-t4-ep2-etp2", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=4, pp=1, ep=2, etp=2, zero_stage=3),
+    _r("qwen3-30b-hsdp-ep8-etp2", "qwen3-30b-a3b", gpus=32, global_batch=64, tp=2, pp=1, ep=8, etp=2, zero_stage=3, shard_group=4),
+    _r("dsv3-torchtitan-cp2", "deepseek-v3", _NO_MTP, gpus=512, global_batch=512, tp=2, pp=4, cp=2, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full"),
 )
 # fmt: on

@@ -336,6 +336,9 @@ ROUTED_REFUSED = {
     "dsv3-mtp": NO_MODEL,
     "qwen3-235b": NO_MODEL,
     "mixtral-8x7b": NO_MODEL,
+    "oss-120b-p1-cp2": "torchtitan: gpt_oss_120b cannot run context parallelism",
+    "qwen3-30b-t4-ep2-etp2": "torchtitan: no expert tensor parallelism with expert parallelism",
+    "qwen3-30b-hsdp-ep8-etp2": "torchtitan: no expert tensor parallelism with expert parallelism",
 }
 # What the refusal names, beyond its reason: the fields or release facts that make the model another one.
 ROUTED_REFUSAL_NAMES = {
@@ -400,12 +403,118 @@ def test_routed_entry_is_refused_or_the_plan(entry: PanelPlan) -> None:
         assert "rowwise" in text and "Float8GroupedExpertsConverter" in text
 
 
+# ------------------------------------------------------------------------------------- routed models (0.2.x)
+
+# torchtitan 0.2.2 flavours of the routed profiles (`[model] name`, `flavor`): torchtitan/models/qwen3/__init__.py
+# (qwen3_args), gpt_oss/__init__.py (gptoss_configs), deepseek_v3/__init__.py (deepseekv3_args).
+ROUTED_FLAVORS_02 = {
+    "qwen3-30b-a3b": ("qwen3", "30B-A3B"),
+    "gpt-oss-120b": ("gpt_oss", "120b"),
+    "deepseek-v3": ("deepseek_v3", "671B"),
+}
+FP8_02 = "torchtitan@0.2: FP8 not emitted"
+QWEN3_NO_PP_02 = "torchtitan@0.2: qwen3 30B-A3B cannot run pipeline parallelism"
+OSS_NO_PP_02 = "torchtitan@0.2: gpt_oss 120b cannot run pipeline parallelism"
+# 0.2.2's rules (ParallelDims._validate: etp = 1 or t with EP; build_mesh: efsdp = dp_shard·cp·tp / (etp·ep);
+# qwen3 and gpt_oss TrainSpecs have no pipelining_fn; DeepSeek's FlexAttention and gpt_oss refuse CP).
+ROUTED_REFUSED_02 = {
+    "qwen3-30b-zero0-ep8": EP_MESH,
+    "qwen3-30b-t2-etp1": "torchtitan: expert tensor parallelism is the tensor parallelism",
+    "qwen3-30b-t4-ep2-etp2": "torchtitan@0.2: expert tensor parallelism is 1 or t with expert parallelism",
+    "qwen3-30b-hsdp-ep8-etp2": "torchtitan@0.2: ep must divide data_parallel_shard_degree × cp with etp = t",
+    "qwen3-30b-fp8": FP8_02,
+    "dsv3-torchtitan-fp8-t2-ep16": FP8_02,
+    "dsv3-torchtitan-mxfp8": FP8_02,
+    "qwen3-30b-dualpipev-ep4": "torchtitan@0.2: dualpipev with expert parallelism not emitted",
+    "qwen3-30b-t2-p2-ep4": QWEN3_NO_PP_02,
+    "qwen3-30b-dualpipev-ep1": QWEN3_NO_PP_02,
+    "oss-120b-t2-p2-ep4": OSS_NO_PP_02,
+    "oss-120b-cp2": OSS_NO_PP_02,
+    "oss-120b-p1-cp2": "torchtitan@0.2: gpt_oss 120b cannot run context parallelism",
+    "dsv3-torchtitan-cp2": "torchtitan@0.2: deepseek_v3 671B cannot run context parallelism",
+    "dsv3-mtp": NO_MODEL,
+    "qwen3-235b": NO_MODEL,
+    "mixtral-8x7b": NO_MODEL,
+}
+ROUTED_REFUSAL_NAMES_02 = {
+    "dsv3-mtp": ("mtp_layers", "norm_epsilon", "flavour 671B"),
+    "qwen3-235b": ("flavour 235B-A22B", "rope_theta"),  # 0.2.2 builds the flavour; its RoPE base differs
+    "mixtral-8x7b": ("routed flavours",),
+    "qwen3-30b-zero0-ep8": ("--zero-stage 3",),
+    "qwen3-30b-t4-ep2-etp2": ("--etp 1 or --etp 4",),
+    "qwen3-30b-hsdp-ep8-etp2": ("--etp 1", "--ep dividing 4"),
+    "qwen3-30b-t2-p2-ep4": ("--pp 1", "pipelining_fn"),
+    "oss-120b-p1-cp2": ("--cp 1", "update_from_config"),
+    "dsv3-torchtitan-cp2": ("--cp 1", "FlexAttention"),
+    "qwen3-30b-dualpipev-ep4": ("get_dual_pipe_v_flag",),
+}
+
+
+def _routed_runnable_02() -> list[PanelPlan]:
+    return [e for e in ROUTED_PANEL if e.id not in ROUTED_REFUSED_02]
+
+
+def _routed_dp_02(entry: PanelPlan) -> tuple[int, int]:
+    """(replicate, shard) torchtitan 0.2.x must be given: HSDP's S/cp, DDP only without t/p/cp, else FSDP's d."""
+    req = entry.request
+    d = req.gpus // (req.tp * req.pp * req.cp)
+    if req.shard_group is not None:
+        return d * req.cp // req.shard_group, req.shard_group // req.cp
+    return (d, 1) if req.zero_stage == 0 and req.tp == req.pp == req.cp == 1 else (1, d)
+
+
+def _check_experts_02(entry: PanelPlan, got: dict[str, Any]) -> None:
+    """The parsed 0.2.x expert degrees are the plan's and fit 0.2.2's sparse mesh."""
+    req = entry.request
+    ep, etp = got["expert_parallel_degree"], got["expert_tensor_parallel_degree"]
+    assert (ep, etp) == (req.ep, req.etp)  # both written, even at 1
+    # ETP = TP or 1 with EP; experts split over TP without
+    assert etp in (1, req.tp) if ep > 1 else etp == req.tp
+    efsdp, rest = divmod(got["data_parallel_shard_degree"] * req.cp * req.tp, etp * ep)
+    assert rest == 0 and efsdp >= 1
+
+
 @pytest.mark.parametrize("entry", ROUTED_PANEL, ids=[e.id for e in ROUTED_PANEL])
-def test_routed_models_are_refused_for_0_2(entry: PanelPlan) -> None:
-    with pytest.raises(ConfigError) as err:
-        _text("torchtitan@0.2", entry)
-    assert err.value.field == "--launcher" and "torchtitan@0.2" in err.value.message
-    assert "--format torchtitan" in err.value.fix
+def test_routed_entry_for_0_2_is_refused_or_the_plan(entry: PanelPlan) -> None:
+    req = entry.request
+    if entry.id in ROUTED_REFUSED_02:
+        with pytest.raises(ConfigError) as err:
+            _text("torchtitan@0.2", entry)
+        message = err.value.message + " " + err.value.fix
+        assert err.value.field == "--launcher" and ROUTED_REFUSED_02[entry.id] in err.value.message, message
+        assert err.value.fix and "\n" not in message
+        for name in ROUTED_REFUSAL_NAMES_02.get(entry.id, ()):
+            assert name in message, (name, message)
+        return
+    text = _text("torchtitan@0.2", entry)
+    doc = tomllib.loads(text)
+    assert doc.pop("model") == dict(zip(("name", "flavor"), ROUTED_FLAVORS_02[entry.model], strict=True))
+    assert set(doc) == {"parallelism", "training", "activation_checkpoint"}
+    got: dict[str, Any] = {
+        **doc["parallelism"],
+        **doc["training"],
+        "ac": doc["activation_checkpoint"]["mode"],
+    }
+    _check_values(entry, "0.2", got)
+    assert (got["data_parallel_replicate_degree"], got["data_parallel_shard_degree"]) == _routed_dp_02(entry)
+    _check_experts_02(entry, got)
+    assert "disable_cuda_graphs" not in text  # 0.2.2 has no CUDA-graph switch
+    overrides = shlex.split(text.rstrip("\n").rsplit("\n# ", 1)[1])
+    assert overrides[overrides.index("--parallelism.expert_tensor_parallel_degree") + 1] == str(req.etp)
+    assert overrides[overrides.index("--model.flavor") + 1] == ROUTED_FLAVORS_02[entry.model][1]
+
+
+def test_routed_panel_for_0_2_covers_outputs_and_refusals() -> None:
+    assert set(ROUTED_REFUSED_02) <= {e.id for e in ROUTED_PANEL}
+    runnable = _routed_runnable_02()
+    assert {e.model for e in runnable} == set(ROUTED_FLAVORS_02)
+    assert any(e.request.ep > 1 and e.request.etp == e.request.tp > 1 for e in runnable)  # etp = t beside EP
+    assert any(e.request.ep > 1 and e.request.etp == 1 < e.request.tp for e in runnable)
+    assert any(e.request.cp > 1 for e in runnable) and any(e.request.pp > 1 for e in runnable)
+    assert any(e.request.shard_group for e in runnable) and any(e.request.zero_stage == 0 for e in runnable)
+    # the 0.3.x-only refusals that 0.2.x writes, and the reverse
+    assert {"qwen3-30b-ep4-etp2"} <= {e.id for e in runnable} - {e.id for e in _routed_runnable()}
+    assert "dsv3-torchtitan-cp2" in {e.id for e in _routed_runnable()} - {e.id for e in runnable}
 
 
 def test_routed_panel_covers_outputs_and_refusals() -> None:
@@ -425,8 +534,13 @@ def test_routed_request_rules_before_a_plan() -> None:
     fine = PlanRequest(gpus=16, global_batch=64, tp=1, pp=1, ep=8, zero_stage=3)
     for launcher in ("torchtitan", "torchtitan@0.2"):
         assert request_unsupported_reason(launcher, zero0, 4, 48) == EP_MESH
-        assert request_unsupported_reason(launcher, etp, 4, 48) == ROUTED_REFUSED["qwen3-30b-ep4-etp2"]
         assert request_unsupported_reason(launcher, fine, 4, 48) is None
+    assert request_unsupported_reason("torchtitan", etp, 4, 48) == ROUTED_REFUSED["qwen3-30b-ep4-etp2"]
+    assert request_unsupported_reason("torchtitan@0.2", etp, 4, 48) is None  # etp = t beside EP: 0.2.2 has it
+    odd = PlanRequest(gpus=16, global_batch=64, tp=4, pp=1, ep=2, etp=2, zero_stage=3)
+    assert (
+        request_unsupported_reason("torchtitan@0.2", odd, 4, 48) == ROUTED_REFUSED_02["qwen3-30b-t4-ep2-etp2"]
+    )
     assert request_unsupported_reason("megatron", zero0, 4, 48) is None
 
 
@@ -631,6 +745,18 @@ def parse_03(case):
     return out
 
 
+def _routed_02(args):
+    # the routed flavour's model args as torchtitan 0.2.2's table has them (every field the profile has)
+    moe = args.moe_args
+    fields = ("head_dim", "qk_norm", "norm_eps", "n_dense_layers", "inter_dim", "moe_inter_dim", "moe_enabled",
+              "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+              "sliding_window_size", "enable_weight_tying", "attn_type")
+    out = {f: getattr(args, f, None) for f in fields}
+    out.update(num_experts=moe.num_experts, top_k=moe.top_k, num_shared_experts=moe.num_shared_experts,
+               gate_bias=moe.gate_bias, args_class=type(args).__name__)
+    return out
+
+
 def parse_02(case):
     from torchtitan.config import ConfigManager
     from torchtitan.distributed import pipeline_parallel as pp_mod
@@ -640,24 +766,35 @@ def parse_02(case):
 
     config = ConfigManager().parse_args(list(case["args"]))
     par, train, ac = config.parallelism, config.training, config.activation_checkpoint
+    # torchtitan's own checks of the degrees (ParallelDims._validate: world size, ETP = TP or 1 with EP)
     ParallelDims(
         dp_replicate=par.data_parallel_replicate_degree, dp_shard=par.data_parallel_shard_degree,
         cp=par.context_parallel_degree, tp=par.tensor_parallel_degree, pp=par.pipeline_parallel_degree,
-        ep=1, etp=1, world_size=case["gpus"],
+        ep=par.expert_parallel_degree, etp=par.expert_tensor_parallel_degree, world_size=case["gpus"],
     )
-    args = get_train_spec(config.model.name).model_args[config.model.flavor]
-    with torch.device("meta"):
-        ffn = FeedForward(
-            dim=args.dim, hidden_dim=4 * args.dim, multiple_of=args.multiple_of,
-            ffn_dim_multiplier=args.ffn_dim_multiplier,
-        )
+    train_spec = get_train_spec(config.model.name)
+    args = train_spec.model_args[config.model.flavor]
     out = {p: getattr(par, p) for p in PAR}
     out.update(
         local_batch_size=train.local_batch_size, global_batch_size=train.global_batch_size,
         seq_len=train.seq_len, ac=ac.mode, model_name=config.model.name, flavor=config.model.flavor,
         num_layers=args.n_layers, hidden_size=args.dim, vocab_size=args.vocab_size, num_heads=args.n_heads,
-        num_kv_heads=args.n_kv_heads, ffn_hidden_size=ffn.w1.out_features, rope_theta=args.rope_theta,
+        num_kv_heads=getattr(args, "n_kv_heads", None), rope_theta=args.rope_theta,
+        expert_parallel_degree=par.expert_parallel_degree,
+        expert_tensor_parallel_degree=par.expert_tensor_parallel_degree,
     )
+    if case.get("routed"):
+        args.update_from_config(config)  # the flavour's own checks on the job (0.2.2: CP, sequence length)
+        if par.pipeline_parallel_degree > 1:
+            assert train_spec.pipelining_fn is not None, "Trainer.__init__ refuses PP without a pipelining_fn"
+        out.update(_routed_02(args))
+    else:
+        with torch.device("meta"):
+            ffn = FeedForward(
+                dim=args.dim, hidden_dim=4 * args.dim, multiple_of=args.multiple_of,
+                ffn_dim_multiplier=args.ffn_dim_multiplier,
+            )
+        out["ffn_hidden_size"] = ffn.w1.out_features
     if par.pipeline_parallel_degree > 1:
         # torchtitan 0.2.2 pipeline_llm: the stage count of pipeline_parallel_layers_per_stage
         get_schedule_class(par.pipeline_parallel_schedule)
@@ -801,12 +938,51 @@ def _check_routed_model(entry: PanelPlan, got: dict[str, Any]) -> None:
         assert not got["float8_linears"] and not got["experts_class"].startswith("Float8")
 
 
+def _check_routed_model_02(entry: PanelPlan, got: dict[str, Any]) -> None:
+    """torchtitan 0.2.2's routed flavour (its model args, read from the wheel) is pplan's profile, field by field;
+    the parsed expert degrees are the plan's and fit 0.2.2's sparse mesh."""
+    model = panel_model(entry)
+    moe = model.moe
+    assert moe is not None
+    assert (got["model_name"], got["flavor"]) == ROUTED_FLAVORS_02[entry.model]
+    assert (got["num_layers"], got["hidden_size"], got["num_heads"], got["vocab_size"]) == (
+        model.num_layers, model.hidden_size, model.num_attention_heads, model.vocab_size,
+    )  # fmt: skip
+    assert not got["enable_weight_tying"] and not model.tied_embeddings
+    assert got["norm_eps"] == (model.norm_epsilon if model.norm_epsilon is not None else got["norm_eps"])
+    assert model.rope_theta in (None, got["rope_theta"])
+    assert (got["num_experts"], got["top_k"], got["gate_bias"]) == (
+        moe.num_experts,
+        moe.top_k,
+        moe.router_bias,
+    )
+    assert got["moe_inter_dim"] == moe.expert_ffn_hidden_size
+    assert got["num_shared_experts"] * got["moe_inter_dim"] == moe.shared_expert_ffn_hidden_size
+    assert (got["n_dense_layers"] or 0) == moe.first_dense_layers and moe.layer_frequency == 1
+    if got["n_dense_layers"]:  # DeepSeek: dense layers first, of inter_dim
+        assert got["inter_dim"] == model.ffn_hidden_size
+    assert got["moe_enabled"] in (None, True)  # qwen3: every layer routed
+    if model.mla is not None:
+        mla = model.mla
+        assert [got[k] for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                 "v_head_dim")] == [mla.q_lora_rank or 0, mla.kv_lora_rank, mla.qk_nope_head_dim,
+                                                    mla.qk_rope_head_dim, mla.v_head_dim]  # fmt: skip
+    else:
+        assert (got["num_kv_heads"], got["head_dim"]) == (model.kv_heads, model.head_size)
+    assert bool(got["qk_norm"]) == model.qk_norm
+    # gpt_oss: every other layer (use_sliding_attention)
+    assert got["sliding_window_size"] == model.sliding_window
+    assert model.mtp_layers == 0  # 0.2.2's models build none
+    assert got["expert_parallel_degree"] == entry.request.ep
+    _check_experts_02(entry, got)
+
+
 @pytest.mark.acceptance
 @pytest.mark.parametrize("launcher", list(VERSIONS))
 def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wheels: Path) -> None:
     version = VERSIONS[launcher]
     cases: list[dict[str, Any]] = []
-    entries = _runnable() + (_routed_runnable() if version == "0.3" else [])
+    entries = _runnable() + (_routed_runnable() if version == "0.3" else _routed_runnable_02())
     for entry in entries:
         text = _text(launcher, entry)
         gpus = entry.request.gpus
@@ -815,9 +991,17 @@ def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wh
             args = shlex.split(body.replace("\\\n", " "))
             cases.append({"id": entry.id, "gpus": gpus, "args": args, "routed": entry in ROUTED_PANEL})
         else:  # the TOML file, and the overrides line printed under it
-            cases.append({"id": entry.id, "gpus": gpus, "toml": text})
+            routed = entry in ROUTED_PANEL
+            cases.append({"id": entry.id, "gpus": gpus, "toml": text, "routed": routed})
             overrides = text.rstrip("\n").rsplit("\n# ", 1)[1]
-            cases.append({"id": f"{entry.id}+overrides", "gpus": gpus, "args": shlex.split(overrides)})
+            cases.append(
+                {
+                    "id": f"{entry.id}+overrides",
+                    "gpus": gpus,
+                    "args": shlex.split(overrides),
+                    "routed": routed,
+                }
+            )
     parsed = _parse_in_venv(tmp_path, _wheels, version, cases)
     assert parsed.pop("torchtitan") == {"0.3": "0.3.0", "0.2": "0.2.2"}[version]
     failures = {key: value["error"] for key, value in parsed.items() if "error" in value}
@@ -827,11 +1011,13 @@ def test_torchtitan_parses_every_panel_output(launcher: str, tmp_path: Path, _wh
         entry = next(e for e in entries if case["id"].startswith(e.id + "+") or case["id"] == e.id)
         got = parsed[case["id"]]
         _check_values(entry, version, got)
-        if entry in ROUTED_PANEL:
+        if entry in ROUTED_PANEL and version == "0.2":
+            _check_routed_model_02(entry, got)
+        elif entry in ROUTED_PANEL:
             _check_routed_model(entry, got)
         else:
             _check_model(entry, got, version)
-            assert version == "0.2" or got["expert_parallel_degree"] == 1
+            assert got["expert_parallel_degree"] == 1  # a dense model: no expert parallelism written
         exp = _expected(entry)
         if entry.request.pp > 1:  # torchtitan's own stage count and split of the layers
             assert got["split"] == exp["split"], case["id"]
@@ -865,3 +1051,26 @@ def test_a_routed_search_shows_only_what_torchtitan_runs() -> None:
         gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1, etp=1
     )
     assert not search(model, hw, whole, launcher=reason).candidates
+
+
+def test_a_routed_search_for_0_2_shows_etp_t_beside_ep() -> None:
+    """recommend --launcher torchtitan@0.2: with t = 2 and ep = 2 forced it shows both etp = 1 and etp = t (0.2.2's
+    ParallelDims takes either), where 0.3.x shows only etp = 1; every plan shown is written with the plan's etp."""
+    from pplan.launchers.support import SearchFilter
+    from pplan.profiles.catalog import load_hardware
+    from pplan.search import SearchRequest, search
+
+    model, hw = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm-80gb")
+    shown: dict[str, set[int]] = {}
+    for launcher in ("torchtitan@0.2", "torchtitan"):
+        request = SearchRequest(
+            gpus=8, global_batch=32, launcher=launcher, stack="torchtitan", tp=2, ep=2, top_n=50
+        )
+        found = search(model, hw, request, launcher=SearchFilter(launcher, model)).candidates
+        assert found
+        shown[launcher] = {rec.request.etp for rec in found}
+        for rec in found[:5]:
+            text = launcher_text(launcher, model, make_plan(model, rec.request))
+            if launcher == "torchtitan@0.2":
+                assert tomllib.loads(text)["parallelism"]["expert_tensor_parallel_degree"] == rec.request.etp
+    assert shown == {"torchtitan@0.2": {1, 2}, "torchtitan": {1}}

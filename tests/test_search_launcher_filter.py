@@ -35,6 +35,13 @@ QUERIES = [
         "torchtitan",
         SearchRequest(gpus=16, global_batch=64, launcher="torchtitan", stack="torchtitan"),
     ),
+    # torchtitan 0.2.x on a routed flavour: etp = t beside EP (0.3.x refuses it), ep dividing dp_shard·cp·tp / etp,
+    # no pipeline for qwen3's flavour, DualPipeV with EP not written
+    (
+        "qwen3-30b-a3b",
+        "torchtitan@0.2",
+        SearchRequest(gpus=8, global_batch=32, launcher="torchtitan@0.2", stack="torchtitan"),
+    ),
     # FP8 and offload asked: refused by torchtitan, cut by cut
     (
         "llama3-8b",

@@ -33,19 +33,27 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   `torchtitan/distributed/pipeline_parallel.py`) gives every virtual stage `pipeline_parallel_layers_per_stage`
   layers, less at the two ends only, so a first or last stage with more layers than the others is refused.
   torchtitan builds only the models it ships a configuration for (`pplan.launchers.torchtitan_models`: Llama 3
-  8B, 70B, 405B; for 0.3.x also the routed DeepSeek-V3 16B/671B, Qwen3-30B-A3B and GPT-OSS 20B/120B shapes), so
-  any other model is refused, and so are routed models for 0.2.x (pplan writes no 0.2.x expert-parallel
-  settings). Expert parallelism (torchtitan 0.3.0 `parallelism.expert_parallel_degree`,
-  torchtitan/config/configs.py and torchtitan/distributed/parallel_dims.py) borrows its ranks from FSDP and TP:
-  the sparse mesh is (pp, dp_replicate, efsdp, ep) with efsdp = dp_shard·cp·tp / ep, so ep must divide
-  dp_shard·cp·tp as torchtitan's degrees are written (`torchtitan_dp_degrees`: a ZeRO-0 plan replicates, leaving
-  only cp·tp). 0.3.0 has no expert-tensor-parallel field: with ep > 1 its experts are whole on each rank
-  (etp = 1), with ep = 1 they are split over the tensor-parallel ranks (`expert_param_placement_dense` in
-  torchtitan/models/common/moe_sharding.py: etp = tp), so any other etp is refused. FP8 is written only where
-  the registry has a Float8 config function of the model (`deepseek_v3_671b_float8`), without FP8 parameter
-  gathers (no such field); a model whose attention cannot run context-parallel (GPT-OSS's varlen attention) is
-  refused with cp > 1, and DualPipeV with ep > 1 (0.3.0 registers no function that overlaps the expert all-to-all
-  of its paired passes, which pplan costs as hidden). pplan's selective recompute (Korthikanti et al. 2022,
+  8B, 70B, 405B; the routed DeepSeek-V3 16B/671B, Qwen3-30B-A3B and GPT-OSS 20B/120B shapes, as 0.3.x config
+  functions and 0.2.x flavours; Qwen3-235B-A22B as a 0.2.x flavour only), so any other model is refused.
+  Expert parallelism borrows its ranks from FSDP, CP and TP: torchtitan 0.3.0's `parallelism.expert_parallel_degree`
+  (torchtitan/config/configs.py, torchtitan/distributed/parallel_dims.py) builds the sparse mesh
+  (pp, dp_replicate, efsdp, ep) with efsdp = dp_shard·cp·tp / ep; 0.2.2's `expert_parallel_degree` and
+  `expert_tensor_parallel_degree` build (pp, dp_replicate, efsdp, ep, etp) with efsdp = dp_shard·cp·tp / (etp·ep)
+  (`ParallelDims.build_mesh`, torchtitan 0.2.2 torchtitan/distributed/parallel_dims.py), so ep must divide
+  dp_shard·cp·tp / etp as torchtitan's degrees are written (`torchtitan_dp_degrees`: a ZeRO-0 plan replicates,
+  leaving only cp·tp; `_expert_refusal`). The experts' tensor parallelism (`_expert_tp_refusal`, the one place by
+  release): without EP both split every expert over t (etp = t); with EP 0.3.0 has no expert-tensor-parallel field
+  (experts whole, etp = 1, `expert_param_placement_dense` in torchtitan/models/common/moe_sharding.py) and 0.2.2
+  takes etp ∈ {1, t} (`ParallelDims._validate`). What a release cannot run on a model is the model's record
+  (`PerRelease`, read by `_model_plan_refusal`): 0.3.0's GPT-OSS varlen attention and 0.2.2's DeepSeek
+  FlexAttention and GPT-OSS refuse cp > 1; 0.2.2's qwen3 and gpt_oss TrainSpecs have no pipelining_fn, so p > 1
+  is refused for them. DualPipeV with ep > 1 is refused for both (`_cut_refusal`): 0.3.0 registers no function
+  that overlaps the expert all-to-all of its paired passes, which pplan costs as hidden; 0.2.2 does
+  (`overlap_callback`, torchtitan/distributed/dual_pipe_v.py) but only without activation checkpointing
+  (`get_dual_pipe_v_flag`), a rule across the cut (schedule) and the cell (recompute) that the launcher filter's
+  split cannot state, so pplan writes neither. FP8 is written only for 0.3.x where the registry has a Float8
+  config function of the model (`deepseek_v3_671b_float8`), without FP8 parameter gathers (no such field); 0.2.2
+  takes FP8 as model converters whose recipe pplan does not write, so `torchtitan@0.2` refuses FP8. pplan's selective recompute (Korthikanti et al. 2022,
   arXiv:2205.05198: the attention core re-run, everything else kept) is no torchtitan mode: torchtitan 0.3.0's
   selective AC (`SelectiveAC`, torchtitan/distributed/activation_checkpoint.py; 0.2.x's
   `selective_ac_option = "op"`) saves the matmul and attention outputs and recomputes every second matmul and
@@ -54,7 +62,7 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   gradients in FP32 (`training.mixed_precision_reduce` takes only float32), so a BF16-gradient plan is refused;
   its FSDP is ZeRO-3 and its replicate axis ZeRO-0, so a search for it skips ZeRO-1/2 (`request_unsupported_reason`;
   a hand-picked ZeRO-1/2 plan is written as FSDP with a note). `torchtitan` is the current release
-  (0.3.x), `torchtitan@0.2` the 0.2.x TOML; both refuse the same plans. torchtitan has no activation offload:
+  (0.3.x), `torchtitan@0.2` the 0.2.x TOML; they refuse the same plans but by the rules above keyed by release. torchtitan has no activation offload:
   its one offload option, `training.enable_cpu_offload` (torchtitan 0.3.0 torchtitan/config/configs.py), offloads
   FSDP's parameters, gradients and optimizer states, and its activation checkpointing
   (torchtitan/distributed/activation_checkpoint.py) has no offload mode; so a plan with `--offload-modules` is
@@ -68,7 +76,13 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from pplan.errors import ConfigError
-from pplan.launchers.torchtitan_models import ShippedModel, shipped_model, unshipped_detail
+from pplan.launchers.torchtitan_models import (
+    ShippedModel,
+    TorchtitanVersion,
+    shipped_model,
+    shipped_name,
+    unshipped_detail,
+)
 from pplan.plan.configuration import (
     DEFAULT_RECOMPUTE_MODULES,
     Plan,
@@ -136,8 +150,13 @@ def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None
     return k, k - first, k - last
 
 
+def _version(launcher: str) -> TorchtitanVersion:
+    """The torchtitan release series of a canonical torchtitan launcher name."""
+    return "0.2" if launcher == "torchtitan@0.2" else "0.3"
+
+
 def torchtitan_dp_degrees(
-    version: Literal["0.3", "0.2"],
+    version: TorchtitanVersion,
     dp: int,
     zero_stage: int,
     shard_group: int | None,
@@ -166,31 +185,42 @@ def _expert_refusal(
     shard_group: int | None,
 ) -> _Refusal | None:
     """torchtitan's rules on expert parallelism that need no model (etp > 1 and ep > 1 exist only for routed
-    models): no expert tensor parallelism beside EP, etp = tp without it, and ep dividing dp_shard·cp·tp."""
-    if etp > 1 and ep > 1:
-        return _Refusal(
-            "torchtitan: no expert tensor parallelism with expert parallelism",
-            f"ep = {ep}, etp = {etp}: torchtitan 0.3.0 has no expert_tensor_parallel_degree; with ep > 1 its experts "
-            "are whole on each rank (torchtitan/models/common/moe_sharding.py)",
-            "drop --etp (etp = 1), or --launcher megatron",
-        )
+    models): the experts' tensor parallelism (`_expert_tp_refusal`), and ep dividing the ranks it borrows.
+
+    Both releases build the sparse mesh (pp, dp_replicate, efsdp, ep[, etp]) from dp_shard·cp·tp: 0.3.0 as
+    efsdp = dp_shard·cp·tp / ep (torchtitan/config/configs.py, torchtitan/distributed/parallel_dims.py), 0.2.2 as
+    efsdp = dp_shard·cp·tp / (etp·ep) (`ParallelDims.build_mesh`, torchtitan/distributed/parallel_dims.py). With
+    etp = 1 (0.3.x always, with ep > 1) ep must divide dp_shard·cp·tp; with 0.2.x's etp = t, dp_shard·cp.
+    dp_shard is as torchtitan's degrees are written (`torchtitan_dp_degrees`)."""
+    version = _version(launcher)
     if etp > 1:  # a routed model, whatever the caller knows of it
-        split = _expert_split_refusal(ep, etp, tp)
+        split = _expert_tp_refusal(version, ep, etp, tp)
         if split is not None:
             return split
-    version: Literal["0.3", "0.2"] = "0.2" if launcher == "torchtitan@0.2" else "0.3"
     shard = torchtitan_dp_degrees(version, dp, zero_stage, shard_group, tp, pp, cp)[1]
-    if ep > 1 and (shard * cp * tp) % ep:
+    ranks = shard * cp * tp // etp  # etp is 1, or (0.2.x) t, here
+    if ep > 1 and ranks % ep:
+        mesh = (
+            "torchtitan 0.3.0 borrows the expert-parallel ranks from FSDP and TP (efsdp = dp_shard·cp·tp / ep, "
+            "torchtitan/config/configs.py; dp_replicate and pp are outer)"
+            if version == "0.3"
+            else "torchtitan 0.2.2 borrows the expert-parallel ranks from FSDP, CP and the TP ranks etp leaves "
+            "(efsdp = dp_shard·cp·tp / (etp·ep), ParallelDims.build_mesh in torchtitan/distributed/parallel_dims.py)"
+        )
+        if etp > 1:
+            return _Refusal(
+                "torchtitan@0.2: ep must divide data_parallel_shard_degree × cp with etp = t",
+                f"ep = {ep}, etp = t = {tp}, data_parallel_shard_degree {shard} × cp {cp} = {ranks}: {mesh}",
+                f"use --ep dividing {ranks}, or --etp 1 (EP then borrows the t ranks too), or --launcher megatron",
+            )
         fix = (
             "use --zero-stage 3 (FSDP shards over d, so the ranks are t·cp·d)"
             if zero_stage == 0 and shard_group is None
-            else f"use --ep dividing {shard * cp * tp}"
+            else f"use --ep dividing {ranks}"
         )
         return _Refusal(
             "torchtitan: ep must divide data_parallel_shard_degree × cp × tp",
-            f"ep = {ep}, data_parallel_shard_degree {shard} × cp {cp} × t {tp} = {shard * cp * tp}: torchtitan 0.3.0 "
-            "borrows the expert-parallel ranks from FSDP and TP (efsdp = dp_shard·cp·tp / ep, "
-            "torchtitan/config/configs.py; dp_replicate and pp are outer)",
+            f"ep = {ep}, data_parallel_shard_degree {shard} × cp {cp} × t {tp} = {ranks}: {mesh}",
             f"{fix}, or --launcher megatron",
         )
     return None
@@ -282,10 +312,17 @@ def _cut_refusal(
         and launcher != "megatron"
         and not (precision == "fp8" and fp8_config and launcher == "torchtitan")
     ):
+        why = (
+            "pplan writes torchtitan's FP8 only as a Float8 config function the model registry ships (torchtitan "
+            "0.3.0: deepseek_v3_671b_float8), none for this model or precision"
+            if launcher == "torchtitan"
+            else "torchtitan 0.2.2 takes FP8 as model converters (model.converters, [quantize.linear.float8] and, "
+            "for routed experts, the prototype [quantize.grouped_mm.float8], torchtitan/config/job_config.py) whose "
+            "recipe and filters are not pplan's FP8 plan; pplan writes none"
+        )
         return _Refusal(
             f"{launcher}: FP8 not emitted",
-            f"--precision {precision}: pplan writes torchtitan's FP8 only as a Float8 config function the model "
-            "registry ships (torchtitan 0.3.0: deepseek_v3_671b_float8), none for this model or precision",
+            f"--precision {precision}: {why}",
             "use --precision bf16, or --launcher megatron (--fp8-format, --fp8-recipe)",
         )
     if tp_comm_overlap and launcher != "megatron":
@@ -316,13 +353,22 @@ def _cut_refusal(
             )
         return None
     ep = experts[0]
-    if ep > 1 and kind.overlaps_expert_comm:
+    if ep > 1 and kind.overlaps_expert_comm and launcher == "torchtitan":
         return _Refusal(
             f"torchtitan: {kind.name} without the expert all-to-all overlap",
             f"ep = {ep}: pplan costed {kind.name}'s paired passes hiding the expert all-to-all, but torchtitan 0.3.0 "
             "registers no overlap function, so torch runs the paired forward and backward one after the other "
             "(_PipelineScheduleRuntime, OVERLAP_F_B, PyTorch 2.13 torch/distributed/pipelining/schedules.py)",
             "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
+        )
+    if ep > 1 and kind.overlaps_expert_comm:  # 0.2.x: overlapped, but only without activation checkpointing
+        return _Refusal(
+            f"torchtitan@0.2: {kind.name} with expert parallelism not emitted",
+            f"ep = {ep}: torchtitan 0.2.2 overlaps {kind.name}'s expert all-to-all (overlap_callback, "
+            "pipeline_parallel_expert_parallel_overlap) only without activation checkpointing (get_dual_pipe_v_flag "
+            "raises NotImplementedError otherwise, torchtitan/distributed/dual_pipe_v.py); that rule reads the "
+            "recompute, which pplan checks per configuration and the schedule per cut, so pplan writes neither",
+            "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1, or --launcher megatron",
         )
     if offload:
         return _Refusal(
@@ -475,7 +521,7 @@ def request_unsupported_reason(
     model it builds (its experts' tensor parallelism, context parallelism), and FP8 where it ships a Float8
     config function of the model, as `check_supported` does for the plan.
     """
-    shipped = None if model is None or launcher_name(launcher) == "megatron" else shipped_model(model)
+    shipped = None if model is None else _shipped(launcher, model)
     kind = schedule_family(req.schedule)
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
     layers = _chunk_layers(kind, num_layers, req.pp, v, req.first_stage_layers, req.last_stage_layers)
@@ -500,11 +546,13 @@ def request_unsupported_reason(
         req.fp8_swiglu_input,
         req.moment_dtype,
         (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)),
-        shipped is not None and shipped.fp8_config is not None,
+        _fp8_config(launcher, shipped),
         req.fp8_param_gather,
     )
     if refused is None and shipped is not None:
-        refused = _model_plan_refusal(shipped, req.ep, req.etp, req.tp, req.cp)
+        refused = _model_plan_refusal(
+            shipped, launcher_name(launcher), req.ep, req.etp, req.tp, req.cp, req.pp
+        )
     if refused is None and _search_skips_zero(launcher_name(launcher), req.zero_stage):
         return SEARCH_TORCHTITAN_ZERO
     return None if refused is None else refused.reason
@@ -553,8 +601,8 @@ class SearchFilter:
     ) -> None:
         self.launcher = launcher_name(launcher)
         self.num_layers = model.num_layers
-        self.shipped = None if self.launcher == "megatron" else shipped_model(model)
-        self.fp8_config = self.shipped is not None and self.shipped.fp8_config is not None
+        self.shipped = _shipped(self.launcher, model)
+        self.fp8_config = _fp8_config(self.launcher, self.shipped)
         self.tp_comm_overlap = tp_comm_overlap
         self.recompute_modules = recompute_modules
         self._cuts: dict[tuple[object, ...], bool] = {}
@@ -587,7 +635,7 @@ class SearchFilter:
                 _REQUEST_DEFAULTS["fp8_param_gather"],
             )  # fmt: skip
             if refused is None and self.shipped is not None:
-                refused = _model_plan_refusal(self.shipped, ep, etp, t, cp)
+                refused = _model_plan_refusal(self.shipped, self.launcher, ep, etp, t, cp, p)
             got = self._cuts[key] = refused is not None
         return got
 
@@ -648,50 +696,83 @@ def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refus
     )
 
 
-def _expert_split_refusal(ep: int, etp: int, tp: int) -> _Refusal | None:
-    """A routed model without expert parallelism: torchtitan 0.3.0 splits every expert over the t tensor-parallel
-    ranks, so the plan's etp must be t."""
-    if ep > 1 or etp == tp:
-        return None
-    return _Refusal(
-        "torchtitan: expert tensor parallelism is the tensor parallelism",
-        f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan 0.3.0 splits every expert over "
-        "the t tensor-parallel ranks (expert_param_placement_dense, torchtitan/models/common/moe_sharding.py)",
-        f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
-    )
+def _expert_tp_refusal(version: TorchtitanVersion, ep: int, etp: int, tp: int) -> _Refusal | None:
+    """torchtitan's rule on a routed model's expert tensor parallelism etp, by release (the one place it is kept).
+
+    Without expert parallelism (ep = 1) both releases split every expert over the t tensor-parallel ranks, so etp
+    must be t: 0.3.0's `expert_param_placement_dense` (torchtitan/models/common/moe_sharding.py), 0.2.2's
+    `apply_moe_ep_tp` (TensorParallel on the TP mesh when there is no EP mesh; torchtitan/models/llama4/infra/
+    parallelize.py, which deepseek_v3 and qwen3 import, and gpt_oss/infra/parallelize.py). With ep > 1, 0.3.0 has
+    no expert_tensor_parallel_degree and keeps every expert whole (etp = 1); 0.2.2's
+    `parallelism.expert_tensor_parallel_degree` takes 1 or t (`ParallelDims._validate` asserts ETP = TP or ETP = 1,
+    torchtitan/distributed/parallel_dims.py)."""
+    if ep == 1:
+        if etp == tp:
+            return None
+        return _Refusal(
+            "torchtitan: expert tensor parallelism is the tensor parallelism",
+            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan splits every expert over the t "
+            "tensor-parallel ranks (0.3.0 expert_param_placement_dense, torchtitan/models/common/moe_sharding.py; "
+            "0.2.2 apply_moe_ep_tp, torchtitan/models/llama4/infra/parallelize.py)",
+            f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
+        )
+    if version == "0.3" and etp > 1:
+        return _Refusal(
+            "torchtitan: no expert tensor parallelism with expert parallelism",
+            f"ep = {ep}, etp = {etp}: torchtitan 0.3.0 has no expert_tensor_parallel_degree; with ep > 1 its experts "
+            "are whole on each rank (torchtitan/models/common/moe_sharding.py)",
+            "drop --etp (etp = 1), or --format torchtitan@0.2 (etp = t), or --launcher megatron",
+        )
+    if version == "0.2" and etp not in (1, tp):
+        return _Refusal(
+            "torchtitan@0.2: expert tensor parallelism is 1 or t with expert parallelism",
+            f"ep = {ep}, etp = {etp}, t = {tp}: ParallelDims._validate asserts ETP = TP or ETP = 1 (torchtitan 0.2.2 "
+            "torchtitan/distributed/parallel_dims.py)",
+            f"use --etp 1 or --etp {tp}, or --launcher megatron",
+        )
+    return None
 
 
-def _model_plan_refusal(shipped: ShippedModel, ep: int, etp: int, tp: int, cp: int) -> _Refusal | None:
-    """What torchtitan cannot run, with expert parallelism `ep`, expert tensor parallelism `etp`, tensor
-    parallelism `tp` and context parallelism `cp`, on the model it builds (`shipped`)."""
-    split = _expert_split_refusal(ep, etp, tp) if shipped.moe is not None else None
+def _model_plan_refusal(
+    shipped: ShippedModel, launcher: str, ep: int, etp: int, tp: int, cp: int, pp: int
+) -> _Refusal | None:
+    """What torchtitan (`launcher`, canonical) cannot run, with expert parallelism `ep`, expert tensor parallelism
+    `etp`, tensor parallelism `tp`, context parallelism `cp` and pipeline parallelism `pp`, on the model it builds
+    (`shipped`): the cut's rules that need the model (each release's facts are the record's, `PerRelease`)."""
+    version = _version(launcher)
+    split = _expert_tp_refusal(version, ep, etp, tp) if shipped.moe is not None else None
     if split is not None:
         return split
-    if shipped.cp_refusal and cp > 1:
+    name = shipped_name(shipped, version)
+    no_pp = shipped.pp_refusal.of(version)
+    if no_pp and pp > 1:
         return _Refusal(
-            f"torchtitan: {shipped.config} cannot run context parallelism",
-            f"cp = {cp}: {shipped.cp_refusal}",
+            f"{launcher}: {name} cannot run pipeline parallelism",
+            f"p = {pp}: {no_pp}",
+            "use --pp 1, or --format torchtitan (0.3.x), or --launcher megatron",
+        )
+    no_cp = shipped.cp_refusal.of(version)
+    if no_cp and cp > 1:
+        return _Refusal(
+            f"{launcher}: {name} cannot run context parallelism",
+            f"cp = {cp}: {no_cp}",
             "use --cp 1, or --launcher megatron",
         )
     return None
 
 
 def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
-    """Why `launcher` cannot build `model` at all (torchtitan: no shipped configuration of its shape; 0.2.x:
-    routed, MLA or multi-token-prediction parts, whose 0.2.x settings pplan does not emit), or None."""
+    """Why `launcher` cannot build `model` at all (torchtitan: no configuration of its shape in that release), or
+    None."""
     name = launcher_name(launcher)
-    if name == "megatron":
-        return None
-    if routed_or_latent(model) and name == "torchtitan@0.2":
-        return f"pplan does not yet emit {name} settings for {routed_or_latent(model)}"
-    if shipped_model(model) is not None:
+    if name == "megatron" or shipped_model(model, _version(name)) is not None:
         return None
     return "torchtitan ships no configuration for this model"
 
 
 def routed_or_latent(model: ModelSpec) -> str:
-    """The parts of `model` whose launcher flags pplan does not emit yet ("" when none): printing a launcher line
-    without them would build a different model."""
+    """The routed, latent-attention and multi-token-prediction parts of `model` ("" when none): torchtitan builds
+    them only as a shipped model of exactly that shape."""
     parts = [
         what
         for what, present in (
@@ -709,23 +790,28 @@ def check_model(launcher: str, model: ModelSpec) -> None:
     reason = model_unsupported_reason(launcher, model)
     if reason is None:
         return
-    if routed_or_latent(model) and launcher_name(launcher) == "torchtitan@0.2":
-        raise ConfigError(
-            "--launcher", f"{reason} (a launcher line without them would build a different model; torchtitan "
-            "0.2.2 ships routed flavours, but pplan writes no 0.2.x expert-parallel settings)",
-            "use --format torchtitan (0.3.x arguments) or --launcher megatron; explain and recommend still plan "
-            "the model",
-        )  # fmt: skip
+    detail = unshipped_detail(model, _version(launcher_name(launcher)))
     if routed_or_latent(model):
         raise ConfigError(
-            "--launcher", f"{reason} ({unshipped_detail(model)})",
+            "--launcher", f"{reason} ({detail})",
             "use --launcher megatron, or a model profile of a shape torchtitan ships",
         )  # fmt: skip
     raise ConfigError(
         "--launcher",
-        f"{reason} ({unshipped_detail(model)})",
+        f"{reason} ({detail})",
         "use --launcher megatron, or a Llama 3 8B/70B/405B profile",
     )
+
+
+def _shipped(launcher: str, model: ModelSpec) -> ShippedModel | None:
+    """The torchtitan model `launcher` builds for `model` (None for megatron, or none shipped)."""
+    name = launcher_name(launcher)
+    return None if name == "megatron" else shipped_model(model, _version(name))
+
+
+def _fp8_config(launcher: str, shipped: ShippedModel | None) -> bool:
+    """Whether pplan writes FP8 for the model: a 0.3.x Float8 config function of it (0.2.x: none)."""
+    return launcher_name(launcher) == "torchtitan" and shipped is not None and shipped.fp8_config is not None
 
 
 def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -> None:
@@ -733,11 +819,12 @@ def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -
     shipped = None
     if model is not None:
         check_model(launcher, model)
-        shipped = None if launcher_name(launcher) == "megatron" else shipped_model(model)
-    fp8_config = shipped is not None and shipped.fp8_config is not None
-    refused = _plan_refusal(launcher, plan, fp8_config)
+        shipped = _shipped(launcher, model)
+    refused = _plan_refusal(launcher, plan, _fp8_config(launcher, shipped))
     if refused is None and shipped is not None:
-        refused = _model_plan_refusal(shipped, plan.ep, plan.etp, plan.tp, plan.cp)
+        refused = _model_plan_refusal(
+            shipped, launcher_name(launcher), plan.ep, plan.etp, plan.tp, plan.cp, plan.pp
+        )
     if refused is not None:
         raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
 

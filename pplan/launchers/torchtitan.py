@@ -23,17 +23,20 @@ torchtitan accumulates gradients over global_batch_size / (local_batch_size · d
 pplan's `full` recompute is torchtitan's full AC (every layer re-run from its input), `none` none; `selective` is
 refused (`pplan.launchers.support`).
 
-Routed models (0.3.x only): `--parallelism.expert_parallel_degree` is always written (a config function may set
-another: deepseek_v3_671b's is 2), and `--training.disable_cuda_graphs` with ep > 1 too (`Trainer.Config`'s
+Routed models: `expert_parallel_degree` is always written (a 0.3.x config function may set another:
+deepseek_v3_671b's is 2). 0.3.x: `--training.disable_cuda_graphs` with ep > 1 too (`Trainer.Config`'s
 `_validate_cuda_graphs` refuses EP with the standard token dispatcher without it); an FP8 plan names the model's
-Float8 config function (`deepseek_v3_671b_float8`) and says what it sets beyond pplan's plan.
+Float8 config function (`deepseek_v3_671b_float8`) and says what it sets beyond pplan's plan. 0.2.x: `[model]`
+names the flavour, and `[parallelism] expert_tensor_parallel_degree` is the plan's etp (1 or t with ep > 1,
+`ParallelDims._validate` in torchtitan 0.2.2 torchtitan/distributed/parallel_dims.py; t without EP); 0.2.2 has no
+CUDA-graph switch and compiles nothing unless `[compile] enable` is set, so nothing else is needed; FP8 is refused
+(`pplan.launchers.support`).
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.launchers.support import (
@@ -47,14 +50,12 @@ from pplan.launchers.torchtitan_models import (
     TORCHTITAN_02_RELEASE,
     TORCHTITAN_RELEASE,
     ShippedModel,
+    TorchtitanVersion,
     shipped_model,
 )
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily
-
-TorchtitanVersion = Literal["0.3", "0.2"]
-"""The torchtitan release series pplan writes for: 0.3 (`--launcher torchtitan`) or 0.2 (`torchtitan@0.2`)."""
 
 _AC_SUBCOMMAND = {"full": "activation-checkpoint:full", "none": "activation-checkpoint:none"}
 
@@ -174,19 +175,7 @@ def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_F
         _Field(par, "pipeline_parallel_degree", plan.pp, "ranks, not stages"),
     ]
     if model.moe is not None:  # always written: a config function may set another (deepseek_v3_671b: 2)
-        if plan.ep > 1:
-            note = (
-                f"EP borrows its ranks from FSDP and TP: efsdp = shard·cp·t / ep = "
-                f"{shard}·{plan.cp}·{plan.tp} / {plan.ep} = {shard * plan.cp * plan.tp // plan.ep}; each expert whole "
-                "on its rank (etp = 1)"
-            )
-        else:
-            note = "no expert parallelism" + (
-                f"; every expert split over the t = {plan.tp} tensor-parallel ranks (etp = t)"
-                if plan.tp > 1
-                else ""
-            )
-        out.append(_Field(par, "expert_parallel_degree", plan.ep, note))
+        out += _expert_fields(plan, version, shard)
     if plan.pp > 1:
         chunk_layers = tuple(c.layers for c in plan.layout.chunks)
         edges = torchtitan_split(chunk_layers)
@@ -236,9 +225,43 @@ def _fields(model: ModelSpec, plan: Plan, version: TorchtitanVersion) -> list[_F
     return out
 
 
+def _expert_fields(plan: Plan, version: TorchtitanVersion, shard: int) -> list[_Field]:
+    """A routed model's expert parallelism: `expert_parallel_degree` (both releases, always written) and 0.2.x's
+    `expert_tensor_parallel_degree` (etp = 1 or t with ep > 1; no effect with ep = 1, where both releases split
+    the experts over t: `pplan.launchers.support._expert_tp_refusal`)."""
+    par = "parallelism"
+    ep, etp, tp, cp = plan.ep, plan.etp, plan.tp, plan.cp
+    if ep == 1:
+        note = "no expert parallelism" + (
+            f"; every expert split over the t = {tp} tensor-parallel ranks (etp = t)" if tp > 1 else ""
+        )
+    elif version == "0.3":
+        note = (
+            f"EP borrows its ranks from FSDP and TP: efsdp = shard·cp·t / ep = "
+            f"{shard}·{cp}·{tp} / {ep} = {shard * cp * tp // ep}; each expert whole on its rank (etp = 1)"
+        )
+    else:
+        borrowed = "FSDP and CP (each expert split over the t ranks)" if etp > 1 else "FSDP, CP and TP"
+        note = (
+            f"EP borrows its ranks from {borrowed}: efsdp = shard·cp·t / (etp·ep) = "
+            f"{shard}·{cp}·{tp} / ({etp}·{ep}) = {shard * cp * tp // (etp * ep)}"
+        )
+    out = [_Field(par, "expert_parallel_degree", ep, note)]
+    if version == "0.2":
+        out.append(
+            _Field(
+                par,
+                "expert_tensor_parallel_degree",
+                etp,
+                "no effect without EP (torchtitan splits the experts over TP)" if ep == 1 and tp > 1 else "",
+            )
+        )
+    return out
+
+
 def _shipped(model: ModelSpec, plan: Plan, launcher: str) -> ShippedModel:
     check_supported(launcher, plan, model)
-    shipped = shipped_model(model)
+    shipped = shipped_model(model, torchtitan_version(launcher))
     assert shipped is not None  # check_supported refused it otherwise
     return shipped
 
@@ -261,6 +284,8 @@ def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: Torchti
         notes += list(shipped.config_notes)
         if plan.precision == "fp8":
             notes += list(shipped.fp8_notes)
+    else:
+        notes += list(shipped.flavor_notes)
     if not plan.flash_attention:
         notes.append(
             "attention: planned without flash attention; torchtitan's fused attention stores no scores"

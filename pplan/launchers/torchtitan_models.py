@@ -13,7 +13,7 @@ Dense (both releases): the shapes are those files' of torchtitan 0.3.0 (`_8b`, `
 `multiple_of` and `ffn_dim_multiplier` there, the vocabulary Llama 3's tokenizer's. GPT-3 and pplan's other GPT
 shapes (learned positions, LayerNorm, GELU, biases, tied embeddings) are no torchtitan model.
 
-Routed (0.3.x only; `pplan.launchers.support` refuses them for 0.2.x): the config functions of torchtitan 0.3.0's
+Routed, 0.3.x: the config functions of torchtitan 0.3.0's
 `torchtitan/models/deepseek_v3/config_registry.py` (`deepseek_v3_16b`, `deepseek_v3_671b`,
 `deepseek_v3_671b_float8`), `qwen3/config_registry.py` (`qwen3_30b_a3b`) and `gpt_oss/config_registry.py`
 (`gpt_oss_20b`, `gpt_oss_120b`), with the shapes of the flavours they build (`_16b`, `_671b` in
@@ -23,6 +23,18 @@ DeepSeek-V3's `model_registry` builds `num_mtp_layers = 0` and its norms with `R
 (`sliding_window_size=128 if layer_id % 2 == 0`) and has attention sinks and biases on the QKV, output, expert and
 router matrices. `qwen3/__init__.py` also has a `235B-A22B` flavour, but no config function builds it (and its
 RoPE base is 5000000), so it is listed to be refused by name. torchtitan 0.3.0 has no Mixtral module.
+
+Routed, 0.2.x: torchtitan 0.2.2's `[model] flavor` names any flavour of the module's table, and its tables have the
+same shapes under the same names: `deepseekv3_args` "16B" and "671B" (torchtitan/models/deepseek_v3/__init__.py;
+`DeepSeekV3ModelArgs` in model/args.py: `norm_eps` 1e-5, `rope_theta` 10000, no multi-token-prediction module;
+`moe_inter_dim × num_shared_experts` shared, `n_dense_layers` dense), `qwen3_args` "30B-A3B" and "235B-A22B"
+(qwen3/__init__.py; `Qwen3ModelArgs`: `norm_eps` 1e-6, every layer routed when `moe_enabled`, its `hidden_dim`
+unused) and `gptoss_configs` "20b" and "120b" (gpt_oss/__init__.py; `GptOssModelArgs`: h 2880, 64 heads of 64, 8
+KV heads, `sliding_window_size` 128 on even layers, sinks, biases, `gate_bias`, RoPE 150000). So one record holds
+each shape for both releases; 0.2.2 builds 235B-A22B too (a profile must still match it, RoPE base included). What
+differs by release is what the model can run (`cp_refusal`, `pp_refusal`) and what the output says of it (0.3.x
+`config_notes`, 0.2.x `flavor_notes`). 0.2.2's other routed flavours (DeepSeek "236B", llama4's) are no pplan
+profile's shape and are not listed.
 """
 
 from __future__ import annotations
@@ -37,6 +49,22 @@ TORCHTITAN_RELEASE = "torchtitan 0.3.0"
 """The release whose names the default `torchtitan` output uses (PyPI, github.com/pytorch/torchtitan)."""
 TORCHTITAN_02_RELEASE = "torchtitan 0.2.2"
 """The 0.2.x release the `torchtitan@0.2` TOML was checked against."""
+
+TorchtitanVersion = Literal["0.3", "0.2"]
+"""The torchtitan release series pplan writes for: 0.3 (`--launcher torchtitan`) or 0.2 (`torchtitan@0.2`)."""
+
+_RELEASE = {"0.3": TORCHTITAN_RELEASE, "0.2": TORCHTITAN_02_RELEASE}
+
+
+@dataclass(frozen=True, slots=True)
+class PerRelease:
+    """One text about a shipped model for each release series ("" where there is nothing to say)."""
+
+    v03: str = ""
+    v02: str = ""
+
+    def of(self, version: TorchtitanVersion) -> str:
+        return self.v03 if version == "0.3" else self.v02
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +133,12 @@ class ShippedModel:
     """The 0.3.x config function of the same model with Float8 converters, if the registry has one."""
     fp8_notes: tuple[str, ...] = ()
     """What that Float8 config function sets that pplan's FP8 plan does not (said in the output)."""
-    cp_refusal: str = ""
-    """Why torchtitan cannot run this model with context parallelism ("" when it can)."""
+    cp_refusal: PerRelease = PerRelease()
+    """Why each release cannot run this model with context parallelism ("" where it can)."""
+    pp_refusal: PerRelease = PerRelease()
+    """Why each release cannot run this model with pipeline parallelism ("" where it can)."""
+    flavor_notes: tuple[str, ...] = ()
+    """What the 0.2.x flavour builds beyond the shape that pplan does not plan (said in the output)."""
 
     def differences(self, model: ModelSpec) -> list[str]:
         """Every field in which `model` is not this shape ("field: profile's, torchtitan's"); [] when it is."""
@@ -199,6 +231,18 @@ _ROUTED_RUN = (
     "its router's scoring, grouping and load-balancing bias update (register_moe_load_balancing_hook) are the "
     "flavour's; pplan costs routing as one h × E GEMM either way"
 )
+_ROUTED_RUN_02 = (
+    "its router's scoring, grouping and bias update are the flavour's; pplan costs routing as one h × E GEMM"
+)
+
+_NO_PIPELINE_02 = (
+    "its TrainSpec has no pipelining_fn, so Trainer.__init__ raises RuntimeError with pipeline parallelism "
+    "(torchtitan 0.2.2 torchtitan/models/{module}/__init__.py, torchtitan/train.py)"
+)
+_DEEPSEEK_CP_02 = (
+    'its flavours build FlexAttention (attn_type "flex") and parallelize_deepseekv3 raises NotImplementedError '
+    "for context parallelism without SDPA (torchtitan 0.2.2 torchtitan/models/deepseek_v3/infra/parallelize.py)"
+)
 
 SHIPPED_MODELS: tuple[ShippedModel, ...] = (
     ShippedModel("llama3", "llama3_8b", "8B", 32, 4096, 32, 8, 14336, 128256, 500000),
@@ -238,6 +282,11 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
             "deepseek_v3_16b builds FlexAttention and YaRN RoPE (factor 40), and compiles the loss only; "
             + _ROUTED_RUN,
         ),
+        flavor_notes=(
+            "deepseek_v3 flavour 16B builds FlexAttention (block-causal) and YaRN RoPE (rope_factor 40); "
+            + _ROUTED_RUN_02,
+        ),
+        cp_refusal=PerRelease(v02=_DEEPSEEK_CP_02),
     ),
     ShippedModel(
         "deepseek_v3",
@@ -256,6 +305,11 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
             "deepseek_v3_671b builds FlexAttention and YaRN RoPE (factor 40), no multi-token-prediction module, and "
             "compiles the loss only; " + _ROUTED_RUN,
         ),
+        flavor_notes=(
+            "deepseek_v3 flavour 671B builds FlexAttention (block-causal), YaRN RoPE (rope_factor 40) and no "
+            "multi-token-prediction module; " + _ROUTED_RUN_02,
+        ),
+        cp_refusal=PerRelease(v02=_DEEPSEEK_CP_02),
         fp8_config="deepseek_v3_671b_float8",
         fp8_notes=(
             "deepseek_v3_671b_float8 converts every Linear but lm_head and router.gate to torchao's Float8Linear "
@@ -282,6 +336,8 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
             qk_norm=True,
             moe=ShippedMoe(128, 8, expert_ffn),
             config_notes=notes,
+            flavor_notes=(f"qwen3 flavour {flavor} builds SDPA attention with QK norms; " + _ROUTED_RUN_02,),
+            pp_refusal=PerRelease(v02=_NO_PIPELINE_02.format(module="qwen3")),
         )
         for config, flavor, layers, hidden, heads, expert_ffn, rope, notes in (
             (
@@ -329,62 +385,87 @@ SHIPPED_MODELS: tuple[ShippedModel, ...] = (
                 f"gpt_oss_{size} builds varlen attention, YaRN RoPE (factor 32) and clamped-SwiGLU experts; "
                 + _ROUTED_RUN,
             ),
-            cp_refusal=(
-                "its varlen attention cannot run with context parallelism under the default spmd_backend "
-                "(validate_config in torchtitan 0.3.0 torchtitan/distributed/full_dtensor.py)"
+            flavor_notes=(
+                f"gpt_oss flavour {size} builds FlexAttention, YaRN RoPE (rope_factor 32) and clamped-SwiGLU experts "
+                "(swiglu_limit 7); " + _ROUTED_RUN_02,
             ),
+            cp_refusal=PerRelease(
+                "its varlen attention cannot run with context parallelism under the default spmd_backend "
+                "(validate_config in torchtitan 0.3.0 torchtitan/distributed/full_dtensor.py)",
+                "GptOssModelArgs.update_from_config raises NotImplementedError for context parallelism (torchtitan "
+                "0.2.2 torchtitan/models/gpt_oss/model/args.py)",
+            ),
+            pp_refusal=PerRelease(v02=_NO_PIPELINE_02.format(module="gpt_oss")),
         )
         for size, layers, experts in (("20b", 24, 32), ("120b", 36, 128))
     ),
 )
 
 
+def builds(shipped: ShippedModel, version: TorchtitanVersion) -> bool:
+    """Whether `version` builds `shipped`: 0.3.x from a config function, 0.2.x from any flavour of the table."""
+    return bool(shipped.config) if version == "0.3" else True
+
+
+def shipped_name(shipped: ShippedModel, version: TorchtitanVersion) -> str:
+    """How the release names the model: its 0.3.x config function, or 0.2.x's module and flavour."""
+    return shipped.config if version == "0.3" else f"{shipped.module} {shipped.flavor}"
+
+
 @lru_cache(maxsize=64)
-def shipped_model(model: ModelSpec) -> ShippedModel | None:
-    """The torchtitan configuration that builds exactly `model`'s shape, or None (remembered: a search with a
-    launcher asks per configuration)."""
-    return next((s for s in SHIPPED_MODELS if s.config and s.matches(model)), None)
+def shipped_model(model: ModelSpec, version: TorchtitanVersion = "0.3") -> ShippedModel | None:
+    """The configuration of torchtitan `version` that builds exactly `model`'s shape, or None (remembered: a
+    search with a launcher asks per configuration)."""
+    return next((s for s in SHIPPED_MODELS if builds(s, version) and s.matches(model)), None)
 
 
-def _shipped_list(routed: bool) -> str:
+def _shipped_list(routed: bool, version: TorchtitanVersion) -> str:
     return ", ".join(
-        f"{s.config} ({s.num_layers} layers, h {s.hidden_size})"
+        f"{shipped_name(s, version)} ({s.num_layers} layers, h {s.hidden_size})"
         for s in SHIPPED_MODELS
-        if s.config and (s.moe is not None) == routed
+        if builds(s, version) and (s.moe is not None) == routed
     )
 
 
-def unshipped_detail(model: ModelSpec) -> str:
-    """Why no torchtitan configuration builds `model`: the one-line detail of the refusal."""
+def unshipped_detail(model: ModelSpec, version: TorchtitanVersion = "0.3") -> str:
+    """Why no configuration of torchtitan `version` builds `model`: the one-line detail of the refusal."""
     if model.moe is not None or model.mla is not None or model.mtp_layers:
-        return _routed_detail(model)
-    shipped = _shipped_list(False)
+        return _routed_detail(model, version)
+    shipped = _shipped_list(False, version)
+    what = "llama3 configs" if version == "0.3" else "llama3 flavours"
     if model.position_embedding != "rope" or model.mlp != "swiglu" or model.norm != "rmsnorm":
         kind = f"{model.position_embedding} positions, {model.mlp} MLP, {model.norm}"
-        return f"{model.name} is not a Llama-style model ({kind}); torchtitan's dense llama3 configs are {shipped}"
-    return f"{model.name}'s shape is none of torchtitan's dense llama3 configs: {shipped}"
+        return f"{model.name} is not a Llama-style model ({kind}); torchtitan's dense {what} are {shipped}"
+    return f"{model.name}'s shape is none of torchtitan's dense {what}: {shipped}"
 
 
-def _routed_detail(model: ModelSpec) -> str:
+def _routed_detail(model: ModelSpec, version: TorchtitanVersion) -> str:
     routed = [s for s in SHIPPED_MODELS if s.moe is not None]
     near = min(routed, key=lambda s: len(s.differences(model)))
     diff = near.differences(model)
-    if not diff:  # exactly a flavour that no config function builds
+    release = _RELEASE[version]
+    if not diff:  # exactly a flavour that no config function builds (0.2.x builds every flavour)
         return (
-            f"{model.name} is {TORCHTITAN_RELEASE}'s {near.module} flavour {near.flavor}, but no config function "
+            f"{model.name} is {release}'s {near.module} flavour {near.flavor}, but no config function "
             f"in torchtitan/models/{near.module}/config_registry.py builds it"
         )
-    if len(diff) <= 3 and near.config:
+    if len(diff) <= 3 and builds(near, version):
         why = ""
         if any(d.startswith("mtp_layers") for d in diff):
             why = (
                 "; the config function builds no multi-token-prediction module and no command-line override adds "
                 "one (Trainer.Config.model_spec is not a command-line field)"
+                if version == "0.3"
+                else f"; {release}'s {near.module} model builds no multi-token-prediction module"
             )
-        return f"{model.name} (routed experts) differs from {near.config}: {', '.join(diff)}{why}"
+        what = near.config if version == "0.3" else f"{release}'s {near.module} flavour {near.flavor}"
+        return f"{model.name} (routed experts) differs from {what}: {', '.join(diff)}{why}"
     if len(diff) <= 3:
         return (
             f"{model.name} (routed experts) differs from {near.module}'s {near.flavor} flavour ({', '.join(diff)}), "
             "which no config function builds anyway"
         )
-    return f"{model.name} (routed experts) is none of {TORCHTITAN_RELEASE}'s routed configs: {_shipped_list(True)}"
+    what = "configs" if version == "0.3" else "flavours"
+    return (
+        f"{model.name} (routed experts) is none of {release}'s routed {what}: {_shipped_list(True, version)}"
+    )
