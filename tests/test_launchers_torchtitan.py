@@ -356,26 +356,38 @@ def _routed_runnable() -> list[PanelPlan]:
     return [e for e in ROUTED_PANEL if e.id not in ROUTED_REFUSED]
 
 
-def _routed_dp(entry: PanelPlan) -> tuple[int, int]:
-    """(replicate, shard) torchtitan 0.3.x must be given: HSDP's S/cp, FSDP's d, or ZeRO-0's replicas."""
+def _routed_dp(entry: PanelPlan, version: str = "0.3") -> tuple[int, int]:
+    """(replicate, shard) torchtitan must be given: HSDP's S/cp, FSDP's d, or ZeRO-0's replicas (0.2.x: DDP only
+    without t, p or cp, else FSDP's d)."""
     req = entry.request
     d = req.gpus // (req.tp * req.pp * req.cp)
     if req.shard_group is not None:
         return d * req.cp // req.shard_group, req.shard_group // req.cp
-    return (d, 1) if req.zero_stage == 0 else (1, d)
+    replicated = req.zero_stage == 0 and (version == "0.3" or req.tp == req.pp == req.cp == 1)
+    return (d, 1) if replicated else (1, d)
+
+
+def _refused_as_listed(
+    launcher: str, entry: PanelPlan, refused: dict[str, str], names: dict[str, tuple[str, ...]]
+) -> bool:
+    """Whether `entry` is listed as refused for `launcher`; if so, that the writer refuses it in one line with the
+    listed reason, a fix, and the names the refusal must give."""
+    if entry.id not in refused:
+        return False
+    with pytest.raises(ConfigError) as err:
+        _text(launcher, entry)
+    message = err.value.message + " " + err.value.fix
+    assert err.value.field == "--launcher" and refused[entry.id] in err.value.message, message
+    assert err.value.fix and "\n" not in message
+    for name in names.get(entry.id, ()):
+        assert name in message, (name, message)
+    return True
 
 
 @pytest.mark.parametrize("entry", ROUTED_PANEL, ids=[e.id for e in ROUTED_PANEL])
 def test_routed_entry_is_refused_or_the_plan(entry: PanelPlan) -> None:
     req = entry.request
-    if entry.id in ROUTED_REFUSED:
-        with pytest.raises(ConfigError) as err:
-            _text("torchtitan", entry)
-        message = err.value.message + " " + err.value.fix
-        assert err.value.field == "--launcher" and ROUTED_REFUSED[entry.id] in err.value.message, message
-        assert err.value.fix and "\n" not in message
-        for name in ROUTED_REFUSAL_NAMES.get(entry.id, ()):
-            assert name in message, (name, message)
+    if _refused_as_listed("torchtitan", entry, ROUTED_REFUSED, ROUTED_REFUSAL_NAMES):
         return
     text = _text("torchtitan", entry)
     values, switches, ac = _parse_03(text)
@@ -454,15 +466,6 @@ def _routed_runnable_02() -> list[PanelPlan]:
     return [e for e in ROUTED_PANEL if e.id not in ROUTED_REFUSED_02]
 
 
-def _routed_dp_02(entry: PanelPlan) -> tuple[int, int]:
-    """(replicate, shard) torchtitan 0.2.x must be given: HSDP's S/cp, DDP only without t/p/cp, else FSDP's d."""
-    req = entry.request
-    d = req.gpus // (req.tp * req.pp * req.cp)
-    if req.shard_group is not None:
-        return d * req.cp // req.shard_group, req.shard_group // req.cp
-    return (d, 1) if req.zero_stage == 0 and req.tp == req.pp == req.cp == 1 else (1, d)
-
-
 def _check_experts_02(entry: PanelPlan, got: dict[str, Any]) -> None:
     """The parsed 0.2.x expert degrees are the plan's and fit 0.2.2's sparse mesh."""
     req = entry.request
@@ -477,14 +480,7 @@ def _check_experts_02(entry: PanelPlan, got: dict[str, Any]) -> None:
 @pytest.mark.parametrize("entry", ROUTED_PANEL, ids=[e.id for e in ROUTED_PANEL])
 def test_routed_entry_for_0_2_is_refused_or_the_plan(entry: PanelPlan) -> None:
     req = entry.request
-    if entry.id in ROUTED_REFUSED_02:
-        with pytest.raises(ConfigError) as err:
-            _text("torchtitan@0.2", entry)
-        message = err.value.message + " " + err.value.fix
-        assert err.value.field == "--launcher" and ROUTED_REFUSED_02[entry.id] in err.value.message, message
-        assert err.value.fix and "\n" not in message
-        for name in ROUTED_REFUSAL_NAMES_02.get(entry.id, ()):
-            assert name in message, (name, message)
+    if _refused_as_listed("torchtitan@0.2", entry, ROUTED_REFUSED_02, ROUTED_REFUSAL_NAMES_02):
         return
     text = _text("torchtitan@0.2", entry)
     doc = tomllib.loads(text)
@@ -496,7 +492,9 @@ def test_routed_entry_for_0_2_is_refused_or_the_plan(entry: PanelPlan) -> None:
         "ac": doc["activation_checkpoint"]["mode"],
     }
     _check_values(entry, "0.2", got)
-    assert (got["data_parallel_replicate_degree"], got["data_parallel_shard_degree"]) == _routed_dp_02(entry)
+    assert (got["data_parallel_replicate_degree"], got["data_parallel_shard_degree"]) == _routed_dp(
+        entry, "0.2"
+    )
     _check_experts_02(entry, got)
     assert "disable_cuda_graphs" not in text  # 0.2.2 has no CUDA-graph switch
     overrides = shlex.split(text.rstrip("\n").rsplit("\n# ", 1)[1])

@@ -744,20 +744,22 @@ def _model_plan_refusal(
     if split is not None:
         return split
     name = shipped_name(shipped, version)
-    no_pp = shipped.pp_refusal.of(version)
-    if no_pp and pp > 1:
-        return _Refusal(
-            f"{launcher}: {name} cannot run pipeline parallelism",
-            f"p = {pp}: {no_pp}",
-            "use --pp 1, or --format torchtitan (0.3.x), or --launcher megatron",
-        )
-    no_cp = shipped.cp_refusal.of(version)
-    if no_cp and cp > 1:
-        return _Refusal(
-            f"{launcher}: {name} cannot run context parallelism",
-            f"cp = {cp}: {no_cp}",
-            "use --cp 1, or --launcher megatron",
-        )
+    for axis, symbol, degree, why, fix in (
+        (
+            "pipeline",
+            "p",
+            pp,
+            shipped.pp_refusal.of(version),
+            "use --pp 1, or --format torchtitan (0.3.x), or ",
+        ),
+        ("context", "cp", cp, shipped.cp_refusal.of(version), "use --cp 1, or "),
+    ):
+        if why and degree > 1:
+            return _Refusal(
+                f"{launcher}: {name} cannot run {axis} parallelism",
+                f"{symbol} = {degree}: {why}",
+                f"{fix}--launcher megatron",
+            )
     return None
 
 
