@@ -21,8 +21,13 @@ import pytest
 
 from pplan.errors import ConfigError
 from pplan.launchers import launcher_text
-from pplan.launchers.support import LAUNCHERS, request_unsupported_reason, unsupported_reason
-from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args, torchtitan_version
+from pplan.launchers.support import (
+    LAUNCHERS,
+    request_unsupported_reason,
+    torchtitan_version,
+    unsupported_reason,
+)
+from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec

@@ -150,9 +150,16 @@ def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None
     return k, k - first, k - last
 
 
-def _version(launcher: str) -> TorchtitanVersion:
-    """The torchtitan release series of a canonical torchtitan launcher name."""
-    return "0.2" if launcher == "torchtitan@0.2" else "0.3"
+def torchtitan_version(launcher: str) -> TorchtitanVersion:
+    """The release series a torchtitan launcher name asks for (a ConfigError on `--launcher` for other names)."""
+    name = launcher_name(launcher)
+    if name == "torchtitan":
+        return "0.3"
+    if name == "torchtitan@0.2":
+        return "0.2"
+    raise ConfigError(
+        "--launcher", f"{launcher!r} is not a torchtitan launcher", "use torchtitan or torchtitan@0.2"
+    )
 
 
 def torchtitan_dp_degrees(
@@ -192,7 +199,7 @@ def _expert_refusal(
     efsdp = dp_shard·cp·tp / (etp·ep) (`ParallelDims.build_mesh`, torchtitan/distributed/parallel_dims.py). With
     etp = 1 (0.3.x always, with ep > 1) ep must divide dp_shard·cp·tp; with 0.2.x's etp = t, dp_shard·cp.
     dp_shard is as torchtitan's degrees are written (`torchtitan_dp_degrees`)."""
-    version = _version(launcher)
+    version = torchtitan_version(launcher)
     if etp > 1:  # a routed model, whatever the caller knows of it
         split = _expert_tp_refusal(version, ep, etp, tp)
         if split is not None:
@@ -739,7 +746,7 @@ def _model_plan_refusal(
     """What torchtitan (`launcher`, canonical) cannot run, with expert parallelism `ep`, expert tensor parallelism
     `etp`, tensor parallelism `tp`, context parallelism `cp` and pipeline parallelism `pp`, on the model it builds
     (`shipped`): the cut's rules that need the model (each release's facts are the record's, `PerRelease`)."""
-    version = _version(launcher)
+    version = torchtitan_version(launcher)
     split = _expert_tp_refusal(version, ep, etp, tp) if shipped.moe is not None else None
     if split is not None:
         return split
@@ -767,7 +774,7 @@ def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
     """Why `launcher` cannot build `model` at all (torchtitan: no configuration of its shape in that release), or
     None."""
     name = launcher_name(launcher)
-    if name == "megatron" or shipped_model(model, _version(name)) is not None:
+    if name == "megatron" or shipped_model(model, torchtitan_version(name)) is not None:
         return None
     return "torchtitan ships no configuration for this model"
 
@@ -792,7 +799,7 @@ def check_model(launcher: str, model: ModelSpec) -> None:
     reason = model_unsupported_reason(launcher, model)
     if reason is None:
         return
-    detail = unshipped_detail(model, _version(launcher_name(launcher)))
+    detail = unshipped_detail(model, torchtitan_version(launcher_name(launcher)))
     if routed_or_latent(model):
         raise ConfigError(
             "--launcher", f"{reason} ({detail})",
@@ -808,7 +815,7 @@ def check_model(launcher: str, model: ModelSpec) -> None:
 def _shipped(launcher: str, model: ModelSpec) -> ShippedModel | None:
     """The torchtitan model `launcher` builds for `model` (None for megatron, or none shipped)."""
     name = launcher_name(launcher)
-    return None if name == "megatron" else shipped_model(model, _version(name))
+    return None if name == "megatron" else shipped_model(model, torchtitan_version(name))
 
 
 def _fp8_config(launcher: str, shipped: ShippedModel | None) -> bool:

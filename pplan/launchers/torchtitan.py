@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pplan.errors import ConfigError
 from pplan.launchers.support import (
     check_supported,
-    launcher_name,
     plan_summary,
     torchtitan_dp_degrees,
     torchtitan_split,
+    torchtitan_version,
 )
 from pplan.launchers.torchtitan_models import (
     TORCHTITAN_02_RELEASE,
@@ -58,18 +58,6 @@ from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily
 
 _AC_SUBCOMMAND = {"full": "activation-checkpoint:full", "none": "activation-checkpoint:none"}
-
-
-def torchtitan_version(launcher: str) -> TorchtitanVersion:
-    """The release series a torchtitan launcher name asks for (a ConfigError on `--launcher` for other names)."""
-    name = launcher_name(launcher)
-    if name == "torchtitan":
-        return "0.3"
-    if name == "torchtitan@0.2":
-        return "0.2"
-    raise ConfigError(
-        "--launcher", f"{launcher!r} is not a torchtitan launcher", "use torchtitan or torchtitan@0.2"
-    )
 
 
 def torchtitan_schedule(family: ScheduleFamily) -> str:
