@@ -217,3 +217,35 @@ def test_published_schemas_are_closed_and_require_their_version(capsys: pytest.C
     doc = _json(capsys, "--top", "1")
     with pytest.raises(ValidationError):
         RecommendReport.model_validate({**doc, "unexpected": 1})
+
+
+def _rendered(result: Any, width: int) -> str:
+    from rich.console import Console
+
+    from pplan.render.recommend import candidates_table
+
+    console = Console(width=width, record=True, color_system=None)
+    console.print(candidates_table(result, "title", console.width))
+    return console.export_text()
+
+
+def test_the_table_leaves_columns_out_rather_than_cut_numbers_on_a_narrow_terminal() -> None:
+    """At 80 columns (a default terminal, and what rich assumes when the output is piped) every cell shown is
+    whole: the optional columns go first, each named in the caption; at 200 columns all of them are shown."""
+    from pplan.render.recommend import OPTIONAL_COLUMNS
+
+    result = search(load_model("llama3-70b"), H100, SearchRequest(gpus=2048, global_batch=1024, top_n=5))
+    wide = _rendered(result, 200)
+    header = next(line for line in wide.splitlines() if "Mtok/s" in line)
+    assert all(col in header.split() for col in OPTIONAL_COLUMNS) and "Not shown" not in wide
+    narrow = _rendered(result, 80)
+    lines = narrow.splitlines()
+    rows = lines[lines.index(next(line for line in lines if "Mtok/s" in line)) :][:7]
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert not any("…" in line for line in rows), rows
+    dropped = [col for col in OPTIONAL_COLUMNS if col not in rows[0].split()]
+    assert dropped and f"Not shown on this 80-column terminal: {', '.join(dropped)}" in " ".join(narrow.split())
+    # every figure shown at 80 columns is the one shown at 200
+    wide_rows = wide.splitlines()[wide.splitlines().index(header) + 2 :][:5]
+    for short, full in zip(rows[2:], wide_rows, strict=True):
+        assert set(short.split()) <= set(full.split())

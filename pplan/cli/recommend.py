@@ -249,7 +249,7 @@ def recommend(
         f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
         f"{inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
     )
-    console.print(render_recommend(result, title, elapsed))
+    console.print(render_recommend(result, title, elapsed, console.width))
     if result.candidates:
         console.print("Every number of the best, with its derivation:", style="bold")
         console.print("  " + explain_command(model, hardware, result.candidates[0].request), soft_wrap=True)

@@ -3,19 +3,81 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.search import SearchResult
+from pplan.search import Recommendation, SearchResult
 
 EP_SUFFIX = "·ep"
 """Routed models' parallelism column adds the expert-parallel degree."""
 
 
-def candidates_table(result: SearchResult, title: str) -> Table:
+OPTIONAL_COLUMNS = ("interval", "bubble", "x")
+"""Columns left out, in this order, when the table is wider than the terminal (rather than cutting every number
+short): the interval is the calibration band widened per extrapolated axis, which `x` already counts."""
+
+NEVER_SQUEEZED = {"#": 2, "Mtok/s": 6, "MFU": 3}
+"""Columns kept whole however narrow the terminal (below the width of the table without its optional columns,
+rich shortens the others)."""
+
+
+def candidates_table(result: SearchResult, title: str, width: int | None = None) -> Table:
+    """The ranked candidates; `width`: the terminal's columns, when the table must fit in them (the columns of
+    `OPTIONAL_COLUMNS` are then left out as needed, and the caption says which)."""
     usable = result.candidates[0].report.memory.usable_bytes if result.candidates else 0
     routed = any(c.report.experts is not None for c in result.candidates)
+    plan_column = "t·p·d·v·cp" + (EP_SUFFIX if routed else "")
+    columns = (
+        "#", plan_column, "schedule", "b×m", "rc/Z/g", "bubble", "GB", "Mtok/s", "interval", "x", "MFU",
+    )  # fmt: skip
+    rows = [
+        dict(zip(columns, _row(rank, cand, routed), strict=True))
+        for rank, cand in enumerate(result.candidates, 1)
+    ]
+    shown = list(columns)
+    dropped: list[str] = []
+    table = _table(title, shown, rows, plan_column)
+    for col in OPTIONAL_COLUMNS:
+        if width is None or _MEASURE.measure(table).maximum <= width:
+            break
+        shown.remove(col)
+        dropped.append(col)
+        table = _table(title, shown, rows, plan_column)
+    notes = {
+        "bubble": "bubble: idle / step, simulated. ",
+        "interval": "interval: where the measured Mtok/s should fall (the calibration runs' 10th-90th percentile "
+        "errors), widened per axis outside the calibrated envelope; ",
+        "x": "x: how many axes outside the calibrated envelope (explain names them; --max-extrapolation filters). ",
+    }
+    left_out = (
+        f"Not shown on this {width}-column terminal: {', '.join(dropped)} (a wider one, or --format json, has "
+        f"{'them' if len(dropped) > 1 else 'it'}). "
+        if dropped
+        else ""
+    )
+    table.caption = (
+        "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel"
+        + (" (·ep: expert parallel; /etp: each expert split over etp ranks)" if routed else "")
+        + "; fp8/mxfp8 after it: the GEMM precision. b×m: micro-batch × micro-batches. rc/Z/g: recomputation (bN: "
+        "the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights "
+        "kept) / gradient dtype (f32, b16). "
+        + ("" if "bubble" in dropped else notes["bubble"])
+        + f"GB: peak on the most loaded stage (usable {usable / 1e9:.1f} GB). "
+        + ("" if "interval" in dropped else notes["interval"])
+        + ("" if "x" in dropped else notes["x"])
+        + "MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal "
+        "count). * the first and last chunks hold fewer layers than the others. " + left_out
+    ).rstrip()
+    table.caption_justify = "left"
+    return table
+
+
+_MEASURE = Console(width=1 << 16, color_system=None)
+"""Measures a table's width with nothing cut (a console wider than any table)."""
+
+
+def _table(title: str, columns: list[str], rows: list[dict[str, str]], plan_column: str) -> Table:
     table = Table(
         title=title,
         title_justify="left",
@@ -24,57 +86,44 @@ def candidates_table(result: SearchResult, title: str) -> Table:
         padding=(0, 1),
         collapse_padding=True,
     )
-    columns = (
-        "#",
-        "t·p·d·v·cp" + (EP_SUFFIX if routed else ""),
-        "schedule",
-        "b×m",
-        "rc/Z/g",
-        "bubble",
-        "GB",
-        "Mtok/s",
-        "interval",
-        "x",
-        "MFU",
-    )
-    keep = {"#": 2, "Mtok/s": 6, "x": 1}  # never squeezed away on a narrow terminal
     for col in columns:
         table.add_column(
             col,
-            justify="left" if col in ("schedule", "rc/Z/g") or col.startswith("t·p") else "right",
+            justify="left" if col in ("schedule", "rc/Z/g", plan_column) else "right",
             no_wrap=True,
-            min_width=keep.get(col),
+            min_width=NEVER_SQUEEZED.get(col),
         )
-    for rank, cand in enumerate(result.candidates, 1):
-        r = cand.report
-        plan, perf = r.plan, r.performance
-        assert perf is not None
-        worst = min(r.memory.stages, key=lambda s: s.headroom_bytes)
-        layout = plan.layers_per_chunk
-        schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
-        table.add_row(
-            str(rank), f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}" + (f"·{plan.ep}" + (f"/{plan.etp}" if plan.etp > 1 else "") if routed else "")
-            + ("" if plan.precision == "bf16" else f" {plan.precision}"), schedule,
-            f"{plan.micro_batch}×{plan.num_microbatches}", f"{_recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)}/{_zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)}/{GRAD_SHORT[plan.grad_dtype]}",
-            f"{r.pipeline.bubble_fraction_of_step:.1%}", f"{worst.total_bytes / 1e9:.1f}",
-            f"{perf.tokens_per_s / 1e6:.3f}",
-            f"{perf.tokens_per_s_interval[0] / 1e6:.2f}-{perf.tokens_per_s_interval[1] / 1e6:.2f}",
-            str(len(perf.extrapolation)) if perf.extrapolated else "", f"{perf.mfu:.0%}",
-        )  # fmt: skip
-    table.caption = (
-        "t·p·d·v·cp: tensor, pipeline, data parallel, chunks per rank, context parallel"
-        + (" (·ep: expert parallel; /etp: each expert split over etp ranks)" if routed else "")
-        + "; fp8/mxfp8 after it: the GEMM precision. b×m: micro-batch × "
-        "micro-batches. rc/Z/g: recomputation (bN: the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights kept) / gradient dtype (f32, b16). bubble: idle / step, simulated. GB: peak on the most "
-        "loaded stage (usable "
-        + f"{usable / 1e9:.1f}"
-        + " GB). interval: where the measured Mtok/s should fall (the calibration runs' 10th-90th percentile "
-        "errors), widened per axis outside the calibrated envelope; x: how many axes (explain names them; "
-        "--max-extrapolation filters). MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal"
-        " count). * the first and last chunks hold fewer layers than the others."
-    )
-    table.caption_justify = "left"
+    for row in rows:
+        table.add_row(*(row[col] for col in columns))
     return table
+
+
+def _row(rank: int, cand: Recommendation, routed: bool) -> tuple[str, ...]:
+    """One candidate's cells, in the table's column order."""
+    r = cand.report
+    plan, perf = r.plan, r.performance
+    assert perf is not None
+    worst = min(r.memory.stages, key=lambda s: s.headroom_bytes)
+    layout = plan.layers_per_chunk
+    schedule = plan.schedule + ("*" if layout[0] != layout[len(layout) // 2] else "")
+    experts = f"·{plan.ep}" + (f"/{plan.etp}" if plan.etp > 1 else "") if routed else ""
+    precision = "" if plan.precision == "bf16" else f" {plan.precision}"
+    recompute = _recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)
+    zero = _zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)
+    low, high = perf.tokens_per_s_interval
+    return (
+        str(rank),
+        f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}{experts}{precision}",
+        schedule,
+        f"{plan.micro_batch}×{plan.num_microbatches}",
+        f"{recompute}/{zero}/{GRAD_SHORT[plan.grad_dtype]}",
+        f"{r.pipeline.bubble_fraction_of_step:.1%}",
+        f"{worst.total_bytes / 1e9:.1f}",
+        f"{perf.tokens_per_s / 1e6:.3f}",
+        f"{low / 1e6:.2f}-{high / 1e6:.2f}",
+        str(len(perf.extrapolation)) if perf.extrapolated else "",
+        f"{perf.mfu:.0%}",
+    )
 
 
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
@@ -106,10 +155,13 @@ def rejection_table(result: SearchResult) -> Table:
     return table
 
 
-def render_recommend(result: SearchResult, title: str, elapsed_s: float) -> RenderableType:
+def render_recommend(
+    result: SearchResult, title: str, elapsed_s: float, width: int | None = None
+) -> RenderableType:
+    """The recommend report; `width`: the terminal's columns (`candidates_table`)."""
     parts: list[RenderableType] = []
     if result.candidates:
-        parts.append(candidates_table(result, title))
+        parts.append(candidates_table(result, title, width))
     else:
         after = "Closest misses below." if result.closest_misses else "Why each was rejected below."
         parts.append(Text(f"No configuration fits. {after}", style="bold red"))
