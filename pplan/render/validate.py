@@ -71,8 +71,14 @@ def summary_table(sets: list[ValidationSetOut]) -> Table:
         ),
         caption_justify="left",
     )
-    for col in ("set", "GPU", "rows", "mean", "worst", "left-out mean", "left-out worst"):
-        table.add_column(col, justify="left" if col in ("set", "GPU") else "right")
+    for col in ("set", "GPU", "rows", "mean", "worst", "left-out\nmean", "left-out\nworst"):
+        # a narrow terminal folds the set's name over lines; every other cell stays whole
+        table.add_column(
+            col,
+            justify="left" if col in ("set", "GPU") else "right",
+            overflow="fold" if col == "set" else "ellipsis",
+            no_wrap=col != "set",
+        )
     for s in sets:
         table.add_row(
             s.set_, s.hardware, str(len(s.rows)), _size_text(s.mape), _size_text(s.worst),
