@@ -22,7 +22,7 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     body = "".join(f"    _set(new, {name!r}, obj.{name})\n" for name in slots)
     source = f"def copy(obj):\n    new = _new(cls)\n{body}    return new\n"
     scope: dict[str, Any] = {"_set": _set, "_new": object.__new__, "cls": cls}
-    exec(source, scope)  # noqa: S102  (slot names checked as identifiers above)
+    exec(source, scope)  # slot names checked as identifiers above
     copy: Callable[[Any], Any] = scope["copy"]
     return copy
 

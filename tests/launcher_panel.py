@@ -118,5 +118,7 @@ ROUTED_PANEL: tuple[PanelPlan, ...] = (
     _r("qwen3-30b-t4-ep2-etp2", "qwen3-30b-a3b", gpus=16, global_batch=64, tp=4, pp=1, ep=2, etp=2, zero_stage=3),
     _r("qwen3-30b-hsdp-ep8-etp2", "qwen3-30b-a3b", gpus=32, global_batch=64, tp=2, pp=1, ep=8, etp=2, zero_stage=3, shard_group=4),
     _r("dsv3-torchtitan-cp2", "deepseek-v3", _NO_MTP, gpus=512, global_batch=512, tp=2, pp=4, cp=2, first_stage_layers=13, last_stage_layers=16, ep=16, zero_stage=3, recompute="full"),
+    _r("dsv3-dualpipev-ep32", "deepseek-v3", _NO_MTP, gpus=1024, global_batch=2048, tp=1, pp=8, schedule="dualpipev", first_stage_layers=3, last_stage_layers=2, ep=32, zero_stage=3),
+    _r("dsv3-dualpipev-ep32-ac", "deepseek-v3", _NO_MTP, gpus=1024, global_batch=2048, tp=1, pp=8, schedule="dualpipev", first_stage_layers=3, last_stage_layers=2, ep=32, zero_stage=3, recompute="full"),
 )
 # fmt: on

@@ -338,6 +338,8 @@ ROUTED_REFUSED = {
     "dsv3-torchtitan-mxfp8": "torchtitan: FP8 not emitted",
     "oss-120b-cp2": "torchtitan: gpt_oss_120b cannot run context parallelism",
     "qwen3-30b-dualpipev-ep4": "torchtitan: dualpipev without the expert all-to-all overlap",
+    "dsv3-dualpipev-ep32": "torchtitan: dualpipev without the expert all-to-all overlap",
+    "dsv3-dualpipev-ep32-ac": "torchtitan: dualpipev without the expert all-to-all overlap",
     "dsv3-mtp": NO_MODEL,
     "qwen3-235b": NO_MODEL,
     "mixtral-8x7b": NO_MODEL,
@@ -442,7 +444,8 @@ ROUTED_REFUSED_02 = {
     "qwen3-30b-fp8": FP8_02,
     "dsv3-torchtitan-fp8-t2-ep16": FP8_02,
     "dsv3-torchtitan-mxfp8": FP8_02,
-    "qwen3-30b-dualpipev-ep4": "torchtitan@0.2: dualpipev with expert parallelism not emitted",
+    "qwen3-30b-dualpipev-ep4": QWEN3_NO_PP_02,
+    "dsv3-dualpipev-ep32-ac": "torchtitan@0.2: DualPipeV's expert overlap without activation checkpointing only",
     "qwen3-30b-t2-p2-ep4": QWEN3_NO_PP_02,
     "qwen3-30b-dualpipev-ep1": QWEN3_NO_PP_02,
     "oss-120b-t2-p2-ep4": OSS_NO_PP_02,
@@ -463,7 +466,8 @@ ROUTED_REFUSAL_NAMES_02 = {
     "qwen3-30b-t2-p2-ep4": ("--pp 1", "pipelining_fn"),
     "oss-120b-p1-cp2": ("--cp 1", "update_from_config"),
     "dsv3-torchtitan-cp2": ("--cp 1", "FlexAttention"),
-    "qwen3-30b-dualpipev-ep4": ("get_dual_pipe_v_flag",),
+    "qwen3-30b-dualpipev-ep4": ("--pp 1", "pipelining_fn"),
+    "dsv3-dualpipev-ep32-ac": ("get_dual_pipe_v_flag", "--recompute none"),
 }
 
 

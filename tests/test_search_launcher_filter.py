@@ -36,7 +36,7 @@ QUERIES = [
         SearchRequest(gpus=16, global_batch=64, launcher="torchtitan", stack="torchtitan"),
     ),
     # torchtitan 0.2.x on a routed flavour: etp = t beside EP (0.3.x refuses it), ep dividing dp_shard·cp·tp / etp,
-    # no pipeline for qwen3's flavour, DualPipeV with EP not written
+    # no pipeline for qwen3's flavour (DualPipeV with EP: `test_dualpipev_with_experts_for_torchtitan_02_only_...`)
     (
         "qwen3-30b-a3b",
         "torchtitan@0.2",
@@ -101,3 +101,39 @@ def test_a_filtered_search_keeps_the_brute_force_top_n(
     )
     seq = Query(model, H100, req).seq
     assert [r.request for r in found.candidates] == [s.candidate.request(req, seq) for s in reference]
+
+
+def test_dualpipev_with_experts_for_torchtitan_02_only_without_recompute() -> None:
+    """torchtitan 0.2.2 overlaps DualPipeV's expert all-to-all only with activation checkpointing off
+    (`get_dual_pipe_v_flag`): a rule on the cut's schedule and the cell's recompute, which the filter checks per
+    cell with the schedule's flag. On torchtitan's DeepSeek-V3 flavour (no MTP module, ε 1e-5), every enumerated
+    configuration is refused exactly when its whole request is; DualPipeV with ep > 1 passes at recompute none and
+    is refused with recompute; 0.3.x refuses it at any recompute."""
+    model = load_model("deepseek-v3").model_copy(update={"mtp_layers": 0, "norm_epsilon": None})
+    req = SearchRequest(
+        gpus=512, global_batch=1024, tp=1, pp=8, cp=1, schedules=("dualpipev",), zero_stages=(3,),
+        grad_dtypes=("fp32",), launcher="torchtitan@0.2", stack="torchtitan", recompute=("none", "full"),
+        partial_recompute=False,
+    )  # fmt: skip
+    state = Query(model, H100, req)
+    reasons: dict[tuple[str, str, str], str | None] = {}
+    for launcher in ("torchtitan@0.2", "torchtitan"):
+        shown = SearchFilter(launcher, model)
+        for cand in enumerate_candidates(model, H100, req, state.seq, Counter()):
+            if cand.ep == 1:
+                continue
+            whole = request_unsupported_reason(
+                launcher, cand.request(req, state.seq), cand.m, model.num_layers, model
+            )
+            split = state.launcher_refuses(cand, shown)
+            assert split == (whole is not None), (launcher, cand.summary(), whole)
+            cut = cand.summary().replace("recompute=full", "recompute=none")
+            reasons[launcher, cut, cand.recompute] = None if whole is None else str(whole)
+    rule = "without activation checkpointing only"
+    runs = [
+        key for (launcher, key, rc), why in reasons.items() if launcher == "torchtitan@0.2" and why is None
+    ]
+    assert runs and all(rc == "none" for (launcher, _, rc), why in reasons.items() if why is None)
+    assert all(rule in str(reasons["torchtitan@0.2", key, "full"]) for key in runs)
+    assert all(rule not in str(why) for (_, _, rc), why in reasons.items() if rc == "none")
+    assert all(reasons["torchtitan", key, rc] is not None for key in runs for rc in ("none", "full"))

@@ -47,11 +47,11 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
   takes etp ∈ {1, t} (`ParallelDims._validate`). What a release cannot run on a model is the model's record
   (`PerRelease`, read by `_model_plan_refusal`): 0.3.0's GPT-OSS varlen attention and 0.2.2's DeepSeek
   FlexAttention and GPT-OSS refuse cp > 1; 0.2.2's qwen3 and gpt_oss TrainSpecs have no pipelining_fn, so p > 1
-  is refused for them. DualPipeV with ep > 1 is refused for both (`_cut_refusal`): 0.3.0 registers no function
-  that overlaps the expert all-to-all of its paired passes, which pplan costs as hidden; 0.2.2 does
-  (`overlap_callback`, torchtitan/distributed/dual_pipe_v.py) but only without activation checkpointing
-  (`get_dual_pipe_v_flag`), a rule across the cut (schedule) and the cell (recompute) that the launcher filter's
-  split cannot state, so pplan writes neither. FP8 is written only for 0.3.x where the registry has a Float8
+  is refused for them. DualPipeV with ep > 1: 0.3.0 registers no function that overlaps the expert all-to-all
+  of its paired passes, which pplan costs as hidden, so it is refused (`_cut_refusal`); 0.2.2 does
+  (`overlap_callback`, `pipeline_parallel_expert_parallel_overlap`, torchtitan/distributed/dual_pipe_v.py) but
+  only without activation checkpointing (`get_dual_pipe_v_flag` raises otherwise), so with recompute it is refused
+  per configuration (`_cell_refusal`, told the schedule's flag). FP8 is written only for 0.3.x where the registry has a Float8
   config function of the model (`deepseek_v3_671b_float8`), without FP8 parameter gathers (no such field); 0.2.2
   takes FP8 as model converters whose recipe pplan does not write, so `torchtitan@0.2` refuses FP8. pplan's selective recompute (Korthikanti et al. 2022,
   arXiv:2205.05198: the attention core re-run, everything else kept) is no torchtitan mode: torchtitan 0.3.0's
@@ -271,7 +271,8 @@ def _refusal(
         launcher, kind, p, v, m, chunk_layers, offload, cp, tp_comm_overlap, precision, fp8_swiglu_input,
         moment_dtype, experts, fp8_config, fp8_param_gather,
     ) or _cell_refusal(
-        launcher, p, zero_stage, overlap, recompute, grad_dtype, shard_group, cp, reshard_after_forward, experts
+        launcher, p, zero_stage, overlap, recompute, grad_dtype, shard_group, cp, reshard_after_forward, experts,
+        kind.overlaps_expert_comm,
     )  # fmt: skip
 
 
@@ -368,15 +369,6 @@ def _cut_refusal(
             "(_PipelineScheduleRuntime, OVERLAP_F_B, PyTorch 2.13 torch/distributed/pipelining/schedules.py)",
             "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
         )
-    if ep > 1 and kind.overlaps_expert_comm:  # 0.2.x: overlapped, but only without activation checkpointing
-        return _Refusal(
-            f"torchtitan@0.2: {kind.name} with expert parallelism not emitted",
-            f"ep = {ep}: torchtitan 0.2.2 overlaps {kind.name}'s expert all-to-all (overlap_callback, "
-            "pipeline_parallel_expert_parallel_overlap) only without activation checkpointing (get_dual_pipe_v_flag "
-            "raises NotImplementedError otherwise, torchtitan/distributed/dual_pipe_v.py); that rule reads the "
-            "recompute, which pplan checks per configuration and the schedule per cut, so pplan writes neither",
-            "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1, or --launcher megatron",
-        )
     if offload:
         return _Refusal(
             "torchtitan: no activation offload",
@@ -424,9 +416,11 @@ def _cell_refusal(
     cp: int,
     reshard_after_forward: bool,
     experts: tuple[int, int, int, int],
+    pairs_hide_experts: bool = False,
 ) -> _Refusal | None:
     """The rules on a configuration's ZeRO stage, sharding, recompute and gradient dtype (with the degrees and
-    overlaps they read; `launcher` canonical): what differs between the configurations of one cut."""
+    overlaps they read; `launcher` canonical): what differs between the configurations of one cut.
+    `pairs_hide_experts`: the schedule hides the expert all-to-all behind its paired passes (DualPipe(V))."""
     if launcher == "megatron":
         if zero_stage >= 1 and overlap == (False, True):
             return _Refusal(
@@ -455,6 +449,14 @@ def _cell_refusal(
     expert = _expert_refusal(launcher, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
     if expert is not None:
         return expert
+    if ep > 1 and pairs_hide_experts and recompute != "none":  # 0.3.x refuses the cut (`_cut_refusal`)
+        return _Refusal(
+            "torchtitan@0.2: DualPipeV's expert overlap without activation checkpointing only",
+            f"ep = {ep}, recompute {recompute}: torchtitan 0.2.2 overlaps DualPipeV's expert all-to-all "
+            '(pipeline_parallel_expert_parallel_overlap) only with activation_checkpoint.mode "none"; '
+            "get_dual_pipe_v_flag raises NotImplementedError otherwise (torchtitan/distributed/dual_pipe_v.py)",
+            "use --recompute none, or another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
+        )
     if shard_group is not None and shard_group % cp:
         return _Refusal(
             "torchtitan: the shard group must be a multiple of cp",
@@ -660,8 +662,14 @@ class SearchFilter:
         grad_dtype: str,
         shard_group: int | None,
         reshard: bool,
+        pairs_hide_experts: bool = False,
     ) -> bool:
-        key = (t, p, cp, d, ep, etp, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard)
+        """`pairs_hide_experts`: the cut's schedule hides the expert all-to-all behind paired passes (its
+        family's `overlaps_expert_comm`)."""
+        key = (
+            t, p, cp, d, ep, etp, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard,
+            pairs_hide_experts,
+        )  # fmt: skip
         got = self._cells.get(key)
         if got is None:
             modules = self.recompute_modules if recompute == "selective" else DEFAULT_RECOMPUTE_MODULES
@@ -671,7 +679,7 @@ class SearchFilter:
             overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
             refused = _cell_refusal(
                 self.launcher, p, zero, overlap, label, grad_dtype, shard_group, cp, reshard,
-                (ep, etp, t, d),
+                (ep, etp, t, d), pairs_hide_experts,
             )  # fmt: skip
             got = self._cells[key] = refused is not None or _search_skips_zero(self.launcher, zero)
         return got

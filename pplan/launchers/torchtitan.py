@@ -93,7 +93,8 @@ class _Field:
     section: str
     name: str
     value: int | str | bool
-    """A bool is a 0.3.x switch: `--section.name` when True, `--section.no_name` when False."""
+    """A bool is a switch on a command line: `--section.name` when True, `--section.no_name` when False (a TOML
+    value in 0.2.x's file)."""
     comment: str = ""
 
 
@@ -244,6 +245,16 @@ def _expert_fields(plan: Plan, version: TorchtitanVersion, shard: int) -> list[_
                 "no effect without EP (torchtitan splits the experts over TP)" if ep == 1 and tp > 1 else "",
             )
         )
+        if ep > 1 and plan.pp > 1 and plan.kind.overlaps_expert_comm:
+            out.append(
+                _Field(
+                    par,
+                    "pipeline_parallel_expert_parallel_overlap",
+                    True,
+                    f"{torchtitan_schedule(plan.kind)} hides the expert all-to-all behind its paired passes, as "
+                    "pplan costed it (0.2.2's default, written; runs only without activation checkpointing)",
+                )
+            )
     return out
 
 
@@ -370,7 +381,15 @@ def torchtitan_overrides(model: ModelSpec, plan: Plan, version: TorchtitanVersio
     shipped = _shipped(model, plan, "torchtitan@0.2")
     fields = [_Field("model", "name", shipped.module), _Field("model", "flavor", shipped.flavor)]
     fields += _fields(model, plan, "0.2")
-    return " ".join(f"--{f.section}.{f.name} {shlex.quote(str(f.value))}" for f in fields)
+    return " ".join(_override(f) for f in fields)
+
+
+def _override(f: _Field) -> str:
+    """One `--section.field value` (a bool as the switch tyro makes of it: `--section.name` or
+    `--section.no_name`, as in 0.3.x)."""
+    if isinstance(f.value, bool):
+        return f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"
+    return f"--{f.section}.{f.name} {shlex.quote(str(f.value))}"
 
 
 def torchtitan_text(launcher: str, model: ModelSpec, plan: Plan) -> str:

@@ -101,6 +101,7 @@ class LauncherFilter(Protocol):
     def cell_refuses(
         self, t: int, p: int, cp: int, d: int, ep: int, etp: int, zero: int, recompute: Recompute,
         recompute_layers: int | None, grad_dtype: str, shard_group: int | None, reshard: bool,
+        pairs_hide_experts: bool,
     ) -> bool: ...  # fmt: skip
 
 
@@ -275,7 +276,7 @@ class Query:
             return True
         return launcher.cell_refuses(
             c.t, c.p, c.cp, c.d, c.ep, c.etp, c.zero, c.recompute, c.recompute_layers, c.grad_dtype,
-            c.shard_group, c.reshard,
+            c.shard_group, c.reshard, c.family.overlaps_expert_comm,
         )  # fmt: skip
 
     def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
