@@ -8,10 +8,11 @@ import itertools
 import pytest
 
 from pplan.errors import ConfigError
-from pplan.plan.layout import make_layout
+from pplan.plan.layout import make_layout, split_layers, uneven_ends
 from pplan.schedules import FAMILIES, SCHEDULE_NAMES, ScheduleFamily, canonical_name, schedule_family
 from pplan.schedules.closed_forms import bubble_fractions
 from pplan.schedules.timeline import Durations, simulate
+from tests.cli_run import run_pplan
 
 EQUAL = Durations(1.0, 1.0, 1.0)
 FAMILY_LIST = list(FAMILIES.values())
@@ -247,3 +248,38 @@ def test_warmup_in_flight_is_what_the_lists_hold_at_the_first_backward(
                 assert family.warmup_in_flight(p, v, m) == tuple(expected), (p, m, v)
             checked += 1
     assert checked or family.p_problem(p)
+
+
+def test_uneven_ends_is_the_closest_split_a_brute_force_finds() -> None:
+    """`uneven_ends` (the example the error prints) against every (a, b, q) with a + b + q·(n − 2) = L and
+    1 ≤ b ≤ a ≤ q: the split exists exactly when it says so, it splits, and no other has ends closer to q."""
+    for layers in range(3, 130):
+        for chunks in range(3, 40):
+            splits = [
+                (q - b, a, b)
+                for q in range(1, layers + 1)
+                for a in range(1, q + 1)
+                for b in range(1, a + 1)
+                if a + b + q * (chunks - 2) == layers
+            ]
+            got = uneven_ends(layers, chunks)
+            if not splits:
+                assert got is None, (layers, chunks)
+                continue
+            assert got is not None
+            per_chunk = split_layers(layers, chunks, *got)
+            assert sum(per_chunk) == layers and per_chunk[0] == got[0] and per_chunk[-1] == got[1]
+            q = per_chunk[1]
+            assert q - got[1] == min(gap for gap, _, _ in splits)
+
+
+def test_an_uneven_model_is_told_a_split_that_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's 61 layers over DualPipe's 16 chunks (its published p = 16): the error names a split, and the
+    split it names explains."""
+    args = ("explain", "--model", "deepseek-v3", "--hardware", "h800-sxm-80gb", "--gpus", "2048", "--global-batch",
+            "15360", "--seq-len", "4096", "--tp", "1", "--pp", "16", "--ep", "64", "--schedule", "dualpipe",
+            "--zero-stage", "1")  # fmt: skip
+    res = run_pplan(capsys, *args)
+    assert res.code == 2 and "(e.g. --first-stage-layers 3 --last-stage-layers 2)" in res.err
+    res = run_pplan(capsys, *args, "--first-stage-layers", "3", "--last-stage-layers", "2")
+    assert res.code == 0, res.err

@@ -89,14 +89,33 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
         return (*head, *tail)
     if rest_layers <= 0 or rest_layers % rest_chunks:
         if first is None and last is None:
+            ends = uneven_ends(num_layers, num_chunks)
+            example = f" (e.g. --first-stage-layers {ends[0]} --last-stage-layers {ends[1]})" if ends else ""
             fix = (
                 f"choose pp × vp dividing {num_layers}, or set --first-stage-layers / --last-stage-layers "
-                "so the remaining layers divide evenly"
+                f"so the remaining layers divide evenly{example}"
             )
         else:
             fix = f"the other {rest_chunks} chunks must share {rest_layers} layers evenly; adjust the counts"
         raise ConfigError("--pp", f"{num_layers} layers do not split evenly into {num_chunks} chunks", fix)
     return (*head, *([rest_layers // rest_chunks] * rest_chunks), *tail)
+
+
+def uneven_ends(num_layers: int, num_chunks: int) -> tuple[int, int] | None:
+    """First and last chunks' layers (a, b) that let `num_layers` split over `num_chunks` ≥ 3 chunks with q layers
+    in each middle one: a + b = num_layers − q·(num_chunks − 2), 1 ≤ b ≤ a ≤ q (the end chunks, which also hold the
+    embedding and the output layer, no heavier than the others), the ends as close to q as that allows; None when
+    no q does."""
+    if num_chunks < 3:
+        return None
+    best: tuple[int, int, int] | None = None
+    for q in range(1, num_layers // (num_chunks - 2) + 1):
+        rest = num_layers - q * (num_chunks - 2)
+        if 2 <= rest <= 2 * q:
+            a, b = (rest + 1) // 2, rest // 2
+            if best is None or q - b < best[0]:
+                best = (q - b, a, b)
+    return None if best is None else (best[1], best[2])
 
 
 @lru_cache(maxsize=8192)
