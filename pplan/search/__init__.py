@@ -279,6 +279,17 @@ class Query:
             c.shard_group, c.reshard, c.family.overlaps_expert_comm,
         )  # fmt: skip
 
+    def cell_refused(self, cut: Cut, i: int, launcher: LauncherFilter | None) -> bool:
+        """`launcher_refuses` of `cut.cell(i)` on a cut that passes, without making the cell (a cut's cells have
+        no shard group and reshard after forward: their sharding variants are made later, `sharding_variants`)."""
+        if not self.req.launcher or launcher is None:
+            return False
+        _, recompute, n, zero, grads = cut.choices(i)
+        return launcher.cell_refuses(
+            cut.t, cut.p, cut.cp, cut.d, cut.ep, cut.etp, zero, recompute, n, grads, None, True,
+            cut.family.overlaps_expert_comm,
+        )  # fmt: skip
+
     def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
         """Whether the query's launcher refuses every configuration of `c`'s cut."""
         if not self.req.launcher or launcher is None:
@@ -290,11 +301,12 @@ class Query:
         )  # fmt: skip
 
     def refusal(
-        self, c: Candidate, launcher: LauncherFilter | None, cut_passed: bool = False
+        self, c: Candidate, launcher: LauncherFilter | None, launcher_passed: bool = False
     ) -> Rejection | None:
         """Why the query's filters drop `c` before it is costed: the launcher cannot run it, or it lies outside the
-        calibrated envelope on more axes than `max_extrapolation`; None when neither."""
-        if self.launcher_refuses(c, launcher, cut_passed):
+        calibrated envelope on more axes than `max_extrapolation`; None when neither (`launcher_passed`: the
+        launcher is known to run it)."""
+        if not launcher_passed and self.launcher_refuses(c, launcher):
             return Rejection.LAUNCHER
         most = self.req.max_extrapolation
         if (
@@ -523,8 +535,11 @@ def search(
             result.rejected[Rejection.LAUNCHER] += len(cut)
             continue
         for i in range(len(cut)):
+            if state.cell_refused(cut, i, launcher):  # most of a launcher's refusals: no cell made for them
+                result.rejected[Rejection.LAUNCHER] += 1
+                continue
             cand, index = cut.cell(i), base + i
-            refused = state.refusal(cand, launcher, cut_passed=True)
+            refused = state.refusal(cand, launcher, launcher_passed=True)
             if refused is not None:
                 result.rejected[refused] += 1
                 continue

@@ -429,11 +429,15 @@ class Cut:
         """The lattice's shape: cuts with the same pattern order their cells alike."""
         return self.options, self.zeros, self.grads, self.family.tuned
 
-    def cell(self, i: int) -> Candidate:
+    def choices(self, i: int) -> tuple[int, Recompute, int | None, int, GradDtype]:
+        """The i-th cell's (recompute index asked, recompute, N, ZeRO stage, gradient dtype), without the cell."""
         rest, g = divmod(i, len(self.grads))
         o, z = divmod(rest, len(self.zeros))
         rc_index, recompute, n = self.options[o]
-        zero, grads = self.zeros[z], self.grads[g]
+        return rc_index, recompute, n, self.zeros[z], self.grads[g]
+
+    def cell(self, i: int) -> Candidate:
+        rc_index, recompute, n, zero, grads = self.choices(i)
         order = (*self.prefix, rc_index, n or MAX_CHUNK_LAYERS, zero, GRAD_ORDER.index(grads))
         return Candidate(
             self.family, self.t, self.p, self.cp, self.d, self.v, self.b, self.m, self.first_layers,
