@@ -12,7 +12,7 @@ from pplan.launchers.support import SearchFilter, request_unsupported_reason
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import Query, SearchRequest, brute_force, search
 from pplan.search.rank import distinct
-from pplan.search.space import enumerate_candidates
+from pplan.search.space import enumerate_candidates, enumerate_cuts
 
 H100 = load_hardware("h100-sxm-80gb")
 
@@ -77,6 +77,27 @@ def test_the_filter_refuses_exactly_what_each_whole_request_is_refused(
     assert verdicts[False, False] and verdicts[True, False] + verdicts[True, True]
     if launcher != "megatron":
         assert verdicts[True, False]  # cell rules (ZeRO-1/2, BF16 gradients, recompute) on a cut that passes
+
+
+@pytest.mark.parametrize(("model_name", "launcher", "req"), QUERIES)
+def test_a_cuts_remembered_cell_refusals_are_its_cells_own(
+    model_name: str, launcher: str, req: SearchRequest
+) -> None:
+    """`Query.cell_refusals` (asked of a cut, remembered across cuts alike) against the filter asked of each cell
+    made, on every cut the launcher does not refuse whole."""
+    model = load_model(model_name)
+    state = Query(model, H100, req)
+    shown = SearchFilter(launcher, model, req.tp_comm_overlap, req.recompute_modules)
+    both: Counter[bool] = Counter()
+    for cut in enumerate_cuts(model, H100, req, state.seq, Counter(), every_partial=False):
+        if state.cut_refused(cut, shown):
+            continue
+        refusals = state.cell_refusals(cut, shown)
+        assert refusals == tuple(state.launcher_refuses(cut.cell(i), shown, True) for i in range(len(cut)))
+        both.update(refusals)
+    # Megatron's cell rules read the overlaps, shard groups and resharding, which a cut's own cells leave at
+    # their defaults: none of its cells is refused alone
+    assert both[False] and (both[True] > 0) == (launcher != "megatron")
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,7 @@ class Query:
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._floors: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]] | None] = {}
+        self._cell_refusals: dict[tuple[object, ...], tuple[bool, ...]] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -279,16 +280,23 @@ class Query:
             c.shard_group, c.reshard, c.family.overlaps_expert_comm,
         )  # fmt: skip
 
-    def cell_refused(self, cut: Cut, i: int, launcher: LauncherFilter | None) -> bool:
-        """`launcher_refuses` of `cut.cell(i)` on a cut that passes, without making the cell (a cut's cells have
-        no shard group and reshard after forward: their sharding variants are made later, `sharding_variants`)."""
+    def cell_refusals(self, cut: Cut, launcher: LauncherFilter | None) -> tuple[bool, ...]:
+        """`launcher_refuses` of each of `cut`'s cells on a cut that passes, without making the cells (a cut's
+        cells have no shard group and reshard after forward: their sharding variants are made later,
+        `sharding_variants`). Remembered per what the cell rules read of the cut and its lattice's pattern."""
         if not self.req.launcher or launcher is None:
-            return False
-        _, recompute, n, zero, grads = cut.choices(i)
-        return launcher.cell_refuses(
-            cut.t, cut.p, cut.cp, cut.d, cut.ep, cut.etp, zero, recompute, n, grads, None, True,
-            cut.family.overlaps_expert_comm,
-        )  # fmt: skip
+            return (False,) * len(cut)
+        key = (cut.t, cut.p, cut.cp, cut.d, cut.ep, cut.etp, cut.family.overlaps_expert_comm, cut.pattern)
+        got = self._cell_refusals.get(key)
+        if got is None:
+            got = self._cell_refusals[key] = tuple(
+                launcher.cell_refuses(
+                    cut.t, cut.p, cut.cp, cut.d, cut.ep, cut.etp, zero, recompute, n, grads, None, True,
+                    cut.family.overlaps_expert_comm,
+                )
+                for _, recompute, n, zero, grads in map(cut.choices, range(len(cut)))
+            )  # fmt: skip
+        return got
 
     def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
         """Whether the query's launcher refuses every configuration of `c`'s cut."""
@@ -534,8 +542,9 @@ def search(
         if state.cut_refused(cut, launcher):  # every configuration of the cut, counted as the cells would be
             result.rejected[Rejection.LAUNCHER] += len(cut)
             continue
+        refusals = state.cell_refusals(cut, launcher)  # most of a launcher's refusals: no cell made for them
         for i in range(len(cut)):
-            if state.cell_refused(cut, i, launcher):  # most of a launcher's refusals: no cell made for them
+            if refusals[i]:
                 result.rejected[Rejection.LAUNCHER] += 1
                 continue
             cand, index = cut.cell(i), base + i
