@@ -93,7 +93,7 @@ def test_a_cuts_remembered_cell_refusals_are_its_cells_own(
         if state.cut_refused(cut, shown):
             continue
         refusals = state.cell_refusals(cut, shown)
-        assert refusals == tuple(state.launcher_refuses(cut.cell(i), shown, True) for i in range(len(cut)))
+        assert refusals == tuple(state.launcher_refuses(cut.cell(i), shown) for i in range(len(cut)))
         both.update(refusals)
     # Megatron's cell rules read the overlaps, shard groups and resharding, which a cut's own cells leave at
     # their defaults: none of its cells is refused alone

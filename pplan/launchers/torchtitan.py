@@ -308,11 +308,7 @@ def _arg_groups(model: ModelSpec, plan: Plan) -> list[list[str]]:
     """The 0.3.x arguments, one option (with its value) per group; the AC subcommand last."""
     shipped = _shipped(model, plan, "torchtitan")
     groups = [["--module", shipped.module], ["--config", _config(shipped, plan)]]
-    for f in _fields(model, plan, "0.3"):
-        if isinstance(f.value, bool):
-            groups.append([f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"])
-        else:
-            groups.append([f"--{f.section}.{f.name}", str(f.value)])
+    groups += [_tokens(f) for f in _fields(model, plan, "0.3")]
     groups.append([_AC_SUBCOMMAND[plan.recompute]])
     return groups
 
@@ -381,15 +377,15 @@ def torchtitan_overrides(model: ModelSpec, plan: Plan, version: TorchtitanVersio
     shipped = _shipped(model, plan, "torchtitan@0.2")
     fields = [_Field("model", "name", shipped.module), _Field("model", "flavor", shipped.flavor)]
     fields += _fields(model, plan, "0.2")
-    return " ".join(_override(f) for f in fields)
+    return " ".join(shlex.join(_tokens(f)) for f in fields)
 
 
-def _override(f: _Field) -> str:
-    """One `--section.field value` (a bool as the switch tyro makes of it: `--section.name` or
-    `--section.no_name`, as in 0.3.x)."""
+def _tokens(f: _Field) -> list[str]:
+    """One field on a command line: `--section.name value`, a bool as the switch tyro makes of it
+    (`--section.name` or `--section.no_name`; both releases parse with tyro)."""
     if isinstance(f.value, bool):
-        return f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"
-    return f"--{f.section}.{f.name} {shlex.quote(str(f.value))}"
+        return [f"--{f.section}.{f.name}" if f.value else f"--{f.section}.no_{f.name}"]
+    return [f"--{f.section}.{f.name}", str(f.value)]
 
 
 def torchtitan_text(launcher: str, model: ModelSpec, plan: Plan) -> str:

@@ -267,13 +267,11 @@ class Query:
             [c.dense_layers for c in chunks],
         )
 
-    def launcher_refuses(
-        self, c: Candidate, launcher: LauncherFilter | None, cut_passed: bool = False
-    ) -> bool:
-        """Whether the query's launcher refuses `c` (`cut_passed`: its cut is known not to be refused)."""
+    def launcher_refuses(self, c: Candidate, launcher: LauncherFilter | None) -> bool:
+        """Whether the query's launcher refuses `c`."""
         if not self.req.launcher or launcher is None:
             return False
-        if not cut_passed and self.cut_refused(c, launcher):
+        if self.cut_refused(c, launcher):
             return True
         return launcher.cell_refuses(
             c.t, c.p, c.cp, c.d, c.ep, c.etp, c.zero, c.recompute, c.recompute_layers, c.grad_dtype,
