@@ -22,7 +22,7 @@ from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import PlanRequest, Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search import SearchRequest, search
-from pplan.validation.published import row_model, run_request
+from pplan.validation.published import fastest_micro_batch, row_model, row_request, tunes_micro_batch
 
 TOP = 5
 GAP = 0.05
@@ -63,13 +63,17 @@ def _describe(req: PlanRequest) -> str:
 
 
 def _best_published(
-    model: ModelSpec, hw: HardwareSpec, base: PlanRequest
+    model: ModelSpec, hw: HardwareSpec, base: PlanRequest, tuned_micro_batch: bool
 ) -> tuple[PlanRequest, float] | None:
+    """The published cut at the recompute and ZeRO stage (and, where its source tuned it, the micro-batch) that
+    pplan predicts fastest among those that fit."""
     best: tuple[PlanRequest, float] | None = None
     options: tuple[Recompute, ...] = ("none", "selective", "full")
     for recompute in options:
         for zero in (0, 1):
             req = replace(base, recompute=recompute, zero_stage=zero)
+            if tuned_micro_batch:
+                req = fastest_micro_batch(model, hw, req)
             try:
                 rep = explain(model, hw, req, with_sensitivity=False, split_p2p=False)
             except PplanError:
@@ -92,7 +96,7 @@ def practice_rows(
     seq = int(data["stated"]["seq_len"])
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        run = run_request(row, data["stated"], data["assumed"], data["stack"])
+        run = row_request(data, row, model, hardware)
         base = PlanRequest(**{name: getattr(run, name) for name in PUBLISHED_CUT})
         found = search(
             model,
@@ -114,7 +118,7 @@ def practice_rows(
         top = found.candidates[0]
         assert top.report.performance is not None
         best_tps = top.report.performance.tokens_per_s
-        published = _best_published(model, hardware, base)
+        published = _best_published(model, hardware, base, tunes_micro_batch(row, data["assumed"]))
         rank = None
         if published is not None:
             faster = [

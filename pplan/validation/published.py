@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from pplan.cost.passtime import layer_pass_times
@@ -33,6 +33,8 @@ from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
+from pplan.search.knobs import peak_bytes
+from pplan.search.space import divisors
 
 ModelLoader = Callable[[str], ModelSpec]
 
@@ -109,17 +111,29 @@ def _setting(key: str, default: Any, *sources: dict[str, Any]) -> Any:
     return default
 
 
+TUNED = "fastest"
+"""A set's assumed micro-batch that starts with this word is tuned, not fixed (`fastest_micro_batch`)."""
+
+
+def tunes_micro_batch(row: dict[str, Any], assumed: dict[str, Any]) -> bool:
+    """The run states no micro-batch and its set assumes the one its authors tuned."""
+    return "micro_batch" not in row and str(assumed.get("micro_batch", "")).startswith(TUNED)
+
+
 def run_request(
     row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], stack: StackName = DEFAULT_STACK
 ) -> PlanRequest:
-    """The plan request of one published run: its own settings, its set's stated ones and the set's assumptions."""
+    """The plan request of one published run: its own settings, its set's stated ones and the set's assumptions
+    (a tuned micro-batch, `fastest_micro_batch`'s to choose, is 1 here)."""
     pp = int(row["pp"])
     vp = row.get("vp")
     family = megatron_family(vp)
     return PlanRequest(
         gpus=int(row["gpus"]),
         global_batch=int(row["global_batch"]),
-        micro_batch=int(row.get("micro_batch", assumed.get("micro_batch", 1))),
+        micro_batch=1
+        if tunes_micro_batch(row, assumed)
+        else int(row.get("micro_batch", assumed.get("micro_batch", 1))),
         tp=int(row["tp"]),
         pp=pp,
         vp=vp if family.fixed_v is None else None,
@@ -140,6 +154,35 @@ def run_request(
         stack=stack,
         precision=str(stated.get("precision", "bf16")).lower(),  # type: ignore[arg-type]  # checked by PlanRequest
     )
+
+
+def row_request(
+    data: dict[str, Any], row: dict[str, Any], model: ModelSpec, hardware: HardwareSpec
+) -> PlanRequest:
+    """The plan request of one published run on `hardware`: `run_request`, with a micro-batch the set assumes tuned
+    (`TUNED`: Narayanan et al. tune it per model, SC'21 §5.6 and Takeaway #3) chosen as its authors would
+    (`fastest_micro_batch`)."""
+    base = run_request(row, data["stated"], data["assumed"], data["stack"])
+    return fastest_micro_batch(model, hardware, base) if tunes_micro_batch(row, data["assumed"]) else base
+
+
+def fastest_micro_batch(model: ModelSpec, hardware: HardwareSpec, base: PlanRequest) -> PlanRequest:
+    """`base` at the micro-batch b with the shortest predicted step among the b that divide its per-replica batch
+    and fit in memory (pplan's own models); smallest b first: past the first that does not fit, none does (a
+    larger b keeps more activations). `base` unchanged when none fits."""
+    replicas = base.gpus // (base.tp * base.pp * base.cp)
+    best: tuple[float, PlanRequest] | None = None
+    for b in divisors(base.global_batch // replicas):
+        req = replace(base, micro_batch=b)
+        memory = peak_bytes(model, hardware, req)
+        if memory is None:  # no valid plan (e.g. m not a multiple of p for the interleaved schedule)
+            continue
+        if memory[0] > memory[1]:
+            break
+        step_s = step_time(model, hardware, make_plan(model, req), split_p2p=False).step_s
+        if best is None or step_s < best[0]:
+            best = (step_s, req)
+    return base if best is None else best[1]
 
 
 def row_model(data: dict[str, Any], row: dict[str, Any], load_model: ModelLoader) -> ModelSpec:
@@ -173,11 +216,10 @@ def validate_set(data: dict[str, Any], load_model: ModelLoader, hardware: Hardwa
     """Predict every row of one published set on `hardware`."""
     if data.get("kind") == "layer":
         return _validate_layers(data, load_model, hardware)
-    stated, assumed = data["stated"], data["assumed"]
     rows = []
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        plan = make_plan(model, run_request(row, stated, assumed, data["stack"]))
+        plan = make_plan(model, row_request(data, row, model, hardware))
         predicted = step_time(model, hardware, plan).step_s
         published = _published_step_s(data, row, model, plan.gpus, plan.seq_len)
         sp = " sp" if plan.sequence_parallel else ""
@@ -192,7 +234,7 @@ def validate_set(data: dict[str, Any], load_model: ModelLoader, hardware: Hardwa
         data["hardware"],
         "step time (s)",
         tuple(rows),
-        dict(assumed),
+        dict(data["assumed"]),
         "gaps" in data,
     )
 
