@@ -1,0 +1,106 @@
+"""One transformer layer taken apart: each kernel group pplan costs, with the seconds pplan predicts for it, for a
+device run to time one at a time (benchmarks/bench_components.py) — which part of pplan's pass-time model a miss
+against a published run comes from.
+
+A `Case` is one layer of a dense model at one tensor-parallel degree t, micro-batch b and sequence s, as one GPU
+of that plan runs it (tokens q = b·s; the shards' widths, no collective). Its `components`:
+- the four Linear GEMMs (QKV, projection, MLP first and second) forward (F), input gradient (I: dY·Wᵀ) and weight
+  gradient (W: Xᵀ·dY), each an M×K by K×N product (`dims` = (M, K, N)); pplan gives all three the forward's
+  seconds (`pplan.cost.passtime.layer_gemms_s`: FLOPs / (peak · e_matmul) + one kernel overhead);
+- the attention core F and I (`dims` = (b, heads/t, kv heads/t, s, head width); flash attention, causal);
+- the memory-bound kernels F and I: the two norms and residual adds on q/sp rows of h, and the activation on q rows
+  of the MLP's inner width / t (`dims` = (q/sp, h, q, inner/t));
+- the output layer's GEMM F and the loss F and I (`dims` = (q, h, V/t)): Megatron-Core's vocabulary-parallel
+  cross-entropy over FP32 logits (`pplan.cost.passtime.LOSS_BYTES`);
+- one empty kernel (`launch`): the fixed cost pplan adds per kernel (`efficiency.kernel_overhead_us`).
+Predictions come from the pass-time model's own functions (`layer_gemms_s`, `layer_pass_times`,
+`output_pass_times`), never a copy of them. Pure: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pplan.cost.passtime import layer_gemms_s, layer_pass_times, output_pass_times, tensor_parallel_mlp_width
+from pplan.errors import ConfigError
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+
+Kind = Literal["gemm", "attention", "memory-bound", "logits", "loss", "launch"]
+Pass = Literal["F", "I", "W"]
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One kernel group of a case: what it computes (`kind`, `pass_`, `dims`) and the seconds pplan predicts."""
+
+    case: str
+    name: str
+    kind: Kind
+    pass_: Pass
+    dims: tuple[int, ...]
+    predicted_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One layer of `model` as one GPU of a plan at tensor parallel `tp` runs it (sequence parallel for t > 1)."""
+
+    label: str
+    model: ModelSpec
+    tp: int
+    micro_batch: int
+    seq_len: int
+
+    def components(self, hw: HardwareSpec) -> tuple[Component, ...]:
+        """Every kernel group of the layer, the output layer and the loss, with pplan's predicted seconds on `hw`."""
+        model = self.model
+        if model.moe is not None or model.mla is not None:
+            raise ConfigError(
+                "--model", f"{model.name} is routed or uses MLA", "component cases take dense models"
+            )
+        t, b, s = self.tp, self.micro_batch, self.seq_len
+        req = PlanRequest(
+            gpus=t, global_batch=b, micro_batch=b, tp=t, seq_len=s, recompute="none", sequence_parallel=t > 1
+        )
+        shape = make_plan(model, req).shape
+        q, h, d = b * s, model.hidden_size, model.head_size
+        heads, kv = model.num_attention_heads, model.kv_heads
+        inner = tensor_parallel_mlp_width(model) * (2 if model.mlp == "swiglu" else 1)
+        gemms = layer_gemms_s(model, hw, shape)
+        shapes = {
+            "qkv": (q, h, (heads + 2 * kv) * d // t),
+            "proj": (q, heads * d // t, h),
+            "fc1": (q, h, inner // t),
+            "fc2": (q, tensor_parallel_mlp_width(model) // t, h),
+        }
+        out: list[Component] = []
+        for (name, (m, k, n)), seconds in zip(shapes.items(), gemms, strict=True):
+            passes: tuple[tuple[Pass, tuple[int, ...]], ...] = (
+                ("F", (m, k, n)),
+                ("I", (m, n, k)),
+                ("W", (k, m, n)),
+            )
+            out += [Component(self.label, f"{name} {p}", "gemm", p, dims, seconds) for p, dims in passes]
+        layer = layer_pass_times(model, hw, shape)
+        ends = output_pass_times(model, hw, shape)
+        sp = t if shape.sequence_parallel else 1
+        attention = (b, heads // t, max(1, kv // t), s, d)
+        rows = (q // sp, h, q, tensor_parallel_mlp_width(model) // t)
+        vocab = (q, h, model.vocab_size // t)
+        both: tuple[tuple[Pass, dict[str, float], dict[str, float]], ...] = (
+            ("F", dict(layer.f), dict(ends.f)),
+            ("I", dict(layer.i), dict(ends.i)),
+        )
+        for p, got, end in both:
+            out.append(Component(self.label, f"attention {p}", "attention", p, attention, got["attention"]))
+            out.append(
+                Component(self.label, f"memory-bound {p}", "memory-bound", p, rows, got["memory-bound"])
+            )
+            out.append(Component(self.label, f"loss {p}", "loss", p, vocab, end["loss"]))
+        out.append(Component(self.label, "logits F", "logits", "F", vocab, dict(ends.f)["logits"]))
+        out.append(
+            Component(self.label, "launch", "launch", "F", (), hw.efficiency.kernel_overhead_us * 1e-6)
+        )
+        return tuple(out)
