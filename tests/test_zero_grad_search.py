@@ -3,12 +3,15 @@ without recompute only thanks to them, and the CLI's comma list."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pplan.cost.comm import data_parallel_bytes_per_step
 from pplan.cost.memory import gathered_weights_bytes, plan_memory, rank_params
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import usable_bytes
+from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import SearchRequest, search
@@ -82,6 +85,34 @@ def test_nemo_405b_recipe_fits_without_recompute() -> None:
     (best,) = search(load_model("llama3-405b"), H100, req).candidates
     assert best.request.recompute == "none" and best.request.grad_dtype == "bf16"
     assert any(k.startswith("BF16 gradients: FP32 needs") and "does not fit" in k for k in best.knobs)
+
+
+def test_a_leaner_choice_that_fits_says_how_much_slower_it_runs() -> None:
+    """Where FP32 gradients or a lower ZeRO stage fit but the shown plan's choice is faster, the note gives the
+    slowdown: each figure against `explain` of the two plans, each simulated on its own."""
+    model = load_model("llama3-70b")
+    req = SearchRequest(gpus=2048, global_batch=1024, top_n=3)
+    checked = 0
+    for c in search(model, H100, req).candidates:
+        for note in c.knobs:
+            for part in note.split("; "):
+                if "fits (" not in part or "slower" not in part:
+                    continue
+                what = part.split(": ")[-1].split(" needs")[0]
+                other = (
+                    replace(c.request, grad_dtype="fp32")
+                    if what == "FP32"
+                    else replace(
+                        c.request, zero_stage=int(what.removeprefix("ZeRO-")), reshard_after_forward=True
+                    )
+                )
+                mine = explain(model, H100, c.request, with_sensitivity=False).performance
+                theirs = explain(model, H100, other, with_sensitivity=False).performance
+                assert mine is not None and theirs is not None
+                slower = theirs.step_s / mine.step_s - 1
+                assert f"runs {slower * 100:.1f} % slower" in part, (part, slower)
+                checked += 1
+    assert checked >= 3
 
 
 def test_grad_dtype_comma_list(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1118,7 +1118,7 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
         report = report.model_copy(
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
-    return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes))
+    return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes, run))
 
 
 _Missed = tuple[float, float, int, bool, Candidate]

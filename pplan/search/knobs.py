@@ -9,7 +9,10 @@ The search orders equal throughput by the lower ZeRO stage (pplan.search.rank), 
 ZeRO stage is never faster (pplan.cost.steptime: more traffic, the same optimizer shard), so a shown ZeRO-2/3
 plan is one whose lower stage does not fit or is absent from the query; BF16 gradients are never slower
 (less traffic, fewer optimizer bytes), so the note says whether FP32 would fit; the search finds the least
-recompute that fits (pplan.search), so the note says what one layer less (or none) would need.
+recompute that fits (pplan.search), so the note says what one layer less (or none) would need. Where the
+leaner choice fits but was not shown, the note says how much slower it runs: these knobs change only the
+data-parallel traffic, not a pass time or the schedule, so its step is the shown plan's simulated pipeline with its
+own synchronisation (`pplan.cost.steptime.step_time` given the shown plan's run), no second simulation.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pplan.cost.memory import plan_memory_totals
-from pplan.cost.pipeline import activation_peaks
+from pplan.cost.pipeline import PipelineRun, activation_peaks
+from pplan.cost.steptime import step_time
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, make_plan
@@ -38,19 +42,23 @@ def peak_bytes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest) -> tuple[in
     return need, usable_bytes(hw, model, plan)
 
 
-def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) -> tuple[str, ...]:
+def knob_notes(
+    model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int, run: PipelineRun | None = None
+) -> tuple[str, ...]:
     """One line per memory knob `req` uses beyond ZeRO-1 and FP32 gradients: what the plan needs one notch down.
-    `need` is `req`'s own peak (bytes)."""
+    `need` is `req`'s own peak (bytes); `run`, `req`'s simulated pipeline, prices a leaner sharding or gradient
+    choice that fits (`_slower`; without it the note says only that it is not faster)."""
     replicas = req.gpus // (req.tp * req.pp * req.cp)
     notes = []
+    slower = _Slower(model, hw, req, run)
     if req.zero_stage >= 2:
         lower = req.zero_stage - 1
-        other = peak_bytes(model, hw, replace(req, zero_stage=lower, reshard_after_forward=True))
+        less = replace(req, zero_stage=lower, reshard_after_forward=True)
         head = f"fits with ZeRO-{req.zero_stage} ({_SHARDED[req.zero_stage]} sharded over d·cp = {replicas * req.cp})"
-        notes.append(head + ": " + _verdict(f"ZeRO-{lower}", other, need))
+        notes.append(head + ": " + _verdict(f"ZeRO-{lower}", peak_bytes(model, hw, less), need, slower(less)))
     if req.grad_dtype == "bf16":
-        other = peak_bytes(model, hw, replace(req, grad_dtype="fp32"))
-        notes.append("BF16 gradients: " + _verdict("FP32", other, need))
+        fp32 = replace(req, grad_dtype="fp32")
+        notes.append("BF16 gradients: " + _verdict("FP32", peak_bytes(model, hw, fp32), need, slower(fp32)))
     if req.recompute == "full":
         n = req.recompute_layers if req.recompute_method == "block" else None
         if n is not None:
@@ -64,29 +72,67 @@ def knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, need: int) 
             what = "no recompute"
         notes.append(f"{head}: " + _verdict(what, peak_bytes(model, hw, less), need))
     if req.shard_group is not None:
-        full = peak_bytes(model, hw, replace(req, shard_group=None))
+        full = replace(req, shard_group=None)
         notes.append(
             f"hybrid sharding (groups of {req.shard_group} GPUs, {replicas * req.cp // req.shard_group} replicas): "
-            + _cheaper(f"full sharding over d·cp = {replicas * req.cp}", full, need)
+            + _cheaper(
+                f"full sharding over d·cp = {replicas * req.cp}",
+                peak_bytes(model, hw, full),
+                need,
+                slower(full),
+            )
         )
     if not req.reshard_after_forward:
-        resharding = peak_bytes(model, hw, replace(req, reshard_after_forward=True))
+        resharding = replace(req, reshard_after_forward=True)
         notes.append(
             "ZeRO-3 weights kept gathered from forward to backward: "
-            + _cheaper("resharding", resharding, need)
+            + _cheaper("resharding", peak_bytes(model, hw, resharding), need, slower(resharding))
         )
     return tuple(notes)
 
 
-def _cheaper(what: str, other: tuple[int, int] | None, need: int) -> str:
+class _Slower:
+    """How much longer a variant of `req` that changes only its data-parallel synchronisation (ZeRO stage,
+    gradient dtype, sharding) steps than `req`, as a fraction: both priced on `req`'s simulated pipeline `run`
+    (their pass times and schedule are the same). None without a run or for no valid plan."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareSpec, req: PlanRequest, run: PipelineRun | None) -> None:
+        self.model, self.hw, self.req, self.run = model, hw, req, run
+        self.base_s: float | None = None
+
+    def _step_s(self, req: PlanRequest) -> float | None:
+        if self.run is None:
+            return None
+        try:
+            plan = make_plan(self.model, req)
+        except PplanError:
+            return None
+        return step_time(self.model, self.hw, plan, run=self.run, split_p2p=False).step_s
+
+    def __call__(self, variant: PlanRequest) -> float | None:
+        if self.base_s is None:  # priced once, when a note first needs it
+            self.base_s = self._step_s(self.req)
+        step_s = self._step_s(variant)
+        return None if step_s is None or self.base_s is None else step_s / self.base_s - 1
+
+
+def _slower_text(slower: float | None) -> str:
+    """'runs 4.5 % slower' (under 0.1 %: said so), or 'not faster' when it was not priced."""
+    if slower is None:
+        return "not faster"
+    return f"runs {slower * 100:.1f} % slower" if slower >= 0.0005 else "runs slower (by under 0.1 %)"
+
+
+def _cheaper(what: str, other: tuple[int, int] | None, need: int, slower: float | None = None) -> str:
     """A sharding choice taken for speed: what the leaner choice would need (the search shows the faster one)."""
     if other is None:
         return f"{what} is no valid plan"
     peak, usable = other
-    return f"{what} needs {(need - peak) / 1e9:.1f} GB less ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB) but runs slower"
+    runs = _slower_text(slower) if slower is not None else "runs slower"
+    return f"{what} needs {(need - peak) / 1e9:.1f} GB less ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB) but {runs}"
 
 
-def _verdict(what: str, other: tuple[int, int] | None, need: int) -> str:
+def _verdict(what: str, other: tuple[int, int] | None, need: int, slower: float | None = None) -> str:
     if other is None:
         return f"{what} is no valid plan"
     peak, usable = other
@@ -95,4 +141,5 @@ def _verdict(what: str, other: tuple[int, int] | None, need: int) -> str:
     amount = f"{more:.1f} GB more" if more >= 0 else f"{-more:.1f} GB less"
     if peak > usable:
         return f"{what} needs {amount}, does not fit ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
-    return f"{what} needs {amount}, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), not faster"
+    runs = _slower_text(slower)
+    return f"{what} needs {amount}, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), {'but ' * (slower is not None)}{runs}"
