@@ -14,10 +14,12 @@ import pytest
 from pplan.cost import experts
 from pplan.cost.links import GroupShape, cp_group, message_s
 from pplan.cost.memory import bytes_per_param, plan_rank_expert_params
-from pplan.cost.passtime import layer_pass_times
+from pplan.cost.passtime import _layer_compute_times, layer_pass_times, with_offload
 from pplan.model.flops import ATTENTION_CORE, kv_elements_per_token, layer_flops
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.model.precision import Precision
+from pplan.plan.configuration import OffloadModule, PlanRequest, Recompute, Shape, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.specs import ModelSpec
 
 DSV3 = load_model("deepseek-v3")
 OSS = load_model("gpt-oss-120b")
@@ -253,3 +255,24 @@ def test_ring_attention_passes_mla_keys_and_values_at_their_up_projected_width()
     times = dict(layer_pass_times(DSV3, H100, plan).f)
     step = message_s(cp_group(1, 8).link(H100), 4096 // 8 * 40_960 * 2)
     assert times.get("cp-comm", 0.0) == pytest.approx(max(0.0, 7 * step - times["attention"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("model", [DSV3, OSS, load_model("llama3-8b")], ids=lambda m: m.name)
+def test_a_dense_layer_reads_no_expert_field(model: ModelSpec) -> None:
+    """`layer_pass_times` remembers a dense layer's shapes with ep, etp and the all-to-all overlap at their
+    defaults: the figure computed from the shape as given is the same for every expert split and precision."""
+    dense = model.dense_part
+    cases: list[tuple[int, int, int, bool, Recompute, tuple[OffloadModule, ...], Precision]] = [
+        (1, 64, 1, True, "none", (), "bf16"),
+        (2, 8, 2, False, "selective", (), "fp8"),
+        (4, 32, 4, True, "full", (), "bf16"),
+        (2, 16, 1, True, "none", ("qkv_linear",), "fp8"),
+    ]
+    for t, ep, etp, overlap, recompute, offload, precision in cases:
+        shape = Shape(
+            t, 1, 4096, 1, t > 1, True, recompute, "itemised", offload_modules=offload, ep=ep, etp=etp,
+            expert_comm_overlap=overlap, precision=precision, splits_backward=True,
+        )  # fmt: skip
+        assert layer_pass_times(dense, H100, shape) == with_offload(
+            dense, H100, shape, _layer_compute_times(dense, H100, shape)
+        )

@@ -45,6 +45,7 @@ from functools import lru_cache
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
 from pplan.errors import ProfileError
+from pplan.frozen import changed
 from pplan.model.activations import fp8_cast_elements, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
@@ -319,9 +320,27 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
     return TpBackward(exposed, len(grad_gemm) * reduce - exposed)
 
 
-@lru_cache(maxsize=8192)
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
-    """One layer, one micro-batch, one GPU (with the exposed part of its activation offload copies)."""
+    """One layer, one micro-batch, one GPU (with the exposed part of its activation offload copies). Remembered
+    per layer shape; a dense layer (`model.moe` None: a dense model's, or a routed model's dense part) reads none
+    of a shape's expert fields (ep, etp and the expert all-to-all's overlap enter only through the routed
+    experts, `_routed_layer`), so its shapes are remembered with those at their defaults: the dense layers of
+    every ep and etp a search tries of a routed model share one figure."""
+    if (
+        model.moe is None
+        and isinstance(plan, Shape)
+        and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS
+    ):
+        plan = changed(plan, ep=1, etp=1, expert_comm_overlap=False)
+    return _layer_pass_times(model, hw, plan)
+
+
+_NO_EXPERTS = (1, 1, False)
+"""A shape's (ep, etp, expert_comm_overlap) at their defaults."""
+
+
+@lru_cache(maxsize=8192)
+def _layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
 
 

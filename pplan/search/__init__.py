@@ -780,25 +780,41 @@ def search(
     shown, folded = distinct(final, req.top_n)
     result.rejected[Rejection.EQUIVALENT] += len(folded)
     result.rejected[Rejection.BELOW_TOP] += len(final) - len(shown) - len(folded)
+    never: list[_Lattice] = []  # the lattice of each cut never expanded
     for _, level, _, _, item in heap:
-        if isinstance(item, _CutEntry):  # never expanded: its heads bounded out, the rest waiting on them
-            lattice = item.lattice
-            result.rejected[Rejection.BOUND] += len(lattice.heads)
-            result.rejected[Rejection.DOMINATED] += sum(i + 1 in lattice.twins for i in lattice.heads)
-            result.rejected.update(lattice.waiting)
+        if isinstance(item, _CutEntry):
+            never.append(item.lattice)
             continue
         result.rejected[Rejection.BELOW_TOP if level == _EXACT else Rejection.BOUND] += 1
     for reason in chains.left():
         result.rejected[reason] += 1
-    for head, (_, base, lattice) in unplaced.items():
-        if head == base + lattice.heads[0]:  # once per cut never materialised
-            result.rejected.update(lattice.waiting)
+    unmaterialised = [
+        lattice for head, (_, base, lattice) in unplaced.items() if head == base + lattice.heads[0]
+    ]  # once per cut
+    _count_unplaced(result.rejected, never, unmaterialised)
     result.rejected[Rejection.DOMINATED] += len(fp32_waiting)
     result.candidates = [_recommendation(model, hw, req, s) for s in shown]
     result.closest_misses = _nearest(misses)
     # in the order of the pipeline that rejects them (`Rejection`), whatever order they were counted in
     result.rejected = Counter({r: result.rejected[r] for r in Rejection if result.rejected[r]})
     return result
+
+
+def _count_unplaced(
+    rejected: Counter[Rejection], never: list[_Lattice], unmaterialised: list[_Lattice]
+) -> None:
+    """Count the cells of the cuts never expanded (`never`, one lattice per cut: their heads bounded out, the FP32
+    twins of heads dominated, the rest waiting on them) and of the cuts expanded but never materialised
+    (`unmaterialised`: the cells waiting on heads), a lattice at a time (cuts of one pattern share it): the
+    counts of adding each cut's."""
+    unexpanded, expanded = Counter(map(id, never)), Counter(map(id, unmaterialised))
+    lattices = dict(zip(map(id, never + unmaterialised), never + unmaterialised, strict=True))
+    for key, lattice in lattices.items():
+        n = unexpanded[key]
+        rejected[Rejection.BOUND] += n * len(lattice.heads)
+        rejected[Rejection.DOMINATED] += n * sum(i + 1 in lattice.twins for i in lattice.heads)
+        for reason, count in lattice.waiting.items():
+            rejected[reason] += (n + expanded[key]) * count
 
 
 def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:

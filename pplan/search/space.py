@@ -531,6 +531,8 @@ def _pipelines(
     if not eps:
         rejected[Rejection.EP_SPLIT] += 1
         return
+    expert_splits = [(ep, expert_tensor_options(model, req, t, ep, t * cp * d)) for ep in eps]
+    offloads = [canonical_offload(offload) for offload in req.offload]
     for fam_index, fam in enumerate(families if p > 1 else families[:1]):
         fam_here = fam if p > 1 else without_pipeline()
         for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
@@ -548,10 +550,13 @@ def _pipelines(
             for split, (first, last) in enumerate(splits):
                 most = most_layers(layers, n_chunks, first, last)
                 options = _recompute_options(req, most, every_partial)
-                for off_index, offload in enumerate(req.offload):
-                    offload = canonical_offload(offload)
-                    for ep in eps:
-                        etps = expert_tensor_options(model, req, t, ep, t * cp * d)
+                for off_index, offload in enumerate(offloads):
+                    kept = tuple(
+                        (rc_index, recompute, n)
+                        for rc_index, (recompute, n) in options
+                        if not (offload and recompute == "full" and n is None)
+                    )  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
+                    for ep, etps in expert_splits:
                         if not etps:
                             rejected[Rejection.EP_SPLIT] += 1
                         for etp in etps:
@@ -559,11 +564,7 @@ def _pipelines(
                                 yield Cut(
                                     fam_here, t, p, cp, d, v, b, m, first, last, most,
                                     (t, cp, p, b, fam_index, v, split, off_index, ep, etp, prec_index), offload,
-                                    tuple(
-                                        (rc_index, recompute, n) for rc_index, (recompute, n) in options
-                                        if not (offload and recompute == "full" and n is None)
-                                    ),  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
-                                    zeros, grads, ep, precision, etp,
+                                    kept, zeros, grads, ep, precision, etp,
                                 )  # fmt: skip
 
 
