@@ -1134,7 +1134,9 @@ def _recommendation(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, s: S
         report = report.model_copy(
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
-    return Recommendation(s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes, run))
+    return Recommendation(
+        s.candidate, request, report, knob_notes(model, hw, request, s.fitted.peak_bytes, run)
+    )
 
 
 _Missed = tuple[float, float, int, bool, Candidate]
