@@ -1,5 +1,7 @@
 """`pplan recommend` on a panel of queries: configurations enumerated, bounded and simulated, wall time of the
-whole command from a fresh process (interpreter start-up included, median of 3) and its peak RSS; with
+whole command from a fresh process (interpreter start-up included, median of 3) and its peak RSS; "wall s" with
+an empty structure cache (a first query: pplan.cli.cache), "again s" with what that run kept (the same query
+once more, or another that needs the same schedules); with
 `--brute-force`, every enumerated configuration is also evaluated exactly (simulated, no bound used) and the
 report says whether recommend's top N is the brute-force top N. Prints figures; asserts nothing. pplan's modules
 run from cached bytecode, as an installed pplan's do (`CHILD_ENV`; `--no-bytecode` compiles them every run).
@@ -15,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -75,11 +78,15 @@ writes it on the first import); `--no-bytecode` keeps the caller's setting (then
 sources again: about 6 % of the instructions of the 405B query)."""
 
 
-def _run(args: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, stdout) of one `python -m pplan` process."""
+def _run(args: list[str], cache: str = "off") -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, stdout) of one `python -m pplan` process keeping its structures under
+    `cache` (PPLAN_CACHE_DIR; "off": none kept, none read)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pplan", *args], stdout=subprocess.PIPE, text=True, env=CHILD_ENV
+        [sys.executable, "-m", "pplan", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**CHILD_ENV, "PPLAN_CACHE_DIR": cache},
     )
     out = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
@@ -134,17 +141,23 @@ def main() -> None:
         for q in PANEL:  # untimed: writes the bytecode of what each query imports (launchers, formats)
             _run(["recommend", *q.args(), "--top", "1", "--format", "json"])
     queries = [q for q in PANEL if not ns.only or q.label in ns.only.split(",")]
-    head = f"{'query':<16} {'enumerated':>10} {'bounded':>8} {'simulated':>9} {'wall s':>7} {'RSS MB':>7}  best (Mtok/s)"
+    head = (
+        f"{'query':<16} {'enumerated':>10} {'bounded':>8} {'simulated':>9} {'wall s':>7} {'again s':>7} "
+        f"{'RSS MB':>7}  best (Mtok/s)"
+    )
     print(head, flush=True)
     docs = {}
     for (
         q
     ) in queries:  # timed first: a child forked from a parent grown by the brute force would report its RSS
-        walls, rss = [], []
+        walls, agains, rss = [], [], []
         for _ in range(3):
-            wall, peak, _ = _run(["recommend", *q.args(), "--top", str(ns.top)])
+            with tempfile.TemporaryDirectory() as cache:
+                wall, peak, _ = _run(["recommend", *q.args(), "--top", str(ns.top)], cache)
+                again, peak_again, _ = _run(["recommend", *q.args(), "--top", str(ns.top)], cache)
             walls.append(wall)
-            rss.append(peak)
+            agains.append(again)
+            rss += [peak, peak_again]
         _, _, out = _run(["recommend", *q.args(), "--top", str(ns.top), "--format", "json"])
         doc = json.loads(out)
         docs[q.label] = doc
@@ -157,7 +170,7 @@ def main() -> None:
         )
         print(
             f"{q.label:<16} {doc['enumerated']:>10,} {doc['bounded']:>8,} {doc['simulated']:>9,} "
-            f"{statistics.median(walls):>7.2f} {max(rss):>7.0f}  {best}",
+            f"{statistics.median(walls):>7.2f} {statistics.median(agains):>7.2f} {max(rss):>7.0f}  {best}",
             flush=True,
         )
     if not ns.brute_force:

@@ -12,7 +12,14 @@ Import torch inside the tests or fixtures that need it, never at a module's top 
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ["PPLAN_CACHE_DIR"] = (
+    "off"  # no structures kept between runs (pplan.cli.cache): each test starts cold,
+)
+# and none writes to the user's cache; tests/test_structure_cache.py turns it on where it is the subject
 
 ALL_TIERS = "--all-tiers"
 _DROPPED = pytest.StashKey[int]()

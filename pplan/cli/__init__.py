@@ -88,6 +88,12 @@ def _bad_parameter(err: Exception) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `pplan` console script and `python -m pplan`."""
     register(sys.argv[1:] if argv is None else argv)
+    if (
+        "pplan.schedules.periodic" in sys.modules
+    ):  # a command that simulates schedules (the others skip the import)
+        importlib.import_module(
+            "pplan.cli.cache"
+        ).install()  # structures kept between runs; PPLAN_CACHE_DIR=off
     try:
         app(args=argv, prog_name="pplan", standalone_mode=False)
     except PplanError as err:

@@ -3,7 +3,8 @@ period and suffix, the costliest thing a search builds), built ahead on the mach
 
 A forked child walks the configurations in the order the search will (best cheap bound first), keeps the cuts
 that may fit (the configuration, or its ZeRO-3 form, passes the memory lower bound) and, for each structure such a
-cut's schedule needs, announces it ("claim"), builds it and sends it back pickled. The search asks for a
+cut's schedule needs and no store keeps (`pplan.schedules.periodic.STORES`: the search reads those itself),
+announces it ("claim"), builds it and sends it back pickled. The search asks for a
 structure through `pplan.schedules.periodic.PROVIDERS`: one already received is used; one the child has claimed
 is waited for; any other is built in the search's own process as before, and the child is told so ("built
 here", on a second pipe) and skips it instead of building it again. The structures are deterministic, so the
@@ -22,7 +23,7 @@ import struct
 import sys
 from collections.abc import Callable, Iterator
 
-from pplan.schedules.periodic.structure import Structure, StructureKey, structure_cached
+from pplan.schedules.periodic.structure import STORES, Structure, StructureKey, structure_cached
 
 _HEADER = struct.Struct("<I")
 _PIPE_BYTES = 1 << 20
@@ -163,7 +164,7 @@ def _child(keys: Callable[[], Iterator[StructureKey]], fd: int, told: int) -> No
     heard = bytearray()
     for key in keys():
         sent.update(_built_there(told, heard))
-        if key in sent:
+        if key in sent or any(store.has(key) for store in STORES):  # kept: the search reads it itself
             continue
         sent.add(key)
         send(("claim", key, None))

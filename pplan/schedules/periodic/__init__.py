@@ -82,18 +82,22 @@ from pplan.schedules.periodic.profile import PROFILES, InFlightProfile, profile_
 from pplan.schedules.periodic.split import CHECK_COPIES, first_m0, period
 from pplan.schedules.periodic.structure import (
     PROVIDERS,
+    STORES,
     STRUCTURES,
     Structure,
     StructureKey,
+    StructureStore,
     structure_cached,
 )
 from pplan.schedules.timeline import Durations, Latency, RunSummary
 
 __all__ = [
     "PROVIDERS",
+    "STORES",
     "InFlightProfile",
     "Route",
     "StructureKey",
+    "StructureStore",
     "clear_caches",
     "in_flight_profile",
     "period",

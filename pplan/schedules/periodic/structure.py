@@ -1,8 +1,9 @@
 """Route A's structure: everything duration-independent about one (name, p, v, class of m), compiled once.
 
-Owns `Structure` and its cache (`structure_cached`, `STRUCTURES`): from the split (pplan.schedules.periodic.split), the
-labels' offsets and reach, the play list of one steady label, the head's and the tail's rows, the work and
-messages of the fixed part and of one copy, and the in-flight profile. pplan.schedules.periodic.play plays it per call;
+Owns `Structure` and its cache (`structure_cached`, `STRUCTURES`; `STORES`, the hook that keeps structures beyond
+the process): from the split (pplan.schedules.periodic.split), the labels' offsets and reach, the play list of one
+steady label, the head's and the tail's rows, the work and messages of the fixed part and of one copy, and the
+in-flight profile. pplan.schedules.periodic.play plays it per call;
 why that is exact is in pplan.schedules.periodic's docstring.
 
 Dependencies, by arithmetic. The timeline's cross-stage dependency of an action is the same micro-batch's pass
@@ -21,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import floordiv, mod
+from typing import Protocol
 
 from pplan.collector import collector_paused
 from pplan.schedules.periodic._common import CACHE_LIMIT
@@ -407,15 +409,40 @@ PROVIDERS: list[Callable[[StructureKey], tuple[Structure | None] | None]] = []
 an answer too), or None when the provider has none (pplan.search.prefetch builds them on another core)."""
 
 
+class StructureStore(Protocol):
+    """Structures kept beyond this process (the command line keeps them on disk: pplan.cli.cache). A structure is
+    a function of its key and of pplan's code alone, so one kept is the one that would be built."""
+
+    def get(self, key: StructureKey) -> tuple[Structure | None] | None:
+        """The structure kept for `key` (in a 1-tuple: None is an answer too), or None when none is kept."""
+        ...
+
+    def put(self, key: StructureKey, structure: Structure | None) -> None:
+        """Keep `structure`, just built for `key`."""
+        ...
+
+    def has(self, key: StructureKey) -> bool:
+        """Whether a structure is kept for `key` (cheaper than `get`; `get` may still find it unusable)."""
+        ...
+
+
+STORES: list[StructureStore] = []
+"""Asked before the providers, and told of every structure built here (empty: nothing is kept)."""
+
+
 def structure_cached(name: str, p: int, v: int | None, residue: int) -> Structure | None:
     key = (name, p, v, residue)
     if key not in STRUCTURES:
         if len(STRUCTURES) >= CACHE_LIMIT:
             STRUCTURES.pop(next(iter(STRUCTURES)))
-        got = next((x for x in (provide(key) for provide in reversed(PROVIDERS)) if x is not None), None)
+        got = next((x for x in (store.get(key) for store in STORES) if x is not None), None)
+        if got is None:
+            got = next((x for x in (provide(key) for provide in reversed(PROVIDERS)) if x is not None), None)
         if got is not None:
             STRUCTURES[key] = got[0]
         else:
             with collector_paused():
-                STRUCTURES[key] = _structure(name, p, v, residue)
+                STRUCTURES[key] = built = _structure(name, p, v, residue)
+            for store in STORES:
+                store.put(key, built)
     return STRUCTURES[key]
