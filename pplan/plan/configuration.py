@@ -246,12 +246,8 @@ class PlanRequest:
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
-        if not 0 <= self.jitter < 1:
-            raise ConfigError("--jitter", f"must be a fraction in [0, 1), got {self.jitter:g}",
-                              "e.g. --jitter 0.01 for 1 % run-to-run variation per rank")  # fmt: skip
-        if not 0 <= self.memory_headroom < 1:
-            raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.memory_headroom:g}",
-                              "e.g. --headroom 0.1")  # fmt: skip
+        check_fraction("--jitter", self.jitter)
+        check_fraction("--headroom", self.memory_headroom)
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
@@ -508,6 +504,19 @@ def check_count(field: str, value: int) -> None:
         raise ConfigError(
             field, f"must be an integer from 1 to {limit:,}, got {shown}", f"pass {field} in that range"
         )
+
+
+FRACTION_EXAMPLES = {
+    "--jitter": "e.g. --jitter 0.01 for 1 % run-to-run variation per rank",
+    "--headroom": "e.g. --headroom 0.1",
+}
+"""What each fraction flag's refusal suggests."""
+
+
+def check_fraction(field: str, value: float) -> None:
+    """One fraction a user gave: in [0, 1), else a ConfigError on `field` (`FRACTION_EXAMPLES`)."""
+    if not 0 <= value < 1:
+        raise ConfigError(field, f"must be a fraction in [0, 1), got {value:g}", FRACTION_EXAMPLES[field])
 
 
 def check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:

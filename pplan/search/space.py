@@ -39,6 +39,7 @@ from pplan.plan.configuration import (
     canonical_offload,
     check_choice,
     check_count,
+    check_fraction,
     check_offload,
     recompute_label,
 )
@@ -151,12 +152,8 @@ class SearchRequest:
         ):  # fmt: skip
             if value is not None:
                 check_count(flag, value)
-        if not 0 <= self.jitter < 1:
-            raise ConfigError("--jitter", f"must be a fraction in [0, 1), got {self.jitter:g}",
-                              "e.g. --jitter 0.01 for 1 % run-to-run variation per rank")  # fmt: skip
-        if not 0 <= self.headroom_fraction < 1:
-            raise ConfigError("--headroom", f"must be a fraction in [0, 1), got {self.headroom_fraction:g}",
-                              "e.g. --headroom 0.1")  # fmt: skip
+        check_fraction("--jitter", self.jitter)
+        check_fraction("--headroom", self.headroom_fraction)
         if not self.zero_stages or any(z not in (0, 1, 2, 3) for z in self.zero_stages):
             raise ConfigError("--zero-stage", f"stages must be among 0, 1, 2, 3, got {self.zero_stages}",
                               "e.g. --zero-stage 0,1")  # fmt: skip
