@@ -27,6 +27,17 @@ def _copier(cls: type) -> Callable[[Any], Any]:
 def changed(obj: T, **changes: Any) -> T:
     """A copy of `obj` (a frozen dataclass with `slots=True`) with `changes` applied, its `__post_init__` run again
     (so fields derived there follow the changes), as `dataclasses.replace` does for init fields."""
+    new = changed_underived(obj, **changes)
+    post = getattr(type(obj), "__post_init__", None)
+    if post is not None:
+        post(new)
+    return new
+
+
+def changed_underived(obj: T, **changes: Any) -> T:
+    """`changed` without running `__post_init__` again: the derived fields are copied as they are. Only for
+    `changes` to fields that nothing derived in `__post_init__` reads (the caller's to know, e.g.
+    pplan.plan.configuration.with_sharding), so that the copy equals what `changed` would make."""
     cls = type(obj)
     copy = _copiers.get(cls)
     if copy is None:
@@ -34,7 +45,4 @@ def changed(obj: T, **changes: Any) -> T:
     new = copy(obj)
     for name, value in changes.items():
         _set(new, name, value)
-    post = getattr(cls, "__post_init__", None)
-    if post is not None:
-        post(new)
     return new  # type: ignore[no-any-return]

@@ -48,7 +48,15 @@ from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.model.flops import layer_kinds
 from pplan.model.precision import Precision
-from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, check_expert_split, make_plan
+from pplan.plan.configuration import (
+    Plan,
+    PlanRequest,
+    Recompute,
+    Shape,
+    check_expert_split,
+    make_plan,
+    with_sharding,
+)
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
@@ -474,8 +482,8 @@ class Query:
         if base is None:
             base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
         if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
-            base = changed(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
-                           reshard_after_forward=c.reshard)  # fmt: skip
+            base = with_sharding(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
+                                 reshard_after_forward=c.reshard)  # fmt: skip
         self._variant_plans[key, mine] = base
         return base
 
@@ -824,7 +832,7 @@ def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:
     plan is out of memory."""
     if plan.zero_stage != 3 or not plan.reshard_after_forward:
         return False
-    kept = plan_gathered_weights_bytes(model, changed(plan, reshard_after_forward=False))
+    kept = plan_gathered_weights_bytes(model, with_sharding(plan, reshard_after_forward=False))
     return any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, plan), strict=True))
 
 
