@@ -474,9 +474,16 @@ def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
     search rejects whole cuts with it, pplan.search)."""
     bpp = bytes_per_param(plan)
     expert_bpp = bytes_per_param(plan, expert=True)
-    return tuple(
-        sum(_param_bytes(params, bpp, experts, expert_bpp)) + cache - _bf16_weights_dropped(plan, fp8_params)
-        for params, experts, cache, fp8_params in zip(
+
+    def total(params: float, experts: float, cache: int, fp8_params: float) -> int:
+        return (
+            sum(_param_bytes(params, bpp, experts, expert_bpp))
+            + cache
+            - _bf16_weights_dropped(plan, fp8_params)
+        )
+
+    ranks = tuple(
+        zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
             plan_fp8_cache_bytes(model, plan),
@@ -484,6 +491,8 @@ def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
             strict=True,
         )
     )
+    totals = {rank: total(*rank) for rank in set(ranks)}  # ranks holding the same parameters total alike
+    return tuple(totals[rank] for rank in ranks)
 
 
 def plan_memory_totals(
