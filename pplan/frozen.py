@@ -14,11 +14,14 @@ _copiers: dict[type, Callable[[Any], Any]] = {}
 
 def _copier(cls: type) -> Callable[[Any], Any]:
     """A function copying every slot of a `cls` instance into a new one, slot by slot in straight-line code (one
-    attribute load and store each; about a third of a loop over `__slots__`), made once per class."""
+    attribute load and store each; about a third of a loop over `__slots__`), made once per class. Each store
+    goes through the slot's own descriptor (`set_<name>`: what `object.__setattr__` finds on the type by name
+    first, a frozen dataclass's own `__setattr__` bypassed alike)."""
     slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    body = "".join(f"    _set(new, {name!r}, obj.{name})\n" for name in slots)
+    body = "".join(f"    set_{name}(new, obj.{name})\n" for name in slots)
     source = f"def copy(obj):\n    new = _new(cls)\n{body}    return new\n"
-    scope: dict[str, Any] = {"_set": _set, "_new": object.__new__, "cls": cls}
+    scope: dict[str, Any] = {"_new": object.__new__, "cls": cls}
+    scope.update({f"set_{name}": cls.__dict__[name].__set__ for name in slots})
     exec(source, scope)  # slot names are identifiers: Python refuses a class whose __slots__ has another
     copy: Callable[[Any], Any] = scope["copy"]
     return copy
