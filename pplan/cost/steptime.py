@@ -304,13 +304,16 @@ def sync_hidden(plan: Plan, tails: tuple[RankTail, ...]) -> bool:
     return not gathers_after and all(x.dp_exposed_s == 0.0 for x in tails)
 
 
-def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float, float]:
-    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
-    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
-    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
-    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
-    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes)."""
-    ranks = set(
+SyncRank = tuple[float, float, int, tuple[float, float]]
+"""What a rank's data-parallel traffic and optimizer step read of it: (parameters, routed-expert parameters,
+units, FP8-gathered parameters), as `rank_sync` and `_optimizer_s` take them."""
+
+
+def sync_ranks(model: ModelSpec, plan: Plan) -> frozenset[SyncRank]:
+    """The distinct `SyncRank` of `plan`'s ranks (ranks holding the same parameters and units sync alike): what
+    `sync_floor_s` maximises over. It reads the plan's cut (t, p, v, layout, schedule family, ep, etp, precision)
+    and whether its ZeRO stage shards per unit (≥ 2), nothing else."""
+    return frozenset(
         zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
@@ -320,7 +323,21 @@ def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float,
             plan_gathered_fp8_params(model, plan),
             strict=False,
         )
-    )  # ranks holding the same parameters and units sync alike
+    )
+
+
+def sync_floor_s(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, ranks: frozenset[SyncRank] | None = None
+) -> tuple[float, float]:
+    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
+    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
+    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
+    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
+    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes). `ranks`:
+    the plan's `sync_ranks`, when at hand (the search shares them between the ZeRO stages, gradient dtypes and
+    sharding choices of a cut)."""
+    if ranks is None:
+        ranks = sync_ranks(model, plan)
     traffic = max(
         rank_sync(hw, plan, params, units, experts, fp8).step_s for params, experts, units, fp8 in ranks
     )

@@ -38,7 +38,7 @@ from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
-from pplan.cost.steptime import plan_tails, sync_floor_s, sync_hidden
+from pplan.cost.steptime import SyncRank, plan_tails, sync_floor_s, sync_hidden, sync_ranks
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
@@ -172,6 +172,7 @@ class Query:
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._floors: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]] | None] = {}
@@ -450,7 +451,12 @@ class Query:
         key = (*c.order[:-4], c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but the recompute
         floor = self._sync_floors.get(key)
         if floor is None:
-            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan or self.plan(c))
+            plan = plan or self.plan(c)
+            cut = (*c.order[:-4], c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
+            ranks = self._sync_ranks.get(cut)
+            if ranks is None:
+                ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
+            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan, ranks)
         traffic, optimizer = floor
         return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
 
