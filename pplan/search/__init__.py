@@ -165,8 +165,7 @@ class Query:
         self.model, self.hw, self.req = model, hw, req
         self.seq = req.seq_len or model.seq_len
         self.tokens = req.global_batch * self.seq
-        self._last_cut: tuple[object, ...] = ()
-        self._last_bound = 0.0
+        self._bounds: dict[tuple[object, ...], float] = {}  # `_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
@@ -180,8 +179,8 @@ class Query:
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
-        It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
-        yields those twins in a row: the last one is kept)."""
+        It counts passes only, so it is the same for every ZeRO stage, gradient dtype and sharding choice of a cut
+        and recompute: remembered for those."""
         return self._bound(
             c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute,
             c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
@@ -214,7 +213,8 @@ class Query:
         etp: int = 1,
     ) -> float:
         cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-        if cut != self._last_cut:
+        bound = self._bounds.get(cut)
+        if bound is None:
             # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
             # the same shape otherwise, so families share their layer times
             f, back, layer, other, out = self._layer_times(
@@ -228,8 +228,8 @@ class Query:
                 back, layer, other = back + extra, layer + extra, other + extra
             ranks = self._geometry(family, p, v, first_layers, last_layers)
             makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-            self._last_cut, self._last_bound = cut, self.tokens / makespan
-        return self._last_bound
+            bound = self._bounds[cut] = self.tokens / makespan
+        return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
     def _layer_times(
