@@ -80,9 +80,15 @@ def bytes_per_param(plan: Plan, expert: bool = False) -> BytesPerParam:
     """Bytes per parameter after sharding; routed experts' states shard over the expert data-parallel ranks
     (`Plan.expert_dp`: megatron-core's distributed optimizer shards expert parameters over their own group)."""
     n = plan.expert_dp if expert else plan.shards
-    z = plan.zero_stage
-    grad = GRAD_BYTES[plan.grad_dtype]
-    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[plan.moment_dtype]
+    return _bytes_per_param(n, plan.zero_stage, plan.grad_dtype, plan.moment_dtype)
+
+
+@lru_cache(maxsize=1024)
+def _bytes_per_param(n: int, z: int, grad_dtype: str, moment_dtype: str) -> BytesPerParam:
+    """`bytes_per_param` of `n` shards, ZeRO stage `z` and the dtypes (remembered: the search asks for it for
+    every plan it checks)."""
+    grad = GRAD_BYTES[grad_dtype]
+    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype]
     return BytesPerParam(
         weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
         grads=grad / n if z >= 2 else grad,
