@@ -251,11 +251,13 @@ def rank_tails(
     optimizer: dict[float, float] = {}
     experts = plan_rank_expert_params(model, plan)
     fp8 = plan_gathered_fp8_params(model, plan)
+    units = (
+        _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
+        if plan.zero_stage >= 2
+        else (1,) * plan.pp
+    )  # only sharded units change the call count
     for r, params in enumerate(plan_rank_params(model, plan)):
-        units = (
-            _rank_units(plan, r) if plan.zero_stage >= 2 else 1
-        )  # only sharded units change the call count
-        sync = rank_sync(hw, plan, params, units, experts[r], fp8[r])  # remembered: ranks alike share it
+        sync = rank_sync(hw, plan, params, units[r], experts[r], fp8[r])  # remembered: ranks alike share it
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0
@@ -272,15 +274,10 @@ def rank_tails(
     return tuple(out)
 
 
-def _rank_units(plan: Plan, rank: int) -> int:
-    """The units a ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds."""
-    return _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))[rank]
-
-
 @lru_cache(maxsize=4096)
 def _units_per_rank(layout: Layout, rank_stages: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """`_rank_units` of every rank (stage s runs chunk s mod the chunks: DualPipe's up stages rerun the down
-    chunks)."""
+    """The units each ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds
+    (stage s runs chunk s mod the chunks: DualPipe's up stages rerun the down chunks)."""
     chunks = layout.chunks
     out = []
     for stages in rank_stages:
