@@ -188,9 +188,13 @@ class SearchRequest:
             check_choice("--precision", precision, get_args(Precision))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
-    """One configuration of the search space (validated by the enumeration's rules)."""
+    """One configuration of the search space (validated by the enumeration's rules).
+
+    Read-only once made, but not a frozen dataclass (as `Cut`): a frozen `__init__` stores each of the 22 fields
+    through `object.__setattr__`, about ten times a plain store, and the search makes ~12,000 cells a query. Not
+    hashable (configurations are keyed by their `order` and sharding choices)."""
 
     family: ScheduleFamily
     t: int
