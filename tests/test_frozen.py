@@ -11,6 +11,8 @@ from pplan.frozen import changed
 from pplan.plan.configuration import SHARDING_FIELDS, PlanRequest, make_plan, with_sharding
 from pplan.plan.layout import Layout
 from pplan.profiles.catalog import load_model
+from pplan.schedules import schedule_family
+from pplan.search.space import Candidate
 
 
 def test_changed_is_replace_with_derived_fields_recomputed() -> None:
@@ -38,3 +40,15 @@ def test_with_sharding_is_changed_for_the_data_parallel_state() -> None:
     assert got.shape is plan.shape and plan.zero_stage == 1
     with pytest.raises(AssertionError):
         with_sharding(plan, recompute="full")
+
+
+def test_changed_copies_a_plain_slotted_dataclass() -> None:
+    """A slotted dataclass that is not frozen (its copy takes plain stores) copies as `dataclasses.replace` does,
+    the original untouched."""
+    cell = Candidate(
+        schedule_family("1f1b"), 2, 4, 1, 8, 1, 1, 64, None, None, "none", 1, "bf16", order=(1, 2)
+    )
+    assert type(cell).__setattr__ is object.__setattr__
+    got = changed(cell, zero=3, shard_group=4)
+    assert got == replace(cell, zero=3, shard_group=4) and got is not cell
+    assert cell.zero == 1 and cell.shard_group is None
