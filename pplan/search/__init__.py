@@ -165,7 +165,7 @@ class Query:
         self.model, self.hw, self.req = model, hw, req
         self.seq = req.seq_len or model.seq_len
         self.tokens = req.global_batch * self.seq
-        self._bounds: dict[tuple[object, ...], float] = {}  # `_bound` of each cut and recompute asked
+        self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
@@ -187,11 +187,12 @@ class Query:
         )  # fmt: skip
 
     def cell_bound(self, cut: Cut, i: int) -> float:
-        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads)."""
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads). Not
+        remembered: the enumeration asks once per cut and recompute, and most cuts are never expanded."""
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
             cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision, cut.etp,
+            cut.most_layers, cut.ep, cut.precision, cut.etp, remember=False,
         )  # fmt: skip
 
     def _bound(
@@ -211,6 +212,7 @@ class Query:
         ep: int,
         precision: Precision,
         etp: int = 1,
+        remember: bool = True,
     ) -> float:
         cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
         bound = self._bounds.get(cut)
@@ -228,7 +230,9 @@ class Query:
                 back, layer, other = back + extra, layer + extra, other + extra
             ranks = self._geometry(family, p, v, first_layers, last_layers)
             makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-            bound = self._bounds[cut] = self.tokens / makespan
+            bound = self.tokens / makespan
+            if remember:
+                self._bounds[cut] = bound
         return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
