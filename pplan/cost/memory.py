@@ -80,9 +80,15 @@ def bytes_per_param(plan: Plan, expert: bool = False) -> BytesPerParam:
     """Bytes per parameter after sharding; routed experts' states shard over the expert data-parallel ranks
     (`Plan.expert_dp`: megatron-core's distributed optimizer shards expert parameters over their own group)."""
     n = plan.expert_dp if expert else plan.shards
-    z = plan.zero_stage
-    grad = GRAD_BYTES[plan.grad_dtype]
-    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[plan.moment_dtype]
+    return _bytes_per_param(n, plan.zero_stage, plan.grad_dtype, plan.moment_dtype)
+
+
+@lru_cache(maxsize=1024)
+def _bytes_per_param(n: int, z: int, grad_dtype: str, moment_dtype: str) -> BytesPerParam:
+    """`bytes_per_param` of `n` shards, ZeRO stage `z` and the dtypes (remembered: the search asks for it for
+    every plan it checks)."""
+    grad = GRAD_BYTES[grad_dtype]
+    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype]
     return BytesPerParam(
         weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
         grads=grad / n if z >= 2 else grad,
@@ -474,9 +480,16 @@ def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
     search rejects whole cuts with it, pplan.search)."""
     bpp = bytes_per_param(plan)
     expert_bpp = bytes_per_param(plan, expert=True)
-    return tuple(
-        sum(_param_bytes(params, bpp, experts, expert_bpp)) + cache - _bf16_weights_dropped(plan, fp8_params)
-        for params, experts, cache, fp8_params in zip(
+
+    def total(params: float, experts: float, cache: int, fp8_params: float) -> int:
+        return (
+            sum(_param_bytes(params, bpp, experts, expert_bpp))
+            + cache
+            - _bf16_weights_dropped(plan, fp8_params)
+        )
+
+    ranks = tuple(
+        zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
             plan_fp8_cache_bytes(model, plan),
@@ -484,6 +497,8 @@ def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
             strict=True,
         )
     )
+    totals = {rank: total(*rank) for rank in set(ranks)}  # ranks holding the same parameters total alike
+    return tuple(totals[rank] for rank in ranks)
 
 
 def plan_memory_totals(

@@ -251,11 +251,13 @@ def rank_tails(
     optimizer: dict[float, float] = {}
     experts = plan_rank_expert_params(model, plan)
     fp8 = plan_gathered_fp8_params(model, plan)
+    units = (
+        _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
+        if plan.zero_stage >= 2
+        else (1,) * plan.pp
+    )  # only sharded units change the call count
     for r, params in enumerate(plan_rank_params(model, plan)):
-        units = (
-            _rank_units(plan, r) if plan.zero_stage >= 2 else 1
-        )  # only sharded units change the call count
-        sync = rank_sync(hw, plan, params, units, experts[r], fp8[r])  # remembered: ranks alike share it
+        sync = rank_sync(hw, plan, params, units[r], experts[r], fp8[r])  # remembered: ranks alike share it
         exposed = sync.step_s
         if plan.overlap_grad_reduce and STACKS[plan.stack].overlaps_grad_reduce:
             last_window = 0.0
@@ -272,15 +274,10 @@ def rank_tails(
     return tuple(out)
 
 
-def _rank_units(plan: Plan, rank: int) -> int:
-    """The units a ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds."""
-    return _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))[rank]
-
-
 @lru_cache(maxsize=4096)
 def _units_per_rank(layout: Layout, rank_stages: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """`_rank_units` of every rank (stage s runs chunk s mod the chunks: DualPipe's up stages rerun the down
-    chunks)."""
+    """The units each ZeRO-2/3 rank shards its collectives by: its layers, plus one for the model ends it holds
+    (stage s runs chunk s mod the chunks: DualPipe's up stages rerun the down chunks)."""
     chunks = layout.chunks
     out = []
     for stages in rank_stages:
@@ -304,13 +301,16 @@ def sync_hidden(plan: Plan, tails: tuple[RankTail, ...]) -> bool:
     return not gathers_after and all(x.dp_exposed_s == 0.0 for x in tails)
 
 
-def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float, float]:
-    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
-    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
-    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
-    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
-    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes)."""
-    ranks = set(
+SyncRank = tuple[float, float, int, tuple[float, float]]
+"""What a rank's data-parallel traffic and optimizer step read of it: (parameters, routed-expert parameters,
+units, FP8-gathered parameters), as `rank_sync` and `_optimizer_s` take them."""
+
+
+def sync_ranks(model: ModelSpec, plan: Plan) -> frozenset[SyncRank]:
+    """The distinct `SyncRank` of `plan`'s ranks (ranks holding the same parameters and units sync alike): what
+    `sync_floor_s` maximises over. It reads the plan's cut (t, p, v, layout, schedule family, ep, etp, precision)
+    and whether its ZeRO stage shards per unit (≥ 2), nothing else."""
+    return frozenset(
         zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
@@ -320,7 +320,21 @@ def sync_floor_s(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[float,
             plan_gathered_fp8_params(model, plan),
             strict=False,
         )
-    )  # ranks holding the same parameters and units sync alike
+    )
+
+
+def sync_floor_s(
+    model: ModelSpec, hw: HardwareSpec, plan: Plan, ranks: frozenset[SyncRank] | None = None
+) -> tuple[float, float]:
+    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
+    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
+    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
+    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
+    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes). `ranks`:
+    the plan's `sync_ranks`, when at hand (the search shares them between the ZeRO stages, gradient dtypes and
+    sharding choices of a cut)."""
+    if ranks is None:
+        ranks = sync_ranks(model, plan)
     traffic = max(
         rank_sync(hw, plan, params, units, experts, fp8).step_s for params, experts, units, fp8 in ranks
     )

@@ -113,7 +113,24 @@ def usable_memory(hw: HardwareSpec, model: ModelSpec, plan: Plan) -> UsableMemor
 
 def usable_bytes(hw: HardwareSpec, model: ModelSpec, plan: Plan) -> int:
     """`usable_memory(...).usable_bytes` (cached: the search asks for it for every plan it checks)."""
-    return _usable(hw, plan_communicators(model, plan)).usable_bytes
+    tied = model.tied_embeddings and _ends_apart(plan.layout)
+    return _usable_bytes(hw, plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied, plan.shard_group)
+
+
+@lru_cache(maxsize=4096)
+def _usable_bytes(
+    hw: HardwareSpec,
+    t: int,
+    p: int,
+    d: int,
+    cp: int,
+    zero_stage: int,
+    tied_ends_apart: bool,
+    shard_group: int | None,
+) -> int:
+    """`usable_bytes` by the arguments of `communicators` it comes from: remembered without hashing the
+    communicators or summing the parts on each lookup."""
+    return _usable(hw, communicators(t, p, d, cp, zero_stage, tied_ends_apart, shard_group)).usable_bytes
 
 
 @lru_cache(maxsize=1024)

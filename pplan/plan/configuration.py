@@ -9,9 +9,10 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pplan.errors import ConfigError
+from pplan.frozen import changed_underived
 from pplan.model.precision import Precision
 from pplan.plan.layout import Layout, make_layout
 from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
@@ -471,6 +472,19 @@ class Plan:
     @property
     def schedule(self) -> str:
         return self.kind.name
+
+
+SHARDING_FIELDS = frozenset({"zero_stage", "grad_dtype", "shard_group", "reshard_after_forward"})
+"""A plan's data-parallel state: the ZeRO stage, gradient dtype and sharding choices. `Plan.shape` reads none of
+them (`with_sharding`)."""
+
+
+def with_sharding(plan: Plan, **changes: Any) -> Plan:
+    """`changed(plan, **changes)` for changes to `SHARDING_FIELDS` only: the copy keeps `plan.shape` (none of its
+    fields changes) instead of deriving it again. The search copies plans across those choices thousands of
+    times."""
+    assert changes.keys() <= SHARDING_FIELDS, changes.keys() - SHARDING_FIELDS
+    return changed_underived(plan, **changes)
 
 
 COUNT_LIMITS: dict[str, int] = {

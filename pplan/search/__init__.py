@@ -38,7 +38,7 @@ from pplan.collector import collector_paused
 from pplan.cost.memory import ActivationPeaks, plan_gathered_weights_bytes, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
-from pplan.cost.steptime import plan_tails, sync_floor_s, sync_hidden
+from pplan.cost.steptime import SyncRank, plan_tails, sync_floor_s, sync_hidden, sync_ranks
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.cost.usable import usable_bytes
 from pplan.documents.explain import ExplainReport
@@ -48,7 +48,15 @@ from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.model.flops import layer_kinds
 from pplan.model.precision import Precision
-from pplan.plan.configuration import Plan, PlanRequest, Recompute, Shape, check_expert_split, make_plan
+from pplan.plan.configuration import (
+    Plan,
+    PlanRequest,
+    Recompute,
+    Shape,
+    check_expert_split,
+    make_plan,
+    with_sharding,
+)
 from pplan.plan.layout import make_layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
@@ -157,13 +165,13 @@ class Query:
         self.model, self.hw, self.req = model, hw, req
         self.seq = req.seq_len or model.seq_len
         self.tokens = req.global_batch * self.seq
-        self._last_cut: tuple[object, ...] = ()
-        self._last_bound = 0.0
+        self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._floors: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]] | None] = {}
@@ -171,19 +179,20 @@ class Query:
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
-        It counts passes only, so it is the same for every ZeRO stage and gradient dtype of a cut (the enumeration
-        yields those twins in a row: the last one is kept)."""
+        It counts passes only, so it is the same for every ZeRO stage, gradient dtype and sharding choice of a cut
+        and recompute: remembered for those."""
         return self._bound(
             c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute,
             c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
         )  # fmt: skip
 
     def cell_bound(self, cut: Cut, i: int) -> float:
-        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads)."""
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads). Not
+        remembered: the enumeration asks once per cut and recompute, and most cuts are never expanded."""
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
             cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision, cut.etp,
+            cut.most_layers, cut.ep, cut.precision, cut.etp, remember=False,
         )  # fmt: skip
 
     def _bound(
@@ -203,9 +212,11 @@ class Query:
         ep: int,
         precision: Precision,
         etp: int = 1,
+        remember: bool = True,
     ) -> float:
         cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-        if cut != self._last_cut:
+        bound = self._bounds.get(cut)
+        if bound is None:
             # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
             # the same shape otherwise, so families share their layer times
             f, back, layer, other, out = self._layer_times(
@@ -219,8 +230,10 @@ class Query:
                 back, layer, other = back + extra, layer + extra, other + extra
             ranks = self._geometry(family, p, v, first_layers, last_layers)
             makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-            self._last_cut, self._last_bound = cut, self.tokens / makespan
-        return self._last_bound
+            bound = self.tokens / makespan
+            if remember:
+                self._bounds[cut] = bound
+        return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
     def _layer_times(
@@ -442,7 +455,12 @@ class Query:
         key = (*c.order[:-4], c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but the recompute
         floor = self._sync_floors.get(key)
         if floor is None:
-            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan or self.plan(c))
+            plan = plan or self.plan(c)
+            cut = (*c.order[:-4], c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
+            ranks = self._sync_ranks.get(cut)
+            if ranks is None:
+                ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
+            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan, ranks)
         traffic, optimizer = floor
         return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
 
@@ -474,8 +492,8 @@ class Query:
         if base is None:
             base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
         if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
-            base = changed(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
-                           reshard_after_forward=c.reshard)  # fmt: skip
+            base = with_sharding(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
+                                 reshard_after_forward=c.reshard)  # fmt: skip
         self._variant_plans[key, mine] = base
         return base
 
@@ -824,7 +842,7 @@ def _keeping_may_cost_less(model: ModelSpec, plan: Plan) -> bool:
     plan is out of memory."""
     if plan.zero_stage != 3 or not plan.reshard_after_forward:
         return False
-    kept = plan_gathered_weights_bytes(model, changed(plan, reshard_after_forward=False))
+    kept = plan_gathered_weights_bytes(model, with_sharding(plan, reshard_after_forward=False))
     return any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, plan), strict=True))
 
 

@@ -185,9 +185,13 @@ class SearchRequest:
             check_choice("--precision", precision, get_args(Precision))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
-    """One configuration of the search space (validated by the enumeration's rules)."""
+    """One configuration of the search space (validated by the enumeration's rules).
+
+    Read-only once made, but not a frozen dataclass (as `Cut`): a frozen `__init__` stores each of the 22 fields
+    through `object.__setattr__`, about ten times a plain store, and the search makes ~12,000 cells a query. Not
+    hashable (configurations are keyed by their `order` and sharding choices)."""
 
     family: ScheduleFamily
     t: int
@@ -389,12 +393,16 @@ def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchReque
     return [t for t in divisors(math.gcd(heads, kv, ffn)) if t <= hw.gpus_per_node or req.allow_cross_node_tp]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cut:
     """One way to cut the model (t, p, cp, d, v, b, schedule, layer split, offload set) with the lattice of options
     tried on it: recompute modes (`options`: index asked, mode, N), ZeRO stages and gradient dtypes, in
     enumeration order (recompute outermost, gradient dtype innermost). `cell(i)` is its i-th configuration, built
-    only when asked (the search builds most cuts' few first cells only)."""
+    only when asked (the search builds most cuts' few first cells only).
+
+    Read-only once made, but not a frozen dataclass: a frozen `__init__` stores each field through
+    `object.__setattr__`, about ten times the plain stores, and a search makes every cut of the space (31,578 for
+    DeepSeek-V3 on 2,048 GPUs) while it makes only a few of their cells. Not hashable (nothing keys on a cut)."""
 
     family: ScheduleFamily
     t: int
