@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from pplan.schedules.periodic import STORES, StructureKey
@@ -61,8 +61,12 @@ class DiskStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.directory = root / f"{PREFIX}{code_version()}"
         self._writable = True
+
+    @cached_property
+    def directory(self) -> Path:
+        """The directory of this pplan version (hashed on first use: most commands never need a structure)."""
+        return self.root / f"{PREFIX}{code_version()}"
 
     def path(self, key: StructureKey) -> Path | None:
         """The file of `key`, or None for a key whose family name is not a plain name (never: names are

@@ -46,7 +46,6 @@ figure adds recomputation (HFU).
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -251,11 +250,7 @@ def rank_tails(
     optimizer: dict[float, float] = {}
     experts = plan_rank_expert_params(model, plan)
     fp8 = plan_gathered_fp8_params(model, plan)
-    units = (
-        _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
-        if plan.zero_stage >= 2
-        else (1,) * plan.pp
-    )  # only sharded units change the call count
+    units = _sync_units(plan)
     for r, params in enumerate(plan_rank_params(model, plan)):
         sync = rank_sync(hw, plan, params, units[r], experts[r], fp8[r])  # remembered: ranks alike share it
         exposed = sync.step_s
@@ -272,6 +267,14 @@ def rank_tails(
         after = optimizer[params] + (0.0 if plan.overlap_param_gather else sync.gather_s)
         out.append(RankTail(exposed, after))
     return tuple(out)
+
+
+def _sync_units(plan: Plan) -> tuple[int, ...]:
+    """Per rank, the units `rank_sync` is told: `_units_per_rank` under ZeRO-2/3, else 1 (only sharded units change
+    the call count, `sync_calls`)."""
+    if plan.zero_stage >= 2:
+        return _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
+    return (1,) * plan.pp
 
 
 @lru_cache(maxsize=4096)
@@ -314,11 +317,9 @@ def sync_ranks(model: ModelSpec, plan: Plan) -> frozenset[SyncRank]:
         zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
-            _units_per_rank(plan.layout, plan.kind.rank_stages(plan.pp, plan.vp))
-            if plan.zero_stage >= 2
-            else itertools.repeat(1),
+            _sync_units(plan),
             plan_gathered_fp8_params(model, plan),
-            strict=False,
+            strict=True,
         )
     )
 

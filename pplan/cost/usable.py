@@ -87,10 +87,18 @@ def communicators(
     return tuple(Communicator(name, size) for name, size in groups if size > 1)
 
 
+CommunicatorArgs = tuple[int, int, int, int, int, bool, int | None]
+"""What `communicators` reads of a plan: t, p, d, cp, the ZeRO stage, tied ends apart, the shard group."""
+
+
+def _communicator_args(model: ModelSpec, plan: Plan) -> CommunicatorArgs:
+    tied = model.tied_embeddings and _ends_apart(plan.layout)
+    return plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied, plan.shard_group
+
+
 def plan_communicators(model: ModelSpec, plan: Plan) -> tuple[Communicator, ...]:
     """`communicators` of `plan`."""
-    tied = model.tied_embeddings and _ends_apart(plan.layout)
-    return communicators(plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied, plan.shard_group)
+    return communicators(*_communicator_args(model, plan))
 
 
 @lru_cache(maxsize=4096)
@@ -113,24 +121,14 @@ def usable_memory(hw: HardwareSpec, model: ModelSpec, plan: Plan) -> UsableMemor
 
 def usable_bytes(hw: HardwareSpec, model: ModelSpec, plan: Plan) -> int:
     """`usable_memory(...).usable_bytes` (cached: the search asks for it for every plan it checks)."""
-    tied = model.tied_embeddings and _ends_apart(plan.layout)
-    return _usable_bytes(hw, plan.tp, plan.pp, plan.dp, plan.cp, plan.zero_stage, tied, plan.shard_group)
+    return _usable_bytes(hw, _communicator_args(model, plan))
 
 
 @lru_cache(maxsize=4096)
-def _usable_bytes(
-    hw: HardwareSpec,
-    t: int,
-    p: int,
-    d: int,
-    cp: int,
-    zero_stage: int,
-    tied_ends_apart: bool,
-    shard_group: int | None,
-) -> int:
+def _usable_bytes(hw: HardwareSpec, args: CommunicatorArgs) -> int:
     """`usable_bytes` by the arguments of `communicators` it comes from: remembered without hashing the
     communicators or summing the parts on each lookup."""
-    return _usable(hw, communicators(t, p, d, cp, zero_stage, tied_ends_apart, shard_group)).usable_bytes
+    return _usable(hw, communicators(*args)).usable_bytes
 
 
 @lru_cache(maxsize=1024)
