@@ -30,10 +30,13 @@ from pplan.validation.published import (
 PUBLISHED = load_published_runs()["sets"]
 SETS = {s["name"]: s for s in PUBLISHED}
 MISSES = {
-    "megatron-lm-readme-h100-weak-scaling": "mean 7.1 %: its 1.7B and 7.1B rows come out 13 % and 10 % fast "
+    "megatron-lm-readme-h100-weak-scaling": "mean 6.9 %: its 1.7B and 7.1B rows come out 12 % and 10 % fast "
     "(no communication exposed: compute alone), its 32B row 16 % slow (0.21 s of FP32 gradient reduce-scatter "
     "exposed over one NIC per GPU) and its 119B row 11 % fast (vp = 23 assumed: the table states no micro-batch or "
     "interleaving)",
+    "nemo-h100-fp8-gpt3-175b": "worst 10.0 %: its NeMo 24.12 row (the plan of the 24.07 b = 2 row, published 5.5 % "
+    "faster) is predicted 10.0 % slow, the 24.07 row 4.3 %; costing the input embedding's gradient moved it from "
+    "9.998 % to 10.015 %",
 }
 """Sets that miss the in-sample target today, and how (strict xfail: a fix shows as a failure to update this)."""
 assert set(SETS) >= set(MISSES)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from pplan.cost.passtime import layer_gemms_s, layer_pass_times, tp_backward
+from pplan.cost.passtime import chunk_pass_times, layer_gemms_s, layer_pass_times, tp_backward
 from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, make_plan
@@ -225,3 +225,28 @@ def test_a_profile_with_too_few_sms_for_the_overlap_is_refused() -> None:
     plan = make_plan(model, PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=8192, tp_comm_overlap=True))
     with pytest.raises(ProfileError, match=r"gpu\.sms"):
         layer_pass_times(model, few, plan.shape)
+
+
+def test_embedding_gradient_by_hand() -> None:
+    # Llama 3 70B, t = 8, s = 8192, b = 1: the first stage's W adds the dense V/t × h gradient (zero-filled, 2;
+    # read by the main-gradient add, 2; the FP32 main gradient read and written, 8) and the 8192 rows' three
+    # tensors; F adds the lookup's two. Kernels: 1 forward, 3 backward, at 4 µs each. BF16 main gradients move
+    # 4 instead of 8; FSDP2 (torchtitan) accumulates after its reduce-scatter, so no add over the table.
+    v, h, q, t = 128256, 8192, 8192, 8
+    hbm = H100.gpu.hbm_bandwidth_gb_per_s * 1e9 * H100.efficiency.hbm
+    overhead = H100.efficiency.kernel_overhead_us * 1e-6
+    rows, table = q * h * 2, v * h / t
+    plan = make_plan(LLAMA, PlanRequest(gpus=32, global_batch=4, tp=t, pp=4, seq_len=q))
+    first, middle, *_ = chunk_pass_times(LLAMA, H100, plan)
+    assert dict(first.f)["embedding"] == pytest.approx(2 * rows / hbm + overhead, rel=1e-12)
+    assert dict(first.w)["embedding"] == pytest.approx(
+        (3 * rows + 12 * table) / hbm + 3 * overhead, rel=1e-12
+    )
+    assert "embedding" not in dict(middle.w)
+    # the first stage is the middle one plus the embedding (both hold 20 layers)
+    assert first.w_s - middle.w_s == pytest.approx(dict(first.w)["embedding"], rel=1e-9)
+    bf16 = chunk_pass_times(LLAMA, H100, replace(plan, grad_dtype="bf16"))[0]
+    assert dict(bf16.w)["embedding"] == pytest.approx((3 * rows + 8 * table) / hbm + 3 * overhead, rel=1e-12)
+    titan = chunk_pass_times(LLAMA, H100, make_plan(LLAMA, PlanRequest(gpus=32, global_batch=4, tp=t, pp=4,
+                                                                        seq_len=q, stack="torchtitan")))[0]  # fmt: skip
+    assert dict(titan.w)["embedding"] == pytest.approx((3 * rows + 4 * table) / hbm + 3 * overhead, rel=1e-12)

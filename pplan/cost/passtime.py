@@ -33,8 +33,10 @@ Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / 
 effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
 tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
 Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus the FP32
-cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`); the embedding lookup is memory-bound and
-ignored.
+cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`). The input embedding is memory-bound
+(`embedding_pass_times`): its lookup in F, and in W its weight gradient, a dense V/t × h tensor per micro-batch
+(PyTorch's embedding backward zero-fills it and adds the q·b rows in), added into the rank's main gradient where
+the stack accumulates one (`main_grad_accumulation`). Its tensor-parallel collective is not timed.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from functools import lru_cache
 
 from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
+from pplan.cost.memory import GRAD_BYTES
 from pplan.errors import ProfileError
 from pplan.frozen import changed
 from pplan.model.activations import fp8_cast_elements, offloaded_layer
@@ -56,7 +59,7 @@ from pplan.model.flops import (
     mtp_projection_flops,
 )
 from pplan.model.precision import CAST_BYTES
-from pplan.plan.configuration import LayerSetting, Plan, Shape
+from pplan.plan.configuration import GradDtype, LayerSetting, Plan, Shape
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
@@ -98,6 +101,15 @@ dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q (Dao et al. 2022, arXiv
 arXiv 2307.08691, Algorithm 2). The input-gradient FLOPs of `flops.layer_flops` (the model-FLOPs convention)
 count the four gradient matmuls, so the flash backward's core runs 5/4 of them; an unfused core keeps its scores
 and runs the four."""
+EMBEDDING_ROW_TENSORS = (2, 3)
+"""Tensors of q·b·h BF16 elements the embedding moves per micro-batch: the lookup reads the q·b rows and writes
+its output (F); the backward reads the output gradient and reads and writes the q·b rows of the dense gradient it
+adds them into (W)."""
+EMBEDDING_DENSE_GRAD_BYTES = 4
+"""HBM bytes per element of the dense V/t × h embedding gradient each micro-batch makes: zero-filled in BF16
+(write 2) and read once (2) by what consumes it: the main-gradient add, or FSDP2's reduce-scatter copy-in."""
+EMBEDDING_KERNELS = (1, 3)
+"""Kernels of the lookup (F) and of the weight gradient (W): zero fill, row add, main-gradient add."""
 SCORE_KERNELS = 2
 """Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
 SCORE_BYTES_DROPOUT = (13, 19)
@@ -550,11 +562,32 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     )
 
 
+@lru_cache(maxsize=8192)
+def embedding_pass_times(
+    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, grad_dtype: GradDtype = "fp32"
+) -> PassTimes:
+    """The input embedding for one micro-batch on the first chunk: the lookup in F; in W the weight gradient,
+    a dense V/t × h tensor (`EMBEDDING_DENSE_GRAD_BYTES`) with the micro-batch's rows added in, then added into
+    the main gradient (read and write at `grad_dtype`) by a stack that accumulates one (megatron-core's DDP hook
+    `main_grad.add_(grad)`, DeepSpeed's BF16 optimizer; pplan.profiles.stacks)."""
+    _, _, hbm_rate, overhead = _rates(hw)
+    rows = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
+    table = model.vocab_size * model.hidden_size / plan.tp
+    per_element = EMBEDDING_DENSE_GRAD_BYTES
+    if STACKS[plan.stack].main_grad_accumulation:
+        per_element += 2 * GRAD_BYTES[grad_dtype]
+    lookup = EMBEDDING_ROW_TENSORS[0] * rows / hbm_rate + EMBEDDING_KERNELS[0] * overhead
+    grad = (EMBEDDING_ROW_TENSORS[1] * rows + per_element * table) / hbm_rate + EMBEDDING_KERNELS[
+        1
+    ] * overhead
+    return PassTimes((("embedding", lookup),), (), (("embedding", grad),))
+
+
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
     """F, I, W per model chunk, in model order."""
     chunks = plan.layout.chunks
     recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
-    return layout_pass_times(model, hw, plan.shape, chunks, recomputed)
+    return layout_pass_times(model, hw, plan.shape, chunks, recomputed, plan.grad_dtype)
 
 
 @lru_cache(maxsize=8192)
@@ -564,10 +597,13 @@ def layout_pass_times(
     shape: Shape,
     chunks: tuple[Chunk, ...],
     recomputed: tuple[int, ...] | None = None,
+    grad_dtype: GradDtype = "fp32",
 ) -> tuple[PassTimes, ...]:
     """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often). Under
     full recompute `recomputed[c]` of chunk c's layers re-run their forward (all of them when not given): the
-    chunk's first layers, so a routed model's dense layers (which come first) before its routed ones."""
+    chunk's first layers, so a routed model's dense layers (which come first) before its routed ones. The first
+    chunk adds the input embedding (`embedding_pass_times`, its gradient accumulated at `grad_dtype`), the last
+    the output layer and loss."""
     kinds = [(model, layer_pass_times(model, hw, shape))]
     if model.moe is not None and any(c.dense_layers for c in chunks):
         kinds.append((model.dense_part, layer_pass_times(model.dense_part, hw, shape)))
@@ -575,10 +611,12 @@ def layout_pass_times(
     kept = [layer_pass_times(m, hw, replace(shape, recompute="none")) if full else t for m, t in kinds]
     out = output_pass_times(model, hw, shape)
     result = []
-    alike: dict[tuple[int, int, int, bool], PassTimes] = {}  # chunks come in a few sizes: each computed once
+    alike: dict[
+        tuple[int, int, int, bool, bool], PassTimes
+    ] = {}  # chunks come in a few sizes: each done once
     for c, chunk in enumerate(chunks):
         n = chunk.layers if recomputed is None or not full else recomputed[c]
-        key = (chunk.layers, chunk.dense_layers, n, chunk.has_output)
+        key = (chunk.layers, chunk.dense_layers, n, chunk.has_output, chunk.has_embedding)
         if key not in alike:
             dense_rerun = min(n, chunk.dense_layers)
             counts = (
@@ -592,6 +630,9 @@ def layout_pass_times(
                 if layers > rerun:
                     rest = kept_layer.scaled(layers - rerun)
                     times = rest if times is ZERO else times.plus(rest)
+            if chunk.has_embedding:
+                embedding = embedding_pass_times(model, hw, shape, grad_dtype)
+                times = embedding if times is ZERO else times.plus(embedding)
             alike[key] = times.plus(out) if chunk.has_output else times
         result.append(alike[key])
     return tuple(result)

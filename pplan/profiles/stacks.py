@@ -91,6 +91,13 @@ class Stack:
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
     kernel of its own; FSDP2 keeps only the FP32 shard and casts when it gathers (0)."""
+    main_grad_accumulation: bool
+    """Each micro-batch's gradients are added into a main-gradient buffer of the rank's parameters, at the plan's
+    gradient dtype: by the weight-gradient GEMMs themselves (gradient-accumulation fusion) or, for a gradient
+    computed by its own kernel (the input embedding's), by an add of its own (Megatron-Core's DDP hook
+    `param.main_grad.add_(param.grad)`, megatron/core/distributed/distributed_data_parallel.py; DeepSpeed's BF16
+    optimizer accumulates into FP32 gradient buffers likewise). FSDP2 reduce-scatters each micro-batch's gradient
+    and accumulates the shard, so no add over the whole table runs (pplan.cost.passtime.embedding_pass_times)."""
     calibrated: bool
     """Its figures were fitted to public runs made with it (`fitted_to`); otherwise pplan extrapolates."""
     fitted_to: tuple[str, ...]
@@ -110,6 +117,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
         userbuffers=TE_USERBUFFERS,
         weight_copy_bytes=6,
+        main_grad_accumulation=True,
         calibrated=True,
         fitted_to=(
             "megatron-sc21-table1",
@@ -132,6 +140,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap="async tensor parallelism (parallelism.enable_async_tensor_parallel, with compile)",
         userbuffers=None,
         weight_copy_bytes=0,
+        main_grad_accumulation=False,
         calibrated=False,
         fitted_to=(),
     ),
@@ -148,6 +157,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap=None,
         userbuffers=None,
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
+        main_grad_accumulation=True,
         calibrated=False,
         fitted_to=(),
     ),

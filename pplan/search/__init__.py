@@ -910,8 +910,8 @@ def _fp32_twin(c: Candidate, index: int, before: Candidate, before_index: int) -
     """Whether `c` (enumerated at `index`) keeps FP32 gradients and `before` is its BF16 twin. The gradient dtype
     is the innermost enumeration loop, BF16 first (pplan.search.space.GRAD_ORDER), so the twin is the candidate
     enumerated just before, with the same ZeRO stage. Gradient bytes enter the cost model only as a factor
-    (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over them), so `c` needs more memory than the
-    twin and is never faster: it can fit only if the twin does, and the twin's bounds bound it. Not for a tuned
+    (GRAD_BYTES: memory, data-parallel traffic, the optimizer's pass over them, the embedding gradient's add into
+    the main gradient), so `c` needs more memory than the twin and is never faster: it can fit only if the twin does, and the twin's bounds bound it. Not for a tuned
     family (auto): its lists change with the memory limit the FP32 gradients lower, and the scheduler is not
     proven monotone in it."""
     return (

@@ -10,9 +10,11 @@ ZeRO stage is never faster (pplan.cost.steptime: more traffic, the same optimize
 plan is one whose lower stage does not fit or is absent from the query; BF16 gradients are never slower
 (less traffic, fewer optimizer bytes), so the note says whether FP32 would fit; the search finds the least
 recompute that fits (pplan.search), so the note says what one layer less (or none) would need. Where the
-leaner choice fits but was not shown, the note says how much slower it runs: these knobs change only the
-data-parallel traffic, not a pass time or the schedule, so its step is the shown plan's simulated pipeline with its
-own synchronisation (`pplan.cost.steptime.step_time` given the shown plan's run), no second simulation.
+leaner choice fits but was not shown, the note says how much slower it runs: these knobs change the data-parallel
+traffic, not the schedule, and of the pass times at most the first stage's (its embedding gradient is added into
+the main gradient at the gradient dtype, pplan.cost.passtime.embedding_pass_times), so its step is the shown plan's
+simulated pipeline with its own synchronisation (`pplan.cost.steptime.step_time` given the shown plan's run) where
+its pass times are the same, and its own simulation where they are not.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pplan.cost.memory import plan_memory_totals
+from pplan.cost.passtime import chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, activation_peaks
 from pplan.cost.steptime import step_time
 from pplan.cost.usable import usable_bytes
@@ -93,8 +96,9 @@ def knob_notes(
 
 class _Slower:
     """How much longer a variant of `req` that changes only its data-parallel synchronisation (ZeRO stage,
-    gradient dtype, sharding) steps than `req`, as a fraction: both priced on `req`'s simulated pipeline `run`
-    (their pass times and schedule are the same). None without a run or for no valid plan."""
+    gradient dtype, sharding) steps than `req`, as a fraction: priced on `req`'s simulated pipeline `run` where
+    their pass times are the same (the schedule is), on its own simulation where not (the gradient dtype's
+    embedding gradient). None without a run or for no valid plan."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, req: PlanRequest, run: PipelineRun | None) -> None:
         self.model, self.hw, self.req, self.run = model, hw, req, run
@@ -107,7 +111,8 @@ class _Slower:
             plan = make_plan(self.model, req)
         except PplanError:
             return None
-        return step_time(self.model, self.hw, plan, run=self.run, split_p2p=False).step_s
+        same = chunk_pass_times(self.model, self.hw, plan) == self.run.chunk_times
+        return step_time(self.model, self.hw, plan, run=self.run if same else None, split_p2p=False).step_s
 
     def __call__(self, variant: PlanRequest) -> float | None:
         if self.base_s is None:  # priced once, when a note first needs it

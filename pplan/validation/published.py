@@ -483,7 +483,7 @@ def strong_scaling(
         parts.append((plan, step, per_c))
 
     def mfus(c: float) -> list[float]:
-        return [st.mfu * st.step_s / (st.step_s + c * per_c) for _, st, per_c in parts]
+        return [st.mfu / (1 + c * per_c / st.step_s) for _, st, per_c in parts]  # exactly st.mfu at c = 0
 
     published = float(statement["points"][-1]["mfu"]) / float(statement["points"][0]["mfu"])
 
