@@ -243,10 +243,40 @@ def test_embedding_gradient_by_hand() -> None:
         (3 * rows + 12 * table) / hbm + 3 * overhead, rel=1e-12
     )
     assert "embedding" not in dict(middle.w)
-    # the first stage is the middle one plus the embedding (both hold 20 layers)
-    assert first.w_s - middle.w_s == pytest.approx(dict(first.w)["embedding"], rel=1e-9)
+    # the first stage is the middle one plus the embedding and its gradient's all-gather (both hold 20 layers)
+    extra = dict(first.w)["embedding"] + dict(first.w)["tp-comm"]
+    assert first.w_s - middle.w_s == pytest.approx(extra, rel=1e-9)
     bf16 = chunk_pass_times(LLAMA, H100, replace(plan, grad_dtype="bf16"))[0]
     assert dict(bf16.w)["embedding"] == pytest.approx((3 * rows + 8 * table) / hbm + 3 * overhead, rel=1e-12)
     titan = chunk_pass_times(LLAMA, H100, make_plan(LLAMA, PlanRequest(gpus=32, global_batch=4, tp=t, pp=4,
                                                                         seq_len=q, stack="torchtitan")))[0]  # fmt: skip
     assert dict(titan.w)["embedding"] == pytest.approx((3 * rows + 4 * table) / hbm + 3 * overhead, rel=1e-12)
+
+
+def test_end_collectives_by_hand() -> None:
+    # Llama 3 70B, t = 8 under sequence parallelism: one ring reduce-scatter or all-gather of the 8192 × 8192
+    # BF16 buffer, 7 latencies + 7/8 of it over NVLink. The embedding reduce-scatters in F and all-gathers its
+    # gradient back in W; the output layer all-gathers its input in F, and its input gradient's reduce-scatter in
+    # I hides behind the output layer's weight-gradient GEMM (megatron-core), which is longer.
+    link = H100.intra_node
+    one = 7 * link.latency_us * 1e-6 + 7 / 8 * 8192 * 8192 * 2 / (
+        link.bandwidth_gb_per_s * 1e9 * link.efficiency
+    )
+    plan = make_plan(LLAMA, PlanRequest(gpus=32, global_batch=4, tp=8, pp=4, seq_len=8192))
+    first, *_, last = chunk_pass_times(LLAMA, H100, plan)
+    # the embedding's reduce-scatter and the output layer's all-gather move the same ring volume
+    assert dict(first.f)["tp-comm"] - dict(last.f)["tp-comm"] == pytest.approx(0.0, abs=1e-12)
+    middle = chunk_pass_times(LLAMA, H100, plan)[1]
+    assert dict(first.f)["tp-comm"] - dict(middle.f)["tp-comm"] == pytest.approx(one, rel=1e-9)
+    assert dict(first.w)["tp-comm"] == pytest.approx(one, rel=1e-12)
+    assert dict(last.f)["tp-comm"] - dict(middle.f)["tp-comm"] == pytest.approx(one, rel=1e-9)
+    assert dict(last.i)["tp-comm"] == pytest.approx(dict(middle.i)["tp-comm"], rel=1e-12)
+    # without sequence parallelism: the embedding's all-reduce (2 × 7 latencies + 14/8 of the buffer) in F, and
+    # the output layer's backward all-reduce, exposed where the stack does not overlap it (zero-bubble splits)
+    both = 2 * one
+    no_sp = make_plan(LLAMA, PlanRequest(gpus=32, global_batch=4, tp=8, pp=4, seq_len=8192,
+                                         sequence_parallel=False, schedule="zb-h1"))  # fmt: skip
+    first, mid, *_, last = chunk_pass_times(LLAMA, H100, no_sp)
+    assert dict(first.f)["tp-comm"] - dict(mid.f)["tp-comm"] == pytest.approx(both, rel=1e-9)
+    assert "tp-comm" not in dict(first.w)
+    assert dict(last.i)["tp-comm"] - dict(mid.i)["tp-comm"] == pytest.approx(both, rel=1e-9)

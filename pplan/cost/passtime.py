@@ -36,7 +36,12 @@ Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each o
 cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`). The input embedding is memory-bound
 (`embedding_pass_times`): its lookup in F, and in W its weight gradient, a dense V/t × h tensor per micro-batch
 (PyTorch's embedding backward zero-fills it and adds the q·b rows in), added into the rank's main gradient where
-the stack accumulates one (`main_grad_accumulation`). Its tensor-parallel collective is not timed.
+the stack accumulates one (`main_grad_accumulation`). Under tensor parallelism both ends run collectives of one
+q·b·h buffer (`end_collectives_s`): the embedding's vocabulary-parallel output is reduced (an all-reduce, or under
+sequence parallelism a reduce-scatter in F and its all-gather back in W); under sequence parallelism the output
+layer's input is all-gathered in F, and in I its input gradient is all-reduced (reduce-scattered under sequence
+parallelism) behind the output layer's weight-gradient GEMM where the stack overlaps that (`tp_backward_overlap`).
+The loss's three all-reduces of q·b values are not timed.
 """
 
 from __future__ import annotations
@@ -541,7 +546,14 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     loss_f = LOSS_BYTES[0] * elements / hbm_rate + LOSS_KERNELS[0] * overhead
     loss_i = LOSS_BYTES[1] * elements / hbm_rate + LOSS_KERNELS[1] * overhead
     g = logit / gemm_rate + overhead
-    ends = PassTimes((("logits", g), ("loss", loss_f)), (("logits", g), ("loss", loss_i)), (("logits", g),))
+    gather, back = end_collectives_s(model, hw, plan).output
+    if overlaps_tp_backward(plan.stack, plan.splits_backward):
+        back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
+    ends = PassTimes(
+        (("logits", g), ("loss", loss_f), *_tp_item(gather)),
+        (("logits", g), ("loss", loss_i), *_tp_item(back)),
+        (("logits", g),),
+    )
     if not model.mtp_layers:
         return ends
     # each multi-token-prediction module: its 2h → h projection, one layer, and the output layer and loss again
@@ -577,10 +589,39 @@ def embedding_pass_times(
     if STACKS[plan.stack].main_grad_accumulation:
         per_element += 2 * GRAD_BYTES[grad_dtype]
     lookup = EMBEDDING_ROW_TENSORS[0] * rows / hbm_rate + EMBEDDING_KERNELS[0] * overhead
-    grad = (EMBEDDING_ROW_TENSORS[1] * rows + per_element * table) / hbm_rate + EMBEDDING_KERNELS[
-        1
-    ] * overhead
-    return PassTimes((("embedding", lookup),), (), (("embedding", grad),))
+    moved = EMBEDDING_ROW_TENSORS[1] * rows + per_element * table
+    grad = moved / hbm_rate + EMBEDDING_KERNELS[1] * overhead
+    reduce, gather = end_collectives_s(model, hw, plan).embedding
+    return PassTimes((("embedding", lookup), *_tp_item(reduce)), (), (("embedding", grad), *_tp_item(gather)))
+
+
+def _tp_item(seconds: float) -> tuple[tuple[str, float], ...]:
+    """An end's exposed tensor-parallel time as a pass item, none when there is none."""
+    return (("tp-comm", seconds),) if seconds > 0 else ()
+
+
+@dataclass(frozen=True, slots=True)
+class EndCollectives:
+    """Seconds of the tensor-parallel collectives at the model's ends, one micro-batch (module docstring)."""
+
+    embedding: tuple[float, float]
+    """The embedding's output reduced in F; under sequence parallelism its gradient all-gathered back in W."""
+    output: tuple[float, float]
+    """Under sequence parallelism the output layer's input all-gathered in F; its input gradient all-reduced
+    (reduce-scattered under sequence parallelism) in I, before any overlap."""
+
+
+def end_collectives_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> EndCollectives:
+    """The ends' collectives of one q·b·h BF16 buffer over the tensor-parallel group (Megatron-Core's
+    `VocabParallelEmbedding` and output `ColumnParallelLinear`; torchtitan's row- and column-wise plans for them)."""
+    if plan.tp == 1:
+        return EndCollectives((0.0, 0.0), (0.0, 0.0))
+    link, buffer = tp_group(plan.tp).link(hw), _tp_buffer(model, plan)
+    one = all_gather_s(link, buffer, plan.tp)  # an all-gather, or a reduce-scatter: the same ring volume
+    if plan.sequence_parallel:
+        return EndCollectives((one, one), (one, one))
+    reduce = all_reduce_s(link, buffer, plan.tp)
+    return EndCollectives((reduce, 0.0), (0.0, reduce))
 
 
 def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
