@@ -1,6 +1,6 @@
 """Time one transformer layer's kernel groups one at a time on a real device, beside what pplan predicts for each
 (pplan/bench/components.py): which part of the pass-time model (GEMM efficiency by shape, the attention core, HBM
-efficiency, the loss, the fixed cost per kernel) a miss against a published run comes from.
+efficiency, the loss, the input embedding, the fixed cost per kernel) a miss against a published run comes from.
 
     python benchmarks/bench_components.py --device cuda --hardware h200-sxm-141gb --json OUT.json
     python benchmarks/bench_components.py --device cpu --cases tiny      # a smoke run, seconds on a CPU
@@ -156,6 +156,25 @@ def loss_op(dev: torch.device, dims: tuple[int, ...], backward: bool) -> Callabl
     return backward_ if backward else forward
 
 
+def embedding_op(dev: torch.device, dims: tuple[int, ...], backward: bool) -> Callable[[], object]:
+    """The input embedding on one rank: the lookup of q rows of a V/t × h BF16 table (F), or its weight gradient
+    (W): PyTorch's dense embedding backward, then the add into an FP32 main gradient (Megatron-Core's DDP hook)."""
+    q, h, vocab = dims
+    table = _randn(dev, vocab, h)
+    ids = torch.randint(0, vocab, (q,), device=dev)
+    grad_out = _randn(dev, q, h)
+    main_grad = torch.zeros(vocab, h, device=dev, dtype=torch.float32)
+
+    def forward() -> torch.Tensor:
+        return F.embedding(ids, table)
+
+    def backward_() -> torch.Tensor:
+        grad = torch.ops.aten.embedding_dense_backward(grad_out, ids, vocab, -1, False)
+        return main_grad.add_(grad)
+
+    return backward_ if backward else forward
+
+
 def launch_op(dev: torch.device) -> Callable[[], object]:
     """One kernel on one element, 100 times back to back: the time of each is the fixed cost per kernel."""
     x = torch.zeros(1, device=dev)
@@ -181,6 +200,8 @@ def measure(component: Component, model: ModelSpec, dev: torch.device, timer: Ti
         return timer(gemm_op(dev, (q, h, vocab)))
     if c.kind == "loss":
         return timer(loss_op(dev, c.dims, c.pass_ == "I"))
+    if c.kind == "embedding":
+        return timer(embedding_op(dev, c.dims, c.pass_ == "W"))
     return timer(launch_op(dev)) / 100
 
 

@@ -59,8 +59,14 @@ def test_tensor_parallel_shards_and_the_ends_by_hand() -> None:
     assert by_name["logits F"].predicted_s == pytest.approx(
         2 * 4096 * 7168 * 131072 / 8 / (989.4e12 * 0.600) + 4e-6
     )
+    # the embedding's weight gradient: 12 bytes per element of the 131,072/8 × 7168 table (the dense BF16
+    # gradient written and read, the FP32 main gradient read and written) and three tensors of the q rows
+    assert by_name["embedding W"].dims == (4096, 7168, 131072 // 8)
+    assert by_name["embedding W"].predicted_s == pytest.approx(
+        (12 * 131072 / 8 * 7168 + 3 * 4096 * 7168 * 2) / hbm + 3 * 4e-6, rel=1e-12
+    )
     assert by_name["launch"].predicted_s == pytest.approx(4e-6)
-    assert len(by_name) == 4 * 3 + 2 * 3 + 1 + 1
+    assert len(by_name) == 4 * 3 + 2 * 3 + 1 + 2 + 1
 
 
 def test_routed_models_are_refused() -> None:
@@ -76,5 +82,5 @@ def test_the_timing_script_runs_on_a_cpu(tmp_path: Path) -> None:
     out = tmp_path / "components.json"
     script["main"](["--device", "cpu", "--cases", "tiny", "--reps", "1", "--warmup", "0", "--json", str(out)])
     doc = json.loads(out.read_text())
-    assert doc["device"] == "cpu" and len(doc["components"]) == 2 * 20
+    assert doc["device"] == "cpu" and len(doc["components"]) == 2 * 22
     assert all(c["measured_s"] > 0 and c["predicted_s"] > 0 for c in doc["components"])

@@ -12,9 +12,11 @@ of that plan runs it (tokens q = b·s; the shards' widths, no collective). Its `
   of the MLP's inner width / t (`dims` = (q/sp, h, q, inner/t));
 - the output layer's GEMM F and the loss F and I (`dims` = (q, h, V/t)): Megatron-Core's vocabulary-parallel
   cross-entropy over FP32 logits (`pplan.cost.passtime.LOSS_BYTES`);
+- the input embedding's lookup F and its weight gradient W (`dims` = (q, h, V/t)): the dense V/t × h gradient
+  added into an FP32 main gradient, as Megatron-Core runs it (`pplan.cost.passtime.embedding_pass_times`);
 - one empty kernel (`launch`): the fixed cost pplan adds per kernel (`efficiency.kernel_overhead_us`).
 Predictions come from the pass-time model's own functions (`layer_gemms_s`, `layer_pass_times`,
-`output_pass_times`), never a copy of them. Pure: no torch.
+`output_pass_times`, `embedding_pass_times`), never a copy of them. Pure: no torch.
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pplan.cost.passtime import layer_gemms_s, layer_pass_times, output_pass_times, tensor_parallel_mlp_width
+from pplan.cost.passtime import (
+    embedding_pass_times,
+    layer_gemms_s,
+    layer_pass_times,
+    output_pass_times,
+    tensor_parallel_mlp_width,
+)
 from pplan.errors import ConfigError
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
-Kind = Literal["gemm", "attention", "memory-bound", "logits", "loss", "launch"]
+Kind = Literal["gemm", "attention", "memory-bound", "logits", "loss", "embedding", "launch"]
 Pass = Literal["F", "I", "W"]
 
 
@@ -54,7 +62,8 @@ class Case:
     seq_len: int
 
     def components(self, hw: HardwareSpec) -> tuple[Component, ...]:
-        """Every kernel group of the layer, the output layer and the loss, with pplan's predicted seconds on `hw`."""
+        """Every kernel group of the layer, the output layer, the loss and the input embedding, with pplan's
+        predicted seconds on `hw`."""
         model = self.model
         if model.moe is not None or model.mla is not None:
             raise ConfigError(
@@ -100,6 +109,13 @@ class Case:
             )
             out.append(Component(self.label, f"loss {p}", "loss", p, vocab, end["loss"]))
         out.append(Component(self.label, "logits F", "logits", "F", vocab, dict(ends.f)["logits"]))
+        embedding = embedding_pass_times(model, hw, shape)  # the FP32 main gradient
+        out.append(
+            Component(self.label, "embedding F", "embedding", "F", vocab, dict(embedding.f)["embedding"])
+        )
+        out.append(
+            Component(self.label, "embedding W", "embedding", "W", vocab, dict(embedding.w)["embedding"])
+        )
         out.append(
             Component(self.label, "launch", "launch", "F", (), hw.efficiency.kernel_overhead_us * 1e-6)
         )
