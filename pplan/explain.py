@@ -582,6 +582,15 @@ def _assumptions(
             )
         stack = STACKS[plan.stack]
         out.append(
+            "input embedding: each micro-batch's dense V/t × h weight gradient is zero-filled and "
+            + (
+                f"added into the {plan.grad_dtype.upper()} main gradient ({stack.name} accumulates one)"
+                if stack.main_grad_accumulation
+                else f"read once by the gradient's reduce-scatter ({stack.name} accumulates no main gradient)"
+            )
+            + " (pplan.cost.passtime.embedding_pass_times)"
+        )
+        out.append(
             f"software stack: {stack.name} ({stack.description}; "
             + (
                 "fitted to public runs"
