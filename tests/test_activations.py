@@ -65,3 +65,14 @@ def test_context_parallel_divides_the_tokens() -> None:
     one = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=1, tp=8))
     two = make_plan(LLAMA, PlanRequest(gpus=16, global_batch=1, tp=8, cp=2))
     assert itemised_layer(LLAMA, two).total_bytes * 2 == itemised_layer(LLAMA, one).total_bytes
+
+
+def test_qk_norm_keeps_the_heads_inputs() -> None:
+    # Qwen3-30B-A3B (32 query heads and 4 key/value heads of 128; QK-norm): each head's RMSNorm keeps its input,
+    # 2·q·b·a·d_h/t and 2·q·b·g·d_h/t bytes beside the post-norm Q and K the attention core keeps
+    qwen = load_model("qwen3-30b-a3b")
+    plan = make_plan(qwen, PlanRequest(gpus=4, global_batch=1, tp=4, seq_len=4096, ep=1))
+    items = dict(itemised_layer(qwen, plan.shape).items)
+    assert items["attention/q_layernorm_input"] == 2 * 4096 * 32 * 128 // 4 == items["attention/q"]
+    assert items["attention/k_layernorm_input"] == 2 * 4096 * 4 * 128 // 4 == items["attention/k"]
+    assert "attention/q_layernorm_input" not in dict(itemised_layer(LLAMA, plan.shape).items)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from pplan.cost.passtime import chunk_pass_times, layer_gemms_s, layer_pass_times, tp_backward
+from pplan.cost.passtime import chunk_pass_times, layer_gemms_s, layer_pass_times, qk_elementwise, tp_backward
 from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, make_plan
@@ -280,3 +280,34 @@ def test_end_collectives_by_hand() -> None:
     assert dict(first.f)["tp-comm"] - dict(mid.f)["tp-comm"] == pytest.approx(both, rel=1e-9)
     assert "tp-comm" not in dict(first.w)
     assert dict(last.i)["tp-comm"] - dict(mid.i)["tp-comm"] == pytest.approx(both, rel=1e-9)
+
+
+def test_rotary_embedding_and_qk_norm_bytes_by_hand() -> None:
+    # Llama 3 70B at t = 8, s = 8192: the rotary embedding rotates 64/8 query and 8/8 key heads of 128 per token;
+    # fused (megatron-core) it reads and writes each element once per pass (4 bytes), unfused (torchtitan's eager
+    # complex form) 20; two kernels fused, six unfused. Qwen3 adds QK-norm on the same elements: 2 tensors forward,
+    # 3 backward, two kernels.
+    q = 8192
+    rotated = q * (64 + 8) * 128 / 8
+    plan = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=q))
+    assert qk_elementwise(LLAMA, plan.shape) == ((4 * rotated, 4 * rotated), 2)
+    titan = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=q, stack="torchtitan"))
+    assert qk_elementwise(LLAMA, titan.shape) == ((20 * rotated, 20 * rotated), 6)
+    qwen = load_model("qwen3-30b-a3b")
+    on_qwen = make_plan(qwen, PlanRequest(gpus=4, global_batch=1, tp=4, seq_len=4096))
+    elements = 4096 * (32 + 4) * 128 / 4
+    assert qk_elementwise(qwen, on_qwen.shape) == (
+        (4 * elements + 2 * 2 * elements, 4 * elements + 3 * 2 * elements),
+        4,
+    )
+    # MLA (DeepSeek-V3): only the rotary dimensions, 64 per query head (128 heads / t) and one shared key head
+    dsv3 = load_model("deepseek-v3")
+    on_dsv3 = make_plan(dsv3, PlanRequest(gpus=8, global_batch=1, tp=8, seq_len=4096, ep=8))
+    mla = 4096 * 128 * 64 / 8 + 4096 * 64
+    assert qk_elementwise(dsv3, on_dsv3.shape) == ((4 * mla, 4 * mla), 2)
+    # learned positions (GPT-3) rotate nothing
+    gpt = load_model("gpt3-175b")
+    assert qk_elementwise(gpt, make_plan(gpt, PlanRequest(gpus=8, global_batch=1, tp=8)).shape) == (
+        (0.0, 0.0),
+        0,
+    )

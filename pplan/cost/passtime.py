@@ -9,7 +9,9 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
   counted as the tensors each kernel reads and writes, forward and backward (I): q·b·h/sp elements of 2 bytes for
   the norms, residual adds and dropouts (`HIDDEN_TENSORS`, `DROPOUT_TENSORS`), q·b·f/t for the activation
-  function (`ACTIVATION_TENSORS`), and the unfused attention core's scores (`SCORE_BYTES`);
+  function (`ACTIVATION_TENSORS`), and the unfused attention core's scores (`SCORE_BYTES`); the query and key
+  heads' rotary embedding (`ROPE_BYTES`: fused or not, as the stack runs it) and, with QK-norm, their per-head
+  norms (`QK_NORM_TENSORS`), on q·b·a·d_h/t and q·b·g·d_h/t elements (`qk_elementwise`);
 - tensor-parallel collectives: per layer 2 all-reduces (or 2 all-gather + reduce-scatter pairs under sequence
   parallelism) in F, on the critical path; in I the same again, less what a stack that overlaps them with the
   column-parallel layers' gradient GEMMs hides (`tp_backward`, pplan.profiles.stacks); the forward's again under
@@ -115,6 +117,17 @@ EMBEDDING_DENSE_GRAD_BYTES = 4
 (write 2) and read once (2) by what consumes it: the main-gradient add, or FSDP2's reduce-scatter copy-in."""
 EMBEDDING_KERNELS = (1, 3)
 """Kernels of the lookup (F) and of the weight gradient (W): zero fill, row add, main-gradient add."""
+ROPE_BYTES = {True: (4, 4), False: (20, 20)}
+"""HBM bytes per query or key element of the rotary embedding, forward and backward, fused (`Stack.fused_rope`:
+Transformer Engine's fused RoPE reads the tensor and writes the rotated one, and its backward the same) or not
+(the eager complex form of Meta's Llama reference, as torchtitan runs it: cast to FP32, read 2 + write 4; the
+complex multiply, read 4 + write 4; cast back, read 4 + write 2; its backward the three in reverse)."""
+ROPE_KERNELS = {True: 2, False: 6}
+"""Kernels per pass for the query and the key: one each fused, three each unfused."""
+QK_NORM_TENSORS = (2, 3)
+"""Tensors of the query's and the key's elements QK-norm (a norm over each head's d_h) moves: it reads x and
+writes y forward; its backward reads x and dy and writes dx."""
+QK_NORM_KERNELS = 2
 SCORE_KERNELS = 2
 """Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
 SCORE_BYTES_DROPOUT = (13, 19)
@@ -400,8 +413,11 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     dropout = (FUSED_DROPOUT_TENSORS if STACKS[plan.stack].fused_bias_dropout_add else DROPOUT_TENSORS) * (
         model.dropout
     )
-    fwd_elem_bytes = (HIDDEN_TENSORS[0] + dropout) * tokens * h * 2 / sp + act_bytes
-    bwd_elem_bytes = (HIDDEN_TENSORS[1] + dropout) * tokens * h * 2 / sp + act_tensors[1] * inner
+    qk_bytes, qk_kernels = qk_elementwise(model, plan)
+    fwd_elem_bytes = (HIDDEN_TENSORS[0] + dropout) * tokens * h * 2 / sp + act_bytes + qk_bytes[0]
+    bwd_elem_bytes = (
+        (HIDDEN_TENSORS[1] + dropout) * tokens * h * 2 / sp + act_tensors[1] * inner + qk_bytes[1]
+    )
     # flash attention skips what a causal mask hides (half of a full score matrix; a window is causal already)
     keys = attention_keys(model, plan.seq_len)
     core_fraction = attention_keys(model, plan.seq_len, causal=True) / keys if plan.flash_attention else 1.0
@@ -431,7 +447,8 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             out.append(("experts", routed.gemm_s))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
         if elem:
-            kernels = ELEMENTWISE_KERNELS[kind] + (routed.kernels[kind == "I"] if routed is not None else 0)
+            kernels = ELEMENTWISE_KERNELS[kind] + qk_kernels
+            kernels += routed.kernels[kind == "I"] if routed is not None else 0
             if cast_bytes:  # the FP8 GEMMs' input casts (forward) and output-gradient casts (backward)
                 elem += cast_bytes
                 kernels += gemm_kernels(model)
@@ -479,6 +496,33 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w
         )
     return base
+
+
+def qk_elementwise(model: ModelSpec, plan: LayerSetting) -> tuple[tuple[float, float], int]:
+    """HBM bytes (forward, backward) and kernels per pass of the memory-bound work on a layer's query and key
+    heads: the rotary embedding (`ROPE_BYTES`, on the rotary dimensions only under MLA: d_h^R of each query head
+    and of the one shared key head) and QK-norm (`QK_NORM_TENSORS`, on the whole heads)."""
+    tokens = plan.seq_len // plan.cp * plan.micro_batch
+    a, t = model.num_attention_heads, plan.tp
+    mla = model.mla
+    fwd = bwd = 0.0
+    kernels = 0
+    if model.position_embedding == "rope":
+        fused = STACKS[plan.stack].fused_rope
+        rotated = (
+            tokens * a * mla.qk_rope_head_dim / t + tokens * mla.qk_rope_head_dim
+            if mla
+            else (tokens * (a + model.kv_heads) * model.head_size / t)
+        )
+        fwd += ROPE_BYTES[fused][0] * rotated
+        bwd += ROPE_BYTES[fused][1] * rotated
+        kernels += ROPE_KERNELS[fused]
+    if model.qk_norm and mla is None:
+        normed = tokens * (a + model.kv_heads) * model.head_size / t * 2
+        fwd += QK_NORM_TENSORS[0] * normed
+        bwd += QK_NORM_TENSORS[1] * normed
+        kernels += QK_NORM_KERNELS
+    return (fwd, bwd), kernels
 
 
 BF16_OR_OWN_ITEMS = (*ATTENTION_CORE, "moe/experts", "moe/router")

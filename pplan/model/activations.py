@@ -6,8 +6,9 @@ sequence parallelism. 16-bit activations (2 bytes), 1-byte dropout masks, FP32 s
 
 Two models:
 - `itemised`: every tensor autograd keeps, for the actual architecture. Attention: norm input 2qbh/sp,
-  QKV input 2qbh/sp, Q 2qb·a·d_h/t, K and V 2qb·g·d_h/t each, output-projection input 2qb·a·d_h/t, dropout mask
-  qbh/sp; the score path (softmax output 2aqsb/t, dropout mask aqsb/t, dropout output 2aqsb/t) unless flash
+  QKV input 2qbh/sp, Q 2qb·a·d_h/t, K and V 2qb·g·d_h/t each, with QK-norm (Qwen3, Megatron-Core's
+  `qk_layernorm`) the per-head norms' inputs 2qb·a·d_h/t and 2qb·g·d_h/t, output-projection input 2qb·a·d_h/t,
+  dropout mask qbh/sp; the score path (softmax output 2aqsb/t, dropout mask aqsb/t, dropout output 2aqsb/t) unless flash
   attention or selective recompute removes it; flash attention keeps a FP32 log-sum-exp 4aqb/t instead.
   MLP: norm input 2qbh/sp, fc1 input 2qbh/sp, fc1 output 2qbf/t (SwiGLU: gate and up, 4qbf/t, as Megatron's
   fused bias-SwiGLU saves them), activation output 2qbf/t, dropout mask qbh/sp. Norm statistics are ignored, as
@@ -207,6 +208,13 @@ def _itemised_all(model: ModelSpec, plan: LayerSetting, as_bf16: bool = False) -
             ("attention/k", ACT_BYTES * qb * g * dh // t),
             ("attention/v", ACT_BYTES * qb * g * dh // t),
         ]
+        if (
+            model.qk_norm
+        ):  # each head's query and key normed before the rotary embedding: the norms keep inputs
+            items += [
+                ("attention/q_layernorm_input", ACT_BYTES * qb * a * dh // t),
+                ("attention/k_layernorm_input", ACT_BYTES * qb * g * dh // t),
+            ]
         v_dim = dh
     else:
         qk, v_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim

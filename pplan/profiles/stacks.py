@@ -91,6 +91,10 @@ class Stack:
     """HBM bytes per parameter the optimizer step moves after Adam to refresh the BF16 weights from the FP32 master:
     Megatron-LM's `_copy_main_params_to_model_params` reads the master (4) and writes the BF16 weight (2) in a
     kernel of its own; FSDP2 keeps only the FP32 shard and casts when it gathers (0)."""
+    fused_rope: bool
+    """The rotary embedding runs as one fused kernel for the query and one for the key (Megatron-Core's
+    `--apply-rope-fusion`, on by default: Transformer Engine's fused RoPE), rather than as PyTorch ops (torchtitan's
+    eager `apply_rotary_emb`; Megatron-DeepSpeed's `apply_rotary_pos_emb`), pplan.cost.passtime.ROPE_BYTES."""
     main_grad_accumulation: bool
     """Each micro-batch's gradients are added into a main-gradient buffer of the rank's parameters, at the plan's
     gradient dtype: by the weight-gradient GEMMs themselves (gradient-accumulation fusion) or, for a gradient
@@ -117,6 +121,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
         userbuffers=TE_USERBUFFERS,
         weight_copy_bytes=6,
+        fused_rope=True,
         main_grad_accumulation=True,
         calibrated=True,
         fitted_to=(
@@ -140,6 +145,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap="async tensor parallelism (parallelism.enable_async_tensor_parallel, with compile)",
         userbuffers=None,
         weight_copy_bytes=0,
+        fused_rope=False,  # eager; torch.compile would fuse it
         main_grad_accumulation=False,
         calibrated=False,
         fitted_to=(),
@@ -157,6 +163,7 @@ STACKS: dict[StackName, Stack] = {
         tp_comm_overlap=None,
         userbuffers=None,
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
+        fused_rope=False,
         main_grad_accumulation=True,
         calibrated=False,
         fitted_to=(),
