@@ -66,7 +66,8 @@ def scaled_model(model: ModelSpec, hidden: int, seq_len: int, num_layers: int) -
     """`model` shrunk to width `hidden`: heads of HEAD_DIM (at most the profile's count, grouped-query ratio
     kept where it fits), FFN width in the profile's ratio to h (a multiple of 8), `num_layers` layers, sequence
     `seq_len`. Norm, MLP kind and biases are the profile's; no dropout (the benchmark's layers have none, so
-    the pipeline's gradients can be compared with a reference exactly)."""
+    the pipeline's gradients can be compared with a reference exactly), and no position embedding or QK-norm,
+    which they do not run either (so pplan costs no rotary embedding for them)."""
     if hidden < HEAD_DIM or hidden % HEAD_DIM:
         raise ConfigError(
             "--hidden", f"must be a positive multiple of {HEAD_DIM}, got {hidden}", "e.g. --hidden 64"
@@ -92,6 +93,8 @@ def scaled_model(model: ModelSpec, hidden: int, seq_len: int, num_layers: int) -
             "seq_len": seq_len,
             "max_position_embeddings": seq_len,
             "dropout": False,
+            "position_embedding": "none",  # the benchmark's layers (pplan.bench.blocks) rotate nothing
+            "qk_norm": False,  # nor norm their heads
         }
     )
 
