@@ -3,11 +3,19 @@
 efficiency, the loss, the input embedding, the fixed cost per kernel) a miss against a published run comes from.
 
     python benchmarks/bench_components.py --device cuda --hardware h200-sxm-141gb --json OUT.json
+    python benchmarks/bench_components.py --device cuda --cases llama --json OUT.json
     python benchmarks/bench_components.py --device cpu --cases tiny      # a smoke run, seconds on a CPU
 
 Cases (`--cases readme`): the unpipelined rows of the Megatron-LM README's H100 table (1.7B t1, 7.1B t2, 16B t4,
 32B t8; pplan's worst misses), its 177B at t8, and NVIDIA's DGX Cloud GPT-3 175B at t4 (s = 2048), one layer at
-b = 1 as one GPU of that plan runs it (tensor-parallel shards, no collectives). Each group is timed with CUDA events
+b = 1 as one GPU of that plan runs it (tensor-parallel shards, no collectives). `--cases llama`: Llama 3 8B at
+t = 1 and 70B and 405B at t = 8, s = 8192.
+
+Each case's whole layer is also run as the benchmark harness builds it (`pplan.bench.blocks.TransformerLayer`, one
+rank's shard, `Case.layer`), with torch's fused RMSNorm where the model has RMSNorm: F (forward with autograd
+recording) and B (input and weight gradients together), the bytes autograd saved (each storage once, weights
+excluded, itemised by shape and dtype), the memory the forward left allocated and the peak during the backward, all
+beside pplan's F, I + W and itemised activation bytes. Each group is timed with CUDA events
 (on a CPU, the wall clock) as the median of `--reps` runs after warm-up; BF16 tensors, the loss in FP32 as
 Megatron-Core computes it. Prints a Markdown table (measured, predicted, predicted / measured) and writes the figures
 as JSON with the device, torch version and date. Needs torch (pip install "pplan[bench]").
@@ -21,12 +29,14 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from pplan.bench.blocks import TransformerLayer
 from pplan.bench.components import Case, Component
-from pplan.bench.config import scaled_model
+from pplan.bench.config import block_shape, scaled_model
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
 from pplan.profiles.specs import ModelSpec
 from pplan.validation.published import row_model
@@ -46,6 +56,15 @@ def readme_cases() -> list[Case]:
             cases.append(Case(f"{row['model']} t{row['tp']}", model, int(row["tp"]), 1, seq))
     cases.append(Case("gpt3-175b t4 (dgxc)", load_model("gpt3-175b"), 4, 1, 2048))
     return cases
+
+
+def llama_cases() -> list[Case]:
+    """Llama 3 8B at t = 1, 70B and 405B at t = 8 (one rank's shard), b = 1, s = 8192."""
+    return [
+        Case("llama3-8b t1", load_model("llama3-8b"), 1, 1, 8192),
+        Case("llama3-70b t8", load_model("llama3-70b"), 8, 1, 8192),
+        Case("llama3-405b t8", load_model("llama3-405b"), 8, 1, 8192),
+    ]
 
 
 def tiny_cases() -> list[Case]:
@@ -186,6 +205,77 @@ def launch_op(dev: torch.device) -> Callable[[], object]:
     return run
 
 
+@dataclass(frozen=True)
+class LayerRun:
+    """What `measure_layer` measured of one whole layer."""
+
+    f_s: float
+    b_s: float
+    saved: list[tuple[int, str, str]]
+    """Each storage autograd saved once: (bytes, shape, dtype), largest first."""
+    forward_left_bytes: int
+    backward_peak_bytes: int
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(n for n, _, _ in self.saved)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "f_s": self.f_s,
+            "b_s": self.b_s,
+            "saved_bytes": self.saved_bytes,
+            "saved": [{"bytes": n, "shape": shape, "dtype": dtype} for n, shape, dtype in self.saved],
+            "forward_left_bytes": self.forward_left_bytes,
+            "backward_peak_bytes": self.backward_peak_bytes,
+        }
+
+
+def measure_layer(case: Case, shard: ModelSpec, dev: torch.device, timer: Timer) -> LayerRun:
+    """One whole layer of `shard` (see the module doc): seconds of F and B, bytes saved, left and peak."""
+    torch.manual_seed(0)
+    layer = TransformerLayer(block_shape(shard))
+    if shard.norm == "rmsnorm":  # the fused kernel a real stack runs (it saves its input and 1/rms per row)
+        layer.norm1 = torch.nn.RMSNorm(shard.hidden_size, eps=1e-6)
+        layer.norm2 = torch.nn.RMSNorm(shard.hidden_size, eps=1e-6)
+    layer = layer.to(device=dev, dtype=torch.bfloat16)
+    params = list(layer.parameters())
+    weights = {p.untyped_storage().data_ptr() for p in params}
+    x = _randn(dev, case.micro_batch, case.seq_len, shard.hidden_size).requires_grad_(True)
+    saved: dict[int, tuple[int, str, str]] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            nbytes = t.untyped_storage().nbytes()
+            if ptr not in saved or saved[ptr][0] < nbytes:
+                saved[ptr] = (nbytes, "×".join(map(str, t.shape)), str(t.dtype).removeprefix("torch."))
+        return t
+
+    cuda = dev.type == "cuda"
+    base = 0
+    if cuda:
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = layer(x)
+    grad = torch.randn_like(y)
+    left = peak = 0
+    if cuda:
+        torch.cuda.synchronize(dev)
+        left = torch.cuda.memory_allocated(dev) - base
+    torch.autograd.grad(y, [x, *params], grad)
+    if cuda:
+        torch.cuda.synchronize(dev)
+        peak = torch.cuda.max_memory_allocated(dev) - base
+    del y
+    f_s = timer(lambda: layer(x))
+    y = layer(x)
+    b_s = timer(lambda: torch.autograd.grad(y, [x, *params], grad, retain_graph=True))
+    return LayerRun(f_s, b_s, sorted(saved.values(), reverse=True), left, peak)
+
+
 def measure(component: Component, model: ModelSpec, dev: torch.device, timer: Timer) -> float:
     """Median seconds of `component` on `dev`."""
     c = component
@@ -211,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--hardware", default="h200-sxm-141gb", help="the profile whose predictions are shown"
     )
-    parser.add_argument("--cases", choices=("readme", "tiny"), default="readme")
+    parser.add_argument("--cases", choices=("readme", "llama", "tiny"), default="readme")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="write the figures to this file")
@@ -219,8 +309,9 @@ def main(argv: list[str] | None = None) -> None:
     dev = torch.device(args.device)
     hw = load_hardware(args.hardware)
     timer = Timer(dev, args.reps, args.warmup)
-    cases = readme_cases() if args.cases == "readme" else tiny_cases()
+    cases = {"readme": readme_cases, "llama": llama_cases, "tiny": tiny_cases}[args.cases]()
     rows = []
+    layers = []
     print("| case | component | dims | measured ms | pplan ms | pplan / measured |")
     print("|---|---|---|---|---|---|")
     for case in cases:
@@ -235,6 +326,25 @@ def main(argv: list[str] | None = None) -> None:
             )
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
+    print()
+    print(
+        "| case (whole layer) | F ms | pplan F | B ms | pplan I+W | saved MiB | pplan MiB | left MiB | peak MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        pred = case.layer(hw)
+        got = measure_layer(case, pred.model, dev, timer)
+        layers.append({"case": case.label, **got.as_dict(), "predicted_f_s": pred.f_s, "predicted_i_s": pred.i_s,
+                       "predicted_w_s": pred.w_s, "predicted_activation_bytes": pred.activation_bytes,
+                       "predicted_items": dict(pred.items)})  # fmt: skip
+        mib = 2**20
+        print(
+            f"| {case.label} | {got.f_s * 1e3:.3f} | {pred.f_s * 1e3:.3f} | {got.b_s * 1e3:.3f} "
+            f"| {(pred.i_s + pred.w_s) * 1e3:.3f} | {got.saved_bytes / mib:.1f} | {pred.activation_bytes / mib:.1f} "
+            f"| {got.forward_left_bytes / mib:.1f} | {got.backward_peak_bytes / mib:.1f} |"
+        )
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
     if args.json:
         name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
         doc = {
@@ -243,6 +353,7 @@ def main(argv: list[str] | None = None) -> None:
             "torch": torch.__version__,
             "hardware_profile": hw.name,
             "components": rows,
+            "layers": layers,
         }
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)

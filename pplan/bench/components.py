@@ -15,6 +15,10 @@ of that plan runs it (tokens q = b·s; the shards' widths, no collective). Its `
 - the input embedding's lookup F and its weight gradient W (`dims` = (q, h, V/t)): the dense V/t × h gradient
   added into an FP32 main gradient, as Megatron-Core runs it (`pplan.cost.passtime.embedding_pass_times`);
 - one empty kernel (`launch`): the fixed cost pplan adds per kernel (`efficiency.kernel_overhead_us`).
+`Case.layer` is the whole layer as the benchmark harness builds it (`pplan.bench.blocks.TransformerLayer` at real
+widths): one tensor-parallel rank's shard taken as a model of its own (`shard_model`: heads, KV heads and FFN
+width over t, no sequence parallelism, no rotary embedding, QK-norm or dropout, which that layer does not run),
+with pplan's F, I and W seconds and its itemised activation bytes (16-bit activations) for one micro-batch.
 Predictions come from the pass-time model's own functions (`layer_gemms_s`, `layer_pass_times`,
 `output_pass_times`, `embedding_pass_times`), never a copy of them. Pure: no torch.
 """
@@ -32,6 +36,7 @@ from pplan.cost.passtime import (
     tensor_parallel_mlp_width,
 )
 from pplan.errors import ConfigError
+from pplan.model.activations import itemised_layer
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
@@ -52,6 +57,43 @@ class Component:
 
 
 @dataclass(frozen=True, slots=True)
+class LayerPrediction:
+    """pplan's figures for one whole layer of one micro-batch on one GPU (`Case.layer`)."""
+
+    model: ModelSpec
+    """The shard the layer is built from (`shard_model`)."""
+    f_s: float
+    i_s: float
+    w_s: float
+    activation_bytes: int
+    """pplan's itemised activations of the layer (`pplan.model.activations.itemised_layer`)."""
+    items: tuple[tuple[str, int], ...]
+
+
+def shard_model(model: ModelSpec, tp: int) -> ModelSpec:
+    """One tensor-parallel rank's layer of `model` as a model of its own: a/t query heads, max(1, g/t) KV heads
+    (Megatron replicates KV heads when t > g), FFN width / t, the head width kept; no rotary embedding, QK-norm or
+    dropout (the harness's `TransformerLayer` runs none)."""
+    heads, kv = model.num_attention_heads, model.kv_heads
+    if heads % tp or model.ffn_hidden_size % tp:
+        raise ConfigError(
+            "--tp", f"{model.name} has {heads} heads and FFN {model.ffn_hidden_size}", "a divisor of both"
+        )
+    return model.model_copy(
+        update={
+            "name": f"{model.name}-t{tp}-shard",
+            "num_attention_heads": heads // tp,
+            "num_kv_heads": max(1, kv // tp),
+            "head_dim": model.head_size,
+            "ffn_hidden_size": model.ffn_hidden_size // tp,
+            "dropout": False,
+            "position_embedding": "none",
+            "qk_norm": False,
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Case:
     """One layer of `model` as one GPU of a plan at tensor parallel `tp` runs it (sequence parallel for t > 1)."""
 
@@ -60,6 +102,23 @@ class Case:
     tp: int
     micro_batch: int
     seq_len: int
+
+    def layer(self, hw: HardwareSpec) -> LayerPrediction:
+        """The whole layer as the harness builds it (`shard_model` at t = 1): pplan's F, I, W seconds and
+        itemised activation bytes for one micro-batch."""
+        shard = shard_model(self.model, self.tp)
+        req = PlanRequest(
+            gpus=1,
+            global_batch=self.micro_batch,
+            micro_batch=self.micro_batch,
+            seq_len=self.seq_len,
+            recompute="none",
+        )
+        shape = make_plan(shard, req).shape
+        times = layer_pass_times(shard, hw, shape)
+        items = itemised_layer(shard, shape)
+        kept = tuple((name, round(nbytes)) for name, nbytes in items.items)
+        return LayerPrediction(shard, times.f_s, times.i_s, times.w_s, sum(b for _, b in kept), kept)
 
     def components(self, hw: HardwareSpec) -> tuple[Component, ...]:
         """Every kernel group of the layer, the output layer, the loss and the input embedding, with pplan's
