@@ -8,7 +8,7 @@ efficiency, the loss, the input embedding, the fixed cost per kernel) a miss aga
 
 Cases (`--cases readme`): the unpipelined rows of the Megatron-LM README's H100 table (1.7B t1, 7.1B t2, 16B t4,
 32B t8; pplan's worst misses), its 177B at t8, and NVIDIA's DGX Cloud GPT-3 175B at t4 (s = 2048), one layer at
-b = 1 as one GPU of that plan runs it (tensor-parallel shards, no collectives). `--cases llama`: Llama 3 8B at
+b = 1 (`--micro-batch` for others) as one GPU of that plan runs it (tensor-parallel shards, no collectives). `--cases llama`: Llama 3 8B at
 t = 1 and 70B and 405B at t = 8, s = 8192.
 
 Each case's whole layer is also run as the benchmark harness builds it (`pplan.bench.blocks.TransformerLayer`, one
@@ -44,7 +44,7 @@ from pplan.validation.published import row_model
 README_ROWS = ("gpt-1.7b-readme", "gpt-7.1b-readme", "gpt-16b-readme", "gpt-32b-readme", "gpt-177b-readme")
 
 
-def readme_cases() -> list[Case]:
+def readme_cases(micro_batch: int = 1) -> list[Case]:
     """The README table's rows named in `README_ROWS` at their t, and DGX Cloud's GPT-3 175B at t = 4."""
     sets = {s["name"]: s for s in load_published_runs()["sets"]}
     data = sets["megatron-lm-readme-h100-weak-scaling"]
@@ -53,8 +53,10 @@ def readme_cases() -> list[Case]:
     for row in data["rows"]:
         if row["model"] in README_ROWS:
             model = row_model(data, row, load_model)
-            cases.append(Case(f"{row['model']} t{row['tp']}", model, int(row["tp"]), 1, seq))
-    cases.append(Case("gpt3-175b t4 (dgxc)", load_model("gpt3-175b"), 4, 1, 2048))
+            label = f"{row['model']} t{row['tp']}" + (f" b{micro_batch}" if micro_batch > 1 else "")
+            cases.append(Case(label, model, int(row["tp"]), micro_batch, seq))
+    if micro_batch == 1:
+        cases.append(Case("gpt3-175b t4 (dgxc)", load_model("gpt3-175b"), 4, 1, 2048))
     return cases
 
 
@@ -302,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         "--hardware", default="h200-sxm-141gb", help="the profile whose predictions are shown"
     )
     parser.add_argument("--cases", choices=("readme", "llama", "tiny"), default="readme")
+    parser.add_argument("--micro-batch", type=int, default=1, help="b of the readme cases")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="write the figures to this file")
@@ -309,7 +312,9 @@ def main(argv: list[str] | None = None) -> None:
     dev = torch.device(args.device)
     hw = load_hardware(args.hardware)
     timer = Timer(dev, args.reps, args.warmup)
-    cases = {"readme": readme_cases, "llama": llama_cases, "tiny": tiny_cases}[args.cases]()
+    cases = {"readme": lambda: readme_cases(args.micro_batch), "llama": llama_cases, "tiny": tiny_cases}[
+        args.cases
+    ]()
     rows = []
     layers = []
     print("| case | component | dims | measured ms | pplan ms | pplan / measured |")

@@ -1,7 +1,8 @@
 """The device runs recorded under benchmarks/device/ (real CUDA measurements, dated), checked against pplan's
 model as it is now: a change to the activation model that the recorded layers contradict fails here, without a GPU.
 
-2026-12-04, one H200 (torch 2.11, `benchmarks/bench_components.py --cases readme|llama`): each whole layer's
+2026-12-04, one H200 (torch 2.11, `benchmarks/bench_components.py --cases readme|llama`, the README cases also at
+b = 2 and 4): each whole layer's
 tensors autograd saved (each storage once, weights excluded) equal pplan's itemised count (16-bit activations, FP32
 log-sum-exp) plus exactly what pplan's convention (Korthikanti et al. 2022's) leaves out or what the harness's
 layer keeps beyond a production stack's — the norms' FP32 statistics per token (LayerNorm: mean and 1/σ; RMSNorm:
@@ -31,7 +32,9 @@ def _cases() -> dict[str, Case]:
     cases = {}
     for row in data["rows"]:
         model = row_model(data, row, load_model)
-        cases[f"{row['model']} t{row['tp']}"] = Case("", model, int(row["tp"]), 1, 4096)
+        for b in (1, 2, 4):
+            label = f"{row['model']} t{row['tp']}" + (f" b{b}" if b > 1 else "")
+            cases[label] = Case("", model, int(row["tp"]), b, 4096)
     cases["gpt3-175b t4 (dgxc)"] = Case("", load_model("gpt3-175b"), 4, 1, 2048)
     for name, tp in (("llama3-8b", 1), ("llama3-70b", 8), ("llama3-405b", 8)):
         cases[f"{name} t{tp}"] = Case("", load_model(name), tp, 1, 8192)
@@ -40,7 +43,12 @@ def _cases() -> dict[str, Case]:
 
 def _layers() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for name in ("components-readme.json", "components-llama.json"):
+    for name in (
+        "components-readme.json",
+        "components-llama.json",
+        "components-readme-b2.json",
+        "components-readme-b4.json",
+    ):
         out += json.loads((RUN / name).read_text(encoding="utf-8"))["layers"]
     return out
 
@@ -48,7 +56,7 @@ def _layers() -> list[dict[str, Any]]:
 def test_the_run_is_recorded() -> None:
     doc = json.loads((RUN / "components-llama.json").read_text(encoding="utf-8"))
     assert doc["device"] == "NVIDIA H200" and doc["date"].startswith("2026-12-04")
-    assert len(_layers()) == 9
+    assert len(_layers()) == 19
 
 
 @pytest.mark.parametrize("layer", _layers(), ids=lambda layer: str(layer["case"]))

@@ -1,0 +1,125 @@
+"""Time BF16 GEMMs over a sweep of token counts M for the weight shapes (K × N) of real tensor-parallel shards, on
+a device: how a GEMM's time grows with its FLOPs, and the fixed time per GEMM (the intercept of time against FLOPs
+at a fixed weight shape), which pplan's pass-time model charges per GEMM kernel.
+
+    python benchmarks/bench_gemm_sweep.py --device cuda --json OUT.json
+    python benchmarks/bench_gemm_sweep.py --device cpu --tokens 64 128 --shapes 64x64   # a smoke run
+
+Each (M, K, N) is an M×K by K×N product, timed with CUDA events (the wall clock on a CPU) as the median of `--reps`
+runs after warm-up. For each weight shape the script fits t = FLOPs / rate + fixed by least squares on relative
+error and prints the rate (as a fraction of `--peak-tflops`) and the fixed µs. Needs torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+SHAPES = (
+    "2048x2048",  # GPT 1.7B projection
+    "2048x8192",  # GPT 1.7B fc1
+    "4096x4096",  # Llama 3 8B projection
+    "7168x896",  # GPT 32B projection at t8 (input gradient's N)
+    "7168x2688",  # GPT 32B QKV at t8
+    "8192x1280",  # Llama 3 70B QKV at t8
+    "8192x7168",  # Llama 3 70B fc1 at t8
+    "12288x6144",  # GPT 177B fc1 at t8
+)
+TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def timed(dev: torch.device, fn: Callable[[], object], reps: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    for _ in range(reps):
+        if dev.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(float(start.elapsed_time(end)) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def product(a: torch.Tensor, b: torch.Tensor) -> Callable[[], object]:
+    return lambda: a @ b
+
+
+def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(seconds per FLOP, fixed seconds) minimising Σ ((a·x + c) / t − 1)² over (FLOPs x, seconds t)."""
+    sxx = sum((x / t) ** 2 for x, t in points)
+    sx = sum(x / t**2 for x, t in points)
+    s1 = sum(1 / t**2 for _, t in points)
+    bx = sum(x / t for x, t in points)
+    b1 = sum(1 / t for _, t in points)
+    det = sxx * s1 - sx * sx
+    return (bx * s1 - b1 * sx) / det, (sxx * b1 - sx * bx) / det
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), help="K×N weight shapes, e.g. 4096x4096")
+    parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS), help="the M values")
+    parser.add_argument(
+        "--peak-tflops", type=float, default=989.4, help="the dense BF16 peak the rate is over"
+    )
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    dev = torch.device(args.device)
+    rows = []
+    fits = []
+    print("| K × N | M | ms | fraction of peak |")
+    print("|---|---|---|---|")
+    for shape in args.shapes:
+        k, n = map(int, shape.split("x"))
+        b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+        points = []
+        for m in args.tokens:
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            seconds = timed(dev, product(a, b), args.reps, args.warmup)
+            flops = 2.0 * m * k * n
+            points.append((flops, seconds))
+            rows.append({"m": m, "k": k, "n": n, "seconds": seconds})
+            print(
+                f"| {k} × {n} | {m} | {seconds * 1e3:.4f} | {flops / seconds / (args.peak_tflops * 1e12):.3f} |"
+            )
+        per_flop, fixed = fit(points)
+        fits.append(
+            {"k": k, "n": n, "rate_fraction": 1 / per_flop / (args.peak_tflops * 1e12), "fixed_s": fixed}
+        )
+    print()
+    print("| K × N | fitted fraction of peak | fixed µs |")
+    print("|---|---|---|")
+    for f in fits:
+        print(f"| {f['k']} × {f['n']} | {f['rate_fraction']:.3f} | {f['fixed_s'] * 1e6:.1f} |")
+    if args.json:
+        doc = {
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "peak_tflops": args.peak_tflops,
+            "gemms": rows,
+            "fits": fits,
+        }
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
