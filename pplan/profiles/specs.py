@@ -444,9 +444,19 @@ class EfficiencySpec(_Frozen):
     hbm: Fraction = 0.8
     """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach (10^-9 to 1)."""
     kernel_overhead_us: LatencyUs = 4.0
-    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6); what makes small GEMMs run below peak."""
+    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6)."""
+    gemm_overhead_us: LatencyUs | None = None
+    """Fixed cost per GEMM kernel in place of `kernel_overhead_us`, µs (0 to 10^6): its launch, the first tiles'
+    loads, the last partial wave and the epilogue, the time a GEMM takes beyond FLOPs / (peak · matmul); what makes
+    small GEMMs run below `matmul`. Defaults to `kernel_overhead_us`."""
     calibrated: bool = False
     """False until fitted to published runs; `explain` says so."""
+
+    @property
+    def gemm_overhead_s(self) -> float:
+        return (
+            self.gemm_overhead_us if self.gemm_overhead_us is not None else self.kernel_overhead_us
+        ) * 1e-6
 
     @property
     def attention_fraction(self) -> float:
