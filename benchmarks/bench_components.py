@@ -24,10 +24,6 @@ as JSON with the device, torch version and date. Needs torch (pip install "pplan
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +33,7 @@ import torch.nn.functional as F
 from pplan.bench.blocks import TransformerLayer
 from pplan.bench.components import Case, Component
 from pplan.bench.config import block_shape, scaled_model
+from pplan.bench.timing import Timer, write_record
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
 from pplan.profiles.specs import ModelSpec
 from pplan.validation.published import row_model
@@ -73,32 +70,6 @@ def tiny_cases() -> list[Case]:
     """gpt-1.7b scaled to h = 64 at t = 1 and 2: a CPU runs every group in seconds."""
     model = scaled_model(load_model("gpt-1.7b"), 64, 32, 1)
     return [Case("tiny t1", model, 1, 2, 32), Case("tiny t2", model, 2, 2, 32)]
-
-
-class Timer:
-    """Median seconds of a callable on `device`: CUDA events on a GPU, the wall clock elsewhere."""
-
-    def __init__(self, device: torch.device, reps: int, warmup: int) -> None:
-        self.device, self.reps, self.warmup = device, reps, warmup
-
-    def __call__(self, fn: Callable[[], object]) -> float:
-        for _ in range(self.warmup):
-            fn()
-        times: list[float] = []
-        for _ in range(self.reps):
-            if self.device.type == "cuda":
-                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(float(start.elapsed_time(end)) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times)
 
 
 def _randn(dev: torch.device, *shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
@@ -351,17 +322,7 @@ def main(argv: list[str] | None = None) -> None:
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     if args.json:
-        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-        doc = {
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "device": name,
-            "torch": torch.__version__,
-            "hardware_profile": hw.name,
-            "components": rows,
-            "layers": layers,
-        }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+        write_record(args.json, dev, {"hardware_profile": hw.name, "components": rows, "layers": layers})
 
 
 if __name__ == "__main__":

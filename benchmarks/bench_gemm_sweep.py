@@ -13,13 +13,11 @@ error and prints the rate (as a fraction of `--peak-tflops`) and the fixed µs. 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
+
+from pplan.bench.timing import Timer, write_record
 
 SHAPES = (
     "2048x2048",  # GPT 1.7B projection
@@ -32,26 +30,6 @@ SHAPES = (
     "12288x6144",  # GPT 177B fc1 at t8
 )
 TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
-
-
-def timed(dev: torch.device, fn: Callable[[], object], reps: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    for _ in range(reps):
-        if dev.type == "cuda":
-            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(float(start.elapsed_time(end)) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def product(a: torch.Tensor, b: torch.Tensor) -> Callable[[], object]:
@@ -82,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     dev = torch.device(args.device)
+    timer = Timer(dev, args.reps, args.warmup)
     rows = []
     fits = []
     print("| K × N | M | ms | fraction of peak |")
@@ -92,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         points = []
         for m in args.tokens:
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
-            seconds = timed(dev, product(a, b), args.reps, args.warmup)
+            seconds = timer(product(a, b))
             flops = 2.0 * m * k * n
             points.append((flops, seconds))
             rows.append({"m": m, "k": k, "n": n, "seconds": seconds})
@@ -109,16 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     for f in fits:
         print(f"| {f['k']} × {f['n']} | {f['rate_fraction']:.3f} | {f['fixed_s'] * 1e6:.1f} |")
     if args.json:
-        doc = {
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-            "torch": torch.__version__,
-            "peak_tflops": args.peak_tflops,
-            "gemms": rows,
-            "fits": fits,
-        }
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
+        write_record(args.json, dev, {"peak_tflops": args.peak_tflops, "gemms": rows, "fits": fits})
 
 
 if __name__ == "__main__":

@@ -77,7 +77,9 @@ def shard_model(model: ModelSpec, tp: int) -> ModelSpec:
     heads, kv = model.num_attention_heads, model.kv_heads
     if heads % tp or model.ffn_hidden_size % tp:
         raise ConfigError(
-            "--tp", f"{model.name} has {heads} heads and FFN {model.ffn_hidden_size}", "a divisor of both"
+            "--tp",
+            f"{model.name} has {heads} heads and FFN {model.ffn_hidden_size}",
+            "use a t that divides both",
         )
     return model.model_copy(
         update={

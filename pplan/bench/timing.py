@@ -1,0 +1,52 @@
+"""What the device checks share (torch; benchmarks/bench_components.py, bench_gemm_sweep.py): timing a callable as
+the median of repeated runs after warm-up, with CUDA events on a GPU and the wall clock elsewhere (`Timer`), and
+writing a run's figures as JSON stamped with the date, the device and the torch release (`write_record`)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class Timer:
+    """Median seconds of a callable on `device`: CUDA events on a GPU, the wall clock elsewhere."""
+
+    def __init__(self, device: torch.device, reps: int, warmup: int) -> None:
+        self.device, self.reps, self.warmup = device, reps, warmup
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        for _ in range(self.warmup):
+            fn()
+        times: list[float] = []
+        for _ in range(self.reps):
+            if self.device.type == "cuda":
+                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(float(start.elapsed_time(end)) / 1e3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+
+def write_record(path: str, device: torch.device, figures: dict[str, Any]) -> None:
+    """`figures` as JSON at `path`, after the date (UTC), the device's name and torch's version."""
+    doc = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        **figures,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
