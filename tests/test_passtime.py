@@ -7,7 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from pplan.cost.passtime import chunk_pass_times, layer_gemms_s, layer_pass_times, qk_elementwise, tp_backward
+from pplan.cost.passtime import (
+    chunk_pass_times,
+    layer_gemms_s,
+    layer_pass_times,
+    output_pass_times,
+    qk_elementwise,
+    tp_backward,
+)
 from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
 from pplan.plan.configuration import Plan, PlanRequest, Recompute, make_plan
@@ -311,3 +318,16 @@ def test_rotary_embedding_and_qk_norm_bytes_by_hand() -> None:
         (0.0, 0.0),
         0,
     )
+
+
+def test_the_loss_runs_at_the_profiles_loss_fraction_of_hbm_else_at_hbm() -> None:
+    """The cross-entropy over q·V/t FP32 logits moves 38 bytes per logit forward and 14 backward, plus 6 and 2
+    kernels: on the H100 at 0.65 of 3,350 GB/s (`loss_hbm`, measured); on the A100, which gives none, at its
+    memory-bound fraction (0.8 of 2,039 GB/s)."""
+    plan = make_plan(LLAMA, PlanRequest(gpus=1, global_batch=1, micro_batch=1, seq_len=4096))
+    logits = 4096 * LLAMA.vocab_size
+    for hw, rate in ((H100, 3350e9 * 0.65), (A100, 2039e9 * 0.8)):
+        ends = output_pass_times(LLAMA, hw, plan.shape)
+        k = hw.efficiency.kernel_overhead_us * 1e-6
+        assert dict(ends.f)["loss"] == pytest.approx(38 * logits / rate + 6 * k, rel=1e-12)
+        assert dict(ends.i)["loss"] == pytest.approx(14 * logits / rate + 2 * k, rel=1e-12)

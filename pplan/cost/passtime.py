@@ -39,7 +39,9 @@ benchmarks/device/2026-12-04-h200); other kernels pay `kernel_overhead_us`, and 
 overlap splits a GEMM into (`TpOverlap`: back to back on alternating streams, each chunk's tail hides under the
 next one's ramp, assumed).
 Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus the FP32
-cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`). The input embedding is memory-bound
+cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`, at `efficiency.loss_hbm` of the HBM
+bandwidth: on Hopper 0.65, measured, where its row reductions over the vocabulary and in-place FP32 passes run
+below the streaming kernels' 0.8). The input embedding is memory-bound
 (`embedding_pass_times`): its lookup in F, and in W its weight gradient, a dense V/t × h tensor per micro-batch
 (PyTorch's embedding backward zero-fills it and adds the q·b rows in), added into the rank's main gradient where
 the stack accumulates one (`main_grad_accumulation`). Under tensor parallelism both ends run collectives of one
@@ -588,11 +590,12 @@ def _routed_layer(
 @lru_cache(maxsize=8192)
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """The output layer and loss for one micro-batch on the last chunk."""
-    gemm_rate, _, hbm_rate, overhead = _rates(hw)
+    gemm_rate, _, _, overhead = _rates(hw)
+    loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction
     logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
     elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
-    loss_f = LOSS_BYTES[0] * elements / hbm_rate + LOSS_KERNELS[0] * overhead
-    loss_i = LOSS_BYTES[1] * elements / hbm_rate + LOSS_KERNELS[1] * overhead
+    loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
+    loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
     gemm_overhead = hw.efficiency.gemm_overhead_s
     g = logit / gemm_rate + gemm_overhead
     gather, back = end_collectives_s(model, hw, plan).output

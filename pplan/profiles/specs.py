@@ -443,6 +443,10 @@ class EfficiencySpec(_Frozen):
     """Fraction of the FP8 peak that FP8 GEMMs reach (10^-9 to 1); defaults to matmul (assumed, unfitted)."""
     hbm: Fraction = 0.8
     """Fraction of HBM bandwidth that memory-bound kernels (norms, activations, optimizer) reach (10^-9 to 1)."""
+    loss_hbm: Fraction | None = None
+    """Fraction of HBM bandwidth the cross-entropy's FP32 kernels over the logits reach (10^-9 to 1): the cast, the
+    row max and sum over the vocabulary, exp and the normalisation forward, the scaling and cast backward
+    (`pplan.cost.passtime.LOSS_BYTES`); defaults to `hbm`."""
     kernel_overhead_us: LatencyUs = 4.0
     """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6)."""
     gemm_overhead_us: LatencyUs | None = None
@@ -457,6 +461,10 @@ class EfficiencySpec(_Frozen):
         return (
             self.gemm_overhead_us if self.gemm_overhead_us is not None else self.kernel_overhead_us
         ) * 1e-6
+
+    @property
+    def loss_hbm_fraction(self) -> float:
+        return self.loss_hbm if self.loss_hbm is not None else self.hbm
 
     @property
     def attention_fraction(self) -> float:
