@@ -8,8 +8,8 @@ efficiency, the loss, the input embedding, the fixed cost per kernel) a miss aga
 
 Cases (`--cases readme`): the unpipelined rows of the Megatron-LM README's H100 table (1.7B t1, 7.1B t2, 16B t4,
 32B t8; pplan's worst misses), its 177B at t8, and NVIDIA's DGX Cloud GPT-3 175B at t4 (s = 2048), one layer at
-b = 1 (`--micro-batch` for others) as one GPU of that plan runs it (tensor-parallel shards, no collectives). `--cases llama`: Llama 3 8B at
-t = 1 and 70B and 405B at t = 8, s = 8192.
+b = 1 (`--micro-batch` for others) as one GPU of that plan runs it (tensor-parallel shards, no collectives).
+`--cases llama`: Llama 3 8B at t = 1 and 70B and 405B at t = 8, s = 8192.
 
 Each case's whole layer is also run as the benchmark harness builds it (`pplan.bench.blocks.TransformerLayer`, one
 rank's shard, `Case.layer`), with torch's fused RMSNorm where the model has RMSNorm: F (forward with autograd

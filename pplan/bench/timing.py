@@ -1,6 +1,7 @@
-"""What the device checks share (torch; benchmarks/bench_components.py, bench_gemm_sweep.py): timing a callable as
-the median of repeated runs after warm-up, with CUDA events on a GPU and the wall clock elsewhere (`Timer`), and
-writing a run's figures as JSON stamped with the date, the device and the torch release (`write_record`)."""
+"""What the device checks share (torch; benchmarks/bench_components.py, bench_gemm_sweep.py,
+bench_gemm_kinds.py, bench_attention.py): timing a callable as the median of repeated runs after warm-up, with
+CUDA events on a GPU and the wall clock elsewhere (`Timer`), and writing a run's figures as JSON stamped with the
+date, the device and the torch release (`write_record`)."""
 
 from __future__ import annotations
 
