@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from pplan.bench.timing import Timer, write_record
+from pplan.bench.timing import Timer, add_device_options, write_record
 
 CASES = (
     # label, query heads, KV heads, s
@@ -63,14 +63,11 @@ def _passes(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--bf16-tflops", type=float, default=989.4)
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="write the figures to this file")
+    add_device_options(parser)
     args = parser.parse_args(argv)
-    dev = torch.device(args.device)
-    timer = Timer(dev, args.reps, args.warmup)
+    timer = Timer.from_options(args)
+    dev = timer.device
     peak = args.bf16_tflops * 1e12
     rows: list[dict[str, Any]] = []
     print("| case | backend | forward ms | fraction | backward ms | fraction |")

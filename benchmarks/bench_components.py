@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from pplan.bench.blocks import TransformerLayer
 from pplan.bench.components import Case, Component
 from pplan.bench.config import block_shape, scaled_model
-from pplan.bench.timing import Timer, write_record
+from pplan.bench.timing import Timer, add_device_options, write_record
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
 from pplan.profiles.specs import ModelSpec
 from pplan.validation.published import row_model
@@ -270,19 +270,16 @@ def measure(component: Component, model: ModelSpec, dev: torch.device, timer: Ti
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="cuda or cpu")
     parser.add_argument(
         "--hardware", default="h200-sxm-141gb", help="the profile whose predictions are shown"
     )
     parser.add_argument("--cases", choices=("readme", "llama", "tiny"), default="readme")
     parser.add_argument("--micro-batch", type=int, default=1, help="b of the readme cases")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="write the figures to this file")
+    add_device_options(parser, reps=10)
     args = parser.parse_args(argv)
-    dev = torch.device(args.device)
+    timer = Timer.from_options(args)
+    dev = timer.device
     hw = load_hardware(args.hardware)
-    timer = Timer(dev, args.reps, args.warmup)
     cases = {"readme": lambda: readme_cases(args.micro_batch), "llama": llama_cases, "tiny": tiny_cases}[
         args.cases
     ]()

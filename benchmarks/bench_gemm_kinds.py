@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pplan.bench.timing import Timer, write_record
+from pplan.bench.timing import Timer, add_device_options, write_record
 
 GROUPED = (
     # label, local experts G, rows per expert R, hidden h, expert FFN width f
@@ -75,15 +75,12 @@ def fp8_op(dev: torch.device, m: int, k: int, n: int) -> Callable[[], object]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--bf16-tflops", type=float, default=989.4)
     parser.add_argument("--fp8-tflops", type=float, default=1978.9)
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="write the figures to this file")
+    add_device_options(parser)
     args = parser.parse_args(argv)
-    dev = torch.device(args.device)
-    timer = Timer(dev, args.reps, args.warmup)
+    timer = Timer.from_options(args)
+    dev = timer.device
     bf16_peak, fp8_peak = args.bf16_tflops * 1e12, args.fp8_tflops * 1e12
 
     def frac(flops: float, seconds: float | str, peak: float) -> str:

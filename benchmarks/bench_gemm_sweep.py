@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from pplan.bench.timing import Timer, write_record
+from pplan.bench.timing import Timer, add_device_options, write_record
 
 SHAPES = (
     "2048x2048",  # GPT 1.7B projection
@@ -49,18 +49,15 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), help="K×N weight shapes, e.g. 4096x4096")
     parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS), help="the M values")
     parser.add_argument(
         "--peak-tflops", type=float, default=989.4, help="the dense BF16 peak the rate is over"
     )
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="write the figures to this file")
+    add_device_options(parser)
     args = parser.parse_args(argv)
-    dev = torch.device(args.device)
-    timer = Timer(dev, args.reps, args.warmup)
+    timer = Timer.from_options(args)
+    dev = timer.device
     rows = []
     fits = []
     print("| K × N | M | ms | fraction of peak |")

@@ -1,10 +1,11 @@
 """What the device checks share (torch; benchmarks/bench_components.py, bench_gemm_sweep.py,
 bench_gemm_kinds.py, bench_attention.py): timing a callable as the median of repeated runs after warm-up, with
 CUDA events on a GPU and the wall clock elsewhere (`Timer`), and writing a run's figures as JSON stamped with the
-date, the device and the torch release (`write_record`)."""
+date, the device and the torch release (`write_record`); the options every check takes (`add_device_options`)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import statistics
@@ -15,11 +16,24 @@ from typing import Any
 import torch
 
 
+def add_device_options(parser: argparse.ArgumentParser, reps: int = 20) -> None:
+    """--device, --reps, --warmup and --json, as every device check takes them."""
+    parser.add_argument("--device", default="cuda", help="cuda or cpu")
+    parser.add_argument("--reps", type=int, default=reps, help="timed runs of each item (the median is kept)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs before them")
+    parser.add_argument("--json", help="write the figures to this file")
+
+
 class Timer:
     """Median seconds of a callable on `device`: CUDA events on a GPU, the wall clock elsewhere."""
 
     def __init__(self, device: torch.device, reps: int, warmup: int) -> None:
         self.device, self.reps, self.warmup = device, reps, warmup
+
+    @classmethod
+    def from_options(cls, args: argparse.Namespace) -> Timer:
+        """The timer `add_device_options`' parsed options ask for."""
+        return cls(torch.device(args.device), args.reps, args.warmup)
 
     def __call__(self, fn: Callable[[], object]) -> float:
         for _ in range(self.warmup):
