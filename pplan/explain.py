@@ -571,8 +571,7 @@ def _assumptions(
         out.append(
             f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {eff.attention_fraction:.0%} for attention, "
             f"{eff.hbm:.0%} of HBM bandwidth ({eff.loss_hbm_fraction:.0%} for the loss), "
-            f"{eff.gemm_overhead_s * 1e6:g} µs per GEMM and "
-            f"{eff.kernel_overhead_us:g} µs per other kernel ({state}; profile "
+            f"{eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"
         )
         out.append(INTERVAL_ASSUMPTION)

@@ -42,13 +42,13 @@ def test_fp8_weight_caches_are_two_bytes_per_linear_weight() -> None:
 
 def test_fp8_linears_run_at_the_fp8_rate_and_the_core_stays_bf16() -> None:
     """The forward's GEMM item: the Linears' 2·s·(weights) FLOPs at 1978.9 TFLOP/s × the FP8 efficiency (the
-    profile's GEMM efficiency where none is fitted), plus four GEMMs' fixed times; the attention item unchanged."""
+    profile's GEMM efficiency where none is fitted), plus four kernel overheads; the attention item unchanged."""
     linear_flops = 2 * S * (H * 48 * 128 + H * H + 3 * H * F)
     eff = H100.efficiency
     fp8_rate = 1978.9e12 * (eff.fp8_matmul if eff.fp8_matmul is not None else eff.matmul)
     fp8 = dict(layer_pass_times(LLAMA, H100, _plan("fp8").shape).f)
     bf16 = dict(layer_pass_times(LLAMA, H100, _plan("bf16").shape).f)
-    assert fp8["gemm"] == pytest.approx(linear_flops / fp8_rate + 4 * eff.gemm_overhead_s)
+    assert fp8["gemm"] == pytest.approx(linear_flops / fp8_rate + 4 * eff.kernel_overhead_us * 1e-6)
     assert fp8["attention"] == bf16["attention"]
     assert fp8["memory-bound"] > bf16["memory-bound"]  # the casts
 

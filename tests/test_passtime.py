@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pplan.cost.passtime import (
+    attention_tail_s,
     chunk_pass_times,
     layer_gemms_s,
     layer_pass_times,
@@ -331,3 +332,22 @@ def test_the_loss_runs_at_the_profiles_loss_fraction_of_hbm_else_at_hbm() -> Non
         k = hw.efficiency.kernel_overhead_us * 1e-6
         assert dict(ends.f)["loss"] == pytest.approx(38 * logits / rate + 6 * k, rel=1e-12)
         assert dict(ends.i)["loss"] == pytest.approx(14 * logits / rate + 2 * k, rel=1e-12)
+
+
+def test_the_attention_core_pays_its_busiest_block_alone_on_one_sm() -> None:
+    """Llama 3 70B at t = 8, s = 4096, b = 1 on the H100 (132 SMs, the core at 0.339 of 989.4 TFLOP/s): one rank's 8
+    heads; a query row's forward core over all 4,096 keys is 4 · 4,096 · 128 FLOPs per head (QKᵀ and PV), and the
+    busiest block takes 128 such rows on one SM: 128 · 4 · 4,096 · 128 / (989.4e12 · 0.339 / 132) s. The backward's
+    block does 2.5 times the work (four gradient matmuls and the recomputed scores). No SM count, no tail."""
+    plan = make_plan(LLAMA, PlanRequest(gpus=8, global_batch=1, micro_batch=1, tp=8, seq_len=4096))
+    per_sm = 989.4e12 * 0.339 / 132
+    want_f = 128 * 4 * 4096 * 128 / per_sm
+    row_f = 4 * 4096 * 128 * 8  # the rank's 8 heads
+    assert attention_tail_s(LLAMA, H100, plan.shape, row_f) == pytest.approx(want_f, rel=1e-12)
+    f = dict(layer_pass_times(LLAMA, H100, plan.shape).f)["attention"]
+    i = dict(layer_pass_times(LLAMA, H100, plan.shape).i)["attention"]
+    core_f = 4 * 4096 * 4096 * 128 * 8 / 2 / (989.4e12 * 0.339)  # the causal half of the rank's core
+    assert f == pytest.approx(core_f + want_f + 2 * 4e-6, rel=1e-9)
+    assert i == pytest.approx(2.5 * core_f + 2.5 * want_f + 2 * 4e-6, rel=1e-9)
+    no_sms = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"sms": None})})
+    assert attention_tail_s(LLAMA, no_sms, plan.shape, row_f) == 0.0

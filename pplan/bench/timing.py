@@ -21,19 +21,27 @@ def add_device_options(parser: argparse.ArgumentParser, reps: int = 20) -> None:
     parser.add_argument("--device", default="cuda", help="cuda or cpu")
     parser.add_argument("--reps", type=int, default=reps, help="timed runs of each item (the median is kept)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs before them")
+    parser.add_argument(
+        "--inner",
+        type=int,
+        default=1,
+        help="calls back to back inside each timed run (the time is divided by it): more than 1 hides the CPU's "
+        "launch latency, which a lone kernel timed between two CUDA events includes",
+    )
     parser.add_argument("--json", help="write the figures to this file")
 
 
 class Timer:
-    """Median seconds of a callable on `device`: CUDA events on a GPU, the wall clock elsewhere."""
+    """Median seconds of a callable on `device`: CUDA events on a GPU, the wall clock elsewhere; each timed run
+    makes `inner` calls back to back and counts their mean."""
 
-    def __init__(self, device: torch.device, reps: int, warmup: int) -> None:
-        self.device, self.reps, self.warmup = device, reps, warmup
+    def __init__(self, device: torch.device, reps: int, warmup: int, inner: int = 1) -> None:
+        self.device, self.reps, self.warmup, self.inner = device, reps, warmup, inner
 
     @classmethod
     def from_options(cls, args: argparse.Namespace) -> Timer:
         """The timer `add_device_options`' parsed options ask for."""
-        return cls(torch.device(args.device), args.reps, args.warmup)
+        return cls(torch.device(args.device), args.reps, args.warmup, args.inner)
 
     def __call__(self, fn: Callable[[], object]) -> float:
         for _ in range(self.warmup):
@@ -44,15 +52,17 @@ class Timer:
                 start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start.record()
-                fn()
+                for _ in range(self.inner):
+                    fn()
                 end.record()
                 torch.cuda.synchronize()
                 times.append(float(start.elapsed_time(end)) / 1e3)
             else:
                 t0 = time.perf_counter()
-                fn()
+                for _ in range(self.inner):
+                    fn()
                 times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return statistics.median(times) / self.inner
 
 
 def write_record(path: str, device: torch.device, figures: dict[str, Any]) -> None:

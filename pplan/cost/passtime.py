@@ -1,9 +1,10 @@
 """Seconds per pass: forward F, input-gradient I and weight-gradient W of every model chunk, itemised.
 
 Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, P the BF16 peak in FLOP/s):
-- GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one GEMM overhead each (`gemm_overhead_s`);
+- GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one kernel overhead each;
 - attention core: flops / t / (P · e_attention); flash attention skips the masked half of a causal score matrix
-  (so it runs half the counted FLOPs) and its backward recomputes QKᵀ (`FLASH_BACKWARD_MATMULS`); without
+  (so it runs half the counted FLOPs), its backward recomputes QKᵀ (`FLASH_BACKWARD_MATMULS`), and each pass
+  ends with its busiest thread block alone on one SM (`attention_tail_s`); without
   flash, the a·q·s·b/t score elements stream through HBM: 8 bytes each in the forward (13 with attention
   dropout), twice that in the backward;
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
@@ -31,13 +32,9 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
   `h2d_stream` in `pipeline_parallel/fine_grained_activation_offload.py`), overlapping compute, so what a layer's
   pass exposes is max(0, copy time − that pass's time for the layer without the copy) ("offload"); layers that
   are full-recompute checkpoints save nothing and copy nothing.
-Shape dependence: every GEMM kernel pays a fixed time τ (`efficiency.gemm_overhead_us`: its launch, ramp and tail)
-on top of flops / (P · e_matmul), so the effective GEMM efficiency is e_matmul / (1 + τ · P · e_matmul / flops):
-small micro-batches and thin tensor-parallel shards (fewer FLOPs per kernel) run further below peak. On Hopper τ
-is measured (18 µs: the intercept of time against FLOPs over 117 GEMMs of real layer shards on an H200,
-benchmarks/device/2026-12-04-h200); other kernels pay `kernel_overhead_us`, and so do the chunks a tensor-parallel
-overlap splits a GEMM into (`TpOverlap`: back to back on alternating streams, each chunk's tail hides under the
-next one's ramp, assumed).
+Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
+effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
+tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
 Ends: the output layer and loss run a V-wide GEMM (flops.logits_flops) in each of F, I and W plus the FP32
 cross-entropy over the logits in F and I (memory-bound, `LOSS_BYTES`, at `efficiency.loss_hbm` of the HBM
 bandwidth: on Hopper 0.65, measured, where its row reductions over the vocabulary and in-place FP32 passes run
@@ -136,6 +133,10 @@ writes y forward; its backward reads x and dy and writes dx."""
 QK_NORM_KERNELS = 2
 SCORE_KERNELS = 2
 """Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
+ATTENTION_BLOCK_ROWS = 128
+"""Queries (forward) or keys (backward) one flash-attention thread block handles at head width 128: FlashAttention-2
+splits the sequence into blocks of 64-128 rows (Dao 2023, arXiv 2307.08691, §3.1 and §3.3); 128 reproduces the
+H200's timings (`attention_tail_s`)."""
 SCORE_BYTES_DROPOUT = (13, 19)
 """With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5), forward or backward."""
 
@@ -212,8 +213,8 @@ def layer_gemms_s(
     model: ModelSpec, hw: HardwareSpec, plan: LayerSetting
 ) -> tuple[float, float, float, float]:
     """Seconds of a layer's QKV, output projection, MLP first (gate and up) and second GEMMs on one GPU in the
-    forward; each one's input-gradient and weight-gradient GEMMs take the same (+ one GEMM overhead each)."""
-    overhead = hw.efficiency.gemm_overhead_s
+    forward; each one's input-gradient and weight-gradient GEMMs take the same (+ one kernel overhead each)."""
+    _, _, _, overhead = _rates(hw)
     gemm_rate = linear_rate(hw, plan)
     fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
     matrices = 3 if model.mlp == "swiglu" else 2
@@ -332,7 +333,7 @@ def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBac
     With the stack's full TP overlap (`tp_comm_overlap`) the row-parallel all-gathers also run behind the input
     gradient GEMMs of the projection and the MLP's second GEMM: every one of the six is exposed only where it
     outlasts its GEMM.
-    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one GEMM overhead (`layer_gemms_s`)."""
+    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one kernel overhead (`layer_gemms_s`)."""
     if plan.tp == 1:
         return TpBackward(0.0, 0.0)
     whole = 2 * tp_collective_s(model, hw, plan)
@@ -403,7 +404,6 @@ def with_offload(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, times: 
 def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU, without activation offload."""
     bf16_rate, attn_rate, hbm_rate, overhead = _rates(hw)
-    gemm_overhead = hw.efficiency.gemm_overhead_s
     gemm_rate = linear_rate(hw, plan)
     t = plan.tp
     sp = t if plan.sequence_parallel else 1
@@ -446,10 +446,11 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         core = (passf.get("attention/scores") + passf.get("attention/context")) / t
         mm = sum(n for name, n in passf.items if name not in BF16_OR_OWN_ITEMS) / t
         router = passf.get("moe/router") / t / bf16_rate  # the router stays BF16 (pplan.model.precision)
-        out = [("gemm", mm / gemm_rate + router + gemm_kernels(model) * gemm_overhead)]
+        out = [("gemm", mm / gemm_rate + router + gemm_kernels(model) * overhead)]
         if core:
             rerun = FLASH_BACKWARD_MATMULS / 4 if plan.flash_attention and kind == "I" else 1.0
-            out.append(("attention", core * core_fraction * rerun / attn_rate + 2 * overhead))
+            tail = attention_tail_s(model, hw, plan, core * rerun / tokens) if plan.flash_attention else 0.0
+            out.append(("attention", core * core_fraction * rerun / attn_rate + tail + 2 * overhead))
         if routed is not None:
             out.append(("experts", routed.gemm_s))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
@@ -483,8 +484,8 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             "core_attn": dict(base.f).get("attention", 0.0)
             + (softmax_bytes / hbm_rate + SCORE_KERNELS * overhead if softmax_bytes else 0.0),
             "layernorm": NORM_TENSORS * tokens * h * 2 / sp / hbm_rate + 2 * overhead,
-            "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * gemm_overhead + act_bytes / hbm_rate + overhead + tp_coll,
-            "mla_up_proj": gemm["F"].get("attention/qkv") / t / gemm_rate + 2 * gemm_overhead,
+            "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead + act_bytes / hbm_rate + overhead + tp_coll,
+            "mla_up_proj": gemm["F"].get("attention/qkv") / t / gemm_rate + 2 * overhead,
             "moe_act": 0.0,
         }  # fmt: skip
         if (
@@ -544,6 +545,24 @@ def tensor_parallel_mlp_width(model: ModelSpec) -> int:
     return model.moe.shared_expert_ffn_hidden_size
 
 
+def attention_tail_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, row_flops: float) -> float:
+    """The flash-attention core's tail: the one thread block with the most work, which runs on one SM after the
+    others have drained. A block takes `ATTENTION_BLOCK_ROWS` queries of one head (forward) or keys (backward)
+    against every key (query) that row sees, so its FLOPs are that many times one row's: `row_flops` is the pass's
+    core FLOPs per query row of the rank (all its heads, every key it sees: the full count, not the causal half),
+    divided by the rank's heads. It runs at one SM's share of the core's rate, P · e_attention / SMs. Zero where
+    the profile gives no SM count. Under context parallelism the ring's cp kernels each see s/cp keys, so their
+    tails add up to about one over s (assumed). Checked on an H200 (pplan's benchmarks/device/2026-12-04-h200):
+    with FlashAttention-2's sourced rate and no fitted constant, the twelve causal cores of README and Llama 3
+    shards (7-32 heads, s = 4,096 and 8,192) are reproduced within 4.5 % RMS, 6.6 % at worst."""
+    sms = hw.gpu.sms
+    if sms is None:
+        return 0.0
+    heads = max(1, model.num_attention_heads // plan.tp)
+    rate = hw.gpu.peak_bf16_tflops * 1e12 * hw.efficiency.attention_fraction
+    return row_flops / heads * ATTENTION_BLOCK_ROWS / (rate / sms)
+
+
 def gemm_kernels(model: ModelSpec) -> int:
     """GEMM kernels per pass of one layer, routed experts aside: the attention's projections (QKV and output; MLA:
     the down- and up-projections and the output) and the MLP's two (fused gate and up, down), or a routed layer's
@@ -576,10 +595,11 @@ def _routed_layer(
     moe = model.moe
     if moe is None:
         return None
+    overhead = hw.efficiency.kernel_overhead_us * 1e-6
     flops = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f.get("moe/experts") / plan.tp
     # grouped GEMMs reach grouped_gemm / matmul of what plain GEMMs of the same precision reach
     grouped = hw.efficiency.grouped_gemm_fraction / hw.efficiency.matmul
-    gemm_s = flops / (linear_rate(hw, plan) * grouped) + 2 * hw.efficiency.gemm_overhead_s
+    gemm_s = flops / (linear_rate(hw, plan) * grouped) + 2 * overhead
     inner = expert_rows(model, plan) * moe.expert_ffn_hidden_size / plan.etp * 2
     routing = routing_bytes(model, plan)
     activation = (act_tensors[0] * inner, act_tensors[1] * inner)
@@ -596,8 +616,7 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
     loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
     loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
-    gemm_overhead = hw.efficiency.gemm_overhead_s
-    g = logit / gemm_rate + gemm_overhead
+    g = logit / gemm_rate + overhead
     gather, back = end_collectives_s(model, hw, plan).output
     if overlaps_tp_backward(plan.stack, plan.splits_backward):
         back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
@@ -610,8 +629,7 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
         return ends
     # each multi-token-prediction module: its 2h → h projection, one layer, and the output layer and loss again
     proj = (
-        mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate
-        + gemm_overhead
+        mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
     )
     layer = layer_pass_times(model.mtp_layer, hw, plan)
     module = (

@@ -30,8 +30,6 @@ def _eff(hw: HardwareSpec, field: str, k: float) -> HardwareSpec:
     eff = hw.efficiency
     if field == "attention":
         value = min(1.0, eff.attention_fraction * k)
-    elif field == "gemm_overhead_us":
-        value = eff.gemm_overhead_s * 1e6 * k
     elif field == "kernel_overhead_us":
         value = eff.kernel_overhead_us * k
     else:
@@ -48,7 +46,6 @@ INPUTS: tuple[tuple[str, Callable[[HardwareSpec, float], HardwareSpec]], ...] = 
     ("GEMM efficiency", lambda hw, k: _eff(hw, "matmul", k)),
     ("attention efficiency", lambda hw, k: _eff(hw, "attention", k)),
     ("HBM efficiency", lambda hw, k: _eff(hw, "hbm", k)),
-    ("GEMM overhead", lambda hw, k: _eff(hw, "gemm_overhead_us", k)),
     ("kernel overhead", lambda hw, k: _eff(hw, "kernel_overhead_us", k)),
     ("intra-node bandwidth", lambda hw, k: _link(hw, "intra_node", k)),
     ("inter-node bandwidth", lambda hw, k: _link(hw, "inter_node", k)),

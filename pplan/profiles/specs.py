@@ -448,19 +448,9 @@ class EfficiencySpec(_Frozen):
     row max and sum over the vocabulary, exp and the normalisation forward, the scaling and cast backward
     (`pplan.cost.passtime.LOSS_BYTES`); defaults to `hbm`."""
     kernel_overhead_us: LatencyUs = 4.0
-    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6)."""
-    gemm_overhead_us: LatencyUs | None = None
-    """Fixed cost per GEMM kernel in place of `kernel_overhead_us`, µs (0 to 10^6): its launch, the first tiles'
-    loads, the last partial wave and the epilogue, the time a GEMM takes beyond FLOPs / (peak · matmul); what makes
-    small GEMMs run below `matmul`. Defaults to `kernel_overhead_us`."""
+    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6); what makes small GEMMs run below peak."""
     calibrated: bool = False
     """False until fitted to published runs; `explain` says so."""
-
-    @property
-    def gemm_overhead_s(self) -> float:
-        return (
-            self.gemm_overhead_us if self.gemm_overhead_us is not None else self.kernel_overhead_us
-        ) * 1e-6
 
     @property
     def loss_hbm_fraction(self) -> float:
