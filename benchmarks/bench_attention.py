@@ -63,7 +63,6 @@ def _passes(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bf16-tflops", type=float, default=989.4)
     add_device_options(parser)
     args = parser.parse_args(argv)
     timer = Timer.from_options(args)

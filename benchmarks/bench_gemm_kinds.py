@@ -75,7 +75,6 @@ def fp8_op(dev: torch.device, m: int, k: int, n: int) -> Callable[[], object]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bf16-tflops", type=float, default=989.4)
     parser.add_argument("--fp8-tflops", type=float, default=1978.9)
     add_device_options(parser)
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ at a fixed weight shape), which pplan's pass-time model charges per GEMM kernel.
 
 Each (M, K, N) is an M×K by K×N product, timed with CUDA events (the wall clock on a CPU) as the median of `--reps`
 runs after warm-up. For each weight shape the script fits t = FLOPs / rate + fixed by least squares on relative
-error and prints the rate (as a fraction of `--peak-tflops`) and the fixed µs. Needs torch.
+error and prints the rate (as a fraction of `--bf16-tflops`) and the fixed µs. Needs torch.
 """
 
 from __future__ import annotations
@@ -51,9 +51,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), help="K×N weight shapes, e.g. 4096x4096")
     parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS), help="the M values")
-    parser.add_argument(
-        "--peak-tflops", type=float, default=989.4, help="the dense BF16 peak the rate is over"
-    )
     add_device_options(parser)
     args = parser.parse_args(argv)
     timer = Timer.from_options(args)
@@ -73,11 +70,11 @@ def main(argv: list[str] | None = None) -> None:
             points.append((flops, seconds))
             rows.append({"m": m, "k": k, "n": n, "seconds": seconds})
             print(
-                f"| {k} × {n} | {m} | {seconds * 1e3:.4f} | {flops / seconds / (args.peak_tflops * 1e12):.3f} |"
+                f"| {k} × {n} | {m} | {seconds * 1e3:.4f} | {flops / seconds / (args.bf16_tflops * 1e12):.3f} |"
             )
         per_flop, fixed = fit(points)
         fits.append(
-            {"k": k, "n": n, "rate_fraction": 1 / per_flop / (args.peak_tflops * 1e12), "fixed_s": fixed}
+            {"k": k, "n": n, "rate_fraction": 1 / per_flop / (args.bf16_tflops * 1e12), "fixed_s": fixed}
         )
     print()
     print("| K × N | fitted fraction of peak | fixed µs |")
@@ -85,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     for f in fits:
         print(f"| {f['k']} × {f['n']} | {f['rate_fraction']:.3f} | {f['fixed_s'] * 1e6:.1f} |")
     if args.json:
-        write_record(args.json, dev, {"peak_tflops": args.peak_tflops, "gemms": rows, "fits": fits})
+        write_record(args.json, dev, {"bf16_tflops": args.bf16_tflops, "gemms": rows, "fits": fits})
 
 
 if __name__ == "__main__":

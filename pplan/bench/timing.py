@@ -17,8 +17,14 @@ import torch
 
 
 def add_device_options(parser: argparse.ArgumentParser, reps: int = 20) -> None:
-    """--device, --reps, --warmup and --json, as every device check takes them."""
+    """--device, --reps, --warmup, --inner, --json and --bf16-tflops, as every device check takes them."""
     parser.add_argument("--device", default="cuda", help="cuda or cpu")
+    parser.add_argument(
+        "--bf16-tflops",
+        type=float,
+        default=989.4,
+        help="the dense BF16 peak fractions are of (H100/H200 SXM)",
+    )
     parser.add_argument("--reps", type=int, default=reps, help="timed runs of each item (the median is kept)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs before them")
     parser.add_argument(
