@@ -12,7 +12,10 @@ Import torch inside the tests or fixtures that need it, never at a module's top 
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +25,29 @@ os.environ["PPLAN_CACHE_DIR"] = (
 # and none writes to the user's cache; tests/test_structure_cache.py turns it on where it is the subject
 
 ALL_TIERS = "--all-tiers"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _validate_fits_once() -> Iterator[None]:
+    """`pplan validate` fits every GPU type's efficiency with each published set left out: about 7 s, and several
+    tests run the command. Its fits depend only on the published sets and the flag, and come back as frozen data,
+    so the command's runs in one test process share them (`check_sets` itself is tested directly)."""
+    from pplan.validation.published import check_sets as fitted
+
+    kept: dict[str, Any] = {}
+
+    def check_sets_once(published: list[dict[str, Any]], *args: Any) -> Any:
+        named = [f"{a.__module__}.{a.__qualname__}" if callable(a) else a for a in args]
+        key = json.dumps([published, named], sort_keys=True, default=str)
+        if key not in kept:
+            kept[key] = fitted(published, *args)
+        return list(kept[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("pplan.cli.validate.check_sets", check_sets_once)
+        yield
+
+
 _DROPPED = pytest.StashKey[int]()
 
 
@@ -47,6 +73,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
     config.stash[_DROPPED] = len(dropped)
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller prints the summary
+        config.workeroutput["dropped"] = len(dropped)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: every worker collects (and deselects) the same tests; keep one worker's count."""
+    node.config.stash[_DROPPED] = node.workeroutput.get("dropped", 0)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

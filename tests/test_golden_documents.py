@@ -255,8 +255,20 @@ parameters on 3,072 GPUs, seconds of work."""
 assert set(CASES) >= SLOW_CASES
 
 
+VALIDATE_GROUP = pytest.mark.xdist_group("validate")
+"""The validate runs share their fits in one test process (tests/conftest.py): one worker takes them all."""
+
+
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=pytest.mark.acceptance) if c in SLOW_CASES else c for c in sorted(CASES)]
+    "case",
+    [
+        pytest.param(c, marks=[pytest.mark.acceptance, VALIDATE_GROUP])
+        if c in SLOW_CASES
+        else pytest.param(c, marks=VALIDATE_GROUP)
+        if c.startswith("validate")
+        else c
+        for c in sorted(CASES)
+    ],
 )
 def test_document_matches_golden(case: str, capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, *CASES[case])

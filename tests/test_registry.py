@@ -255,12 +255,12 @@ def test_uneven_ends_is_the_closest_split_a_brute_force_finds() -> None:
     1 ≤ b ≤ a ≤ q: the split exists exactly when it says so, it splits, and no other has ends closer to q."""
     for layers in range(3, 130):
         for chunks in range(3, 40):
+            # every (a, b, q) with a + b + q·(n − 2) = L and 1 ≤ b ≤ a ≤ q: b is fixed by q and a
             splits = [
                 (q - b, a, b)
                 for q in range(1, layers + 1)
                 for a in range(1, q + 1)
-                for b in range(1, a + 1)
-                if a + b + q * (chunks - 2) == layers
+                if 1 <= (b := layers - a - q * (chunks - 2)) <= a
             ]
             got = uneven_ends(layers, chunks)
             if not splits:

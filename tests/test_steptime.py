@@ -112,6 +112,7 @@ def test_explain_json_performance_block(capsys: pytest.CaptureFixture[str]) -> N
     assert gemm["minus_10pct_step_change"] > 0 > gemm["plus_10pct_step_change"]
 
 
+@pytest.mark.xdist_group("validate")  # shares the fits (tests/conftest.py)
 def test_validate_command_reports_in_and_out_of_sample(capsys: pytest.CaptureFixture[str]) -> None:
     doc = run_pplan(capsys, "validate", "--json").json()
     assert doc["schema"] == "pplan.validate/3"

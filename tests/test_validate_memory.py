@@ -138,6 +138,7 @@ def test_every_bar_is_predicted_with_reasons_above_the_threshold(result: MemoryV
             assert row.error > 0  # the embeddings Figure 1 leaves out
 
 
+@pytest.mark.xdist_group("validate")  # shares the fits (tests/conftest.py)
 def test_cli_prints_both_figures_after_the_step_time_sets(capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, "validate", "--memory")
     assert res.code == 0, res.err
@@ -153,6 +154,7 @@ def test_cli_prints_both_figures_after_the_step_time_sets(capsys: pytest.Capture
         assert text in res.out
 
 
+@pytest.mark.xdist_group("validate")  # shares the fits (tests/conftest.py)
 def test_json_document_validates_and_carries_the_memory_block(capsys: pytest.CaptureFixture[str]) -> None:
     got = run_pplan(capsys, "validate", "--memory", "--json")
     assert got.code == 0, got.err
