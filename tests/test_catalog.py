@@ -18,6 +18,7 @@ from tests.cli_run import run_pplan
 HARDWARE = {
     "a100-sxm-40gb",
     "a100-sxm-80gb",
+    "gb200-nvl72",
     "h100-sxm-80gb",
     "h200-sxm-141gb",
     "h800-sxm-80gb",

@@ -158,11 +158,11 @@ def test_published_schemas_are_closed_and_require_every_key(
     capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
     """`pplan schema NAME`: no object takes keys beyond its own, and every key is required except the ones a
-    field says are left out (validate's `practice`, `recompute_gaps` and `memory`, bench's `calibration`)."""
+    field says are left out (validate's `practice`, `recompute_gaps`, `memory` and `recent`, bench's `calibration`)."""
     res = run_pplan(capsys, "schema", name)
     assert res.code == 0, res.err
     schema = res.json()
-    optional = {"practice", "recompute_gaps", "memory", "calibration"}
+    optional = {"practice", "recompute_gaps", "memory", "recent", "calibration"}
     for node in [schema, *schema.get("$defs", {}).values()]:
         assert node.get("additionalProperties") is False, node.get("title")
         assert set(node["properties"]) - set(node.get("required", [])) <= optional, node.get("title")

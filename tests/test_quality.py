@@ -24,7 +24,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists(),
                     reason="ruff not installed (it is in the test extra)")  # fmt: skip
 def test_ruff_clean() -> None:
-    res = _run("ruff", "check", "pplan", "tests", "benchmarks")
+    res = _run("ruff", "check", "pplan", "tests", "benchmarks", "scripts")
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -32,6 +32,8 @@ def test_mypy_clean() -> None:
     pytest.importorskip("mypy")
     res = _run("mypy")
     assert res.returncode == 0, res.stdout + res.stderr
-    # the configured files are the package, the tests and the benchmarks: every one of their modules
-    modules = sum(1 for folder in ("pplan", "tests", "benchmarks") for _ in (ROOT / folder).rglob("*.py"))
+    # the configured files are the package, the tests, the benchmarks and the scripts: every one of their modules
+    modules = sum(
+        1 for folder in ("pplan", "tests", "benchmarks", "scripts") for _ in (ROOT / folder).rglob("*.py")
+    )
     assert f"in {modules} source files" in res.stdout, res.stdout

@@ -18,14 +18,28 @@ from pplan.documents.validate import (
     ValidateDocument,
     ValidationSetOut,
     memory_document,
+    recent_document,
     scaling_document,
     validation_set_document,
 )
-from pplan.profiles.catalog import load_hardware, load_model, load_published_memory, load_published_runs
-from pplan.render.validate import memory_tables, render_validation_set, scaling_table, summary_table
+from pplan.profiles.catalog import (
+    load_hardware,
+    load_model,
+    load_published_memory,
+    load_published_runs,
+    load_recent_runs,
+)
+from pplan.render.validate import (
+    memory_tables,
+    recent_tables,
+    render_validation_set,
+    scaling_table,
+    summary_table,
+)
 from pplan.validation.memory import validate_memory
 from pplan.validation.practice import practice_rows
 from pplan.validation.published import check_sets, strong_scaling
+from pplan.validation.recent import predict_all
 
 
 @app.command()
@@ -44,6 +58,14 @@ def validate(
             "--memory",
             help="Also compare pplan's memory model with the per-GPU memory Korthikanti et al. 2022 publish "
             "(Figures 1 and 7), printed after the step-time sets (with --json: the document's memory block).",
+        ),
+    ] = False,
+    recent: Annotated[
+        bool,
+        typer.Option(
+            "--recent",
+            help="Also predict the bundled 2024–2026 published runs (Megatron-Bridge, NeMo, DGX Cloud, torchtitan, "
+            "DeepSeek-V3) at their published cuts, out of sample, with the error per set and per axis.",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/3 JSON document.")] = False,
@@ -73,7 +95,12 @@ def validate(
         memory_out = memory_document(validate_memory(data, load_model, load_hardware(data["hardware"])))
         if not as_json:
             console.print(memory_tables(memory_out))
+    recent_out = None
+    if recent:
+        collection = load_recent_runs()
+        recent_out = recent_document(collection, predict_all(collection, load_model, load_hardware))
+        if not as_json:
+            console.print(recent_tables(recent_out))
     if as_json:
-        print(
-            json_text(ValidateDocument(sets=sets, scaling=scaling, memory=memory_out).model_dump(mode="json"))
-        )
+        document = ValidateDocument(sets=sets, scaling=scaling, memory=memory_out, recent=recent_out)
+        print(json_text(document.model_dump(mode="json")))

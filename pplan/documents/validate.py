@@ -22,6 +22,7 @@ from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
 from pplan.validation.published import ScalingCheck, SetCheck
+from pplan.validation.recent import AXES, RecentRow, group
 
 VALIDATE_SCHEMA = "pplan.validate/3"
 
@@ -202,6 +203,71 @@ def scaling_document(check: ScalingCheck) -> ScalingCheckOut:
     )  # fmt: skip
 
 
+class RecentRunOut(Out):
+    id: str
+    """The run's id in the collection (its source set, release, system, model, precision and GPUs)."""
+    set_: str = Field(alias="set")
+    release: str
+    """The software release that ran it, as its source names it."""
+    stack: str
+    """megatron-bridge, nemo, torchtitan or deepseek."""
+    hardware: str
+    """pplan's hardware profile, or the published hardware where pplan has none."""
+    model: str
+    moe: bool
+    precision: str
+    fp8_recipe: str
+    """The FP8 scaling its source states: current, blockwise, mx, tensorwise, rowwise, unstated, or none (BF16)."""
+    seq_len: PositiveInt
+    uncertain: bool
+    """Flagged uncertain by the collection (a field inferred, inconsistent or a reduced-layer proxy): not counted."""
+    run: str
+    """The plan pplan predicted: t, p, v, cp, ep, d, micro-batch and m (empty when refused)."""
+    published_s: PositiveFloat | None
+    """Seconds per step as published or derived from the published throughput (null: not comparable)."""
+    predicted_s: NonNegativeFloat | None
+    error: float | None
+    """(predicted − published) / published; null when refused."""
+    refused: str | None
+    """What pplan is missing to express the run, in one line (null: predicted)."""
+    assumed: list[str]
+    """What pplan assumed where the source is silent."""
+    fits: bool
+    """Whether the plan fits in pplan's memory model."""
+
+
+class RecentGroupOut(Out):
+    axis: str
+    """set, sequence, precision, routing, hardware, stack or release."""
+    name: str
+    rows: int
+    counted: int
+    """Rows predicted and not flagged uncertain: the ones the figures are over."""
+    refused: int
+    mape: NonNegativeFloat | None
+    """Mean absolute error over the counted rows (null: none counted)."""
+    mean_error: float | None
+    """Signed mean error (positive: pplan predicts slower steps than published)."""
+    worst: NonNegativeFloat | None
+    within_15: int
+    """Counted rows within 15 %."""
+
+
+class RecentOut(Out):
+    source: str
+    """What the runs are and where they come from (each set's source is in `groups` of axis `set` by name)."""
+    sources: dict[str, str]
+    """Each set's source, by the set's name."""
+    rows: int
+    counted: int
+    mape: NonNegativeFloat | None
+    """Mean absolute error over every counted row."""
+    within_15: int
+    groups: list[RecentGroupOut]
+    """The counted rows' figures per group on each axis, axes in a fixed order."""
+    runs: list[RecentRunOut]
+
+
 class ValidateDocument(Out):
     schema_: str = Field(VALIDATE_SCHEMA, alias=SCHEMA_KEY)
     """The document's version."""
@@ -212,6 +278,9 @@ class ValidateDocument(Out):
     memory: MemoryValidationOut | None = Field(None, exclude_if=lambda value: value is None)
     """With --memory only (the key is left out otherwise): pplan's memory model against published per-GPU
     memory."""
+    recent: RecentOut | None = Field(None, exclude_if=lambda value: value is None)
+    """With --recent only (the key is left out otherwise): the bundled 2024–2026 published runs at their published
+    cuts, predicted with the profiles as they stand (none of them fitted: out of sample)."""
 
 
 def validation_set_document(
@@ -279,3 +348,26 @@ def memory_document(result: MemoryValidation) -> MemoryValidationOut:
 def _fields(model: type[Out], source: object, **given: object) -> dict[str, Any]:
     """`model`'s fields (by name, not alias) from `source`'s attributes of the same name, except those `given`."""
     return {name: given[name] if name in given else getattr(source, name) for name in model.model_fields}
+
+
+def recent_document(collection: dict[str, Any], rows: Sequence[RecentRow]) -> RecentOut:
+    """The recent runs' block of `pplan.validate/3`."""
+    errors = [abs(r.error) for r in rows if r.counted and r.error is not None]
+    return RecentOut(
+        source=collection["about"],
+        sources={s["name"]: s["source"] for s in collection["sets"]},
+        rows=len(rows),
+        counted=len(errors),
+        mape=sum(errors) / len(errors) if errors else None,
+        within_15=sum(e <= 0.15 for e in errors),
+        groups=[RecentGroupOut(**asdict(g)) for axis in AXES for g in group(rows, axis)],
+        runs=[
+            RecentRunOut(
+                id=r.id, set_=r.set_name, release=r.release, stack=r.stack, hardware=r.hardware, model=r.model,
+                moe=r.moe, precision=r.precision, fp8_recipe=r.fp8_recipe, seq_len=r.seq_len,
+                uncertain=r.uncertain, run=r.label, published_s=r.published_s, predicted_s=r.predicted_s,
+                error=r.error, refused=r.refused, assumed=list(r.assumed), fits=r.fits,
+            )
+            for r in rows
+        ],
+    )  # fmt: skip

@@ -362,3 +362,10 @@ def _validation_error(spec_type: type[BaseModel], err: ValidationError, shown: s
     if others:
         message += f" (also wrong: {', '.join(p.field or '(whole profile)' for p in others)})"
     return ProfileError(f"{shown}: {first.field}" if first.field else shown, message, first.fix)
+
+
+def load_recent_runs() -> dict[str, Any]:
+    """The bundled 2024–2026 published runs (pplan/validation/recent_runs.json) that `pplan validate --recent`
+    predicts."""
+    resource = resources.files("pplan.validation") / "recent_runs.json"
+    return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]

@@ -13,7 +13,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.validate import MemoryValidationOut, PracticeOut, ScalingCheckOut, ValidationSetOut
+from pplan.documents.validate import (
+    MemoryValidationOut,
+    PracticeOut,
+    RecentOut,
+    ScalingCheckOut,
+    ValidationSetOut,
+)
 from pplan.validation.practice import GAP, TOP
 
 EFFICIENCY_NAMES = {
@@ -255,3 +261,55 @@ def render_validation_set(result: ValidationSetOut) -> Group:
         parts.append(practice_table(result.practice, result.set_))
     parts.append(Text())
     return Group(*parts)
+
+
+WORST_SHOWN = 12
+"""How many of the recent runs' largest misses the terminal lists (the JSON document has every run)."""
+
+
+def recent_tables(result: RecentOut) -> Group:
+    """The recent runs: figures per axis, the largest misses, and what pplan could not express."""
+    axes = Table(
+        title=(
+            f"Published runs of 2024–2026 at their published cuts, out of sample: {result.counted} of {result.rows} "
+            "counted, mean absolute error "
+            + ("n/a" if result.mape is None else f"{result.mape:.1%}")
+            + f", {result.within_15} within 15 %"
+        ),
+        title_justify="left",
+        caption=(
+            "Counted: predicted and not flagged uncertain by the collection. mean: signed mean error (positive: "
+            "pplan's steps are slower than published). No run was fitted; each is predicted with the profiles as "
+            "they stand."
+        ),
+        caption_justify="left",
+    )
+    for col in ("axis", "group", "rows", "counted", "refused", "mean |err|", "mean", "worst", "≤ 15 %"):
+        axes.add_column(col, justify="left" if col in ("axis", "group") else "right")
+    for g in result.groups:
+        axes.add_row(
+            g.axis, g.name, str(g.rows), str(g.counted), str(g.refused),
+            "–" if g.mape is None else _size_text(g.mape),
+            "–" if g.mean_error is None else _error_text(g.mean_error),
+            "–" if g.worst is None else _size_text(g.worst),
+            str(g.within_15),
+        )  # fmt: skip
+    misses = Table(title="The largest misses", title_justify="left")
+    for col in ("run", "plan", "published", "predicted", "error", "assumed"):
+        misses.add_column(col, justify="right" if col in ("published", "predicted", "error") else "left")
+    counted = [r for r in result.runs if r.error is not None and not r.uncertain]
+    for r in sorted(counted, key=lambda r: -abs(r.error or 0.0))[:WORST_SHOWN]:
+        misses.add_row(
+            r.id, r.run, f"{r.published_s:.4g}", f"{r.predicted_s:.4g}", _error_text(r.error or 0.0),
+            ", ".join(r.assumed) + ("" if r.fits else "; does not fit pplan's memory model"),
+        )  # fmt: skip
+    reasons: dict[str, int] = {}
+    for r in result.runs:
+        if r.refused is not None:
+            reasons[r.refused] = reasons.get(r.refused, 0) + 1
+    refused = Table(title="Runs pplan cannot express yet", title_justify="left")
+    refused.add_column("runs", justify="right")
+    refused.add_column("what is missing")
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        refused.add_row(str(count), reason)
+    return Group(axes, Text(), misses, Text(), refused)

@@ -1,0 +1,284 @@
+"""Published 2024–2026 pre-training runs at their published cuts, predicted (`pplan validate --recent`).
+
+The runs (pplan/validation/recent_runs.json, built by scripts/import_recent_runs.py from each set's source: the
+Megatron-Bridge performance summaries 25.09–26.08, NVIDIA's DGX Cloud benchmarks 24.12–25.04.01, NeMo's 24.07 and
+25.x summaries and long-context runs, torchtitan's 2025 benchmarks, the DeepSeek-V3 report) are the jobs people plan
+now: Llama 3 at 8k–1M tokens, FP8 and MXFP8, mixture-of-experts models, B200 and GB200. None of them was fitted:
+each is predicted with the hardware profiles as they stand, so every error here is out of sample.
+
+Each row becomes a plan from what its source states (cut, batch, sequence, precision, sharding where stated) and
+these assumptions, printed per row: the micro-batch, where unstated, is the fastest that fits (as the recipes'
+authors tune it); the recompute, where unstated, is the least of none and selective under which pplan's memory model
+fits, else none (a run that then does not fit pplan's memory model is marked so: a memory-model miss);
+the data-parallel ranks shard the optimizer (ZeRO-1, the recipes' distributed optimizer) unless the
+source states FSDP (ZeRO-3); NVIDIA's recipes overlap tensor-parallel communication with GEMMs (Transformer Engine's
+userbuffers), torchtitan only where the run is named async TP; layers that do not split evenly over the chunks are
+split with the closest even middle (`pplan.plan.layout.uneven_ends`). A row pplan cannot express is refused with
+one line naming what is missing (a hardware or model profile, a schedule rule).
+
+The published time is the step time as published, or global batch × sequence / (GPUs × tokens/s per GPU); rows
+that publish only TFLOP/s per GPU (NeMo's long-context table) are converted with the FLOP count NeMo's and DGX Cloud's
+READMEs state: per token 12·L·h²·(1 + g/a + s/h) + 18·L·F·h + 6·V·h (non-causal attention; L layers, h hidden, g
+key/value heads, a heads, s sequence, F the MLP width, V the vocabulary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pplan.cost.steptime import step_time
+from pplan.errors import PplanError
+from pplan.plan.configuration import PlanRequest, Recompute, make_plan
+from pplan.plan.layout import uneven_ends
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.schedules import megatron_family, schedule_family
+from pplan.search.knobs import peak_bytes
+from pplan.validation.published import fastest_micro_batch
+
+ModelLoader = Callable[[str], ModelSpec]
+HardwareLoader = Callable[[str], HardwareSpec]
+UNSTATED_RECOMPUTES: tuple[Recompute, ...] = ("none", "selective")
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRow:
+    """One published run: what pplan predicts for it at its published cut, or why it cannot."""
+
+    id: str
+    set_name: str
+    release: str
+    stack: str
+    hardware: str
+    model: str
+    moe: bool
+    precision: str
+    fp8_recipe: str
+    seq_len: int
+    uncertain: bool
+    published_s: float | None
+    predicted_s: float | None = None
+    refused: str | None = None
+    """One line naming what pplan is missing to express the run (None: predicted)."""
+    assumed: tuple[str, ...] = ()
+    fits: bool = True
+    """Whether the plan fits in pplan's memory model (a published run that does not is a memory-model miss)."""
+    label: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """(predicted − published) / published; None when refused."""
+        if self.predicted_s is None or self.published_s is None:
+            return None
+        return (self.predicted_s - self.published_s) / self.published_s
+
+    @property
+    def counted(self) -> bool:
+        """Whether the row counts in the fit figures: predicted and not flagged uncertain by the collection."""
+        return self.error is not None and not self.uncertain
+
+
+def nemo_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """FLOPs per token as NeMo's and DGX Cloud's READMEs count them (module docstring)."""
+    h, layers = model.hidden_size, model.num_layers
+    ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k if model.moe else model.ffn_hidden_size
+    heads = model.num_attention_heads
+    kv = model.num_kv_heads or heads  # none stated: multi-head attention
+    return (
+        12 * layers * h * h * (1 + kv / heads + seq_len / h)
+        + 18 * layers * ffn * h
+        + 6 * model.vocab_size * h
+    )
+
+
+def _published_s(data: dict[str, Any], row: dict[str, Any], model: ModelSpec) -> float | None:
+    if "published_step_s" in row:
+        return float(row["published_step_s"])
+    if data["flops"] != "nemo":
+        return None
+    flops = nemo_flops_per_token(model, row["seq_len"]) * row["global_batch"] * row["seq_len"]
+    return float(flops / (row["gpus"] * row["published_tflops_per_gpu"] * 1e12))
+
+
+def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanRequest, list[str]]:
+    """The request from what the row states, with the assumptions that need no model (module docstring)."""
+    assumed = []
+    vp = row["vp"]
+    family = schedule_family("dualpipe") if row["dualpipe"] else megatron_family(vp)
+    nvidia = data["pplan_stack"] == "megatron-core" and data["stack"] != "deepseek"
+    tp_overlap = row["tp"] > 1 and (nvidia or row["async_tp"])
+    if tp_overlap:
+        assumed.append("TP overlap" if nvidia else "async TP")
+    zero = 3 if row["fsdp"] else 1
+    if row["fsdp"] is None:
+        assumed.append("ZeRO-1")
+    recompute: Recompute = "none"
+    modules: dict[str, Any] = {}
+    if row["recompute"] in ("full", "selective"):
+        recompute = row["recompute"]
+    elif row["recompute"] == "rmsnorm":  # DeepSeek-V3: RMSNorm and MLA's up-projections recomputed
+        recompute, modules = "selective", {"recompute_modules": ("layernorm", "mla_up_proj")}
+    req = PlanRequest(
+        gpus=row["gpus"],
+        global_batch=row["global_batch"],
+        micro_batch=row["micro_batch"] or 1,
+        tp=row["tp"],
+        pp=row["pp"],
+        vp=vp if family.fixed_v is None and vp and vp > 1 else None,
+        cp=row["cp"],
+        ep=row["ep"],
+        etp=row["etp"] or 1,
+        schedule=family.name,
+        seq_len=row["seq_len"],
+        recompute=recompute,
+        zero_stage=zero,
+        tp_comm_overlap=tp_overlap,
+        stack=data["pplan_stack"],
+        precision=row["precision"],
+        **modules,
+    )
+    return req, assumed
+
+
+def _even_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
+    """`req` with the closest uneven ends where its layers do not split evenly over its chunks."""
+    family = schedule_family(req.schedule)
+    chunks = req.pp * (family.fixed_v or req.vp or 1)
+    if model.num_layers % chunks == 0:
+        return req
+    ends = uneven_ends(model.num_layers, chunks)
+    if ends is None:
+        return req  # make_plan refuses it, naming the rule
+    assumed.append(f"layers {ends[0]}…{ends[1]} at the ends")
+    return replace(req, first_stage_layers=ends[0], last_stage_layers=ends[1])
+
+
+def _least_recompute(
+    model: ModelSpec, hardware: HardwareSpec, req: PlanRequest, stated: bool, assumed: list[str]
+) -> tuple[PlanRequest, bool]:
+    """`req` with the least recompute that fits when the row states none (none, else selective: the recipes are
+    tuned for speed, and full recompute costs a third more compute, so a run whose source states none is not
+    taken to run it), and whether it fits."""
+    options = [req] if stated else [replace(req, recompute=r) for r in UNSTATED_RECOMPUTES]
+    for option in options:
+        memory = peak_bytes(model, hardware, option)
+        if memory is not None and memory[0] <= memory[1]:
+            if not stated:
+                assumed.append(f"recompute {option.recompute}")
+            return option, True
+    if not stated:
+        assumed.append(f"recompute {req.recompute}")
+    return req, False
+
+
+def predict_row(
+    data: dict[str, Any], row: dict[str, Any], load_model: ModelLoader, load_hardware: HardwareLoader
+) -> RecentRow:
+    """One row predicted at its published cut, or refused with the missing feature (module docstring)."""
+    head = RecentRow(
+        id=row["id"], set_name=data["name"], release=row["release"], stack=data["stack"],
+        hardware=row["hardware"] or row["hardware_published"], model=row["model"] or row["model_published"],
+        moe=row["moe"], precision=row["precision"], fp8_recipe=row["fp8_recipe"], seq_len=row["seq_len"],
+        uncertain=row["uncertain"], published_s=None,
+    )  # fmt: skip
+    if row["hardware"] is None:
+        return replace(head, refused=f"no hardware profile for the {row['hardware_published']}")
+    if row["model"] is None:
+        return replace(head, refused=f"no bundled model profile for {row['model_published']}")
+    model = load_model(row["model"])
+    if row["layers"]:
+        model = model.model_copy(update={"num_layers": row["layers"]})
+    hardware = load_hardware(row["hardware"])
+    published = _published_s(data, row, model)
+    head = replace(head, published_s=published)
+    if published is None:
+        return replace(
+            head, refused="published as TFLOP/s per GPU only, under a FLOP count pplan does not state"
+        )
+    try:
+        req, assumed = _base_request(data, row)
+        req = _even_split(model, req, assumed)
+        req, fits = _least_recompute(model, hardware, req, row["recompute"] is not None, assumed)
+        if row["micro_batch"] is None:
+            req = fastest_micro_batch(model, hardware, req)
+            assumed.append(f"b{req.micro_batch} (fastest)")
+        plan = make_plan(model, req)
+        predicted = step_time(model, hardware, plan).step_s
+    except PplanError as err:
+        return replace(head, refused=err.one_line())
+    label = f"t{plan.tp} p{plan.pp} v{plan.vp} cp{plan.cp} ep{plan.ep} d{plan.dp} b{plan.micro_batch} m{plan.num_microbatches}"
+    return replace(head, predicted_s=predicted, assumed=tuple(assumed), fits=fits, label=label)
+
+
+def predict_all(
+    collection: dict[str, Any], load_model: ModelLoader, load_hardware: HardwareLoader
+) -> tuple[RecentRow, ...]:
+    """Every row of every set, in the file's order."""
+    return tuple(
+        predict_row(data, row, load_model, load_hardware)
+        for data in collection["sets"]
+        for row in data["rows"]
+    )
+
+
+def seq_band(seq_len: int) -> str:
+    """The sequence band a run falls in (the report's axis)."""
+    if seq_len <= 4096:
+        return "≤ 4k"
+    if seq_len <= 8192:
+        return "8k"
+    if seq_len <= 32768:
+        return "16k–32k"
+    return "64k–1M"
+
+
+AXES: dict[str, Callable[[RecentRow], str]] = {
+    "set": lambda r: r.set_name,
+    "sequence": lambda r: seq_band(r.seq_len),
+    "precision": lambda r: r.precision if r.precision != "fp8" else f"fp8 ({r.fp8_recipe})",
+    "routing": lambda r: "MoE" if r.moe else "dense",
+    "hardware": lambda r: r.hardware,
+    "stack": lambda r: r.stack,
+    "release": lambda r: r.release,
+}
+"""How the report groups the rows: each axis names a row's group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The fit figures of the counted rows of one group on one axis (`RecentRow.counted`)."""
+
+    axis: str
+    name: str
+    rows: int
+    counted: int
+    refused: int
+    mape: float | None
+    mean_error: float | None
+    worst: float | None
+    within_15: int
+
+
+def group(rows: Iterable[RecentRow], axis: str) -> tuple[Group, ...]:
+    """The rows grouped on `axis`, each group's figures (mean absolute error, signed mean, worst |error|)."""
+    by: dict[str, list[RecentRow]] = {}
+    for row in rows:
+        by.setdefault(AXES[axis](row), []).append(row)
+    out = []
+    for name, members in by.items():
+        errors = [r.error for r in members if r.counted and r.error is not None]
+        out.append(
+            Group(
+                axis=axis,
+                name=name,
+                rows=len(members),
+                counted=len(errors),
+                refused=sum(r.refused is not None for r in members),
+                mape=sum(map(abs, errors)) / len(errors) if errors else None,
+                mean_error=sum(errors) / len(errors) if errors else None,
+                worst=max(map(abs, errors)) if errors else None,
+                within_15=sum(abs(e) <= 0.15 for e in errors),
+            )
+        )
+    return tuple(out)

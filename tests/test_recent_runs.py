@@ -1,0 +1,129 @@
+"""`pplan validate --recent`: the bundled 2024–2026 published runs (pplan/validation/recent_runs.json) predicted at
+their published cuts. Every row is predicted or refused in one line; each prediction is the plan its source
+states; the figures per axis are the means of their rows; the bundled data are the collection's figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pplan.documents.validate import ValidateDocument
+from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
+from pplan.validation.recent import AXES, RecentRow, group, nemo_flops_per_token, predict_all, predict_row
+from tests.cli_run import run_pplan
+
+COLLECTION = Path(__file__).resolve().parents[2] / "shared" / "reference" / "public-runs-2026.json"
+
+
+@pytest.fixture(scope="module")
+def rows() -> tuple[RecentRow, ...]:
+    return predict_all(load_recent_runs(), load_model, load_hardware)
+
+
+def test_every_row_is_predicted_or_refused_in_one_line(rows: tuple[RecentRow, ...]) -> None:
+    data = load_recent_runs()
+    assert len(rows) == sum(len(s["rows"]) for s in data["sets"]) == 258
+    for row in rows:
+        if row.refused is None:
+            assert row.published_s is not None and row.published_s > 0, row.id
+            assert row.predicted_s is not None and row.predicted_s > 0, row.id
+        else:
+            assert row.refused and "\n" not in row.refused and row.predicted_s is None, row.id
+    predicted = [r for r in rows if r.refused is None]
+    assert len(predicted) > 0.75 * len(rows)  # the check is not vacuous: most rows are expressible
+    assert any(r.id == "dsv3-report-H800-2048" and r.refused is None for r in rows)  # DualPipe at p = 16
+
+
+def _row(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    for data in load_recent_runs()["sets"]:
+        for row in data["rows"]:
+            if row["id"] == row_id:
+                return data, row
+    raise KeyError(row_id)
+
+
+def test_a_prediction_is_the_plan_its_source_states(rows: tuple[RecentRow, ...]) -> None:
+    """Each predicted row's plan label carries the published t, p, cp, ep and d = GPUs / (t·p·cp)."""
+    data = load_recent_runs()
+    by_id = {r["id"]: r for s in data["sets"] for r in s["rows"]}
+    for row in rows:
+        if row.refused is not None:
+            continue
+        src = by_id[row.id]
+        d = src["gpus"] // (src["tp"] * src["pp"] * src["cp"])
+        head = f"t{src['tp']} p{src['pp']} "
+        assert row.label.startswith(head), (row.id, row.label)
+        assert f" cp{src['cp']} ep{src['ep']} d{d} " in row.label, (row.id, row.label)
+        if src["micro_batch"] is not None:
+            assert f" b{src['micro_batch']} " in row.label, (row.id, row.label)
+
+
+def test_nemo_flops_per_token_by_hand() -> None:
+    """NeMo's README count for Llama 3 8B at s = 8192 (L 32, h 4096, 32 heads, 8 key/value heads, F 14336,
+    V 128256): 12·32·4096²·(1 + 8/32 + 8192/4096) + 18·32·14336·4096 + 6·128256·4096."""
+    by_hand = 12 * 32 * 4096**2 * (1 + 0.25 + 2) + 18 * 32 * 14336 * 4096 + 6 * 128256 * 4096
+    assert nemo_flops_per_token(load_model("llama3-8b"), 8192) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_a_tflops_only_row_is_timed_with_nemos_flop_count() -> None:
+    data, row = _row("nemolong-B200-Llama-3-8B-FP8-8K")
+    got = predict_row(data, row, load_model, load_hardware)
+    model = load_model("llama3-8b")
+    flops = nemo_flops_per_token(model, 8192) * row["global_batch"] * 8192
+    assert got.published_s == pytest.approx(flops / (row["gpus"] * 1671e12))
+
+
+def test_missing_profiles_are_named(rows: tuple[RecentRow, ...]) -> None:
+    reasons = {r.refused for r in rows if r.refused is not None}
+    assert "no hardware profile for the H100 SXM 96GB HBM2e" in reasons
+
+
+@pytest.mark.parametrize("axis", list(AXES))
+def test_each_axis_figure_is_the_mean_of_its_counted_rows(rows: tuple[RecentRow, ...], axis: str) -> None:
+    groups = group(rows, axis)
+    assert sum(g.rows for g in groups) == len(rows)
+    for g in groups:
+        members = [r for r in rows if AXES[axis](r) == g.name]
+        errors = [abs(r.error) for r in members if r.error is not None and not r.uncertain]
+        assert g.counted == len(errors) and g.refused == sum(r.refused is not None for r in members)
+        if errors:
+            assert g.mape == pytest.approx(sum(errors) / len(errors))
+            assert g.worst == pytest.approx(max(errors))
+            assert g.within_15 == sum(e <= 0.15 for e in errors)
+
+
+@pytest.mark.xdist_group("validate")  # shares the fits (tests/conftest.py)
+def test_the_cli_prints_and_emits_the_block(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "validate", "--recent", "--json")
+    assert res.code == 0, res.err
+    doc = ValidateDocument.model_validate(res.json())
+    assert doc.recent is not None and doc.recent.rows == 258 and len(doc.recent.runs) == 258
+    assert {g.axis for g in doc.recent.groups} == set(AXES)
+    text = run_pplan(capsys, "validate", "--recent")
+    assert text.code == 0 and "Runs pplan cannot express yet" in text.out and "The largest misses" in text.out
+
+
+@pytest.mark.skipif(not COLLECTION.is_file(), reason="the collection lies outside the project")
+def test_the_bundled_rows_carry_the_collections_figures() -> None:
+    """Against the collection itself: each row's cut, batch and published time (step time as published, else
+    derived from tokens/s, else the TFLOP/s)."""
+    source = {
+        r["id"]: r for s in json.loads(COLLECTION.read_text(encoding="utf-8"))["sets"] for r in s["rows"]
+    }
+    bundled = [r for s in load_recent_runs()["sets"] for r in s["rows"]]
+    assert {r["id"] for r in bundled} == set(source)
+    for row in bundled:
+        src = source[row["id"]]
+        assert (row["gpus"], row["tp"], row["pp"], row["global_batch"], row["seq_len"]) == (
+            src["gpus"], src["tp"], src["pp"], src["gbs"], src["seq_len"],
+        )  # fmt: skip
+        assert row["cp"] == (src["cp"] or 1) and row["ep"] == (src["ep"] or 1) and row["vp"] == src["vp"]
+        step = src["step_s"] if src["step_s"] is not None else src["step_s_derived"]
+        if step is not None:
+            assert row["published_step_s"] == step
+        else:
+            assert row["published_tflops_per_gpu"] == src["tflops_per_gpu"]
+        assert row["uncertain"] == src["uncertain"]
