@@ -39,8 +39,8 @@ MODELS = {
     "GPT-OSS 120B": "gpt-oss-120b",
     "Mixtral 8x7B": "mixtral-8x7b",
     "Mixtral 8x22B": "mixtral-8x22b",
-    "Grok-1 314B": None,
-    "Llama-2 7B": None,
+    "Grok-1 314B": "grok-1",
+    "Llama-2 7B": "llama2-7b",
 }
 STACKS = {  # set → (stack family as the report groups it, pplan stack, FLOP count of its TFLOP/s)
     "megatron-bridge-performance-summary": ("megatron-bridge", "megatron-core", "megatron-bridge"),

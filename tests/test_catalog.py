@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pplan.errors import ProfileError
+from pplan.model.params import total_params
 from pplan.profiles.catalog import list_profiles, load_hardware, load_model, profile_source
 from pplan.profiles.specs import GIB, ModelSpec
 from tests.cli_run import run_pplan
@@ -44,9 +45,10 @@ MOE_MODELS = {
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
     "gpt-oss-120b",
+    "grok-1",
 }
 MODELS = (
-    {"llama3-8b", "llama3-70b", "llama3-405b", "llama2-70b", "gpt3-175b", "gpt-22b"}
+    {"llama3-8b", "llama3-70b", "llama3-405b", "llama2-7b", "llama2-70b", "gpt3-175b", "gpt-22b"}
     | MOE_MODELS
     | {row[0] for row in MEGATRON_TABLE_1}
 )
@@ -81,7 +83,8 @@ def test_list_profiles_names_every_bundled_file_sorted() -> None:
 def test_every_hardware_profile_loads_under_its_own_name(name: str) -> None:
     spec = load_hardware(name)
     assert spec.name == name
-    assert spec.gpus_per_node == 8
+    # an 8-GPU NVSwitch board, or GB200 NVL72's 72-GPU NVLink domain (NVIDIA GB200 NVL72 datasheet)
+    assert spec.gpus_per_node == (72 if name == "gb200-nvl72" else 8)
     # The fixed parts (see each profile's [memory] comments): a CUDA context with workspaces under 1 GiB, a label
     # gap of a few tenths of a GiB to about 2 GiB; NCCL buffers a few hundred MiB per communicator (NCCL's 4 MiB
     # NCCL_BUFFSIZE per channel and connection, plus LL and LL128); fragmentation a fraction of the dynamic bytes.
@@ -183,6 +186,15 @@ def test_llama3_shapes_give_the_model_cards_parameter_counts(name: str, params_b
     model = load_model(name)
     assert (model.vocab_size, model.kv_heads, model.seq_len, model.mlp) == (128256, 8, 8192, "swiglu")
     assert math.isclose(_llama_params(model) / 1e9, params_b, rel_tol=0.002)  # Meta's model cards
+
+
+def test_llama2_7b_gives_the_model_cards_parameter_count() -> None:
+    """meta-llama/Llama-2-7b-hf: 6,738,415,616 parameters (the model card's 7B; the paper's Table 1)."""
+    model = load_model("llama2-7b")
+    assert model.kv_heads == model.num_attention_heads == 32  # multi-head attention
+    h, f = model.hidden_size, model.ffn_hidden_size
+    by_hand = 2 * 32000 * h + 32 * (4 * h * h + 3 * h * f + 2 * h) + h
+    assert by_hand == 6_738_415_616 == total_params(model)
 
 
 # --- user paths -------------------------------------------------------------------------------------------

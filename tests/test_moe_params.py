@@ -53,6 +53,14 @@ def test_mixtral_8x22b() -> None:
     assert _within(active_params(model), 39, 0.5)
 
 
+def test_grok_1() -> None:
+    # xAI, grok-1 README (2024-03-17): "314B parameters", "25% of the weights active on a given token"; its
+    # output layer shares the input embedding, counted once.
+    model = load_model("grok-1")
+    assert _within(total_params(model), 314, 2)
+    assert 0.25 <= active_params(model) / total_params(model) <= 0.28
+
+
 # --- DeepSeek-V3 ---------------------------------------------------------------------------------------------
 
 DEEPSEEK = load_model("deepseek-v3")
