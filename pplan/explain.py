@@ -20,7 +20,7 @@ from pplan.cost.memory import (
     plan_memory,
     rank_param_items,
 )
-from pplan.cost.passtime import PassTimes, layer_pass_times
+from pplan.cost.passtime import PassTimes, cudnn_attention, layer_pass_times
 from pplan.cost.pipeline import DurationModel, PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time, straggler_factor
@@ -568,8 +568,19 @@ def _assumptions(
     if durations == "analytic":
         eff = hardware.efficiency
         state = "calibrated" if eff.calibrated else "NOT yet calibrated against published runs"
+        attention = (
+            f"{eff.attention_cudnn:.1%} plus {eff.attention_cudnn_fixed_us:g} µs per forward (2.5× backward) for "
+            f"attention as cuDNN's fused attention, which {plan.stack} runs"
+            if cudnn_attention(hardware, plan.shape) and eff.attention_cudnn is not None
+            else f"{eff.attention_fraction:.0%} for attention"
+            + (
+                f" (FlashAttention-2's rate: {plan.stack} runs cuDNN's, for which {hardware.name} has no measured rate)"
+                if STACKS[plan.stack].attention_kernel == "cudnn"
+                else ""
+            )
+        )
         out.append(
-            f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {eff.attention_fraction:.0%} for attention, "
+            f"pass times: {eff.matmul:.0%} of the BF16 peak for GEMMs, {attention}, "
             f"{eff.hbm:.0%} of HBM bandwidth ({eff.loss_hbm_fraction:.0%} for the loss), "
             f"{eff.kernel_overhead_us:g} µs per kernel ({state}; profile "
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"

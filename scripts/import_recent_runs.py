@@ -43,13 +43,13 @@ MODELS = {
     "Llama-2 7B": "llama2-7b",
 }
 STACKS = {  # set → (stack family as the report groups it, pplan stack, FLOP count of its TFLOP/s)
-    "megatron-bridge-performance-summary": ("megatron-bridge", "megatron-core", "megatron-bridge"),
-    "dgxc-benchmarking-24.12": ("nemo", "megatron-core", "nemo"),
-    "dgxc-benchmarking-25.02.01": ("nemo", "megatron-core", "nemo"),
-    "dgxc-benchmarking-25.04.01": ("nemo", "megatron-core", "nemo"),
-    "nemo-24.07-performance-summary": ("nemo", "megatron-core", "nemo"),
-    "nemo-docs-performance-summary-25.x-partial": ("nemo", "megatron-core", "nemo"),
-    "nemo-long-sequence-cp": ("nemo", "megatron-core", "nemo"),
+    "megatron-bridge-performance-summary": ("megatron-bridge", "megatron-bridge", "megatron-bridge"),
+    "dgxc-benchmarking-24.12": ("nemo", "megatron-bridge", "nemo"),
+    "dgxc-benchmarking-25.02.01": ("nemo", "megatron-bridge", "nemo"),
+    "dgxc-benchmarking-25.04.01": ("nemo", "megatron-bridge", "nemo"),
+    "nemo-24.07-performance-summary": ("nemo", "megatron-bridge", "nemo"),
+    "nemo-docs-performance-summary-25.x-partial": ("nemo", "megatron-bridge", "nemo"),
+    "nemo-long-sequence-cp": ("nemo", "megatron-bridge", "nemo"),
     "torchtitan-benchmarks": ("torchtitan", "torchtitan", None),
     "deepseek-v3-technical-report": ("deepseek", "megatron-core", None),
 }

@@ -351,3 +351,24 @@ def test_the_attention_core_pays_its_busiest_block_alone_on_one_sm() -> None:
     assert i == pytest.approx(2.5 * core_f + 2.5 * want_f + 2 * 4e-6, rel=1e-9)
     no_sms = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"sms": None})})
     assert attention_tail_s(LLAMA, no_sms, plan.shape, row_f) == 0.0
+
+
+def test_cudnn_attention_by_hand_and_its_fallback() -> None:
+    """Under megatron-bridge (cuDNN's fused attention) the attention item is the causal half of the core's FLOPs
+    over 0.554 of the BF16 peak plus 41.4 µs forward and 2.5 × 41.4 µs backward (the H100 profile's measured
+    figures), by hand: Llama 3 8B t1, b = 1, s = 8192, 32 heads of 128: the forward's score and context GEMMs are
+    2 · 2 · s² · a · d FLOPs, half of them masked; its backward 2.5 times that. On a GPU whose profile has no cuDNN
+    rate (B200) the stack is priced as FlashAttention-2, exactly as megatron-core."""
+    model = load_model("llama3-8b")
+    s, a, d = 8192, 32, 128
+    req = PlanRequest(gpus=1, global_batch=1, seq_len=s, stack="megatron-bridge")
+    times = layer_pass_times(model, H100, make_plan(model, req).shape)
+    rate = 989.4e12 * 0.554
+    forward = 4 * s * s * a * d / 2
+    assert dict(times.f)["attention"] == pytest.approx(forward / rate + 41.4e-6, rel=1e-9)
+    assert dict(times.i)["attention"] == pytest.approx(2.5 * forward / rate + 2.5 * 41.4e-6, rel=1e-9)
+    b200 = load_hardware("b200-180gb")
+    assert b200.efficiency.attention_cudnn is None
+    bridge = layer_pass_times(model, b200, make_plan(model, req).shape)
+    core = layer_pass_times(model, b200, make_plan(model, replace(req, stack="megatron-core")).shape)
+    assert bridge == core

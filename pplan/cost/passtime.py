@@ -4,7 +4,8 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
 - GEMMs (QKV, projection, MLP): flops / t / (P · e_matmul) + one kernel overhead each;
 - attention core: flops / t / (P · e_attention); flash attention skips the masked half of a causal score matrix
   (so it runs half the counted FLOPs), its backward recomputes QKᵀ (`FLASH_BACKWARD_MATMULS`), and each pass
-  ends with its busiest thread block alone on one SM (`attention_tail_s`); without
+  ends with its busiest thread block alone on one SM (`attention_tail_s`); under a stack that runs cuDNN's fused
+  attention (`cudnn_attention`), flops / t / (P · e_attention_cudnn) plus a fixed time per pass instead; without
   flash, the a·q·s·b/t score elements stream through HBM: 8 bytes each in the forward (13 with attention
   dropout), twice that in the backward;
 - memory-bound kernels (norms, residual adds, activation function, dropout): bytes / (HBM bandwidth · e_hbm),
@@ -449,8 +450,19 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
         out = [("gemm", mm / gemm_rate + router + gemm_kernels(model) * overhead)]
         if core:
             rerun = FLASH_BACKWARD_MATMULS / 4 if plan.flash_attention and kind == "I" else 1.0
-            tail = attention_tail_s(model, hw, plan, core * rerun / tokens) if plan.flash_attention else 0.0
-            out.append(("attention", core * core_fraction * rerun / attn_rate + tail + 2 * overhead))
+            flops = core * core_fraction * rerun
+            if cudnn_attention(hw, plan):
+                fixed = (
+                    hw.efficiency.attention_cudnn_fixed_us * 1e-6 * (1.0 if kind == "F" else CUDNN_BACKWARD)
+                )
+                out.append(
+                    ("attention", flops / cudnn_rate(hw) + fixed)
+                )  # the fixed time holds its overheads
+            else:
+                tail = (
+                    attention_tail_s(model, hw, plan, core * rerun / tokens) if plan.flash_attention else 0.0
+                )
+                out.append(("attention", flops / attn_rate + tail + 2 * overhead))
         if routed is not None:
             out.append(("experts", routed.gemm_s))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
@@ -543,6 +555,28 @@ def tensor_parallel_mlp_width(model: ModelSpec) -> int:
     if model.moe is None:
         return model.ffn_hidden_size
     return model.moe.shared_expert_ffn_hidden_size
+
+
+CUDNN_BACKWARD = 2.5
+"""cuDNN's fused attention backward pays this many times the forward's fixed time, as its FLOPs are 2.5 times the
+forward's (fitted with the rate to the H200's twelve causal cores, pplan's benchmarks/device/2026-12-04-h200)."""
+
+
+def cudnn_attention(hw: HardwareSpec, plan: LayerSetting) -> bool:
+    """Whether the attention core runs as cuDNN's fused attention: the plan's stack runs it
+    (`Stack.attention_kernel`), the core is fused (flash) and the hardware profile has its rate."""
+    return (
+        plan.flash_attention
+        and STACKS[plan.stack].attention_kernel == "cudnn"
+        and hw.efficiency.attention_cudnn is not None
+    )
+
+
+def cudnn_rate(hw: HardwareSpec) -> float:
+    """FLOP/s of cuDNN's fused attention core (`efficiency.attention_cudnn` of the BF16 peak)."""
+    return (
+        hw.gpu.peak_bf16_tflops * 1e12 * (hw.efficiency.attention_cudnn or hw.efficiency.attention_fraction)
+    )
 
 
 def attention_tail_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, row_flops: float) -> float:

@@ -437,6 +437,12 @@ class EfficiencySpec(_Frozen):
     """Fraction of the BF16 peak that large GEMMs reach (10^-9 to 1; fitted by `pplan validate`)."""
     attention: Fraction | None = None
     """Fraction of peak the flash-attention core reaches (10^-9 to 1); defaults to 0.8 × matmul (assumed)."""
+    attention_cudnn: Fraction | None = None
+    """Fraction of the BF16 peak cuDNN's fused attention core reaches (10^-9 to 1), for stacks that run it
+    (`pplan.profiles.stacks.Stack.attention_kernel`); None: no rate for this GPU, and those stacks are priced at the
+    flash-attention rate."""
+    attention_cudnn_fixed_us: LatencyUs = 0.0
+    """cuDNN's fused attention: a fixed time per forward core, µs (the backward pays 2.5 times it)."""
     grouped_gemm: Fraction | None = None
     """Fraction of peak the routed experts' grouped GEMMs reach (10^-9 to 1); defaults to matmul (assumed)."""
     fp8_matmul: Fraction | None = None

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-StackName = Literal["megatron-core", "torchtitan", "deepspeed"]
+StackName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
+AttentionKernel = Literal["flash-attention-2", "cudnn"]
 STACK_NAMES: tuple[StackName, ...] = get_args(StackName)
 
 
@@ -102,6 +103,10 @@ class Stack:
     `param.main_grad.add_(param.grad)`, megatron/core/distributed/distributed_data_parallel.py; DeepSpeed's BF16
     optimizer accumulates into FP32 gradient buffers likewise). FSDP2 reduce-scatters each micro-batch's gradient
     and accumulates the shard, so no add over the whole table runs (pplan.cost.passtime.embedding_pass_times)."""
+    attention_kernel: AttentionKernel
+    """The attention core's kernel: FlashAttention-2 (priced at its published rate with its tail,
+    pplan.cost.passtime.attention_tail_s), or cuDNN's fused attention (priced at the hardware profile's measured
+    `attention_cudnn` rate and fixed time where it has one, else as FlashAttention-2)."""
     calibrated: bool
     """Its figures were fitted to public runs made with it (`fitted_to`); otherwise pplan extrapolates."""
     fitted_to: tuple[str, ...]
@@ -123,6 +128,9 @@ STACKS: dict[StackName, Stack] = {
         weight_copy_bytes=6,
         fused_rope=True,
         main_grad_accumulation=True,
+        # the calibration runs (Megatron-LM's 2021-23 README and papers, NeMo's GPT-3 runs) fit FlashAttention-2's rate
+        # better than cuDNN's (pplan's benchmarks/device/2026-12-04-h200/README.md)
+        attention_kernel="flash-attention-2",
         calibrated=True,
         fitted_to=(
             "megatron-sc21-table1",
@@ -130,6 +138,28 @@ STACKS: dict[StackName, Stack] = {
             "megatron-lm-readme-h100-weak-scaling",
             "nvidia-dgxc-gpt3-175b-bf16",
         ),
+    ),
+    "megatron-bridge": Stack(
+        name="megatron-bridge",
+        description="Megatron-Bridge / NeMo 2 on Megatron-Core: megatron-core's rules, attention through Transformer "
+        "Engine's cuDNN fused attention",
+        tp_backward_overlap=True,
+        fused_bias_dropout_add=True,
+        p2p_scatter_gather=True,
+        overlaps_grad_reduce=True,
+        p2p_blocking=("1f1b",),
+        p2p_blocking_without_overlap=("interleaved-1f1b",),
+        tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
+        userbuffers=TE_USERBUFFERS,
+        weight_copy_bytes=6,
+        fused_rope=True,
+        main_grad_accumulation=True,
+        # Transformer Engine prefers its cuDNN backend (FusedAttention) over FlashAttention on Hopper and later
+        # when both support a layer (transformer_engine/pytorch attention backend selection); pplan validate
+        # --recent predicts NVIDIA's 2024-26 NeMo and Megatron-Bridge runs with it
+        attention_kernel="cudnn",
+        calibrated=False,
+        fitted_to=(),
     ),
     "torchtitan": Stack(
         name="torchtitan",
@@ -147,6 +177,7 @@ STACKS: dict[StackName, Stack] = {
         weight_copy_bytes=0,
         fused_rope=False,  # eager; torch.compile would fuse it
         main_grad_accumulation=False,
+        attention_kernel="flash-attention-2",  # SDPA's flash backend
         calibrated=False,
         fitted_to=(),
     ),
@@ -165,6 +196,7 @@ STACKS: dict[StackName, Stack] = {
         weight_copy_bytes=6,  # its BF16 optimizer copies the FP32 partition back to the BF16 weights
         fused_rope=False,
         main_grad_accumulation=True,
+        attention_kernel="flash-attention-2",
         calibrated=False,
         fitted_to=(),
     ),

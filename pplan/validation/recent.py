@@ -106,7 +106,7 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
     assumed = []
     vp = row["vp"]
     family = schedule_family("dualpipe") if row["dualpipe"] else megatron_family(vp)
-    nvidia = data["pplan_stack"] == "megatron-core" and data["stack"] != "deepseek"
+    nvidia = data["stack"] in ("nemo", "megatron-bridge")
     tp_overlap = row["tp"] > 1 and (nvidia or row["async_tp"])
     if tp_overlap:
         assumed.append("TP overlap" if nvidia else "async TP")
