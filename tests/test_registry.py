@@ -8,7 +8,9 @@ import itertools
 import pytest
 
 from pplan.errors import ConfigError
+from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.plan.layout import make_layout, split_layers, uneven_ends
+from pplan.profiles.catalog import load_model
 from pplan.schedules import FAMILIES, SCHEDULE_NAMES, ScheduleFamily, canonical_name, schedule_family
 from pplan.schedules.closed_forms import bubble_fractions
 from pplan.schedules.timeline import Durations, simulate
@@ -283,3 +285,25 @@ def test_an_uneven_model_is_told_a_split_that_runs(capsys: pytest.CaptureFixture
     assert res.code == 2 and "(e.g. --first-stage-layers 3 --last-stage-layers 2)" in res.err
     res = run_pplan(capsys, *args, "--first-stage-layers", "3", "--last-stage-layers", "2")
     assert res.code == 0, res.err
+
+
+def test_end_chunks_of_the_embedding_or_the_loss_alone() -> None:
+    """Megatron's split with the embedding and the loss counted as layers: Llama 3.1 405B's 126 layers over
+    p·v = 128 chunks leave the first chunk the embedding alone and the last the loss alone (0 layers each) and
+    one layer in each of the 126 between; asked without end counts, more chunks than layers is refused."""
+    assert split_layers(126, 128, 0, 0) == (0, *[1] * 126, 0)
+    assert split_layers(126, 64, 1, 1) == (1, *[2] * 62, 1)
+    with pytest.raises(ConfigError, match="leaves a chunk with no layer"):
+        split_layers(126, 128, None, None)
+    model = load_model("llama3-405b")
+    req = PlanRequest(
+        gpus=512, global_batch=512, tp=4, pp=16, vp=8, schedule="interleaved-1f1b", seq_len=8192,
+        first_stage_layers=0, last_stage_layers=0,
+    )  # fmt: skip
+    chunks = make_plan(model, req).layout.chunks
+    assert (chunks[0].layers, chunks[0].has_embedding, chunks[-1].layers, chunks[-1].has_output) == (
+        0,
+        True,
+        0,
+        True,
+    )

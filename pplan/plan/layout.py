@@ -63,11 +63,12 @@ class Layout:
 
 def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int | None) -> tuple[int, ...]:
     """Layers per chunk; raises ConfigError naming the option to change when they do not divide."""
-    if num_chunks > num_layers:
+    if num_chunks > num_layers and first is None and last is None:
         raise ConfigError(
             "--pp",
             f"{num_chunks} pipeline chunks for {num_layers} layers leaves a chunk with no layer",
-            f"use at most {num_layers} chunks (pp × vp)",
+            f"use at most {num_layers} chunks (pp × vp), or give the end chunks their own counts "
+            "(--first-stage-layers / --last-stage-layers, 0 for a chunk of the embedding or the loss alone)",
         )
     for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
         if value is not None and value < 0:
