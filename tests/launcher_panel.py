@@ -54,6 +54,8 @@ PANEL: tuple[PanelPlan, ...] = (
     _p("8b-t8", "llama3-8b", gpus=8, global_batch=64, tp=8),
     _p("8b-t1-cp2-bf16", "llama3-8b", gpus=8, global_batch=128, cp=2, grad_dtype="bf16"),
     _p("8b-t2-p4-uneven", "llama3-8b", gpus=16, global_batch=64, tp=2, pp=4, first_stage_layers=7, last_stage_layers=7),
+    _p("8b-t2-p4-empty-ends", "llama3-8b", gpus=16, global_batch=64, tp=2, pp=4, first_stage_layers=0, last_stage_layers=0),
+    _p("405b-t8-p16-v8-empty-ends", "llama3-405b", gpus=8192, global_batch=2048, tp=8, pp=16, vp=8, schedule="interleaved-1f1b", zero_stage=1, first_stage_layers=0, last_stage_layers=0),
     _p("8b-zero2", "llama3-8b", gpus=16, global_batch=64, tp=2, zero_stage=2),
     _p("8b-zero3-selective", "llama3-8b", gpus=16, global_batch=64, recompute="selective", zero_stage=3),
     _p("70b-t8-p4-1f1b", "llama3-70b", gpus=2048, global_batch=1024, tp=8, pp=4),

@@ -238,7 +238,7 @@ def test_panel_entry_is_refused_or_the_plan(launcher: str, entry: PanelPlan) -> 
 def test_panel_covers_outputs_and_refusals() -> None:
     assert set(REFUSED) <= {e.id for e in PANEL}
     runnable = _runnable()
-    assert len(runnable) == 16 and len(REFUSED) == 14
+    assert len(runnable) == 18 and len(REFUSED) == 14
     assert {e.request.recompute for e in runnable} == {"none", "full"}
     assert any(e.request.pp == 1 for e in runnable) and any((e.request.vp or 1) > 1 for e in runnable)
 

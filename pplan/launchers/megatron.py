@@ -29,7 +29,8 @@ variable. An uneven first/last stage without interleaving uses `--decoder-first/
 whole first/last pipeline rank); with interleaving those would cover a whole rank rather than pplan's first and
 last chunk, so that case is an explicit `--pipeline-model-parallel-layout` string (one `|`-separated entry per
 virtual stage in model order, `E` embedding, `t` a decoder layer, `L` the loss), exclusive with the interleaving
-flags.
+flags; so is an end stage of the embedding or the loss alone (no decoder layer), which the layer-count flags do
+not express.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _megatron_pipeline_args(plan: Plan) -> list[str]:
     chunks = plan.layout.chunks
     if not _uneven(plan):
         return ["--num-virtual-stages-per-pipeline-rank", str(plan.vp)] if plan.vp > 1 else []
-    if plan.vp > 1:
+    if plan.vp > 1 or any(c.layers == 0 for c in chunks):
         return ["--pipeline-model-parallel-layout", _layout_string(plan)]
     inner = chunks[1:-1]
     args: list[str] = []

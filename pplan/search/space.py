@@ -348,21 +348,24 @@ def divisors(n: int) -> list[int]:
 
 
 def layer_splits(layers: int, chunks: int) -> list[tuple[int | None, int | None]]:
-    """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split; where
-    neither exists, the inner chunks take ⌈L/chunks⌉ layers each and the first and last share the rest, the first
-    the larger half (DeepSeek-V3's 61 layers on 16 stages: 3, 4, …, 4, 2; Megatron-LM's
-    `--decoder-first/last-pipeline-num-layers`), when each end keeps at least one layer."""
+    """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split (Megatron's
+    split with the embedding and the loss each counted as a layer, `--account-for-embedding-in-pipeline-split`
+    and `--account-for-loss-in-pipeline-split`: with one layer per chunk the end chunks hold the embedding or the
+    loss alone); where neither exists, the inner chunks take ⌈L/chunks⌉ layers each and the first and last share
+    the rest, the first the larger half (DeepSeek-V3's 61 layers on 16 stages: 3, 4, …, 4, 2; on 32 chunks: 1, 2,
+    …, 2, 0, the last chunk the output layer and loss alone; Megatron-LM's
+    `--decoder-first/last-pipeline-num-layers`)."""
     out: list[tuple[int | None, int | None]] = []
     if layers % chunks == 0:
         out.append((None, None))
-    if chunks >= 3 and (layers + 2) % chunks == 0 and (layers + 2) // chunks >= 2:
+    if chunks >= 3 and (layers + 2) % chunks == 0:
         k = (layers + 2) // chunks
         out.append((k - 1, k - 1))
-    if not out and 2 <= chunks <= layers:
+    if not out and 3 <= chunks <= layers:
         k = -(-layers // chunks)
         rest = layers - (chunks - 2) * k
         first, last = -(-rest // 2), rest // 2
-        if 1 <= last <= first <= k:
+        if 0 <= last <= first <= k:
             out.append((first, last))
     return out
 

@@ -13,8 +13,7 @@ fits, else none (a run that then does not fit pplan's memory model is marked so:
 the data-parallel ranks shard the optimizer (ZeRO-1, the recipes' distributed optimizer) unless the
 source states FSDP (ZeRO-3); NVIDIA's recipes overlap tensor-parallel communication with GEMMs (Transformer Engine's
 userbuffers), torchtitan only where the run is named async TP; layers that do not split evenly over the chunks are
-split as Megatron splits them with the embedding and the loss counted as layers where that divides, else with the
-closest even middle (`pplan.plan.layout.uneven_ends`). A row pplan cannot express is refused with
+split as `recommend` would first try (`pplan.search.space.layer_splits`). A row pplan cannot express is refused with
 one line naming what is missing (a hardware or model profile, a schedule rule).
 
 The published time is the step time as published, or global batch × sequence / (GPUs × tokens/s per GPU); rows
@@ -32,10 +31,10 @@ from typing import Any
 from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
-from pplan.plan.layout import uneven_ends
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family, schedule_family
 from pplan.search.knobs import peak_bytes
+from pplan.search.space import layer_splits
 from pplan.validation.published import fastest_micro_batch
 
 ModelLoader = Callable[[str], ModelSpec]
@@ -143,23 +142,17 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
 
 
 def _even_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
-    """`req` where its layers do not split evenly over its chunks: as Megatron splits them with the embedding and
-    the loss each counted as a layer (`--account-for-embedding-in-pipeline-split`,
-    `--account-for-loss-in-pipeline-split`: the end chunks hold one layer fewer), else with the closest uneven
-    ends."""
+    """`req` where its layers do not split evenly over its chunks: the first split `recommend` would try
+    (`pplan.search.space.layer_splits`: Megatron's with the embedding and the loss counted as layers where that
+    divides, else the inner chunks at ⌈L/chunks⌉ and the ends sharing the rest)."""
     family = schedule_family(req.schedule)
     chunks = req.pp * (family.fixed_v or req.vp or 1)
-    if model.num_layers % chunks == 0:
-        return req
-    if chunks > 2 and (model.num_layers + 2) % chunks == 0:
-        ends = ((model.num_layers + 2) // chunks - 1,) * 2
-        assumed.append("embedding and loss counted as layers")
-        return replace(req, first_stage_layers=ends[0], last_stage_layers=ends[1])
-    ends = uneven_ends(model.num_layers, chunks)
-    if ends is None:
-        return req  # make_plan refuses it, naming the rule
-    assumed.append(f"layers {ends[0]}…{ends[1]} at the ends")
-    return replace(req, first_stage_layers=ends[0], last_stage_layers=ends[1])
+    splits = layer_splits(model.num_layers, chunks)
+    if not splits or splits[0] == (None, None):
+        return req  # even, or none: make_plan refuses it, naming the rule
+    first, last = splits[0]
+    assumed.append(f"layers {first}…{last} at the ends")
+    return replace(req, first_stage_layers=first, last_stage_layers=last)
 
 
 def _least_recompute(
