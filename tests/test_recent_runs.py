@@ -35,6 +35,11 @@ def test_every_row_is_predicted_or_refused_in_one_line(rows: tuple[RecentRow, ..
     predicted = [r for r in rows if r.refused is None]
     assert len(predicted) > 0.75 * len(rows)  # the check is not vacuous: most rows are expressible
     assert any(r.id == "dsv3-report-H800-2048" and r.refused is None for r in rows)  # DualPipe at p = 16
+    # DeepSeek-V3's 61 layers over 8 × 4 chunks: 1, 2, …, 2, 0 (the last chunk the output layer and loss alone)
+    dsv3 = next(r for r in rows if r.id == "mb-25.09-DGX-H100-DeepSeekV3-FP8-1024")
+    assert dsv3.refused is None and "layers 1…0 at the ends" in dsv3.assumed
+    # Llama 3.1 405B's 126 layers over 16 × 8 chunks: the embedding and the loss alone at the ends
+    assert any(r.refused is None and "t4 p16 v8" in r.label and "layers 0…0 at the ends" in r.assumed for r in rows)
 
 
 def _row(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
