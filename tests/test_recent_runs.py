@@ -39,7 +39,9 @@ def test_every_row_is_predicted_or_refused_in_one_line(rows: tuple[RecentRow, ..
     dsv3 = next(r for r in rows if r.id == "mb-25.09-DGX-H100-DeepSeekV3-FP8-1024")
     assert dsv3.refused is None and "layers 1…0 at the ends" in dsv3.assumed
     # Llama 3.1 405B's 126 layers over 16 × 8 chunks: the embedding and the loss alone at the ends
-    assert any(r.refused is None and "t4 p16 v8" in r.label and "layers 0…0 at the ends" in r.assumed for r in rows)
+    assert any(
+        r.refused is None and "t4 p16 v8" in r.label and "layers 0…0 at the ends" in r.assumed for r in rows
+    )
 
 
 def _row(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:

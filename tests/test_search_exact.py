@@ -22,7 +22,7 @@ from pplan.schedules import SCHEDULE_NAMES, schedule_family
 from pplan.schedules.timeline import peak_in_flight
 from pplan.search import SearchRequest, brute_force, search
 from pplan.search.rank import distinct, throughput_bound
-from pplan.search.space import Candidate
+from pplan.search.space import Candidate, layer_splits
 
 H100 = load_hardware("h100-sxm-80gb")
 A100 = load_hardware("a100-sxm-80gb")
@@ -126,6 +126,23 @@ SPLIT_EXPERTS = SearchRequest(
 )  # fmt: skip
 """Experts split over the tensor-parallel ranks without expert parallelism (etp = t, ep = 1)."""
 SMALL_QUERIES = [
+    # end chunks of the embedding or the loss alone (--empty-end-chunks): Llama 3 8B's 32 layers on 2 × 5 chunks
+    # split 0, 4, …, 4, 0, a cut the default search has no split for
+    (
+        "llama3-8b",
+        H100,
+        SearchRequest(
+            gpus=16,
+            global_batch=64,
+            pp=2,
+            max_vp=5,
+            schedules=("interleaved-1f1b",),
+            empty_end_chunks=True,
+            zero_stages=(1,),
+            grad_dtypes=("bf16",),
+            top_n=5,
+        ),  # fmt: skip
+    ),
     pytest.param(
         "llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8), marks=pytest.mark.acceptance
     ),
@@ -336,3 +353,19 @@ def test_routed_cheap_and_sync_bounds_are_above_the_proven_bound_and_the_exact_v
         cheap, sync = query.cheap_bound(cand), query.sync_bound(cand)
         assert cheap >= sync >= exact * (1 - 2e-12), (index, cand.summary())
         assert cheap >= proven * (1 - 1e-12) >= exact * (1 - 2e-12), (index, cand.summary())
+
+
+def test_empty_end_chunks_are_tried_only_when_asked() -> None:
+    """`layer_splits` by hand: DeepSeek-V3's 61 layers on 32 chunks (1, 2 × 30, 0) and Llama 3.1 405B's 126 on
+    128 (0, 1 × 126, 0) only with empty ends; 126 on 64 (1, 2 × 62, 1) either way. The search asked for them
+    finds the 8B's 0, 4, …, 4, 0 split at v = 5 among its cuts."""
+    assert layer_splits(61, 32) == [] and layer_splits(61, 32, empty_ends=True) == [(1, 0)]
+    assert layer_splits(126, 128) == [] and layer_splits(126, 128, empty_ends=True) == [(0, 0)]
+    assert layer_splits(126, 64) == layer_splits(126, 64, empty_ends=True) == [(1, 1)]
+    assert 1 + 30 * 2 + 0 == 61 and 0 + 126 * 1 + 0 == 126
+    model = load_model("llama3-8b")
+    req = SearchRequest(gpus=16, global_batch=64, pp=2, vp=5, schedules=("interleaved-1f1b",), top_n=3)
+    assert not search(model, H100, req).candidates
+    found = search(model, H100, replace(req, empty_end_chunks=True))
+    assert found.candidates
+    assert all(c.request.first_stage_layers == 0 == c.request.last_stage_layers for c in found.candidates)

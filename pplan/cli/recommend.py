@@ -140,6 +140,13 @@ def recommend(
         ),
     ] = True,
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
+    empty_end_chunks: Annotated[
+        bool,
+        typer.Option(
+            help="Also try layer splits whose first or last chunk holds only the embedding or the loss, where a "
+            "cut has no other split (e.g. DeepSeek-V3's 61 layers over 4 × 8 chunks). More cuts: a slower search."
+        ),
+    ] = False,
     hybrid_shard: Annotated[
         bool,
         typer.Option(
@@ -194,6 +201,7 @@ def recommend(
         split_p2p=output == "json",  # only the JSON shows the step-time breakdown
         offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
         partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
+        empty_end_chunks=empty_end_chunks,
         hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
         stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
         tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp, jitter=jitter,

@@ -7,7 +7,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pplan.search import Recommendation, SearchResult
+from pplan.search import Recommendation, Rejection, SearchResult
 
 EP_SUFFIX = "·ep"
 """Routed models' parallelism column adds the expert-parallel degree."""
@@ -152,6 +152,12 @@ def rejection_table(result: SearchResult) -> Table:
     table.add_column("configurations", justify="right")
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         table.add_row(str(reason), f"{count:,}")
+    if result.rejected.get(Rejection.LAYER_SPLIT):
+        table.caption = (
+            f"{Rejection.LAYER_SPLIT}: --empty-end-chunks also tries an end chunk of the embedding or the loss "
+            "alone where a cut has no other split."
+        )
+        table.caption_justify = "left"
     return table
 
 

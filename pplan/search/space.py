@@ -98,6 +98,9 @@ class SearchRequest:
     partial_recompute: bool = True
     """With `full` asked: also try full recompute of the first N layers of every chunk (N from 1 up; the search
     evaluates N + 1 only when N is out of memory), as Megatron-LM's `--recompute-method block`."""
+    empty_end_chunks: bool = False
+    """Also try layer splits whose first or last chunk holds no layer, only the embedding or the output layer and
+    loss (`layer_splits`), where no other split of the cut exists."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     """ZeRO stages to try (a launcher keeps the ones it runs as costed: pplan.launchers.support)."""
     grad_dtypes: tuple[GradDtype, ...] = ("fp32", "bf16")
@@ -347,25 +350,27 @@ def divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
-def layer_splits(layers: int, chunks: int) -> list[tuple[int | None, int | None]]:
+def layer_splits(layers: int, chunks: int, empty_ends: bool = False) -> list[tuple[int | None, int | None]]:
     """(first, last) chunk layer counts: an even split and/or Llama 3's one-fewer-at-each-end split (Megatron's
     split with the embedding and the loss each counted as a layer, `--account-for-embedding-in-pipeline-split`
-    and `--account-for-loss-in-pipeline-split`: with one layer per chunk the end chunks hold the embedding or the
-    loss alone); where neither exists, the inner chunks take ⌈L/chunks⌉ layers each and the first and last share
-    the rest, the first the larger half (DeepSeek-V3's 61 layers on 16 stages: 3, 4, …, 4, 2; on 32 chunks: 1, 2,
-    …, 2, 0, the last chunk the output layer and loss alone; Megatron-LM's
-    `--decoder-first/last-pipeline-num-layers`)."""
+    and `--account-for-loss-in-pipeline-split`); where neither exists, the inner chunks take ⌈L/chunks⌉ layers
+    each and the first and last share the rest, the first the larger half (DeepSeek-V3's 61 layers on 16 stages:
+    3, 4, …, 4, 2; Megatron-LM's `--decoder-first/last-pipeline-num-layers`), each end keeping a layer. With
+    `empty_ends` an end chunk may hold none, only the embedding or the output layer and loss: Llama 3.1 405B's
+    126 layers on 128 chunks, 0, 1, …, 1, 0; DeepSeek-V3's 61 on 32, 1, 2, …, 2, 0
+    (`SearchRequest.empty_end_chunks`: more cuts to search, so off by default)."""
     out: list[tuple[int | None, int | None]] = []
+    least = 0 if empty_ends else 1
     if layers % chunks == 0:
         out.append((None, None))
-    if chunks >= 3 and (layers + 2) % chunks == 0:
+    if chunks >= 3 and (layers + 2) % chunks == 0 and (layers + 2) // chunks >= least + 1:
         k = (layers + 2) // chunks
         out.append((k - 1, k - 1))
-    if not out and 3 <= chunks <= layers:
+    if not out and 2 + least <= chunks <= layers:
         k = -(-layers // chunks)
         rest = layers - (chunks - 2) * k
         first, last = -(-rest // 2), rest // 2
-        if 0 <= last <= first <= k:
+        if least <= last <= first <= k:
             out.append((first, last))
     return out
 
@@ -383,7 +388,10 @@ def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> 
         return [fam.fixed_v] if req.vp in (None, fam.fixed_v) else []
     if req.vp is not None:
         return [req.vp] if req.vp >= 2 else []
-    return [v for v in range(2, min(req.max_vp, layers // p) + 1) if layer_splits(layers, p * v)]
+    most = (layers + 2 if req.empty_end_chunks else layers) // p
+    return [
+        v for v in range(2, min(req.max_vp, most) + 1) if layer_splits(layers, p * v, req.empty_end_chunks)
+    ]
 
 
 def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
@@ -548,7 +556,7 @@ def _pipelines(
                 rejected[Rejection.P_RULE] += 1
                 continue
             n_chunks = p if fam.placement == "dual" else p * v
-            splits = layer_splits(layers, n_chunks) if p > 1 else [(None, None)]
+            splits = layer_splits(layers, n_chunks, req.empty_end_chunks) if p > 1 else [(None, None)]
             if not splits:
                 rejected[Rejection.LAYER_SPLIT] += 1
                 continue

@@ -13,7 +13,7 @@ fits, else none (a run that then does not fit pplan's memory model is marked so:
 the data-parallel ranks shard the optimizer (ZeRO-1, the recipes' distributed optimizer) unless the
 source states FSDP (ZeRO-3); NVIDIA's recipes overlap tensor-parallel communication with GEMMs (Transformer Engine's
 userbuffers), torchtitan only where the run is named async TP; layers that do not split evenly over the chunks are
-split as `recommend` would first try (`pplan.search.space.layer_splits`). A row pplan cannot express is refused with
+split as `recommend --empty-end-chunks` would first try (`pplan.search.space.layer_splits`). A row pplan cannot express is refused with
 one line naming what is missing (a hardware or model profile, a schedule rule).
 
 The published time is the step time as published, or global batch × sequence / (GPUs × tokens/s per GPU); rows
@@ -142,12 +142,12 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
 
 
 def _even_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
-    """`req` where its layers do not split evenly over its chunks: the first split `recommend` would try
+    """`req` where its layers do not split evenly over its chunks: the first split `recommend --empty-end-chunks` would try
     (`pplan.search.space.layer_splits`: Megatron's with the embedding and the loss counted as layers where that
     divides, else the inner chunks at ⌈L/chunks⌉ and the ends sharing the rest)."""
     family = schedule_family(req.schedule)
     chunks = req.pp * (family.fixed_v or req.vp or 1)
-    splits = layer_splits(model.num_layers, chunks)
+    splits = layer_splits(model.num_layers, chunks, empty_ends=True)
     if not splits or splits[0] == (None, None):
         return req  # even, or none: make_plan refuses it, naming the rule
     first, last = splits[0]
