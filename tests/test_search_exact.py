@@ -141,7 +141,7 @@ SMALL_QUERIES = [
             zero_stages=(1,),
             grad_dtypes=("bf16",),
             top_n=5,
-        ),  # fmt: skip
+        ),
     ),
     pytest.param(
         "llama3-8b", H100, SearchRequest(gpus=8, global_batch=64, top_n=8), marks=pytest.mark.acceptance
