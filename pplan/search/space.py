@@ -366,7 +366,7 @@ def layer_splits(layers: int, chunks: int, empty_ends: bool = False) -> list[tup
     if chunks >= 3 and (layers + 2) % chunks == 0 and (layers + 2) // chunks >= least + 1:
         k = (layers + 2) // chunks
         out.append((k - 1, k - 1))
-    if not out and 2 + least <= chunks <= layers:
+    if not out and 2 <= chunks <= layers:
         k = -(-layers // chunks)
         rest = layers - (chunks - 2) * k
         first, last = -(-rest // 2), rest // 2
