@@ -12,7 +12,15 @@ import pytest
 
 from pplan.documents.validate import ValidateDocument
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
-from pplan.validation.recent import AXES, RecentRow, group, nemo_flops_per_token, predict_all, predict_row
+from pplan.validation.recent import (
+    AXES,
+    RecentRow,
+    fit_recent,
+    group,
+    nemo_flops_per_token,
+    predict_all,
+    predict_row,
+)
 from tests.cli_run import run_pplan
 
 COLLECTION = Path(__file__).resolve().parents[2] / "shared" / "reference" / "public-runs-2026.json"
@@ -134,3 +142,21 @@ def test_the_bundled_rows_carry_the_collections_figures() -> None:
         else:
             assert row["published_tflops_per_gpu"] == src["tflops_per_gpu"]
         assert row["uncertain"] == src["uncertain"]
+
+
+@pytest.mark.acceptance  # three golden-section fits over the Blackwell runs: seconds
+def test_blackwell_profiles_carry_the_fits_the_public_runs_give() -> None:
+    """GB200's BF16 then FP8 GEMM efficiency (BF16 held at its fit) and B200's FP8 one, refitted from the bundled
+    runs, are the figures the profiles state (to the 0.001 the fit is searched to)."""
+    collection = load_recent_runs()
+    gb200 = load_hardware("gb200-nvl72")
+    matmul = fit_recent(collection, load_model, load_hardware, "gb200-nvl72", "matmul")
+    assert matmul is not None and matmul[0] == pytest.approx(gb200.efficiency.matmul, abs=0.0015)
+    assert fit_recent(collection, load_model, load_hardware, "b200-180gb", "matmul") is None  # no BF16 run
+    fp8 = fit_recent(collection, load_model, load_hardware, "gb200-nvl72", "fp8_matmul")
+    assert fp8 is not None and fp8[0] == pytest.approx(gb200.efficiency.fp8_matmul_fraction, abs=0.0015)
+    b200 = load_hardware("b200-180gb")
+    fp8_b200 = fit_recent(collection, load_model, load_hardware, "b200-180gb", "fp8_matmul")
+    assert fp8_b200 is not None and fp8_b200[0] == pytest.approx(
+        b200.efficiency.fp8_matmul_fraction, abs=0.0015
+    )

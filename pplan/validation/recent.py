@@ -283,3 +283,75 @@ def group(rows: Iterable[RecentRow], axis: str) -> tuple[Group, ...]:
             )
         )
     return tuple(out)
+
+
+FIT_FIELDS: dict[str, tuple[str, ...]] = {"matmul": ("bf16",), "fp8_matmul": ("fp8", "mxfp8")}
+"""Which efficiency the dense runs of each precision calibrate: BF16 GEMMs, and FP8 GEMMs (MXFP8's block-scaled
+ones included) with the BF16 figure held."""
+
+
+def _fit_rows(
+    collection: dict[str, Any], hardware: str, precisions: tuple[str, ...], leave_out: str | None
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The (set, row) pairs a fit uses: dense runs on `hardware` in `precisions`, not flagged uncertain, outside
+    the set `leave_out`. Routed models are left out: their dispatch and grouped GEMMs are not yet modelled as the
+    stacks run them, and would pull a GEMM efficiency toward what those misses need."""
+    return [
+        (data, row)
+        for data in collection["sets"]
+        if data["name"] != leave_out
+        for row in data["rows"]
+        if row["hardware"] == hardware
+        and row["precision"] in precisions
+        and not row["moe"]
+        and not row["uncertain"]
+    ]
+
+
+def fit_recent(
+    collection: dict[str, Any],
+    load_model: ModelLoader,
+    load_hardware: HardwareLoader,
+    hardware: str,
+    field: str,
+    leave_out: str | None = None,
+    lo: float = 0.2,
+    hi: float = 0.95,
+    tol: float = 1e-3,
+) -> tuple[float, int] | None:
+    """The efficiency `field` of `hardware` minimising the mean over the collection's sets of each set's mean
+    absolute error on its dense runs of the field's precisions (`FIT_FIELDS`; golden-section search to `tol`, as
+    pplan.validation.published.fit_efficiency), with the set `leave_out` left out; and the rows it used. None when
+    no row is left to fit."""
+    pairs = _fit_rows(collection, hardware, FIT_FIELDS[field], leave_out)
+    if not pairs:
+        return None
+    base = load_hardware(hardware)
+    ratio = (5**0.5 - 1) / 2
+
+    def cost(x: float) -> float:
+        tuned = base.with_efficiency(**{field: x})
+
+        def loader(name: str) -> HardwareSpec:
+            return tuned if name == hardware else load_hardware(name)
+
+        by_set: dict[str, list[float]] = {}
+        for data, row in pairs:
+            got = predict_row(data, row, load_model, loader)
+            if got.error is not None:
+                by_set.setdefault(data["name"], []).append(abs(got.error))
+        return sum(sum(e) / len(e) for e in by_set.values()) / max(1, len(by_set))
+
+    a, b = lo, hi
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = cost(c), cost(d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = cost(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = cost(d)
+    return (a + b) / 2, len(pairs)
