@@ -102,19 +102,22 @@ def test_pplans_grouped_gemm_ratio_lies_in_the_measured_range() -> None:
     assert min(measured) <= pplan <= max(measured)
 
 
+ATTENTION_CASES = {"gpt-1.7b t1": "gpt-1.7b-readme t1", "gpt-7.1b t2": "gpt-7.1b-readme t2",
+                   "gpt-16b t4": "gpt-16b-readme t4", "gpt-32b t8": "gpt-32b-readme t8",
+                   "llama3-8b t1": "llama3-8b t1", "llama3-70b t8": "llama3-70b t8"}  # fmt: skip
+"""The attention record's cases by the component cases' labels."""
+
+
 def test_the_attention_core_matches_flashattention_2_with_nothing_fitted() -> None:
     """pplan's attention item (the causal half of the core at FlashAttention-2's sourced 0.339 of the peak, the
     busiest block's tail on one of 132 SMs, two kernel overheads) against FlashAttention-2 as PyTorch 2.11 runs it
     on the H200, for one rank's heads of four README GPTs at s = 4096 and Llama 3 8B t1 and 70B t8 at s = 8192:
     within 8 % each, forward and backward."""
     cases = _cases()
-    labels = {"gpt-1.7b t1": "gpt-1.7b-readme t1", "gpt-7.1b t2": "gpt-7.1b-readme t2",
-              "gpt-16b t4": "gpt-16b-readme t4", "gpt-32b t8": "gpt-32b-readme t8",
-              "llama3-8b t1": "llama3-8b t1", "llama3-70b t8": "llama3-70b t8"}  # fmt: skip
     flash = [r for r in _record("attention-inner10.json")["attention"] if r["backend"] == "flash"]
     assert len(flash) == 6
     for row in flash:
-        predicted = {c.name: c.predicted_s for c in cases[labels[row["case"]]].components(H200)}
+        predicted = {c.name: c.predicted_s for c in cases[ATTENTION_CASES[row["case"]]].components(H200)}
         assert predicted["attention F"] == pytest.approx(row["f_s"], rel=0.08), row["case"]
         assert predicted["attention I"] == pytest.approx(row["i_s"], rel=0.08), row["case"]
 
@@ -131,14 +134,11 @@ def test_the_cudnn_attention_core_matches_its_measured_rate() -> None:
     from pplan.plan.configuration import PlanRequest, make_plan
 
     cases = _cases()
-    labels = {"gpt-1.7b t1": "gpt-1.7b-readme t1", "gpt-7.1b t2": "gpt-7.1b-readme t2",
-              "gpt-16b t4": "gpt-16b-readme t4", "gpt-32b t8": "gpt-32b-readme t8",
-              "llama3-8b t1": "llama3-8b t1", "llama3-70b t8": "llama3-70b t8"}  # fmt: skip
     cudnn = [r for r in _record("attention-inner10.json")["attention"] if r["backend"] == "cudnn"]
     assert len(cudnn) == 6
     squares = []
     for row in cudnn:
-        case = cases[labels[row["case"]]]
+        case = cases[ATTENTION_CASES[row["case"]]]
         req = PlanRequest(
             gpus=case.tp, global_batch=1, tp=case.tp, seq_len=case.seq_len, sequence_parallel=case.tp > 1,
             stack="megatron-bridge",

@@ -21,7 +21,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 StackName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
@@ -139,28 +139,6 @@ STACKS: dict[StackName, Stack] = {
             "nvidia-dgxc-gpt3-175b-bf16",
         ),
     ),
-    "megatron-bridge": Stack(
-        name="megatron-bridge",
-        description="Megatron-Bridge / NeMo 2 on Megatron-Core: megatron-core's rules, attention through Transformer "
-        "Engine's cuDNN fused attention",
-        tp_backward_overlap=True,
-        fused_bias_dropout_add=True,
-        p2p_scatter_gather=True,
-        overlaps_grad_reduce=True,
-        p2p_blocking=("1f1b",),
-        p2p_blocking_without_overlap=("interleaved-1f1b",),
-        tp_comm_overlap="--tp-comm-overlap (Transformer Engine userbuffers)",
-        userbuffers=TE_USERBUFFERS,
-        weight_copy_bytes=6,
-        fused_rope=True,
-        main_grad_accumulation=True,
-        # Transformer Engine prefers its cuDNN backend (FusedAttention) over FlashAttention on Hopper and later
-        # when both support a layer (transformer_engine/pytorch attention backend selection); pplan validate
-        # --recent predicts NVIDIA's 2024-26 NeMo and Megatron-Bridge runs with it
-        attention_kernel="cudnn",
-        calibrated=False,
-        fitted_to=(),
-    ),
     "torchtitan": Stack(
         name="torchtitan",
         description="torchtitan (FSDP2, DTensor tensor parallel, torch.distributed.pipelining), eager, no async TP",
@@ -201,6 +179,18 @@ STACKS: dict[StackName, Stack] = {
         fitted_to=(),
     ),
 }
+STACKS["megatron-bridge"] = replace(
+    STACKS["megatron-core"],
+    name="megatron-bridge",
+    description="Megatron-Bridge / NeMo 2 on Megatron-Core: megatron-core's rules, attention through Transformer "
+    "Engine's cuDNN fused attention",
+    # Transformer Engine prefers its cuDNN backend (FusedAttention) over FlashAttention on Hopper and later when both
+    # support a layer (transformer_engine/pytorch attention backend selection); pplan validate --recent predicts
+    # NVIDIA's 2024-26 NeMo and Megatron-Bridge runs with it
+    attention_kernel="cudnn",
+    calibrated=False,
+    fitted_to=(),
+)
 DEFAULT_STACK: StackName = "megatron-core"
 LAUNCHER_STACKS: dict[str, StackName] = {"megatron": "megatron-core", "torchtitan": "torchtitan"}
 """The stack a launcher's output runs on: `--stack` follows `--launcher` unless given."""

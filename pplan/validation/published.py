@@ -281,12 +281,17 @@ def fit_efficiency(
     """The efficiency `field` (the GEMM efficiency, or the FP8 GEMM efficiency for FP8 sets) minimising the mean
     over `sets` of each set's mean absolute percentage error (golden-section search between `lo` and `hi` to `tol`,
     the precision the profiles quote; the error is unimodal in the efficiency for these sets)."""
-    ratio = (5**0.5 - 1) / 2
 
     def cost(x: float) -> float:
         hw = hardware.with_efficiency(**{field: x})
         return sum(validate_set(data, load_model, hw).mape for data in sets) / len(sets)
 
+    return golden_section_min(cost, lo, hi, tol)
+
+
+def golden_section_min(cost: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
+    """The x in [lo, hi] minimising a unimodal `cost`, to `tol` (golden-section search)."""
+    ratio = (5**0.5 - 1) / 2
     a, b = lo, hi
     c, d = b - ratio * (b - a), a + ratio * (b - a)
     fc, fd = cost(c), cost(d)

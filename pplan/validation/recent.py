@@ -35,7 +35,7 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family, schedule_family
 from pplan.search.knobs import peak_bytes
 from pplan.search.space import layer_splits
-from pplan.validation.published import fastest_micro_batch
+from pplan.validation.published import fastest_micro_batch, golden_section_min
 
 ModelLoader = Callable[[str], ModelSpec]
 HardwareLoader = Callable[[str], HardwareSpec]
@@ -327,7 +327,6 @@ def fit_recent(
     if not pairs:
         return None
     base = load_hardware(hardware)
-    ratio = (5**0.5 - 1) / 2
 
     def cost(x: float) -> float:
         tuned = base.with_efficiency(**{field: x})
@@ -342,16 +341,4 @@ def fit_recent(
                 by_set.setdefault(data["name"], []).append(abs(got.error))
         return sum(sum(e) / len(e) for e in by_set.values()) / max(1, len(by_set))
 
-    a, b = lo, hi
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = cost(c), cost(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = cost(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = cost(d)
-    return (a + b) / 2, len(pairs)
+    return golden_section_min(cost, lo, hi, tol), len(pairs)
