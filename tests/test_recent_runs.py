@@ -20,6 +20,7 @@ from pplan.validation.recent import (
     nemo_flops_per_token,
     predict_all,
     predict_row,
+    rank_published,
 )
 from tests.cli_run import run_pplan
 
@@ -160,3 +161,22 @@ def test_blackwell_profiles_carry_the_fits_the_public_runs_give() -> None:
     assert fp8_b200 is not None and fp8_b200[0] == pytest.approx(
         b200.efficiency.fp8_matmul_fraction, abs=0.0015
     )
+
+
+def test_a_published_cut_is_ranked_against_recommends_best() -> None:
+    """DGX Cloud 25.02.01's Llama 3.1 8B BF16 run on 8 H100s: the published cut's throughput is what `explain`
+    gives for its plan, the best is `recommend`'s top under the same stack, launcher and precision, and the rank
+    agrees with the gap's sign (first exactly when nothing the search found is faster)."""
+    from pplan.explain import explain
+
+    data, row = _row("dgxc-25.02.01-H100-Llama-3.1-8B-BF16-8")
+    got = predict_row(data, row, load_model, load_hardware)
+    assert got.request is not None
+    model, hw = load_model("llama3-8b"), load_hardware("h100-sxm-80gb")
+    ranked = rank_published(model, hw, got.request, "megatron")
+    assert ranked is not None
+    report = explain(model, hw, got.request, with_sensitivity=False, split_p2p=False)
+    assert report.performance is not None
+    assert ranked.published_tokens_per_s == pytest.approx(report.performance.tokens_per_s, rel=1e-9)
+    assert (ranked.rank == 1) == (ranked.gap <= 0)
+    assert ranked.best_tokens_per_s > 0 and ranked.best.startswith("t")

@@ -25,14 +25,16 @@ key/value heads, a heads, s sequence, F the MLP width, V the vocabulary).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
+from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import PlanRequest, Recompute, make_plan
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family, schedule_family
+from pplan.search import SearchRequest, search
 from pplan.search.knobs import peak_bytes
 from pplan.search.space import layer_splits
 from pplan.validation.published import fastest_micro_batch, golden_section_min
@@ -65,6 +67,8 @@ class RecentRow:
     fits: bool = True
     """Whether the plan fits in pplan's memory model (a published run that does not is a memory-model miss)."""
     label: str = ""
+    request: PlanRequest | None = field(default=None, compare=False, repr=False)
+    """The plan request predicted (None when refused)."""
 
     @property
     def error(self) -> float | None:
@@ -209,7 +213,7 @@ def predict_row(
     except PplanError as err:
         return replace(head, refused=err.one_line())
     label = f"t{plan.tp} p{plan.pp} v{plan.vp} cp{plan.cp} ep{plan.ep} d{plan.dp} b{plan.micro_batch} m{plan.num_microbatches}"
-    return replace(head, predicted_s=predicted, assumed=tuple(assumed), fits=fits, label=label)
+    return replace(head, predicted_s=predicted, assumed=tuple(assumed), fits=fits, label=label, request=req)
 
 
 def predict_all(
@@ -342,3 +346,56 @@ def fit_recent(
         return sum(sum(e) / len(e) for e in by_set.values()) / max(1, len(by_set))
 
     return golden_section_min(cost, lo, hi, tol), len(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedRank:
+    """Where a published cut stands in `recommend` for its own model, hardware, GPUs, batch and sequence, among
+    the plans its launcher runs on its stack."""
+
+    published_tokens_per_s: float
+    best_tokens_per_s: float
+    best: str
+    rank: int | None
+    """1-based rank of the published cut among the top candidates (None: below them)."""
+
+    @property
+    def gap(self) -> float:
+        """1 − published / best tokens per second (negative: the published cut beats the search's best)."""
+        return 1 - self.published_tokens_per_s / self.best_tokens_per_s
+
+
+def rank_published(
+    model: ModelSpec, hardware: HardwareSpec, req: PlanRequest, launcher: str, top_n: int = 50
+) -> PublishedRank | None:
+    """`recommend` on the published cut's own model, hardware, GPUs, batch, sequence, GEMM precision, stack and TP
+    overlap, restricted to `launcher`; the published cut's rank by pplan's predicted tokens/s. None when the search
+    finds nothing."""
+
+    found = search(
+        model,
+        hardware,
+        SearchRequest(
+            gpus=req.gpus,
+            global_batch=req.global_batch,
+            seq_len=req.seq_len,
+            launcher=launcher,
+            top_n=top_n,
+            stack=req.stack,
+            tp_comm_overlap=req.tp_comm_overlap,
+            precisions=(req.precision,),
+        ),
+        launcher=SearchFilter(launcher, model, req.tp_comm_overlap),
+    )
+    tokens = [c.report.performance.tokens_per_s for c in found.candidates if c.report.performance]
+    if not tokens:
+        return None
+    published = (
+        req.global_batch
+        * (req.seq_len or model.seq_len)
+        / step_time(model, hardware, make_plan(model, req)).step_s
+    )
+    faster = sum(t > published for t in tokens)
+    top = found.candidates[0].request
+    best = f"t{top.tp} p{top.pp} v{top.vp or 1} cp{top.cp} ep{top.ep} b{top.micro_batch} {top.schedule}"
+    return PublishedRank(published, tokens[0], best, faster + 1 if faster < len(tokens) else None)
