@@ -19,7 +19,7 @@ from pplan.errors import PplanError
 
 COMMAND_MODULES = {
     "schedule": "schedule", "bubble": "schedule", "bench": "bench", "explain": "explain", "schema": "explain",
-    "profiles": "profiles", "recommend": "recommend", "validate": "validate",
+    "profiles": "profiles", "recommend": "recommend", "validate": "validate", "compare": "compare",
 }  # fmt: skip
 """Each command's module (importing it registers its commands on `app`), in the order `--help` lists them."""
 
