@@ -129,7 +129,7 @@ class DiskStore:
 
     def __init__(self, root: Path, warn: bool = True) -> None:
         self.root = root
-        self._warn = warn
+        self._warns = warn
         self._pid = os.getpid()
         self._writable = True
 
@@ -165,7 +165,7 @@ class DiskStore:
 
     def _checked(self, directory: Path) -> bool:
         reason = unsafe_reason(directory)
-        if reason is not None and self._warn and os.getpid() == self._pid:  # not again from a forked child
+        if reason is not None and self._warns and os.getpid() == self._pid:  # not again from a forked child
             _warn(directory, reason)
         return reason is None
 

@@ -145,7 +145,7 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
     return req, assumed
 
 
-def _even_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
+def _layer_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
     """`req` where its layers do not split evenly over its chunks: the first split `recommend --empty-end-chunks` would try
     (`pplan.search.space.layer_splits`: Megatron's with the embedding and the loss counted as layers where that
     divides, else the inner chunks at ⌈L/chunks⌉ and the ends sharing the rest)."""
@@ -203,7 +203,7 @@ def predict_row(
         )
     try:
         req, assumed = _base_request(data, row)
-        req = _even_split(model, req, assumed)
+        req = _layer_split(model, req, assumed)
         req, fits = _least_recompute(model, hardware, req, row["recompute"] is not None, assumed)
         if row["micro_batch"] is None:
             req = fastest_micro_batch(model, hardware, req)
