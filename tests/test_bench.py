@@ -1,7 +1,7 @@
 """Acceptance: real torch.distributed.pipelining runs of pplan's schedules, measured against pplan's prediction.
 
 The CI matrix: p = 2 (m = 4) and p = 4 (m = 8); GPipe, 1F1B, Interleaved1F1B (v = 2), ZBVZeroBubble and
-DualPipeV through torch's own classes, and ZB-H1 through pplan's CSV in torch's runtime; sleep blocks of 6 ms
+DualPipeV through torch's own classes, and ZB-H1 through pplan's CSV in torch's runtime; sleep blocks of 15 ms
 per pass so the timings do not depend on a busy CPU. One fork launch per p runs every schedule (gloo, CPU).
 Asserted: micro-batches in flight and message bytes exactly (against pplan's simulator and against values
 worked out here), the bubble within 0.05 of the prediction, and the gradients against a single-process
@@ -31,6 +31,8 @@ def _torch() -> None:
     pytest.importorskip("torch.distributed.pipelining")
 
 
+# per pass: long against the runtime's own per-action work and a busy runner's scheduling jitter
+SLEEP_MS = 15.0
 MATRIX = {2: 4, 4: 8}  # p: m (m = 2p, the least DualPipeV accepts)
 SCHEDULES: list[tuple[str, int | None]] = [
     ("gpipe", None),
@@ -56,7 +58,10 @@ def _launch(configs: list[BenchConfig]) -> list[BenchResult]:
 def sleep_runs() -> dict[tuple[str, int], BenchResult]:
     out: dict[tuple[str, int], BenchResult] = {}
     for p, m in MATRIX.items():
-        configs = [BenchConfig(name, p, m, vp=v, steps=3) for name, v in SCHEDULES]
+        configs = [
+            BenchConfig(name, p, m, vp=v, steps=5, f_ms=SLEEP_MS, i_ms=SLEEP_MS, w_ms=SLEEP_MS)
+            for name, v in SCHEDULES
+        ]
         for result in _launch(configs):
             out[(result.config.schedule, p)] = result
     return out
@@ -129,11 +134,12 @@ def test_bubble_within_tolerance(
     assert abs(got - want) <= BUBBLE_TOLERANCE, (
         f"{name} p={p}: measured {got:.3f}, predicted {want:.3f}; every step {r.step_bubbles}"
     )
-    # the sleeps set the pass times: F ≥ 6 ms on every stage, and ≈ 6 ms on the typical one (a little more for
-    # the runtime's own work). Only the median is bounded above: on a 2-core runner with four ranks one stage's
-    # mean can carry a descheduled pass, which the prediction sees too (it is built from these measured times)
-    assert all(f >= 6.0 for f in r.f_ms), r.f_ms
-    assert statistics.median(r.f_ms) < 9.0, r.f_ms
+    # the sleeps set the pass times: F ≥ SLEEP_MS on every stage, and about that on the typical one (more for the
+    # runtime's own work). Only the median is bounded above: on a 2-core runner with four ranks and a second test
+    # worker, one stage's mean can carry a descheduled pass, which the prediction sees too (it is built from
+    # these measured times)
+    assert all(f >= SLEEP_MS for f in r.f_ms), r.f_ms
+    assert statistics.median(r.f_ms) < 1.5 * SLEEP_MS, r.f_ms
 
 
 @pytest.mark.parametrize(("name", "v", "p"), CASES, ids=ID)
@@ -229,7 +235,12 @@ def auto_runs() -> list[BenchResult]:
     # the auto schedule built for unequal sleep times (W half of F and I) at ZB-H1's memory (p) and ZB-H2's (2p − 1)
     p, m = 4, 8
     return _launch(
-        [BenchConfig("auto", p, m, w_ms=3.0, memory_limit=limit, steps=3) for limit in (p, 2 * p - 1)]
+        [
+            BenchConfig(
+                "auto", p, m, f_ms=SLEEP_MS, i_ms=SLEEP_MS, w_ms=SLEEP_MS / 2, memory_limit=limit, steps=5
+            )
+            for limit in (p, 2 * p - 1)
+        ]
     )
 
 
