@@ -39,7 +39,7 @@ from pplan.render.validate import (
 from pplan.validation.memory import validate_memory
 from pplan.validation.practice import practice_rows
 from pplan.validation.published import check_sets, strong_scaling
-from pplan.validation.recent import predict_all
+from pplan.validation.recent import leave_one_set_out, predict_all
 
 
 @app.command()
@@ -98,7 +98,10 @@ def validate(
     recent_out = None
     if recent:
         collection = load_recent_runs()
-        recent_out = recent_document(collection, predict_all(collection, load_model, load_hardware))
+        predicted = predict_all(collection, load_model, load_hardware)
+        recent_out = recent_document(
+            collection, leave_one_set_out(collection, predicted, load_model, load_hardware)
+        )
         if not as_json:
             console.print(recent_tables(recent_out))
     if as_json:

@@ -22,7 +22,7 @@ from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.validation.memory import MemoryValidation
 from pplan.validation.practice import PracticeRow
 from pplan.validation.published import ScalingCheck, SetCheck
-from pplan.validation.recent import AXES, RecentRow, group
+from pplan.validation.recent import AXES, RECENT_FITS, RecentRow, group
 
 VALIDATE_SCHEMA = "pplan.validate/3"
 
@@ -228,6 +228,11 @@ class RecentRunOut(Out):
     predicted_s: NonNegativeFloat | None
     error: float | None
     """(predicted − published) / published; null when refused."""
+    left_out_s: NonNegativeFloat | None
+    """The step predicted with the profile figures fitted to this collection (`fitted`) refitted without the
+    run's own set: out of sample (null when refused)."""
+    left_out_error: float | None
+    """(left_out_s − published) / published."""
     refused: str | None
     """What pplan is missing to express the run, in one line (null: predicted)."""
     assumed: list[str]
@@ -251,6 +256,11 @@ class RecentGroupOut(Out):
     worst: NonNegativeFloat | None
     within_15: int
     """Counted rows within 15 %."""
+    left_out_mape: NonNegativeFloat | None
+    """The same four figures with every set's rows predicted from fits made without that set."""
+    left_out_mean_error: float | None
+    left_out_worst: NonNegativeFloat | None
+    left_out_within_15: int
 
 
 class RecentOut(Out):
@@ -263,6 +273,12 @@ class RecentOut(Out):
     mape: NonNegativeFloat | None
     """Mean absolute error over every counted row."""
     within_15: int
+    left_out_mape: NonNegativeFloat | None
+    """The same, every set predicted from fits made without it (leave one set out)."""
+    left_out_within_15: int
+    fitted: list[str]
+    """The profile figures fitted to this collection's dense runs ("hardware field"), in fit order; every other
+    figure is out of sample."""
     groups: list[RecentGroupOut]
     """The counted rows' figures per group on each axis, axes in a fixed order."""
     runs: list[RecentRunOut]
@@ -280,7 +296,7 @@ class ValidateDocument(Out):
     memory."""
     recent: RecentOut | None = Field(None, exclude_if=lambda value: value is None)
     """With --recent only (the key is left out otherwise): the bundled 2024–2026 published runs at their published
-    cuts, predicted with the profiles as they stand (none of them fitted: out of sample)."""
+    cuts, predicted with the profiles as they stand and leaving each set out of the fits made to this collection."""
 
 
 def validation_set_document(
@@ -351,8 +367,10 @@ def _fields(model: type[Out], source: object, **given: object) -> dict[str, Any]
 
 
 def recent_document(collection: dict[str, Any], rows: Sequence[RecentRow]) -> RecentOut:
-    """The recent runs' block of `pplan.validate/3`."""
-    errors = [abs(r.error) for r in rows if r.counted and r.error is not None]
+    """The recent runs' block of `pplan.validate/3` (`rows`: `leave_one_set_out`'s)."""
+    counted = [r for r in rows if r.counted]
+    errors = [abs(r.error) for r in counted if r.error is not None]
+    left_out = [abs(r.left_out_error) for r in counted if r.left_out_error is not None]
     return RecentOut(
         source=collection["about"],
         sources={s["name"]: s["source"] for s in collection["sets"]},
@@ -360,13 +378,17 @@ def recent_document(collection: dict[str, Any], rows: Sequence[RecentRow]) -> Re
         counted=len(errors),
         mape=sum(errors) / len(errors) if errors else None,
         within_15=sum(e <= 0.15 for e in errors),
+        left_out_mape=sum(left_out) / len(left_out) if left_out else None,
+        left_out_within_15=sum(e <= 0.15 for e in left_out),
+        fitted=[f"{hw} {name}" for hw, name in RECENT_FITS],
         groups=[RecentGroupOut(**asdict(g)) for axis in AXES for g in group(rows, axis)],
         runs=[
             RecentRunOut(
                 id=r.id, set_=r.set_name, release=r.release, stack=r.stack, hardware=r.hardware, model=r.model,
                 moe=r.moe, precision=r.precision, fp8_recipe=r.fp8_recipe, seq_len=r.seq_len,
                 uncertain=r.uncertain, run=r.label, published_s=r.published_s, predicted_s=r.predicted_s,
-                error=r.error, refused=r.refused, assumed=list(r.assumed), fits=r.fits,
+                error=r.error, left_out_s=r.left_out_s, left_out_error=r.left_out_error, refused=r.refused,
+                assumed=list(r.assumed), fits=r.fits,
             )
             for r in rows
         ],

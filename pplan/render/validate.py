@@ -9,6 +9,7 @@ Draws a `pplan.validate/3` set (`pplan.documents.validate.ValidationSetOut`) or 
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -269,39 +270,45 @@ WORST_SHOWN = 12
 
 def recent_tables(result: RecentOut) -> Group:
     """The recent runs: figures per axis, the largest misses, and what pplan could not express."""
-    axes = Table(
-        title=(
-            f"Published runs of 2024–2026 at their published cuts, out of sample: {result.counted} of {result.rows} "
-            "counted, mean absolute error "
-            + ("n/a" if result.mape is None else f"{result.mape:.1%}")
-            + f", {result.within_15} within 15 %"
-        ),
-        title_justify="left",
-        caption=(
-            "Counted: predicted and not flagged uncertain by the collection. mean: signed mean error (positive: "
-            "pplan's steps are slower than published). No run was fitted; each is predicted with the profiles as "
-            "they stand."
-        ),
-        caption_justify="left",
+
+    def pct(value: float | None, signed: bool = False) -> Text:
+        if value is None:
+            return Text("–")
+        return _error_text(value) if signed else _size_text(value)
+
+    tables: list[Table | Text] = []
+    for axis in dict.fromkeys(g.axis for g in result.groups):
+        table = Table(title=f"By {axis}", title_justify="left", box=box.SIMPLE_HEAD)
+        table.add_column(axis, overflow="fold", min_width=16, ratio=1)
+        for col in ("counted", "|err|", "mean", "LOSO\n|err|", "LOSO\nmean", "LOSO\nworst", "LOSO\n≤ 15 %"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for g in (g for g in result.groups if g.axis == axis):
+            table.add_row(
+                g.name, f"{g.counted}/{g.rows}", pct(g.mape), pct(g.mean_error, signed=True),
+                pct(g.left_out_mape), pct(g.left_out_mean_error, signed=True), pct(g.left_out_worst),
+                f"{g.left_out_within_15}/{g.counted}",
+            )  # fmt: skip
+        tables += [table, Text()]
+    head = Text(
+        f"Published runs of 2024–2026 at their published cuts: {result.counted} of {result.rows} counted, mean "
+        f"absolute error {pct(result.mape)} ({result.within_15} within 15 %); leaving each set out of the fits "
+        f"(LOSO) {pct(result.left_out_mape)} ({result.left_out_within_15} within 15 %). Counted: predicted and not "
+        "flagged uncertain by the collection (counted/rows). mean: signed mean error (positive: pplan's steps are "
+        "slower than published). Fitted to this collection's dense runs: "
+        + ", ".join(result.fitted)
+        + "; every other figure is out of sample. LOSO: each set predicted with those refitted without it."
     )
-    for col in ("axis", "group", "rows", "counted", "refused", "mean |err|", "mean", "worst", "≤ 15 %"):
-        axes.add_column(col, justify="left" if col in ("axis", "group") else "right")
-    for g in result.groups:
-        axes.add_row(
-            g.axis, g.name, str(g.rows), str(g.counted), str(g.refused),
-            "–" if g.mape is None else _size_text(g.mape),
-            "–" if g.mean_error is None else _error_text(g.mean_error),
-            "–" if g.worst is None else _size_text(g.worst),
-            str(g.within_15),
-        )  # fmt: skip
-    misses = Table(title="The largest misses", title_justify="left")
-    for col in ("run", "plan", "published", "predicted", "error", "assumed"):
-        misses.add_column(col, justify="right" if col in ("published", "predicted", "error") else "left")
+    misses = Table(title="The largest misses", title_justify="left", box=box.SIMPLE_HEAD)
+    misses.add_column("run", overflow="fold", ratio=1)
+    for col in ("published\ns", "predicted\ns", "error", "LOSO"):
+        misses.add_column(col, justify="right", no_wrap=True)
+    misses.add_column("plan; assumed", overflow="fold", ratio=1)
     counted = [r for r in result.runs if r.error is not None and not r.uncertain]
     for r in sorted(counted, key=lambda r: -abs(r.error or 0.0))[:WORST_SHOWN]:
         misses.add_row(
-            r.id, r.run, f"{r.published_s:.4g}", f"{r.predicted_s:.4g}", _error_text(r.error or 0.0),
-            ", ".join(r.assumed) + ("" if r.fits else "; does not fit pplan's memory model"),
+            r.id, f"{r.published_s:.4g}", f"{r.predicted_s:.4g}", _error_text(r.error or 0.0),
+            pct(r.left_out_error, signed=True),
+            "; ".join([r.run, *r.assumed]) + ("" if r.fits else "; does not fit pplan's memory model"),
         )  # fmt: skip
     reasons: dict[str, int] = {}
     for r in result.runs:
@@ -312,4 +319,4 @@ def recent_tables(result: RecentOut) -> Group:
     refused.add_column("what is missing")
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         refused.add_row(str(count), reason)
-    return Group(axes, Text(), misses, Text(), refused)
+    return Group(head, Text(), *tables, misses, Text(), refused)

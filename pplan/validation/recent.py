@@ -3,8 +3,10 @@
 The runs (pplan/validation/recent_runs.json, built by scripts/import_recent_runs.py from each set's source: the
 Megatron-Bridge performance summaries 25.09–26.08, NVIDIA's DGX Cloud benchmarks 24.12–25.04.01, NeMo's 24.07 and
 25.x summaries and long-context runs, torchtitan's 2025 benchmarks, the DeepSeek-V3 report) are the jobs people plan
-now: Llama 3 at 8k–1M tokens, FP8 and MXFP8, mixture-of-experts models, B200 and GB200. None of them was fitted:
-each is predicted with the hardware profiles as they stand, so every error here is out of sample.
+now: Llama 3 at 8k–1M tokens, FP8 and MXFP8, mixture-of-experts models, B200 and GB200. Three profile figures were
+fitted to their dense rows (`RECENT_FITS`: GB200's BF16 and FP8 GEMM efficiencies, B200's FP8 one; no other public
+step times exist for those GPUs); every other figure is out of sample. `leave_one_set_out` refits those three
+without each set in turn, so each set is also predicted from fits it took no part in.
 
 Each row becomes a plan from what its source states (cut, batch, sequence, precision, sharding where stated) and
 these assumptions, printed per row: the micro-batch, where unstated, is the fastest that fits (as the recipes'
@@ -24,7 +26,7 @@ key/value heads, a heads, s sequence, F the MLP width, V the vocabulary).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +71,9 @@ class RecentRow:
     label: str = ""
     request: PlanRequest | None = field(default=None, compare=False, repr=False)
     """The plan request predicted (None when refused)."""
+    left_out_s: float | None = None
+    """The step predicted with the `RECENT_FITS` refitted without this row's set (`leave_one_set_out`; None: not
+    computed, or refused)."""
 
     @property
     def error(self) -> float | None:
@@ -76,6 +81,13 @@ class RecentRow:
         if self.predicted_s is None or self.published_s is None:
             return None
         return (self.predicted_s - self.published_s) / self.published_s
+
+    @property
+    def left_out_error(self) -> float | None:
+        """(left-out prediction − published) / published; None when not computed or refused."""
+        if self.left_out_s is None or self.published_s is None:
+            return None
+        return (self.left_out_s - self.published_s) / self.published_s
 
     @property
     def counted(self) -> bool:
@@ -94,6 +106,14 @@ def nemo_flops_per_token(model: ModelSpec, seq_len: int) -> float:
         + 18 * layers * ffn * h
         + 6 * model.vocab_size * h
     )
+
+
+def row_model(row: dict[str, Any], load_model: ModelLoader) -> ModelSpec:
+    """The model a row runs: its bundled profile, at the row's layer count where the source states another."""
+    model = load_model(row["model"])
+    if row["layers"]:
+        model = model.model_copy(update={"num_layers": row["layers"]})
+    return model
 
 
 def _published_s(data: dict[str, Any], row: dict[str, Any], model: ModelSpec) -> float | None:
@@ -191,9 +211,7 @@ def predict_row(
         return replace(head, refused=f"no hardware profile for the {row['hardware_published']}")
     if row["model"] is None:
         return replace(head, refused=f"no bundled model profile for {row['model_published']}")
-    model = load_model(row["model"])
-    if row["layers"]:
-        model = model.model_copy(update={"num_layers": row["layers"]})
+    model = row_model(row, load_model)
     hardware = load_hardware(row["hardware"])
     published = _published_s(data, row, model)
     head = replace(head, published_s=published)
@@ -263,35 +281,62 @@ class Group:
     mean_error: float | None
     worst: float | None
     within_15: int
+    left_out_mape: float | None = None
+    """The same figures with each set's rows predicted from fits made without it (`leave_one_set_out`)."""
+    left_out_mean_error: float | None = None
+    left_out_worst: float | None = None
+    left_out_within_15: int = 0
+
+
+def _figures(errors: list[float]) -> tuple[float | None, float | None, float | None, int]:
+    """Mean absolute error, signed mean, worst |error| and the count within 15 % (None for an empty list)."""
+    if not errors:
+        return None, None, None, 0
+    return (
+        sum(map(abs, errors)) / len(errors),
+        sum(errors) / len(errors),
+        max(map(abs, errors)),
+        sum(abs(e) <= 0.15 for e in errors),
+    )
 
 
 def group(rows: Iterable[RecentRow], axis: str) -> tuple[Group, ...]:
-    """The rows grouped on `axis`, each group's figures (mean absolute error, signed mean, worst |error|)."""
+    """The rows grouped on `axis`, each group's figures (mean absolute error, signed mean, worst |error|, rows
+    within 15 %), in sample and left out (`leave_one_set_out`, where the rows carry it)."""
     by: dict[str, list[RecentRow]] = {}
     for row in rows:
         by.setdefault(AXES[axis](row), []).append(row)
     out = []
     for name, members in by.items():
-        errors = [r.error for r in members if r.counted and r.error is not None]
+        counted = [r for r in members if r.counted]
+        mape, mean, worst, within = _figures([r.error for r in counted if r.error is not None])
+        lo_mape, lo_mean, lo_worst, lo_within = _figures(
+            [r.left_out_error for r in counted if r.left_out_error is not None]
+        )
         out.append(
             Group(
-                axis=axis,
-                name=name,
-                rows=len(members),
-                counted=len(errors),
+                axis=axis, name=name, rows=len(members), counted=len(counted),
                 refused=sum(r.refused is not None for r in members),
-                mape=sum(map(abs, errors)) / len(errors) if errors else None,
-                mean_error=sum(errors) / len(errors) if errors else None,
-                worst=max(map(abs, errors)) if errors else None,
-                within_15=sum(abs(e) <= 0.15 for e in errors),
+                mape=mape, mean_error=mean, worst=worst, within_15=within,
+                left_out_mape=lo_mape, left_out_mean_error=lo_mean, left_out_worst=lo_worst,
+                left_out_within_15=lo_within,
             )
-        )
+        )  # fmt: skip
     return tuple(out)
 
 
 FIT_FIELDS: dict[str, tuple[str, ...]] = {"matmul": ("bf16",), "fp8_matmul": ("fp8", "mxfp8")}
 """Which efficiency the dense runs of each precision calibrate: BF16 GEMMs, and FP8 GEMMs (MXFP8's block-scaled
 ones included) with the BF16 figure held."""
+
+
+RECENT_FITS: tuple[tuple[str, str], ...] = (
+    ("gb200-nvl72", "matmul"),
+    ("gb200-nvl72", "fp8_matmul"),
+    ("b200-180gb", "fp8_matmul"),
+)
+"""The profile efficiencies fitted to this collection (no other public step times exist for Blackwell GPUs), in fit
+order: a GPU's FP8 figure after its BF16 one, with that held. Every other figure is predicted out of sample."""
 
 
 def _fit_rows(
@@ -326,26 +371,68 @@ def fit_recent(
     """The efficiency `field` of `hardware` minimising the mean over the collection's sets of each set's mean
     absolute error on its dense runs of the field's precisions (`FIT_FIELDS`; golden-section search to `tol`, as
     pplan.validation.published.fit_efficiency), with the set `leave_out` left out; and the rows it used. None when
-    no row is left to fit."""
+    no row is left to fit. Each row's plan is the one `predict_row` builds with `load_hardware`'s profile (its
+    micro-batch, recompute and layer split do not depend on the fitted figure): only the step time is re-priced."""
     pairs = _fit_rows(collection, hardware, FIT_FIELDS[field], leave_out)
-    if not pairs:
-        return None
     base = load_hardware(hardware)
+    priced = []
+    for data, row in pairs:
+        got = predict_row(data, row, load_model, load_hardware)
+        if got.request is not None and got.published_s is not None:
+            model = row_model(row, load_model)
+            priced.append((data["name"], model, make_plan(model, got.request), got.published_s))
+    if not priced:
+        return None
 
     def cost(x: float) -> float:
         tuned = base.with_efficiency(**{field: x})
-
-        def loader(name: str) -> HardwareSpec:
-            return tuned if name == hardware else load_hardware(name)
-
         by_set: dict[str, list[float]] = {}
-        for data, row in pairs:
-            got = predict_row(data, row, load_model, loader)
-            if got.error is not None:
-                by_set.setdefault(data["name"], []).append(abs(got.error))
-        return sum(sum(e) / len(e) for e in by_set.values()) / max(1, len(by_set))
+        for name, model, plan, published in priced:
+            error = step_time(model, tuned, plan).step_s / published - 1
+            by_set.setdefault(name, []).append(abs(error))
+        return sum(sum(e) / len(e) for e in by_set.values()) / len(by_set)
 
     return golden_section_min(cost, lo, hi, tol), len(pairs)
+
+
+def _refitted_without(
+    collection: dict[str, Any],
+    data: dict[str, Any],
+    load_model: ModelLoader,
+    load_hardware: HardwareLoader,
+) -> HardwareLoader | None:
+    """`load_hardware` with the `RECENT_FITS` of every GPU the set `data` has a counted dense run on refitted
+    without it (in fit order, the earlier refits held); None when the set touches no fit."""
+    tuned: dict[str, HardwareSpec] = {}
+
+    def loader(hw: str) -> HardwareSpec:
+        return tuned[hw] if hw in tuned else load_hardware(hw)
+
+    for hw, fit_field in RECENT_FITS:
+        if any(r["hardware"] == hw and not r["moe"] and not r["uncertain"] for r in data["rows"]):
+            fitted = fit_recent(collection, load_model, loader, hw, fit_field, leave_out=data["name"])
+            if fitted is not None:
+                tuned[hw] = loader(hw).with_efficiency(**{fit_field: fitted[0]})
+    return loader if tuned else None
+
+
+def leave_one_set_out(
+    collection: dict[str, Any],
+    rows: Sequence[RecentRow],
+    load_model: ModelLoader,
+    load_hardware: HardwareLoader,
+) -> tuple[RecentRow, ...]:
+    """`rows` (`predict_all`'s, in its order) each with `left_out_s`: predicted with the `RECENT_FITS` refitted
+    without the row's own set. A set with no counted dense run on a fitted GPU keeps its in-sample prediction."""
+    out: list[RecentRow] = []
+    for data in collection["sets"]:
+        members = rows[len(out) : len(out) + len(data["rows"])]
+        loader = _refitted_without(collection, data, load_model, load_hardware)
+        for row, member in zip(data["rows"], members, strict=True):
+            assert row["id"] == member.id, "rows must be predict_all's, in its order"
+            again = predict_row(data, row, load_model, loader) if loader else member
+            out.append(replace(member, left_out_s=again.predicted_s))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
