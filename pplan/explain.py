@@ -518,6 +518,28 @@ def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: boo
     )
 
 
+def _sink_attention_sentence(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest) -> str:
+    """For a model with attention sinks on a stack that fuses them only from some release
+    (`Stack.sink_attention_fused_from`): which core the plan is priced with, and the step of the other."""
+    since = STACKS[plan.stack].sink_attention_fused_from
+    if not model.attention_sinks or since is None:
+        return ""
+    other = step_time(
+        model, hardware, make_plan(model, dataclasses.replace(req, flash_attention=not req.flash_attention))
+    )
+    mine = step_time(model, hardware, plan)
+    change = other.step_s / mine.step_s - 1
+    if plan.flash_attention:
+        return (
+            f"attention sinks priced fused: {plan.stack} fuses them from {since}; earlier releases run an unfused "
+            f"core over the whole s×s scores, a {other.step_s:.4g} s step ({change:+.0%}; --no-flash-attention)"
+        )
+    return (
+        f"attention sinks priced unfused (--no-flash-attention), as {plan.stack} runs them before {since}; fused, "
+        f"the step is {other.step_s:.4g} s ({change:+.0%})"
+    )
+
+
 def _assumptions(
     model: ModelSpec,
     hardware: HardwareSpec,
@@ -550,6 +572,9 @@ def _assumptions(
             "flash attention: no attention-score tensors are kept (pass --no-flash-attention to count them); its "
             "backward recomputes QKᵀ, 5 score-sized matmuls against the forward's 2 (Dao et al. 2022)"
         )
+    sinks = _sink_attention_sentence(model, hardware, plan, req)
+    if sinks:
+        out.append(sinks)
     if plan.tp_comm_overlap:
         out.append(_tp_overlap_sentence(plan, hardware))
     if plan.jitter:

@@ -107,6 +107,10 @@ class Stack:
     """The attention core's kernel: FlashAttention-2 (priced at its published rate with its tail,
     pplan.cost.passtime.attention_tail_s), or cuDNN's fused attention (priced at the hardware profile's measured
     `attention_cudnn` rate and fixed time where it has one, else as FlashAttention-2)."""
+    sink_attention_fused_from: str | None
+    """For a model with attention sinks (a learned softmax offset per head, GPT-OSS): the release from which the
+    stack runs them in a fused kernel, below which its attention core runs unfused over the whole s×s score matrix
+    (pplan prices that with `--no-flash-attention`); None where the stack's kernel always takes them."""
     calibrated: bool
     """Its figures were fitted to public runs made with it (`fitted_to`); otherwise pplan extrapolates."""
     fitted_to: tuple[str, ...]
@@ -131,6 +135,11 @@ STACKS: dict[StackName, Stack] = {
         # the calibration runs (Megatron-LM's 2021-23 README and papers, NeMo's GPT-3 runs) fit FlashAttention-2's rate
         # better than cuDNN's (pplan's benchmarks/device/2026-12-04-h200/README.md)
         attention_kernel="flash-attention-2",
+        # Transformer Engine never gives a non-vanilla softmax to FlashAttention; it takes it in FusedAttention from
+        # TE 2.8 (`softmax_type`) when cuDNN has sink support (9.13: "SDPA with sink_token is not supported before
+        # 9.13"), else in UnfusedDotProductAttention (transformer_engine/pytorch/attention/dot_product_attention/
+        # utils.py and libtransformer_engine's cuDNN checks, TE 2.8-2.12 wheels on PyPI)
+        sink_attention_fused_from="Transformer Engine 2.8 with cuDNN 9.13",
         calibrated=True,
         fitted_to=(
             "megatron-sc21-table1",
@@ -156,6 +165,7 @@ STACKS: dict[StackName, Stack] = {
         fused_rope=False,  # eager; torch.compile would fuse it
         main_grad_accumulation=False,
         attention_kernel="flash-attention-2",  # SDPA's flash backend
+        sink_attention_fused_from=None,  # GPT-OSS: FlexAttention, sinks as a rescale by the LSE (torchtitan 0.3.0)
         calibrated=False,
         fitted_to=(),
     ),
@@ -175,6 +185,7 @@ STACKS: dict[StackName, Stack] = {
         fused_rope=False,
         main_grad_accumulation=True,
         attention_kernel="flash-attention-2",
+        sink_attention_fused_from=None,  # no model with sinks runs on it
         calibrated=False,
         fitted_to=(),
     ),
