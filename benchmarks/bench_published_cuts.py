@@ -2,8 +2,9 @@
 runs): for every run pplan predicts and the collection does not flag uncertain, `recommend` on the same model,
 hardware, GPUs, global batch, sequence, GEMM precision, stack and TP overlap, restricted to the launcher its stack
 runs (Megatron-LM for NVIDIA's, torchtitan for torchtitan's), and the published cut's rank and throughput gap to
-the search's best, both by pplan's own model. Runs that ask the same query share one search. Prints figures;
-asserts nothing.
+the search's best, both by pplan's own model; for every gap above 10 %, the two step-time terms that differ most
+between the two plans' `explain` reports (`pplan compare`'s terms, pplan.documents.compare.compare_terms). Runs
+that ask the same query share one search. Prints figures; asserts nothing.
 
     python benchmarks/bench_published_cuts.py [--markdown] [--only SUBSTRING]
 """
@@ -15,8 +16,24 @@ import statistics
 import time
 from typing import Any
 
+from pplan.documents.compare import compare_terms
+from pplan.explain import explain
+from pplan.plan.configuration import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
-from pplan.validation.recent import PublishedRank, predict_row, rank_published
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.validation.recent import PublishedRank, predict_row, rank_published, row_model
+
+GAP_EXPLAINED = 0.10
+"""Gaps above this are explained term by term."""
+
+
+def _why(model: ModelSpec, hardware: HardwareSpec, published: PlanRequest, best: PlanRequest) -> str:
+    """The two step-time terms that differ most between the published cut (A) and pplan's best (B)."""
+    a = explain(model, hardware, published, with_sensitivity=False)
+    b = explain(model, hardware, best, with_sensitivity=False)
+    terms = [t for t in compare_terms(a, b) if t.group == "step" and t.name != "step time"]
+    top = sorted(terms, key=lambda t: -abs(t.delta))[:2]
+    return ", ".join(f"{t.name} {t.delta:+.3g} s" for t in top)
 
 
 def _launcher(data: dict[str, Any]) -> str:
@@ -30,7 +47,8 @@ def main() -> None:
     args = parser.parse_args()
     collection = load_recent_runs()
     seen: dict[tuple[Any, ...], PublishedRank | None] = {}
-    lines: list[tuple[str, str, int | None, float | None, str, float | None]] = []
+    lines: list[tuple[str, str, int | None, float | None, str, float | None, str]] = []
+    whys: dict[tuple[Any, ...], str] = {}
     started = time.perf_counter()
     for data in collection["sets"]:
         for row in data["rows"]:
@@ -39,9 +57,7 @@ def main() -> None:
             got = predict_row(data, row, load_model, load_hardware)
             if got.request is None or got.uncertain:
                 continue
-            model = load_model(row["model"]).model_copy(
-                update={"num_layers": row["layers"]} if row["layers"] else {}
-            )
+            model = row_model(row, load_model)
             hardware = load_hardware(row["hardware"])
             req = got.request
             key = (row["model"], row["layers"], row["hardware"], req, _launcher(data))
@@ -49,23 +65,30 @@ def main() -> None:
                 seen[key] = rank_published(model, hardware, req, _launcher(data))
             ranked = seen[key]
             if ranked is None:
-                lines.append((row["id"], got.label, None, None, "no plan found", got.error))
+                lines.append((row["id"], got.label, None, None, "no plan found", got.error, ""))
                 continue
-            lines.append((row["id"], got.label, ranked.rank, ranked.gap, ranked.best, got.error))
+            if ranked.gap > GAP_EXPLAINED and ranked.best_request is not None and key not in whys:
+                whys[key] = _why(model, hardware, req, ranked.best_request)
+            why = whys.get(key, "")
+            lines.append((row["id"], got.label, ranked.rank, ranked.gap, ranked.best, got.error, why))
     elapsed = time.perf_counter() - started
     if args.markdown:
-        print("| run | published cut | rank | gap to best | pplan's best | step error |")
-        print("|---|---|---|---|---|---|")
-    for rid, cut, rank, gap, best, error in lines:
+        print(
+            "| run | published cut | rank | gap to best | pplan's best | step error | why (best − published) |"
+        )
+        print("|---|---|---|---|---|---|---|")
+    for rid, cut, rank, gap, best, error, why in lines:
         rank_text = "–" if rank is None else str(rank) if rank <= 50 else "> 50"
         gap_text = "–" if gap is None else f"{gap:+.1%}"
         err_text = "–" if error is None else f"{error:+.1%}"
         if args.markdown:
-            print(f"| {rid} | {cut} | {rank_text} | {gap_text} | {best} | {err_text} |")
+            print(f"| {rid} | {cut} | {rank_text} | {gap_text} | {best} | {err_text} | {why} |")
         else:
-            print(f"{rid:58} {cut:38} rank {rank_text:>4} gap {gap_text:>7}  best {best:40} err {err_text}")
-    gaps = [gap for _, _, _, gap, _, _ in lines if gap is not None]
-    ranks = [rank for _, _, rank, _, _, _ in lines if rank is not None]
+            print(
+                f"{rid:58} {cut:38} rank {rank_text:>4} gap {gap_text:>7}  best {best:40} err {err_text:>7}  {why}"
+            )
+    gaps = [line[3] for line in lines if line[3] is not None]
+    ranks = [line[2] for line in lines if line[2] is not None]
     if gaps:
         print(
             f"\n{len(lines)} published cuts, {len(seen)} searches in {elapsed:.0f} s; gap to pplan's best: median "

@@ -445,6 +445,8 @@ class PublishedRank:
     best: str
     rank: int | None
     """1-based rank of the published cut among the top candidates (None: below them)."""
+    best_request: PlanRequest | None = field(default=None, compare=False, repr=False)
+    """The search's best plan, as a request `explain` (and `pplan compare`) can take."""
 
     @property
     def gap(self) -> float:
@@ -485,4 +487,4 @@ def rank_published(
     faster = sum(t > published for t in tokens)
     top = found.candidates[0].request
     best = f"t{top.tp} p{top.pp} v{top.vp or 1} cp{top.cp} ep{top.ep} b{top.micro_batch} {top.schedule}"
-    return PublishedRank(published, tokens[0], best, faster + 1 if faster < len(tokens) else None)
+    return PublishedRank(published, tokens[0], best, faster + 1 if faster < len(tokens) else None, top)
