@@ -6,7 +6,10 @@ the search's best, both by pplan's own model; for every gap above 10 %, the two 
 between the two plans' `explain` reports (`pplan compare`'s terms, pplan.documents.compare.compare_terms). Runs
 that ask the same query share one search. Prints figures; asserts nothing.
 
-    python benchmarks/bench_published_cuts.py [--markdown] [--only SUBSTRING]
+    python benchmarks/bench_published_cuts.py [--markdown | --summary] [--only SUBSTRING]
+
+`--summary` prints the gaps above 10 % as one Markdown row per distinct query and cut (the releases that ran it
+collapsed into one row), as the README shows them.
 """
 
 from __future__ import annotations
@@ -40,14 +43,26 @@ def _launcher(data: dict[str, Any]) -> str:
     return "torchtitan" if data["stack"] == "torchtitan" else "megatron"
 
 
+def _summary(groups: dict[tuple[Any, ...], list[tuple[str, float, float | None]]]) -> None:
+    """One Markdown row per distinct query and published cut whose gap exceeds `GAP_EXPLAINED`."""
+    print("| model on GPUs | runs | published cut | gap | pplan's best | why: best − published |")
+    print("|---|---|---|---|---|---|")
+    for (model, hardware, gpus, cut, best, why), runs in groups.items():
+        gaps = sorted(g for _, g, _ in runs)
+        gap = f"{gaps[0]:.0%}" if gaps[0] == gaps[-1] else f"{gaps[0]:.0%}–{gaps[-1]:.0%}"
+        print(f"| {model}, {gpus} × {hardware} | {len(runs)} | {cut} | {gap} | {best} | {why} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--summary", action="store_true", help="gaps above 10 %%, one Markdown row per cut")
     parser.add_argument("--only", help="keep runs whose id contains this")
     args = parser.parse_args()
     collection = load_recent_runs()
     seen: dict[tuple[Any, ...], PublishedRank | None] = {}
     lines: list[tuple[str, str, int | None, float | None, str, float | None, str]] = []
+    groups: dict[tuple[Any, ...], list[tuple[str, float, float | None]]] = {}
     whys: dict[tuple[Any, ...], str] = {}
     started = time.perf_counter()
     for data in collection["sets"]:
@@ -71,7 +86,13 @@ def main() -> None:
                 whys[key] = _why(model, hardware, req, ranked.best_request)
             why = whys.get(key, "")
             lines.append((row["id"], got.label, ranked.rank, ranked.gap, ranked.best, got.error, why))
+            if ranked.gap > GAP_EXPLAINED:
+                what = (row["model"], row["hardware"], row["gpus"], got.label, ranked.best, why)
+                groups.setdefault(what, []).append((row["release"], ranked.gap, got.error))
     elapsed = time.perf_counter() - started
+    if args.summary:
+        _summary(groups)
+        return
     if args.markdown:
         print(
             "| run | published cut | rank | gap to best | pplan's best | step error | why (best − published) |"
