@@ -38,6 +38,7 @@ VERSIONS = {
     "schedule": "pplan.schedule/1",
     "bench": "pplan.bench/1",
     "validate": "pplan.validate/3",
+    "size": "pplan.size/1",
 }
 """The published version strings, as the README and the golden documents state them."""
 

@@ -19,7 +19,7 @@ from pplan.errors import PplanError
 
 COMMAND_MODULES = {
     "schedule": "schedule", "bubble": "schedule", "bench": "bench", "explain": "explain", "schema": "explain",
-    "profiles": "profiles", "recommend": "recommend", "validate": "validate", "compare": "compare",
+    "profiles": "profiles", "recommend": "recommend", "size": "size", "validate": "validate", "compare": "compare",
 }  # fmt: skip
 """Each command's module (importing it registers its commands on `app`), in the order `--help` lists them."""
 
@@ -95,7 +95,11 @@ def main(argv: list[str] | None = None) -> None:
             "pplan.cli.cache"
         ).install()  # structures kept between runs; PPLAN_CACHE_DIR=off
     try:
-        app(args=argv, prog_name="pplan", standalone_mode=False)
+        # outside standalone mode click returns a command's `typer.Exit` code (and 130 for an interrupt) instead
+        # of exiting with it: pass it on
+        code = app(args=argv, prog_name="pplan", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except PplanError as err:
         print(printable(f"pplan: error: {err.one_line()}"), file=sys.stderr)
         sys.exit(EXIT_USAGE)

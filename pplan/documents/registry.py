@@ -9,6 +9,7 @@ from pplan.documents.bench import BenchDocument
 from pplan.documents.explain import ExplainReport
 from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
+from pplan.documents.size import SizeDocument
 from pplan.documents.validate import ValidateDocument
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
@@ -18,9 +19,10 @@ DOCUMENTS: dict[str, type[Out]] = {
     "schedule": ScheduleDocument,
     "bench": BenchDocument,
     "validate": ValidateDocument,
+    "size": SizeDocument,
 }
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
---format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`."""
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`."""
 
 INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),

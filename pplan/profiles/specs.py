@@ -487,6 +487,17 @@ class PodSpec(_Frozen):
     bandwidth."""
 
 
+class PowerSpec(_Frozen):
+    """What a node draws at full load, for energy estimates (`pplan size`): the GPUs' board power and the rest of
+    the node (CPUs, memory, NICs, switches, fans), from the system's datasheet; facility overhead (PUE) is given
+    per run."""
+
+    gpu_watts: float = Field(gt=0, le=100_000)
+    """One GPU's board power at full load (the datasheet's maximum TDP)."""
+    node_overhead_watts: float = Field(ge=0, le=10_000_000)
+    """The node's maximum system power less its GPUs' board power."""
+
+
 class CalibrationSpec(_Frozen):
     """How far the profile's fitted figures are known (`pplan validate --fit` derives every field from the bundled
     public runs on this GPU type): the spread of its errors when each set is left out of the fit, and the envelope
@@ -546,6 +557,11 @@ class HardwareSpec(_Frozen):
     calibration: CalibrationSpec | None = None
     """The fitted figures' error spread and envelope (`[calibration]`); None where no public run on this GPU type
     was fitted, and pplan then says every prediction on it is extrapolated."""
+    power: PowerSpec | None = None
+    """Full-load power per GPU and per node (`[power]`); None: no energy estimate (never guessed)."""
+    price_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=1_000_000)
+    """A price per GPU-hour for cost estimates (`pplan size`; --price overrides it); None: no cost (never
+    guessed: bundled profiles carry none)."""
     host_link: LinkSpec | None = None
     """GPU to host memory and back (the PCIe link to the CPU), per GPU per direction: what activation offload
     copies over. Every bundled profile states it; a profile without it loads, and a plan that offloads on it is

@@ -1,0 +1,396 @@
+"""`pplan size`: how many GPUs of which kind, how long, at what cost and energy, for a model and a token budget
+(pplan.sizing). Runs the sweep's points over the machine's cores, one `recommend` search each, with a progress
+bar; prints one table per hardware, the answers and the assumptions, or the `pplan.size/1` document."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Annotated, cast, get_args
+
+import typer
+from rich.progress import Progress
+
+from pplan.cli import printable
+from pplan.cli.app import app, console, err_console, json_text
+from pplan.cli.commandline import explain_command
+from pplan.cli.files import FORCE_HELP, check_outputs, write_output
+from pplan.cli.options import DEFAULT_MODEL, ModelOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, comma_list
+from pplan.documents.size import (
+    DAY_S,
+    SizeDocument,
+    SizeInputs,
+    answers_document,
+    point_document,
+)
+from pplan.errors import ConfigError
+from pplan.explain import MAX_TRAIN_TOKENS
+from pplan.launchers.support import Launcher
+from pplan.model.precision import Precision
+from pplan.plan.configuration import check_precision
+from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.specs import HardwareSpec
+from pplan.profiles.stacks import stack_for_launcher
+from pplan.render.size import render_size
+from pplan.render.size_chart import size_svg, size_terminal
+from pplan.search import SearchRequest
+from pplan.sizing import answers
+from pplan.sizing.costs import DEFAULT_PUE
+from pplan.sizing.goodput import INTERRUPTIONS_PER_GPU_HOUR, RESTART_S, GoodputInputs
+from pplan.sizing.sweep import (
+    CHECKPOINT_BYTES_PER_PARAM,
+    DEFAULT_BATCH_TOKENS,
+    MAX_GPUS,
+    STOP_EFFICIENCY,
+    BatchPolicy,
+    PointTask,
+    SizePoint,
+    SizeQuery,
+    default_counts,
+    evaluate,
+    sweep,
+)
+
+DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"
+EXIT_NO_ANSWER = 1
+"""Nothing fits at any count, or no count meets --days: the nearest miss is printed."""
+
+
+def gpu_counts(text: str | None, gpus_per_node: int) -> tuple[tuple[int, ...], bool]:
+    """`--gpus` as counts and whether the sweep may stop early: a range `LOW..HIGH` (the default counts inside it,
+    all of them), a comma list (exactly those), or nothing (the default counts from one node, stopping where
+    per-GPU throughput stops paying)."""
+    fix = "e.g. --gpus 64..4096 or --gpus 256,512,1024"
+    if text is None:
+        return default_counts(gpus_per_node), True
+    try:
+        if ".." in text:
+            low_text, high_text = text.split("..", 1)
+            low, high = int(low_text), int(high_text)
+            if not 1 <= low <= high <= MAX_GPUS:
+                raise ConfigError(
+                    "--gpus", f"the range {text} must lie within 1..{MAX_GPUS:,}, low first", fix
+                )
+            counts = default_counts(gpus_per_node, low, high)
+            if not counts:
+                raise ConfigError(
+                    "--gpus",
+                    f"no whole number of {gpus_per_node}-GPU nodes in {text} is a default count",
+                    fix,
+                )
+            return counts, False
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise ConfigError("--gpus", f"{text!r} is not a range or a list of GPU counts", fix) from None
+    if not values or not all(1 <= v <= MAX_GPUS for v in values):
+        raise ConfigError("--gpus", f"every count must be 1 to {MAX_GPUS:,}, got {text}", fix)
+    return tuple(values), False
+
+
+def prices(text: str | None, hardware: list[HardwareSpec]) -> tuple[tuple[str, float], ...]:
+    """`--price h100-sxm-80gb=2.5,b200-180gb=5` as (hardware, USD per GPU-hour) pairs of the swept hardware."""
+    if text is None:
+        return ()
+    names = {h.name for h in hardware}
+    out = []
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        fix = f"write NAME=USD for hardware in the sweep ({', '.join(sorted(names))}), e.g. --price {next(iter(sorted(names)))}=2.5"
+        if not sep or name not in names:
+            raise ConfigError("--price", f"{item.strip()!r} names no hardware in the sweep", fix)
+        try:
+            usd = float(value)
+        except ValueError:
+            raise ConfigError("--price", f"{value!r} is not a number", fix) from None
+        if not (math.isfinite(usd) and 0 < usd <= 1e6):
+            raise ConfigError("--price", f"{usd:g} USD per GPU-hour is not a price", fix)
+        out.append((name, usd))
+    return tuple(out)
+
+
+def _positive(flag: str, value: float | None, fix: str, high: float = math.inf) -> None:
+    if value is not None and not (math.isfinite(value) and 0 < value <= high):
+        raise ConfigError(flag, f"must be a finite number above 0 (and at most {high:g}), got {value:g}", fix)
+
+
+class _Runner:
+    """Evaluates a round of tasks over `jobs` processes (fork; in this process when 1), with a progress bar on
+    stderr when `show`; a context manager that stops both."""
+
+    def __init__(self, jobs: int, show: bool) -> None:
+        self.pool = (
+            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) if jobs > 1 else None
+        )
+        self.bar = Progress(console=err_console, transient=True) if show else None
+        self.task = self.bar.add_task("sizing: best plan per GPU count", total=None) if self.bar else None
+        self.done = 0
+
+    def __enter__(self) -> _Runner:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def __call__(self, tasks: list[PointTask]) -> list[SizePoint]:
+        out: dict[int, SizePoint] = {}
+        if self.pool is None:
+            for k, t in enumerate(tasks):
+                out[k] = evaluate(t)
+                self._tick()
+        else:
+            futures = {self.pool.submit(evaluate, t): k for k, t in enumerate(tasks)}
+            for future in as_completed(futures):
+                out[futures[future]] = future.result()
+                self._tick()
+        return [out[k] for k in range(len(tasks))]
+
+    def _tick(self) -> None:
+        self.done += 1
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, completed=self.done, description=f"sizing: {self.done} points")
+
+
+@app.command()
+def size(
+    model: ModelOpt = DEFAULT_MODEL,
+    train_tokens: Annotated[
+        float | None, typer.Option(help="Tokens to train on, e.g. 15e12 (required).", show_default=False)
+    ] = None,
+    hardware: Annotated[
+        str, typer.Option(help="Comma list of hardware profiles (bundled names or .toml files) to compare.")
+    ] = DEFAULT_HARDWARE,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="GPU counts: LOW..HIGH (whole nodes: powers of two and the 1.5× between), or a comma list. "
+            "Default: from one node up to where per-GPU throughput stops paying.",
+            show_default=False,
+        ),
+    ] = None,
+    days: Annotated[
+        float | None, typer.Option(help="Deadline in days: the fewest GPUs and the cheapest that meet it.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Budget in US dollars (needs prices): the fastest within it.")
+    ] = None,
+    global_batch_tokens: Annotated[
+        int, typer.Option(help="Global batch in tokens (at the smallest count when it grows).")
+    ] = DEFAULT_BATCH_TOKENS,
+    max_global_batch_tokens: Annotated[
+        int | None,
+        typer.Option(help="Let the batch grow with the GPU count up to this many tokens (default: fixed)."),
+    ] = None,
+    seq_len: SeqLenOpt = None,
+    precision: Annotated[
+        str, typer.Option(help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8.")
+    ] = "bf16",
+    launcher: Annotated[Launcher | None, typer.Option(help="Keep only plans this launcher runs.")] = None,
+    stack: StackOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = False,
+    price: Annotated[
+        str | None, typer.Option(help="USD per GPU-hour, NAME=USD comma list (no price, no cost column).")
+    ] = None,
+    pue: Annotated[float, typer.Option(help="Facility power usage effectiveness for energy.")] = DEFAULT_PUE,
+    interruptions_per_gpu_hour: Annotated[
+        float,
+        typer.Option(
+            help="Unexpected interruptions per GPU-hour (default: Llama 3's 419 in 54 days on 16,384 GPUs)."
+        ),
+    ] = INTERRUPTIONS_PER_GPU_HOUR,
+    storage_gb_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Checkpoint bandwidth in GB/s for the whole job (default: 122 MB/s per GPU, Llama 3's 2 TB/s over 16,384)."
+        ),
+    ] = None,
+    restart_minutes: Annotated[
+        float, typer.Option(help="Relaunch time after an interruption, before the checkpoint is read.")
+    ] = RESTART_S / 60,
+    jobs: Annotated[int, typer.Option(help="Processes for the sweep (default: the machine's cores).")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pplan.size/1 document.")] = False,
+    svg: Annotated[
+        Path | None, typer.Option(help="Also write the time and cost chart as an SVG file.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+) -> None:
+    """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
+    if train_tokens is None:
+        raise ConfigError(
+            "--train-tokens", "is required: the tokens to train on", "e.g. --train-tokens 15e12"
+        )
+    _positive("--train-tokens", train_tokens, "e.g. --train-tokens 15e12", MAX_TRAIN_TOKENS)
+    _positive("--days", days, "e.g. --days 30", 36_500)
+    _positive("--budget", budget, "e.g. --budget 5e6")
+    _positive("--global-batch-tokens", global_batch_tokens, "e.g. --global-batch-tokens 4194304", 2**40)
+    _positive(
+        "--max-global-batch-tokens", max_global_batch_tokens, "e.g. --max-global-batch-tokens 16777216", 2**40
+    )
+    _positive("--pue", pue, "e.g. --pue 1.2", 10)
+    if pue < 1:
+        raise ConfigError("--pue", f"a PUE is at least 1 (the IT load alone), got {pue:g}", "e.g. --pue 1.2")
+    _positive("--interruptions-per-gpu-hour", interruptions_per_gpu_hour, "e.g. 2e-5", 1)
+    _positive("--storage-gb-per-s", storage_gb_per_s, "e.g. --storage-gb-per-s 500", 1e9)
+    if not (math.isfinite(restart_minutes) and 0 <= restart_minutes <= 10_000):
+        raise ConfigError("--restart-minutes", f"must be 0 to 10,000, got {restart_minutes:g}", "e.g. 10")
+    if jobs < 0:
+        raise ConfigError("--jobs", f"must be 0 (the machine's cores) or more, got {jobs}", "e.g. --jobs 2")
+    if max_global_batch_tokens is not None and max_global_batch_tokens < global_batch_tokens:
+        raise ConfigError(
+            "--max-global-batch-tokens",
+            f"{max_global_batch_tokens:,} is below --global-batch-tokens {global_batch_tokens:,}",
+            "give a ceiling at or above the starting batch",
+        )
+    check_outputs({"--svg": svg}, force=force)
+    names = [n.strip() for n in hardware.split(",") if n.strip()]
+    if not names or len(set(names)) != len(names):
+        raise ConfigError(
+            "--hardware",
+            f"{hardware!r} is not a list of distinct profiles",
+            "e.g. --hardware h100-sxm-80gb,b200-180gb",
+        )
+    specs = [load_hardware(n) for n in names]
+    model_spec = load_model(model)
+    seq = seq_len or model_spec.seq_len
+    if global_batch_tokens < seq:
+        raise ConfigError(
+            "--global-batch-tokens", f"{global_batch_tokens:,} tokens is less than one sequence of {seq:,}",
+            f"give at least {seq:,}",
+        )  # fmt: skip
+    precisions = cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision)))
+    for spec in specs:
+        for asked in precisions:
+            check_precision(spec, asked)
+    counts: dict[str, tuple[int, ...]] = {}
+    stop_early = True
+    for spec in specs:
+        counts[spec.name], stop_early = gpu_counts(gpus, spec.gpus_per_node)
+    price_list = prices(price, specs)
+    workers = jobs or len(os.sched_getaffinity(0))
+    template = SearchRequest(
+        gpus=1, global_batch=1, seq_len=seq, precisions=precisions, launcher=launcher,
+        stack=stack or stack_for_launcher(launcher), tp_comm_overlap=tp_comm_overlap, prefetch=workers == 1,
+    )  # fmt: skip
+    batch = BatchPolicy(global_batch_tokens, max_global_batch_tokens)
+    goodput_inputs = GoodputInputs(
+        interruptions_per_gpu_hour=interruptions_per_gpu_hour,
+        storage_bytes_per_s=storage_gb_per_s * 1e9 if storage_gb_per_s is not None else None,
+        restart_s=restart_minutes * 60,
+    )
+    query = SizeQuery(train_tokens, seq, batch, template, goodput_inputs, price_list, pue)
+    started = time.perf_counter()
+    with _Runner(workers, sys.stderr.isatty() and not as_json) as run:
+        points = sweep(model_spec, specs, counts, query, run, stop_early)
+    elapsed = time.perf_counter() - started
+    deadline_s = days * DAY_S if days is not None else None
+    all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
+    all_prices.update(dict(price_list))
+    if budget is not None and set(all_prices) != {s.name for s in specs}:
+        missing = sorted({s.name for s in specs} - set(all_prices))
+        raise ConfigError(
+            "--budget",
+            f"needs a price for every hardware; none for {', '.join(missing)}",
+            "add --price NAME=USD",
+        )
+    doc = SizeDocument(
+        inputs=SizeInputs(
+            model=model_spec.name, hardware=[s.name for s in specs], train_tokens=train_tokens, seq_len=seq,
+            batch_policy=batch.describe(seq), deadline_days=days, budget_usd=budget,
+            prices_usd_per_gpu_hour=all_prices, pue=pue, interruptions_per_gpu_hour=interruptions_per_gpu_hour,
+            restart_s=restart_minutes * 60,
+        ),
+        assumptions=_assumptions(query, specs, stop_early),
+        points=[point_document(p, points, explain_command(model, _hardware_arg(p, names, specs), p.request) if p.request else None) for p in points],
+        answers=answers_document(points, deadline_s, budget),
+    )  # fmt: skip
+    if svg is not None:
+        write_output(svg, size_svg(doc), "--svg", force)
+    if as_json:
+        print(json_text(doc.model_dump(mode="json", by_alias=True)))
+    else:
+        console.print(render_size(doc, elapsed, console.width))
+        console.print(size_terminal(doc, console.width))
+        shown = _shown(points, deadline_s)
+        if shown is not None and shown.request is not None:
+            console.print("Every number of that plan, with its derivation:", style="bold")
+            console.print(
+                "  " + explain_command(model, _hardware_arg(shown, names, specs), shown.request),
+                soft_wrap=True,
+            )
+    if not any(p.fits for p in points):
+        print(
+            printable(f"pplan: nothing fits at any count in the sweep; largest tried: {_largest(points)}"),
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_NO_ANSWER)
+    if deadline_s is not None and answers.cheapest_meeting(points, deadline_s) is None:
+        near = answers.nearest_miss(points)
+        where = f"{near.hardware} × {near.gpus:,}, {near.wall_s / DAY_S:,.1f} days" if near else "none"
+        print(
+            printable(f"pplan: no count in the sweep trains it within {days:g} days; nearest: {where}"),
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_NO_ANSWER)
+
+
+def _hardware_arg(point: SizePoint, names: list[str], specs: list[HardwareSpec]) -> str:
+    """What `--hardware` the explain line takes for the point's hardware (the name or file the user gave)."""
+    return next(n for n, s in zip(names, specs, strict=True) if s.name == point.hardware)
+
+
+def _largest(points: list[SizePoint]) -> str:
+    last = max(points, key=lambda p: p.gpus, default=None)
+    return "none" if last is None else f"{last.hardware} × {last.gpus:,} ({last.reason})"
+
+
+def _shown(points: list[SizePoint], deadline_s: float | None) -> SizePoint | None:
+    """The point whose explain line is printed: the cheapest that meets the deadline, else the first knee."""
+    if deadline_s is not None:
+        return answers.cheapest_meeting(points, deadline_s)
+    return next((k for ps in answers.by_hardware(points).values() if (k := answers.knee(ps))), None)
+
+
+def _assumptions(query: SizeQuery, specs: list[HardwareSpec], stop_early: bool) -> list[str]:
+    g = query.goodput
+    storage = (
+        f"{g.storage_bytes_per_s / 1e9:g} GB/s for the whole job (--storage-gb-per-s)"
+        if g.storage_bytes_per_s
+        else f"{g.storage_bytes_per_s_per_gpu / 1e6:.0f} MB/s per GPU of the job (Llama 3's storage: 2 TB/s "
+        "sustained for 16,384 GPUs, arXiv 2407.21783 §3.3.1; --storage-gb-per-s)"
+    )
+    out = [
+        query.batch.describe(query.seq_len),
+        "each point is recommend's exact best plan for its hardware, GPU count and batch (top 1 by pplan's model); "
+        "its explain line reproduces it",
+        f"interruptions: {g.interruptions_per_gpu_hour:.3g} per GPU-hour"
+        + (" (Llama 3 405B: 419 unexpected in 54 days on 16,384 H100s, arXiv 2407.21783 §3.3.4)"
+           if g.interruptions_per_gpu_hour == INTERRUPTIONS_PER_GPU_HOUR else " (--interruptions-per-gpu-hour)"),
+        f"checkpoints: {CHECKPOINT_BYTES_PER_PARAM} bytes per parameter (BF16 weights, FP32 master weights and "
+        f"Adam's two moments) written at {storage}, blocking, every √(2 · write · MTBF) of work (Young 1974); "
+        f"a restart takes {g.restart_s / 60:g} minutes (assumed; --restart-minutes) plus reading the checkpoint back",
+        "wall time = work · (1 + write/interval) / (1 − (restart + (interval + write)/2) / MTBF) (first order)",
+        f"energy at full board power plus each node's other parts, datasheet maxima (an upper bound), × PUE "
+        f"{query.pue:g}",
+    ]  # fmt: skip
+    unpowered = [s.name for s in specs if s.power is None]
+    if unpowered:
+        out.append(f"no energy for {', '.join(unpowered)}: its profile has no [power]")
+    prices_given = dict(query.prices)
+    unpriced = [s.name for s in specs if s.name not in prices_given and s.price_usd_per_gpu_hour is None]
+    if unpriced:
+        out.append(f"no cost for {', '.join(unpriced)}: no price (--price NAME=USD; pplan never guesses one)")
+    if stop_early:
+        out.append(
+            f"counts: whole nodes, powers of two and the 1.5× between, from one node; a hardware stops after the first "
+            f"count below {STOP_EFFICIENCY:.0%} of its best tokens/s per GPU, or with no plan past ones that fit"
+        )
+    return out

@@ -1,0 +1,252 @@
+"""The points of a sizing sweep: which GPU counts, which global batch at each, and the exact best plan there.
+
+GPU counts (`default_counts`): whole nodes, the powers of two times the node size and the 1.5× counts between them
+(8, 12, 16, 24, ... on 8-GPU nodes), from one node up to `MAX_GPUS`. The sweep of one hardware stops climbing once
+per-GPU throughput stops paying (`stops_paying`): after a count whose tokens/s per GPU has fallen below
+`STOP_EFFICIENCY` of the best per-GPU figure seen, or after a count with no plan beyond the counts that have one.
+
+Batch policy (`BatchPolicy`): a fixed global batch in tokens at every count, or one that grows in proportion to the
+GPU count from the smallest count's batch up to a ceiling (`max_tokens`); either is a whole number of sequences.
+
+Each point is `recommend`'s search for its hardware, GPU count and batch with one answer (`top_n` 1: the exact best
+by pplan's own model), and from its plan: the step time and its interval, the failure-free work time for the
+token budget, the wall time with interruptions (pplan.sizing.goodput), GPU-hours, cost and energy
+(pplan.sizing.costs). A count where nothing fits says why in one line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from pplan.model.params import total_params
+from pplan.plan.configuration import PlanRequest
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.search import SearchRequest, SearchResult, search
+from pplan.sizing.costs import DEFAULT_PUE, RunCost, run_cost
+from pplan.sizing.goodput import Goodput, GoodputInputs, goodput
+
+MAX_GPUS = 16_384
+STOP_EFFICIENCY = 0.5
+"""A hardware's sweep stops after the first count whose tokens/s per GPU is below half the best per-GPU figure."""
+DEFAULT_BATCH_TOKENS = 4 * 2**20
+"""4M tokens per step (Llama 2's global batch, Touvron et al. 2023, arXiv 2307.09288, §2.2)."""
+CHECKPOINT_BYTES_PER_PARAM = 14
+"""A checkpoint's bytes per parameter: BF16 weights (2), FP32 master weights (4) and Adam's two FP32 moments (8);
+gradients are not saved."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPolicy:
+    """The global batch in tokens at each GPU count (module docstring)."""
+
+    tokens: int = DEFAULT_BATCH_TOKENS
+    """Fixed: at every count; growing: at the sweep's smallest count."""
+    max_tokens: int | None = None
+    """Growing: the ceiling; None: fixed."""
+
+    def sequences(self, gpus: int, smallest: int, seq_len: int) -> int:
+        """Sequences per step at `gpus` GPUs (the tokens divided by `seq_len`, rounded down, at least 1)."""
+        tokens = self.tokens
+        if self.max_tokens is not None:
+            tokens = min(self.max_tokens, self.tokens * gpus // smallest)
+        return max(1, tokens // seq_len)
+
+    def describe(self, seq_len: int) -> str:
+        """The policy in words, for the assumptions."""
+        if self.max_tokens is None:
+            return (
+                f"fixed global batch: {self.tokens:,} tokens ({self.tokens // seq_len:,} sequences of {seq_len:,}) "
+                "at every GPU count"
+            )
+        return (
+            f"growing global batch: {self.tokens:,} tokens at the smallest count, in proportion to the GPUs up to "
+            f"{self.max_tokens:,} (whole sequences of {seq_len:,})"
+        )
+
+
+def default_counts(gpus_per_node: int, low: int = 1, high: int = MAX_GPUS) -> tuple[int, ...]:
+    """Whole nodes: node × 2^k and node × 3 · 2^(k−1) between, within [low, high] (module docstring)."""
+    out: set[int] = set()
+    k = 0
+    while gpus_per_node * 2**k * 3 // 4 <= high:
+        base = gpus_per_node * 2**k
+        out.add(base)
+        if k >= 1:
+            out.add(base * 3 // 4)  # 1.5 × the power of two below
+        k += 1
+    return tuple(sorted(n for n in out if low <= n <= high and n % gpus_per_node == 0))
+
+
+@dataclass(frozen=True, slots=True)
+class SizeQuery:
+    """What every point of a sweep shares."""
+
+    train_tokens: float
+    seq_len: int
+    batch: BatchPolicy
+    search: SearchRequest
+    """The search every point runs, its GPUs and batch replaced (constraints, precisions, stack, launcher)."""
+    goodput: GoodputInputs
+    prices: tuple[tuple[str, float], ...] = ()
+    """Price per GPU-hour by hardware name (over the profile's own)."""
+    pue: float = DEFAULT_PUE
+
+
+@dataclass(frozen=True, slots=True)
+class SizePoint:
+    """One hardware and GPU count: its best plan and what training the budget on it takes."""
+
+    hardware: str
+    gpus: int
+    global_batch: int
+    """Sequences per step."""
+    request: PlanRequest | None
+    """The best plan (None: nothing fits; `reason` says why)."""
+    reason: str | None = None
+    step_s: float = math.nan
+    step_interval_s: tuple[float, float] = (math.nan, math.nan)
+    tokens_per_s: float = math.nan
+    mfu: float = math.nan
+    """Model FLOPs over the BF16 peak, the attention over the full s×s scores (the non-causal convention)."""
+    steps: int = 0
+    work_s: float = math.nan
+    """Failure-free time to train the budget: steps × step time."""
+    work_interval_s: tuple[float, float] = (math.nan, math.nan)
+    goodput: Goodput | None = None
+    wall_s: float = math.nan
+    """With interruptions, checkpoints and restarts."""
+    wall_interval_s: tuple[float, float] = (math.nan, math.nan)
+    cost: RunCost | None = None
+    calibrated: bool = False
+
+    @property
+    def fits(self) -> bool:
+        return self.request is not None
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+
+def why_nothing(result: SearchResult) -> str:
+    """One line: why a search found no plan (the nearest memory miss, else the commonest structural rejection)."""
+    if result.closest_misses:
+        miss = min(result.closest_misses, key=lambda m: m.need_bytes / m.usable_bytes)
+        need = "needs" if miss.exact else "needs at least"
+        return (
+            f"out of memory: the nearest plan ({miss.summary}) {need} {miss.need_bytes / 1e9:.1f} of "
+            f"{miss.usable_bytes / 1e9:.1f} GB"
+        )
+    if result.rejected:
+        reason, count = result.rejected.most_common(1)[0]
+        return f"no configuration: {reason.value} ({count:,} configurations)"
+    return "no configuration"
+
+
+def checkpoint_bytes(model: ModelSpec) -> float:
+    """Bytes one checkpoint writes (`CHECKPOINT_BYTES_PER_PARAM` per unique parameter)."""
+    return float(total_params(model) * CHECKPOINT_BYTES_PER_PARAM)
+
+
+def size_point(
+    model: ModelSpec, hardware: HardwareSpec, gpus: int, global_batch: int, query: SizeQuery
+) -> SizePoint:
+    """The best plan at `gpus` GPUs and `global_batch` sequences, and the run it makes (module docstring)."""
+    request = replace(query.search, gpus=gpus, global_batch=global_batch, top_n=1, seq_len=query.seq_len)
+    result = search(model, hardware, request)
+    head = SizePoint(hardware=hardware.name, gpus=gpus, global_batch=global_batch, request=None)
+    if not result.candidates:
+        return replace(head, reason=why_nothing(result))
+    best = result.candidates[0]
+    perf = best.report.performance
+    assert perf is not None  # the search ranks by it
+    tokens_per_step = global_batch * query.seq_len
+    steps = math.ceil(query.train_tokens / tokens_per_step)
+    work_s = steps * perf.step_s
+    work_lo, work_hi = (steps * s for s in perf.step_interval_s)
+    state = checkpoint_bytes(model)
+    good = goodput(work_s, gpus, state, query.goodput)
+    overhead = good.wall_s / work_s if math.isfinite(good.wall_s) else math.inf
+    prices = dict(query.prices)
+    price = prices.get(hardware.name, hardware.price_usd_per_gpu_hour)
+    wall_lo = goodput(work_lo, gpus, state, query.goodput).wall_s
+    wall_hi = goodput(work_hi, gpus, state, query.goodput).wall_s
+    return replace(
+        head,
+        request=best.request,
+        step_s=perf.step_s,
+        step_interval_s=perf.step_interval_s,
+        tokens_per_s=perf.tokens_per_s,
+        mfu=perf.mfu,
+        steps=steps,
+        work_s=work_s,
+        work_interval_s=(work_lo, work_hi),
+        goodput=good,
+        wall_s=work_s * overhead,
+        wall_interval_s=(wall_lo, wall_hi),
+        cost=run_cost(gpus, hardware.gpus_per_node, work_s * overhead, price, hardware.power, query.pue),
+        calibrated=perf.calibrated,
+    )
+
+
+def stops_paying(points: list[SizePoint]) -> bool:
+    """Whether a hardware's sweep (its points so far, by count) should climb no further (module docstring)."""
+    fitted = [p for p in points if p.fits]
+    if not fitted:
+        return False
+    if not points[-1].fits:
+        return True  # nothing fits here though a smaller count had a plan: the batch is spent
+    best = max(p.tokens_per_s_per_gpu for p in fitted)
+    return points[-1].tokens_per_s_per_gpu < STOP_EFFICIENCY * best
+
+
+@dataclass(frozen=True, slots=True)
+class PointTask:
+    """One point to evaluate: `size_point`'s arguments."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    gpus: int
+    global_batch: int
+    query: SizeQuery
+
+
+def evaluate(task: PointTask) -> SizePoint:
+    """`size_point` for a task (what a worker process runs)."""
+    return size_point(task.model, task.hardware, task.gpus, task.global_batch, task.query)
+
+
+Runner = Callable[[list[PointTask]], list[SizePoint]]
+"""Evaluates tasks, in order (pplan.cli.size runs them over the machine's cores)."""
+
+
+def sweep(
+    model: ModelSpec,
+    hardwares: Sequence[HardwareSpec],
+    counts: dict[str, tuple[int, ...]],
+    query: SizeQuery,
+    run: Runner,
+    stop_early: bool = True,
+) -> list[SizePoint]:
+    """Every hardware's points, by hardware then count: in rounds of one octave per hardware (a count and the 1.5×
+    one above it), each round's points evaluated together by `run`; a hardware stops after the round where
+    `stops_paying` (when `stop_early`)."""
+    done: dict[str, list[SizePoint]] = {hw.name: [] for hw in hardwares}
+    queue = {hw.name: list(counts[hw.name]) for hw in hardwares}
+    by_name = {hw.name: hw for hw in hardwares}
+    while any(queue.values()):
+        tasks = []
+        for name, left in queue.items():
+            smallest = counts[name][0]
+            for gpus in left[:2]:
+                batch = query.batch.sequences(gpus, smallest, query.seq_len)
+                tasks.append(PointTask(model, by_name[name], gpus, batch, query))
+            del left[:2]
+        for point in run(tasks):
+            done[point.hardware].append(point)
+        for name in queue:
+            if stop_early and stops_paying(done[name]):
+                queue[name] = []
+    return [p for hw in hardwares for p in sorted(done[hw.name], key=lambda p: p.gpus)]

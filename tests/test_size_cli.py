@@ -1,0 +1,112 @@
+"""`pplan size` end to end: the pplan.size/1 document (its points are recommend's best, its figures follow from
+them by hand), the exit codes of "no count meets the deadline" and "nothing fits", and bad input refused in one
+line naming the flag, exit 2."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pplan.documents.size import SizeDocument
+from tests.cli_run import run_pplan
+
+SMALL = (
+    "size",
+    "--model",
+    "llama3-8b",
+    "--train-tokens",
+    "1e12",
+    "--hardware",
+    "h100-sxm-80gb",
+    "--jobs",
+    "1",
+)
+
+
+def test_the_document_follows_from_its_points(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, *SMALL, "--gpus", "8,16", "--price", "h100-sxm-80gb=2", "--json")
+    assert res.code == 0, res.err
+    doc = SizeDocument.model_validate(res.json())
+    assert [p.gpus for p in doc.points] == [8, 16]
+    base = doc.points[0]
+    for p in doc.points:
+        assert p.fits and p.steps is not None and p.step_s is not None and p.wall_days is not None
+        assert p.work_days is not None and p.gpu_hours is not None
+        assert p.steps == math.ceil(1e12 / (p.global_batch * 8192))
+        assert p.work_days == pytest.approx(p.steps * p.step_s / 86_400)
+        assert p.gpu_hours == pytest.approx(p.gpus * p.wall_days * 24)
+        assert p.cost_usd == pytest.approx(2 * p.gpu_hours)
+        # H100 [power]: 700 W a GPU, 4,600 W the rest of a node, PUE 1
+        nodes = p.gpus // 8
+        assert p.energy_kwh == pytest.approx(p.wall_days * 24 * (p.gpus * 700 + nodes * 4600) / 1000)
+        assert p.goodput is not None and p.wall_days >= p.work_days
+        assert p.explain is not None and p.explain.startswith("pplan explain --model llama3-8b")
+        assert p.scaling_efficiency == pytest.approx(p.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu)  # type: ignore[operator]
+    assert doc.answers.least_gpus_that_fit == {"h100-sxm-80gb": 8}
+    assert doc.inputs.prices_usd_per_gpu_hour == {"h100-sxm-80gb": 2.0}
+    assert doc.answers.pareto  # two points: at least one is on the front
+
+
+def test_a_point_reproduces_with_its_explain_line(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, *SMALL, "--gpus", "16", "--json")
+    point = SizeDocument.model_validate(res.json()).points[0]
+    assert point.explain is not None and point.step_s is not None
+    args = [*point.explain.split()[1:], "--json"]
+    again = run_pplan(capsys, *args)
+    assert again.code == 0, again.err
+    assert again.json()["performance"]["step_s"] == pytest.approx(point.step_s, rel=1e-12)
+
+
+def test_a_deadline_nothing_meets_exits_1_with_the_nearest_miss(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, *SMALL, "--gpus", "8,16", "--days", "0.5")
+    assert res.code == 1
+    assert "no count in the sweep trains it within 0.5 days; nearest: h100-sxm-80gb × 16" in res.err
+    ok = run_pplan(capsys, *SMALL, "--gpus", "8,16", "--days", "3650")
+    assert ok.code == 0 and "Fewest GPUs that train it within 3650 days: h100-sxm-80gb 8" in ok.out
+
+
+def test_nothing_fits_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, "size", "--model", "llama3-405b", "--train-tokens", "1e12", "--hardware",
+                    "h100-sxm-80gb", "--gpus", "8", "--jobs", "1")  # fmt: skip
+    assert res.code == 1 and "nothing fits at any count in the sweep" in res.err
+    assert "out of memory" in res.err
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--train-tokens", "-5"), "--train-tokens"),
+        (("--train-tokens", "1e12", "--days", "0"), "--days"),
+        (("--train-tokens", "1e12", "--price", "a100-sxm-80gb=2"), "--price"),
+        (("--train-tokens", "1e12", "--price", "h100-sxm-80gb=free"), "--price"),
+        (("--train-tokens", "1e12", "--gpus", "4096..64"), "--gpus"),
+        (("--train-tokens", "1e12", "--gpus", "lots"), "--gpus"),
+        (("--train-tokens", "1e12", "--pue", "0.8"), "--pue"),
+        (("--train-tokens", "1e12", "--budget", "1e6"), "--budget"),
+        (("--train-tokens", "1e12", "--global-batch-tokens", "100"), "--global-batch-tokens"),
+        (("--train-tokens", "1e12", "--hardware", "h100-sxm-80gb,h100-sxm-80gb"), "--hardware"),
+        ((), "--train-tokens"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+) -> None:
+    base = ["size", "--model", "llama3-8b", "--jobs", "1"]
+    if "--hardware" not in args:
+        base += ["--hardware", "h100-sxm-80gb"]
+    res = run_pplan(capsys, *base, *args)
+    assert res.code == 2, (res.code, res.err)
+    lines = [x for x in res.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in res.err, res.err
+
+
+def test_the_svg_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "size.svg"
+    res = run_pplan(capsys, *SMALL, "--gpus", "8,16", "--svg", str(out))
+    assert res.code == 0, res.err
+    assert (
+        out.read_text(encoding="utf-8").startswith("<svg") or "<svg" in out.read_text(encoding="utf-8")[:200]
+    )
+    assert "Answers" in res.out and "Assumptions" in res.out
