@@ -101,6 +101,7 @@ def document(
         inputs=SizeInputs(
             model="llama3-70b",
             hardware=[H100, B200],
+            gpus_per_node={H100: 8, B200: 8},
             train_tokens=TOKENS,
             seq_len=8192,
             batch_policy="fixed at 1024 sequences",

@@ -5,6 +5,8 @@ line naming the flag, exit 2."""
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,43 @@ def test_the_svg_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
         out.read_text(encoding="utf-8").startswith("<svg") or "<svg" in out.read_text(encoding="utf-8")[:200]
     )
     assert "Answers" in res.out and "Assumptions" in res.out
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SIZE_BLOCK = re.compile(r"^```\n\$ (pplan size [^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def _readme_size_blocks() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in SIZE_BLOCK.finditer(README.read_text(encoding="utf-8"))]
+
+
+def test_the_readme_shows_the_three_questions() -> None:
+    commands = [c for c, _ in _readme_size_blocks()]
+    assert any("--days 30" in c for c in commands)  # 70B, 15T tokens, 30 days
+    assert any("--gpus 1024" in c for c in commands)  # H100 against H200 against B200
+    assert any("--gpus 64..4096" in c for c in commands)  # a scaling curve
+
+
+@pytest.mark.parametrize(
+    "which",
+    [
+        pytest.param("--gpus 1024", id="three-gpus"),
+        pytest.param("--gpus 64..4096", id="scaling"),
+        pytest.param("--days 30", id="deadline", marks=pytest.mark.acceptance),  # 66 searches: seconds
+    ],
+)
+def test_the_readme_size_output_is_what_the_command_prints(
+    capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    """Each README block's lines (trailing spaces aside; "..." marks a cut) appear, in order, in what the command
+    prints now at 80 columns."""
+    command, shown = next((c, s) for c, s in _readme_size_blocks() if which in c)
+    res = run_pplan(capsys, *shlex.split(command)[1:])
+    assert res.code == 0, res.err
+    printed = [line.rstrip() for line in res.out.splitlines()]
+    at = 0
+    for line in (x.rstrip() for x in shown.splitlines()):
+        if line == "...":
+            continue
+        assert line in printed[at:], line
+        at = printed.index(line, at) + 1

@@ -8,7 +8,6 @@ import math
 import multiprocessing
 import os
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Annotated, cast, get_args
@@ -287,10 +286,8 @@ def size(
         restart_s=restart_minutes * 60,
     )
     query = SizeQuery(train_tokens, seq, batch, template, goodput_inputs, price_list, pue)
-    started = time.perf_counter()
     with _Runner(workers, sys.stderr.isatty() and not as_json) as run:
         points = sweep(model_spec, specs, counts, query, run, stop_early)
-    elapsed = time.perf_counter() - started
     deadline_s = days * DAY_S if days is not None else None
     all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
     all_prices.update(dict(price_list))
@@ -303,7 +300,8 @@ def size(
         )
     doc = SizeDocument(
         inputs=SizeInputs(
-            model=model_spec.name, hardware=[s.name for s in specs], train_tokens=train_tokens, seq_len=seq,
+            model=model_spec.name, hardware=[s.name for s in specs],
+            gpus_per_node={s.name: s.gpus_per_node for s in specs}, train_tokens=train_tokens, seq_len=seq,
             batch_policy=batch.describe(seq), deadline_days=days, budget_usd=budget,
             prices_usd_per_gpu_hour=all_prices, pue=pue, interruptions_per_gpu_hour=interruptions_per_gpu_hour,
             restart_s=restart_minutes * 60,
@@ -317,8 +315,9 @@ def size(
     if as_json:
         print(json_text(doc.model_dump(mode="json", by_alias=True)))
     else:
-        console.print(render_size(doc, elapsed, console.width))
-        console.print(size_terminal(doc, console.width))
+        console.print(render_size(doc, console.width))
+        if len({p.gpus for p in points if p.fits}) >= 2:
+            console.print(size_terminal(doc, console.width))
         shown = _shown(points, deadline_s)
         if shown is not None and shown.request is not None:
             console.print("Every number of that plan, with its derivation:", style="bold")
@@ -353,10 +352,11 @@ def _largest(points: list[SizePoint]) -> str:
 
 
 def _shown(points: list[SizePoint], deadline_s: float | None) -> SizePoint | None:
-    """The point whose explain line is printed: the cheapest that meets the deadline, else the first knee."""
+    """The point whose explain line is printed: the cheapest that meets the deadline, else the fastest of the
+    Pareto front."""
     if deadline_s is not None:
         return answers.cheapest_meeting(points, deadline_s)
-    return next((k for ps in answers.by_hardware(points).values() if (k := answers.knee(ps))), None)
+    return next(iter(answers.pareto(points)), None)
 
 
 def _assumptions(query: SizeQuery, specs: list[HardwareSpec], stop_early: bool) -> list[str]:

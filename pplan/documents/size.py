@@ -22,6 +22,8 @@ DAY_S = 86_400
 class SizeInputs(Out):
     model: str
     hardware: list[str]
+    gpus_per_node: dict[str, int]
+    """Each hardware's node (NVLink domain) size: the counts swept are whole nodes of it."""
     train_tokens: float
     seq_len: int
     batch_policy: str

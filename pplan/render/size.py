@@ -32,7 +32,7 @@ def _hardware_table(doc: SizeDocument, hardware: str, width: int) -> Table:
     priced = any(p.cost_usd is not None for p in points)
     powered = any(p.energy_kwh is not None for p in points)
     wide = width >= WIDE
-    table = Table(title=hardware, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=hardware, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, expand=True)
     table.add_column("GPUs", justify="right", no_wrap=True)
     table.add_column("plan: t·p·d·v·cp schedule b×m", overflow="fold", ratio=1, min_width=16)
     columns = [
@@ -84,8 +84,19 @@ def answer_lines(doc: SizeDocument) -> list[str]:
     fits = ", ".join(
         f"{hw} {n:,}" if n else f"{hw} none in the sweep" for hw, n in a.least_gpus_that_fit.items()
     )
-    out.append(f"Least GPUs that fit: {fits}.")
-    knees = ", ".join(f"{hw} {n:,}" for hw, n in a.knee.items() if n)
+    lowest = [
+        hw
+        for hw, n in a.least_gpus_that_fit.items()
+        if n is not None
+        and n == min(p.gpus for p in doc.points if p.hardware == hw)
+        and n > doc.inputs.gpus_per_node[hw]
+    ]
+    caveat = (
+        f" ({', '.join(lowest)}: the lowest count swept; fewer GPUs may fit, widen --gpus)" if lowest else ""
+    )
+    out.append(f"Least GPUs that fit: {fits}{caveat}.")
+    curves = [hw for hw in a.knee if sum(p.fits for p in doc.points if p.hardware == hw) >= 3]
+    knees = ", ".join(f"{hw} {a.knee[hw]:,}" for hw in curves if a.knee[hw])
     if knees:
         out.append(
             f"Knee of the scaling curve (the last count up to which every step up still returned half its GPUs' "
@@ -116,11 +127,11 @@ def answer_lines(doc: SizeDocument) -> list[str]:
     return out
 
 
-def render_size(doc: SizeDocument, elapsed_s: float, width: int) -> RenderableType:
+def render_size(doc: SizeDocument, width: int) -> RenderableType:
     """The tables, the answers and the assumptions."""
     head = Text(
         f"{doc.inputs.model}: {doc.inputs.train_tokens:.3g} tokens at sequence {doc.inputs.seq_len:,}; "
-        f"{sum(p.fits for p in doc.points)} of {len(doc.points)} points have a plan ({elapsed_s:.1f} s)",
+        f"{sum(p.fits for p in doc.points)} of {len(doc.points)} points have a plan",
         style="bold",
     )
     parts: list[RenderableType] = [head]
