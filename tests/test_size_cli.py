@@ -69,11 +69,13 @@ def test_a_deadline_nothing_meets_exits_1_with_the_nearest_miss(capsys: pytest.C
     assert ok.code == 0 and "Fewest GPUs that train it within 3650 days: h100-sxm-80gb 8" in ok.out
 
 
-def test_nothing_fits_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_gpu_range_nothing_fits_is_one_line_on_gpus_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, "size", "--model", "llama3-405b", "--train-tokens", "1e12", "--hardware",
-                    "h100-sxm-80gb", "--gpus", "8", "--jobs", "1")  # fmt: skip
-    assert res.code == 1 and "nothing fits at any count in the sweep" in res.err
-    assert "out of memory" in res.err
+                    "h100-sxm-80gb", "--gpus", "8,16", "--jobs", "1")  # fmt: skip
+    lines = [x for x in res.err.splitlines() if x.strip()]
+    assert res.code == 2 and len(lines) == 1 and res.out == ""
+    assert "--gpus: nothing fits llama3-405b at any count swept" in lines[0]
+    assert "h100-sxm-80gb × 16: out of memory" in lines[0] and "give larger counts" in lines[0]
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ from pplan.sizing.sweep import (
 
 DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"
 EXIT_NO_ANSWER = 1
-"""Nothing fits at any count, or no count meets --days: the nearest miss is printed."""
+"""No count meets --days: the nearest miss is printed. (Nothing fitting at all is a usage error on --gpus, 2.)"""
 
 
 def gpu_counts(text: str | None, gpus_per_node: int) -> tuple[tuple[int, ...], bool]:
@@ -288,6 +288,12 @@ def size(
     query = SizeQuery(train_tokens, seq, batch, template, goodput_inputs, price_list, pue)
     with _Runner(workers, sys.stderr.isatty() and not as_json) as run:
         points = sweep(model_spec, specs, counts, query, run, stop_early)
+    if not any(p.fits for p in points):
+        raise ConfigError(
+            "--gpus",
+            f"nothing fits {model_spec.name} at any count swept; at the largest, {_largest(points)}",
+            "give larger counts (--gpus LOW..HIGH), more memory per GPU (--hardware), or a shorter --seq-len",
+        )
     deadline_s = days * DAY_S if days is not None else None
     all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
     all_prices.update(dict(price_list))
@@ -325,12 +331,6 @@ def size(
                 "  " + explain_command(model, _hardware_arg(shown, names, specs), shown.request),
                 soft_wrap=True,
             )
-    if not any(p.fits for p in points):
-        print(
-            printable(f"pplan: nothing fits at any count in the sweep; largest tried: {_largest(points)}"),
-            file=sys.stderr,
-        )
-        raise typer.Exit(EXIT_NO_ANSWER)
     if deadline_s is not None and answers.cheapest_meeting(points, deadline_s) is None:
         near = answers.nearest_miss(points)
         where = f"{near.hardware} × {near.gpus:,}, {near.wall_s / DAY_S:,.1f} days" if near else "none"
@@ -347,8 +347,8 @@ def _hardware_arg(point: SizePoint, names: list[str], specs: list[HardwareSpec])
 
 
 def _largest(points: list[SizePoint]) -> str:
-    last = max(points, key=lambda p: p.gpus, default=None)
-    return "none" if last is None else f"{last.hardware} × {last.gpus:,} ({last.reason})"
+    last = max(points, key=lambda p: p.gpus)
+    return f"{last.hardware} × {last.gpus:,}: {last.reason}"
 
 
 def _shown(points: list[SizePoint], deadline_s: float | None) -> SizePoint | None:
