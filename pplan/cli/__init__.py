@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import os
+import signal
 import sys
 import traceback
 
@@ -98,12 +99,15 @@ def main(argv: list[str] | None = None) -> None:
         # outside standalone mode click returns a command's `typer.Exit` code (and 130 for an interrupt) instead
         # of exiting with it: pass it on
         code = app(args=argv, prog_name="pplan", standalone_mode=False)
+        if code == EXIT_INTERRUPTED:
+            raise KeyboardInterrupt
         if isinstance(code, int) and code:
             sys.exit(code)
     except PplanError as err:
         print(printable(f"pplan: error: {err.one_line()}"), file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second interrupt must not break the exit
         print("pplan: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as err:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -117,13 +118,22 @@ def _positive(flag: str, value: float | None, fix: str, high: float = math.inf) 
         raise ConfigError(flag, f"must be a finite number above 0 (and at most {high:g}), got {value:g}", fix)
 
 
+def _ignore_interrupts() -> None:
+    """In a worker: leave Ctrl-C to the parent, which stops the workers and reports the interrupt once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Runner:
     """Evaluates a round of tasks over `jobs` processes (fork; in this process when 1), with a progress bar on
     stderr when `show`; a context manager that stops both."""
 
     def __init__(self, jobs: int, show: bool) -> None:
         self.pool = (
-            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) if jobs > 1 else None
+            ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts
+            )
+            if jobs > 1
+            else None
         )
         self.bar = Progress(console=err_console, transient=True) if show else None
         self.task = self.bar.add_task("sizing: best plan per GPU count", total=None) if self.bar else None
@@ -134,11 +144,21 @@ class _Runner:
             self.bar.start()
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if self.bar is not None:
             self.bar.stop()
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+        if self.pool is None:
+            return
+        if kind is not None:
+            # interrupted or failed: stop the workers' searches now rather than let them finish (a second Ctrl-C
+            # must not break the clean-up)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            processes = list(getattr(self.pool, "_processes", {}).values())
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join()
+        self.pool.shutdown(wait=kind is None, cancel_futures=True)
 
     def __call__(self, tasks: list[PointTask]) -> list[SizePoint]:
         out: dict[int, SizePoint] = {}
