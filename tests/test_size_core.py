@@ -21,7 +21,15 @@ from pplan.sizing.goodput import (
     wall_time_s,
     young_interval_s,
 )
-from pplan.sizing.sweep import BatchPolicy, SizePoint, SizeQuery, default_counts, size_point
+from pplan.sizing.sweep import (
+    BatchPolicy,
+    SizePoint,
+    SizeQuery,
+    awkward_batch,
+    default_counts,
+    forced_model_parallel,
+    size_point,
+)
 
 
 def test_gpu_hours_cost_and_energy_by_hand() -> None:
@@ -165,3 +173,13 @@ def test_a_sweep_point_is_recommends_best() -> None:
     assert point.steps == math.ceil(1e12 / (256 * 8192))
     assert point.work_s == pytest.approx(point.steps * point.step_s)
     assert point.cost is not None and point.cost.gpu_hours == pytest.approx(64 * point.wall_s / 3600)
+
+
+def test_the_batch_forces_model_parallelism_by_hand() -> None:
+    # 48 GPUs, 32 sequences: gcd 16, so t·p·cp must be a multiple of 3 (d divides 32): awkward
+    assert forced_model_parallel(48, 32) == 3 and awkward_batch(48, 32, 8)
+    # 64 GPUs, 32 sequences: t·p·cp a multiple of 2 — a node's worth or less, a power of two: not awkward
+    assert forced_model_parallel(64, 32) == 2 and not awkward_batch(64, 32, 8)
+    # 4,096 GPUs, 256 sequences: t·p·cp ≥ 16, more than a node: awkward
+    assert forced_model_parallel(4096, 256) == 16 and awkward_batch(4096, 256, 8)
+    assert forced_model_parallel(96, 96) == 1 and not awkward_batch(96, 96, 8)

@@ -333,7 +333,14 @@ def size(
             restart_s=restart_minutes * 60,
         ),
         assumptions=_assumptions(query, specs, stop_early),
-        points=[point_document(p, points, explain_command(model, _hardware_arg(p, names, specs), p.request) if p.request else None) for p in points],
+        points=[
+            point_document(
+                p, points,
+                explain_command(model, _hardware_arg(p, names, specs), p.request) if p.request else None,
+                next(s.gpus_per_node for s in specs if s.name == p.hardware),
+            )
+            for p in points
+        ],
         answers=answers_document(points, deadline_s, budget),
     )  # fmt: skip
     if svg is not None:

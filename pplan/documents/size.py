@@ -13,7 +13,7 @@ from pydantic import Field
 
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.sizing import answers
-from pplan.sizing.sweep import SizePoint
+from pplan.sizing.sweep import SizePoint, awkward_batch, forced_model_parallel
 
 SIZE_SCHEMA = "pplan.size/1"
 DAY_S = 86_400
@@ -59,6 +59,12 @@ class SizePointOut(Out):
     fits: bool
     reason: str | None
     """Why nothing fits at this count (null when a plan does)."""
+    forced_model_parallel: int
+    """The least t·p·cp the batch forces: d must divide the batch, so t·p·cp is a multiple of GPUs / gcd(GPUs,
+    sequences)."""
+    awkward_batch: bool
+    """The batch forces a model-parallel size the count would not otherwise need (a factor other than 2, or more
+    than a node): a different batch or count may run faster per GPU."""
     plan: str | None
     """The best plan's cut: t·p·d·v·cp(·ep) schedule b×m."""
     explain: str | None
@@ -122,7 +128,9 @@ def cut_text(point: SizePoint) -> str | None:
     return f"{r.tp}·{r.pp}·{d}·{r.vp or 1}·{r.cp}{ep}{precision} {r.schedule} {r.micro_batch}×{r.global_batch // (r.micro_batch * d)}"
 
 
-def point_document(point: SizePoint, points: Sequence[SizePoint], explain: str | None) -> SizePointOut:
+def point_document(
+    point: SizePoint, points: Sequence[SizePoint], explain: str | None, gpus_per_node: int
+) -> SizePointOut:
     """One point of `pplan.size/1`."""
     good = point.goodput
     cost = point.cost
@@ -132,6 +140,8 @@ def point_document(point: SizePoint, points: Sequence[SizePoint], explain: str |
         global_batch=point.global_batch,
         fits=point.fits,
         reason=point.reason,
+        forced_model_parallel=forced_model_parallel(point.gpus, point.global_batch),
+        awkward_batch=awkward_batch(point.gpus, point.global_batch, gpus_per_node),
         plan=cut_text(point),
         explain=explain,
         step_s=point.step_s if point.fits else None,

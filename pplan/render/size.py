@@ -60,7 +60,8 @@ def _hardware_table(doc: SizeDocument, hardware: str, width: int) -> Table:
             "cost": _money(p.cost_usd),
             "MWh": f"{p.energy_kwh / 1e3:,.0f}" if p.energy_kwh is not None else "–",
         }
-        table.add_row(f"{p.gpus:,}", p.plan or "", *(cells[c] for c in columns))
+        mark = " †" if p.awkward_batch else ""
+        table.add_row(f"{p.gpus:,}{mark}", p.plan or "", *(cells[c] for c in columns))
     return table
 
 
@@ -150,6 +151,17 @@ def render_size(doc: SizeDocument, width: int) -> RenderableType:
             style="dim",
         )
     )
+    awkward = [p for p in doc.points if p.awkward_batch]
+    if awkward:
+        counts = ", ".join(dict.fromkeys(f"{p.gpus:,}" for p in awkward))
+        parts.append(
+            Text(
+                f"† an awkward batch at {counts} GPUs: d must divide the batch's sequences, which forces t·p·cp to "
+                "a multiple of GPUs / gcd(GPUs, sequences), a model-parallel size the count would not otherwise "
+                "need; another batch or count may run faster per GPU.",
+                style="dim",
+            )
+        )
     parts += [Text("Answers", style="bold"), *(Text("  " + line) for line in answer_lines(doc))]
     parts += [Text("Assumptions", style="bold"), *(Text("  • " + line) for line in doc.assumptions)]
     return Group(*parts)

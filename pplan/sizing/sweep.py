@@ -145,6 +145,20 @@ def why_nothing(result: SearchResult) -> str:
     return "no configuration"
 
 
+def forced_model_parallel(gpus: int, global_batch: int) -> int:
+    """The least t·p·cp the batch forces on `gpus` GPUs: d = GPUs / (t·p·cp) must divide the batch's sequences, so
+    t·p·cp is a multiple of GPUs / gcd(GPUs, batch)."""
+    return gpus // math.gcd(gpus, global_batch)
+
+
+def awkward_batch(gpus: int, global_batch: int, gpus_per_node: int) -> bool:
+    """Whether the batch forces a model-parallel size the count would not otherwise need: a factor other than 2
+    (a 1.5× count with a power-of-two batch), or more than one node's GPUs."""
+    forced = forced_model_parallel(gpus, global_batch)
+    odd = forced // (forced & -forced)
+    return odd > 1 or forced > gpus_per_node
+
+
 def checkpoint_bytes(model: ModelSpec) -> float:
     """Bytes one checkpoint writes (`CHECKPOINT_BYTES_PER_PARAM` per unique parameter)."""
     return float(total_params(model) * CHECKPOINT_BYTES_PER_PARAM)
