@@ -272,9 +272,10 @@ def json_problem(text: str) -> str | None:
 
 def problems(json_out: bool, code: int, out: str, err: str, expect: int | None = EITHER) -> list[str]:
     """What is wrong with one run, as short labels with detail ([] when it keeps the contract): exit 0 with a
-    sane answer (strict JSON, finite numbers) or exit 2 with exactly one "pplan: error: " line."""
+    sane answer (strict JSON, finite numbers), exit 1 with the same (the documented "no answer": nothing fits, or
+    no count meets a deadline) or exit 2 with exactly one "pplan: error: " line."""
     found: list[str] = []
-    if "Traceback" in err or code not in (0, 2):
+    if "Traceback" in err or code not in (0, 1, 2):
         found.append(f"traceback: exit {code}: {err.strip()[-300:]}")
         return found
     if expect is not None and code != expect:
@@ -287,7 +288,7 @@ def problems(json_out: bool, code: int, out: str, err: str, expect: int | None =
             found.append(f"error-lines: control character in {lines[0][:200]!r}")
         return found
     if not out.strip():
-        found.append("empty-output: exit 0 with nothing on stdout")
+        found.append(f"empty-output: exit {code} with nothing on stdout")
     elif json_out:
         problem = json_problem(out)
         if problem:

@@ -177,7 +177,7 @@ def test_recommend_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, .
         # auto under a headroom: the derived memory limit, and so the lists, must be the same in explain
         ("--model", "llama3-70b", "--gpus", "64", "--global-batch", "256", "--tp", "8", "--pp", "8", "--cp", "1",
          "--micro-batch", "1", "--schedule", "auto", "--zero-stage", "1", "--grad-dtype", "fp32", "--headroom",
-         "0.3", "--top", "1"),
+         "0.3", "--top", "1", "--include-unrunnable"),
         # a straggler allowance: the command must carry it
         ("--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--jitter", "0.02", "--top", "1"),
     ],
@@ -188,8 +188,9 @@ def test_printed_explain_command_reproduces_the_best(
     import shlex
 
     res = run_pplan(capsys, "recommend", *query)
-    command = res.out.strip().splitlines()[-1].strip()
-    assert command.startswith("pplan explain")
+    line = res.out.strip().splitlines()[-1].strip()
+    assert line.startswith("#1: pplan explain")
+    command = line.removeprefix("#1: ")
     best = _json(capsys, *query)["candidates"][0]["performance"]["tokens_per_s"]
     doc = run_pplan(capsys, *shlex.split(command)[1:], "--json").json()
     assert doc["performance"]["tokens_per_s"] == pytest.approx(best)

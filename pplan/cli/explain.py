@@ -36,13 +36,16 @@ from pplan.cli.options import (
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
+from pplan.cost.pipeline import PipelineRun
 from pplan.documents.base import version_of
+from pplan.documents.explain import ExplainReport
 from pplan.documents.registry import DOCUMENTS, INPUTS
 from pplan.errors import ConfigError
 from pplan.explain import check_train_tokens, explain_with_run
 from pplan.launchers.support import Launcher
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import stack_for_launcher
 from pplan.render.explain import render_explain
 from pplan.schedules import schedule_family, to_torch_csv
@@ -181,6 +184,13 @@ def explain(
             "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan)."
         ),
     ] = None,
+    svg: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write a picture of the plan as an SVG file: memory per stage against the usable memory, "
+            "where the step time goes, and the pipeline timeline."
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
     all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/2 JSON document.")] = False,
@@ -246,6 +256,11 @@ def explain(
     check_train_tokens(train_tokens)
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
+    if launcher_format is not None and svg is not None:
+        raise ConfigError(
+            "--svg", f"draws the explained plan, --format {launcher_format} prints launcher settings instead",
+            "drop one of them",
+        )  # fmt: skip
     if launcher_format is not None:
         if as_json:
             raise ConfigError(
@@ -255,15 +270,20 @@ def explain(
         plan = make_plan(model_spec, request)
         print(launchers.launcher_text(launcher_format, model_spec, plan))
         return
-    if csv is not None:
+    if csv is not None or svg is not None:
         check_outputs(
-            {"--csv": csv}, {"--model": input_path(model), "--hardware": input_path(hardware)}, force
+            {"--csv": csv, "--svg": svg},
+            {"--model": input_path(model), "--hardware": input_path(hardware)},
+            force,
         )
+    if csv is not None:
         _check_csv_size(make_plan(model_spec, request))
     report, plan, run = explain_with_run(model_spec, hardware_spec, request, pass_durations, train_tokens)
     if csv is not None:
         lists = run.lists if run.lists is not None else plan.explicit_schedule()
         write_output(csv, to_torch_csv(lists), "--csv", force)
+    if svg is not None:
+        write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, report), "--svg", force)
     if used:
         note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
         report = report.model_copy(update={"assumptions": [note, *report.assumptions]})
@@ -285,6 +305,31 @@ def _check_csv_size(plan: Plan) -> None:
             f"{MAX_STAGE_MICROBATCHES:,} for exporting one schedule",
             "drop --csv, or take a smaller global batch or fewer pipeline ranks",
         )
+
+
+def _plan_picture(
+    model: ModelSpec, hardware: HardwareSpec, plan: Plan, run: PipelineRun, report: ExplainReport
+) -> str:
+    """The --svg picture (pplan.render.plan_svg): the report, and the plan's step simulated once more to keep its
+    timeline (the run keeps only its summary), with the lists and durations the run played; over `pplan
+    schedule`'s cap on stage-micro-batches the picture says so instead of drawing the timeline."""
+    from pplan.cli.schedule import MAX_STAGE_MICROBATCHES  # only when a picture is asked for (start-up time)
+    from pplan.cost.pipeline import stage_inputs
+    from pplan.render.plan_svg import plan_svg
+    from pplan.schedules.timeline import Durations, simulate
+
+    size = len(plan.placement) * plan.num_microbatches
+    if size > MAX_STAGE_MICROBATCHES:
+        note = (
+            f"not drawn: the plan's lists hold p·v·m = {size:,} stage-micro-batches, over pplan's cap of "
+            f"{MAX_STAGE_MICROBATCHES:,} for drawing one schedule (pplan schedule's)"
+        )
+        return plan_svg(report, None, note)
+    lists = run.lists if run.lists is not None else plan.explicit_schedule()
+    if run.duration_model == "unit":
+        return plan_svg(report, simulate(lists, Durations(), 0.0), unit="")
+    inputs = stage_inputs(model, hardware, plan)
+    return plan_svg(report, simulate(lists, inputs.durations, inputs.latency), unit="s")
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Annotated, Literal, cast, get_args
@@ -45,10 +46,12 @@ from pplan.plan.configuration import (
     make_plan,
 )
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.stacks import stack_for_launcher
+from pplan.profiles.specs import HardwareSpec
+from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
+from pplan.recommend import Annotation, annotate, better_batch, least_gpus_that_fit, safest_tied
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
-from pplan.search import SearchRequest, SearchResult, search
+from pplan.search import Recommendation, SearchRequest, SearchResult, search
 
 Format = Literal["table", "json", Launcher]
 """What `recommend` prints: the ranked table, the pplan.recommend/2 document, or the best plan's launcher
@@ -56,7 +59,13 @@ settings."""
 
 
 def recommend_report(
-    result: SearchResult, inputs: RecommendInputs, model: str, hardware: str
+    result: SearchResult,
+    inputs: RecommendInputs,
+    model: str,
+    hardware: str,
+    notes: list[Annotation],
+    least: tuple[int, Recommendation] | None = None,
+    better: tuple[int, Recommendation] | None = None,
 ) -> RecommendReport:
     """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema)."""
     return RecommendReport(
@@ -69,9 +78,15 @@ def recommend_report(
                 pipeline=c.report.pipeline,
                 performance=c.report.performance,
                 explain_command=explain_command(model, hardware, c.request),
+                runs_on=list(note.runs_on),
+                tied_with_best=note.tied,
             )
-            for i, c in enumerate(result.candidates, 1)
+            for i, (c, note) in enumerate(zip(result.candidates, notes, strict=True), 1)
         ],
+        safest_tied_rank=safest_tied(notes),
+        least_gpus_that_fit=least[0] if least else None,
+        better_global_batch=better[0] if better else None,
+        better_global_batch_tokens_per_s=_tokens_per_s(better[1]) if better else None,
         rejected={str(reason): n for reason, n in result.rejected.items()},
         closest_misses=[
             ClosestMiss(plan=m.summary, need_bytes=m.need_bytes, usable_bytes=m.usable_bytes)
@@ -164,7 +179,22 @@ def recommend(
     headroom: Annotated[
         float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
     ] = 0.0,
-    launcher: Annotated[Launcher | None, typer.Option(help="Keep only what this launcher can run.")] = None,
+    launcher: Annotated[
+        Launcher | None,
+        typer.Option(
+            help="Keep only what this launcher can run (default: the launcher of --stack, Megatron-LM)."
+        ),
+    ] = None,
+    include_unrunnable: Annotated[
+        bool,
+        typer.Option(
+            help="Also rank plans the stack's launcher does not run as planned (schedules or knobs no real "
+            "stack has); by default only plans it runs are ranked."
+        ),
+    ] = False,
+    show_commands: Annotated[
+        bool, typer.Option(help="Print the `pplan explain` line of every shown plan, not only the first.")
+    ] = False,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
     jitter: JitterOpt = 0.0,
@@ -185,6 +215,9 @@ def recommend(
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
     if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
+    derived = launcher is None and not include_unrunnable
+    if derived:
+        launcher = cast(Launcher | None, launcher_for_stack(stack or DEFAULT_STACK))  # rank what runs
     zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
     if max_extrapolation is not None and max_extrapolation < 0:
         raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
@@ -214,6 +247,11 @@ def recommend(
         hardware_spec.require_host_link()
     launcher_filter = None
     if launcher is not None:  # a launcher that cannot build the model runs nothing
+        if derived and launchers.support.model_unsupported_reason(launcher, model_spec) is not None:
+            raise ConfigError(
+                "--stack", f"{launcher}, the launcher of stack {request.stack}, cannot build {model_spec.name}",
+                "pass --include-unrunnable to rank plans no launcher runs, or another --stack",
+            )  # fmt: skip
         launchers.support.check_model(launcher, model_spec)
         launcher_filter = launchers.support.SearchFilter(
             launcher, model_spec, request.tp_comm_overlap, request.recompute_modules
@@ -239,24 +277,91 @@ def recommend(
         seq_len=seq_len or model_spec.seq_len,
         launcher=request.launcher,
     )
+    notes = annotate(model_spec, result)
+    least = (
+        None
+        if result.candidates
+        else least_gpus_that_fit(model_spec, hardware_spec, request, launcher_filter)
+    )
+    better = better_batch(model_spec, hardware_spec, request, launcher_filter) if result.candidates else None
+    if better is not None and _tokens_per_s(better[1]) < BETTER_BATCH_GAIN * _tokens_per_s(
+        result.candidates[0]
+    ):
+        better = None
     if output == "json":
-        doc = recommend_report(result, inputs, model, hardware).model_dump(mode="json", by_alias=True)
-        print(json_text(doc))
+        report = recommend_report(result, inputs, model, hardware, notes, least, better)
+        print(json_text(report.model_dump(mode="json", by_alias=True)))
+        if not result.candidates:
+            raise typer.Exit(EXIT_NOTHING_FITS)
         return
     if output in LAUNCHERS:
         if not result.candidates:
             raise ConfigError(
-                "--format", "no configuration fits, so there is nothing to launch", "relax the constraints"
+                "--format", "no configuration fits, so there is nothing to launch", _fits_from(least, model)
             )
         best = result.candidates[0]
         plan = make_plan(model_spec, best.request)
+        perf = best.report.performance
+        assert perf is not None
+        print(
+            f"# pplan recommend: rank 1 of the plans {output} runs, {perf.tokens_per_s / 1e6:.3f} Mtok/s predicted "
+            f"({perf.step_s:.3g} s a step); every number: {explain_command(model, hardware, best.request)}"
+        )
         print(launchers.launcher_text(output, model_spec, plan))
         return
     title = (
         f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
         f"{inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
     )
-    console.print(render_recommend(result, title, elapsed, console.width))
-    if result.candidates:
-        console.print("Every number of the best, with its derivation:", style="bold")
-        console.print("  " + explain_command(model, hardware, result.candidates[0].request), soft_wrap=True)
+    status = _calibration_words(hardware_spec, request.stack)
+    console.print(render_recommend(result, title, elapsed, console.width, notes, status))
+    if better is not None:
+        gain = _tokens_per_s(better[1]) / _tokens_per_s(result.candidates[0]) - 1
+        console.print(
+            f"An awkward batch: {global_batch:,} sequences force t·p·cp to a multiple of "
+            f"{gpus // math.gcd(gpus, global_batch)} on {gpus:,} GPUs; global batch {better[0]:,} gives {gain:.0%} "
+            f"more tokens/s (pplan recommend ... --global-batch {better[0]})."
+        )
+    if not result.candidates:
+        console.print(_fits_from(least, model))
+        raise typer.Exit(EXIT_NOTHING_FITS)
+    shown = result.candidates if show_commands else result.candidates[:1]
+    console.print(
+        "Every number of " + ("each plan" if show_commands else "the best (--show-commands: of each)") + ":",
+        style="bold",
+    )
+    for rank, cand in enumerate(shown, 1):
+        console.print(f"  #{rank}: " + explain_command(model, hardware, cand.request), soft_wrap=True)
+
+
+EXIT_NOTHING_FITS = 1
+"""Nothing fits: the closest misses and the least GPUs that fit are printed (the JSON is printed too)."""
+BETTER_BATCH_GAIN = 1.02
+"""A nearby batch is suggested when its best plan predicts at least this much more tokens/s."""
+
+
+def _tokens_per_s(cand: Recommendation) -> float:
+    perf = cand.report.performance
+    assert perf is not None
+    return perf.tokens_per_s
+
+
+def _fits_from(least: tuple[int, Recommendation] | None, model: str) -> str:
+    """Where the same query first fits, in words (`least_gpus_that_fit`)."""
+    if least is None:
+        return "no whole-node count up to 16,384 GPUs fits it with this batch: relax the constraints"
+    gpus, cand = least
+    return f"it fits from {gpus:,} GPUs (--gpus {gpus}), at {_tokens_per_s(cand) / 1e6:.3f} Mtok/s predicted there"
+
+
+def _calibration_words(hw: HardwareSpec, stack: StackName) -> str:
+    """Whether the plans' step times stand on fitted figures, in words."""
+    fitted_hw, fitted_stack = hw.efficiency.calibrated, STACKS[stack].calibrated
+    if fitted_hw and fitted_stack:
+        return (
+            f"Calibrated: {hw.name}'s and {stack}'s efficiencies are fitted to public runs (pplan validate)."
+        )
+    missing = [
+        what for what, ok in ((f"{hw.name}'s", fitted_hw), (f"the {stack} stack's", fitted_stack)) if not ok
+    ]
+    return f"NOT calibrated: {' and '.join(missing)} efficiencies are assumed, not fitted to public runs."

@@ -33,6 +33,10 @@ class RecommendCandidate(Out):
     performance: PerformanceOut | None
     explain_command: str
     """The `pplan explain` command line that shows this configuration in full."""
+    runs_on: list[str]
+    """The launchers that run it as planned (megatron, torchtitan; empty: neither)."""
+    tied_with_best: bool
+    """Its predicted tokens/s reaches the lower end of the best plan's interval: within the model's own error."""
 
 
 class ClosestMiss(Out):
@@ -52,6 +56,16 @@ class RecommendReport(Out):
     """Configurations not shown, counted per reason."""
     closest_misses: list[ClosestMiss]
     """The configurations that missed usable memory by the least."""
+    safest_tied_rank: int | None
+    """Among the plans tied with the best, the safest bet: fewest axes outside the calibrated envelope, then most
+    launchers, then fewest non-default knobs (null with fewer than two tied)."""
+    least_gpus_that_fit: int | None
+    """When nothing fits: the first whole-node count, doubling, at which the same query has a plan (null
+    otherwise, or when none up to 16,384 has)."""
+    better_global_batch: int | None
+    """When the batch is awkward for the GPU count: the nearby batch whose best plan predicts more tokens/s (null
+    otherwise)."""
+    better_global_batch_tokens_per_s: float | None
     enumerated: int
     bounded: int
     """Configurations whose exact memory and proven throughput bound were computed."""

@@ -861,3 +861,26 @@ def plan_summary(model: ModelSpec, plan: Plan) -> str:
         )
         + (", no reshard after forward" if not plan.reshard_after_forward else "")
     )
+
+
+RUN_CHECKED: tuple[Launcher, ...] = ("megatron", "torchtitan")
+"""The launchers `runs_on` asks (torchtitan@0.2 writes the same plans as torchtitan, in an older format)."""
+
+
+def runs_on(model: ModelSpec, req: PlanRequest, m: int) -> tuple[Launcher, ...]:
+    """The launchers that run `req` as planned (`RUN_CHECKED`): each builds the model and runs the request's
+    schedule, split, sharding, recompute, gradient dtype and precision; torchtitan's data parallelism is FSDP, so a
+    ZeRO-1/2 plan is not what it would run (`SEARCH_TORCHTITAN_ZERO`)."""
+    out = []
+    for launcher in RUN_CHECKED:
+        if (
+            launcher == "torchtitan"
+            and req.zero_stage in (1, 2)
+            and req.gpus // (req.tp * req.pp * req.cp) > 1
+        ):
+            continue
+        if model_unsupported_reason(launcher, model) is not None:
+            continue
+        if request_unsupported_reason(launcher, req, m, model.num_layers, model) is None:
+            out.append(launcher)
+    return tuple(out)

@@ -207,6 +207,20 @@ LAUNCHER_STACKS: dict[str, StackName] = {"megatron": "megatron-core", "torchtita
 """The stack a launcher's output runs on: `--stack` follows `--launcher` unless given."""
 
 
+STACK_LAUNCHERS: dict[StackName, str] = {
+    "megatron-core": "megatron",
+    "megatron-bridge": "megatron",
+    "torchtitan": "torchtitan",
+}
+"""The launcher whose output runs on each stack (deepspeed: none pplan writes): `recommend` ranks only the plans
+it runs unless asked for every plan."""
+
+
+def launcher_for_stack(stack: StackName) -> str | None:
+    """The launcher that runs plans on `stack` (None where pplan writes none)."""
+    return STACK_LAUNCHERS.get(stack)
+
+
 def stack_for_launcher(launcher: str | None) -> StackName:
     """The stack `--launcher` implies (megatron-core when none is named)."""
     return LAUNCHER_STACKS.get(launcher or "", DEFAULT_STACK)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pplan.recommend import Annotation, safest_tied
 from pplan.search import Recommendation, Rejection, SearchResult
 
 EP_SUFFIX = "·ep"
 """Routed models' parallelism column adds the expert-parallel degree."""
 
 
-OPTIONAL_COLUMNS = ("interval", "bubble", "x")
+OPTIONAL_COLUMNS = ("interval", "bubble", "x", "on")
 """Columns left out, in this order, when the table is wider than the terminal (rather than cutting every number
 short): the interval is the calibration band widened per extrapolated axis, which `x` already counts."""
 
@@ -22,17 +25,46 @@ NEVER_SQUEEZED = {"#": 2, "Mtok/s": 6, "MFU": 3}
 rich shortens the others)."""
 
 
-def candidates_table(result: SearchResult, title: str, width: int | None = None) -> Table:
+RUNS_SHORT = {"megatron": "M", "torchtitan": "T"}
+
+
+def _tie_sentence(notes: Sequence[Annotation]) -> str:
+    """Which plans are tied with the best and the safest of them, in words."""
+    tied = [i for i, n in enumerate(notes, 1) if n.tied]
+    if len(tied) < 2:
+        return ""
+    safest = safest_tied(list(notes))
+    span = f"#1–#{tied[-1]}" if tied == list(range(1, tied[-1] + 1)) else ", ".join(f"#{i}" for i in tied)
+    text = (
+        f"{span} (≈) predict tokens/s within #1's interval: within the model's own error they are tied, so prefer "
+        "the safest bet among them"
+    )
+    if safest is not None:
+        n = notes[safest - 1]
+        runs = " and ".join(LAUNCHER_WORDS[r] for r in n.runs_on) or "no launcher"
+        text += (
+            f": #{safest} ({n.extrapolated_axes} axes outside the calibrated envelope, runs on {runs}, "
+            f"{n.knobs} non-default knob{'s' if n.knobs != 1 else ''})"
+        )
+    return text + "."
+
+
+LAUNCHER_WORDS = {"megatron": "Megatron-LM", "torchtitan": "torchtitan"}
+
+
+def candidates_table(
+    result: SearchResult, title: str, width: int | None = None, notes: Sequence[Annotation] = ()
+) -> Table:
     """The ranked candidates; `width`: the terminal's columns, when the table must fit in them (the columns of
     `OPTIONAL_COLUMNS` are then left out as needed, and the caption says which)."""
     usable = result.candidates[0].report.memory.usable_bytes if result.candidates else 0
     routed = any(c.report.experts is not None for c in result.candidates)
     plan_column = "t·p·d·v·cp" + (EP_SUFFIX if routed else "")
     columns = (
-        "#", plan_column, "schedule", "b×m", "rc/Z/g", "bubble", "GB", "Mtok/s", "interval", "x", "MFU",
+        "#", plan_column, "schedule", "b×m", "rc/Z/g", "bubble", "GB", "Mtok/s", "interval", "x", "MFU", "on",
     )  # fmt: skip
     rows = [
-        dict(zip(columns, _row(rank, cand, routed), strict=True))
+        dict(zip(columns, _row(rank, cand, routed, notes[rank - 1] if notes else None), strict=True))
         for rank, cand in enumerate(result.candidates, 1)
     ]
     shown = list(columns)
@@ -44,7 +76,7 @@ def candidates_table(result: SearchResult, title: str, width: int | None = None)
         shown.remove(col)
         dropped.append(col)
         table = _table(title, shown, rows, plan_column)
-    notes = {
+    column_notes = {
         "bubble": "bubble: idle / step, simulated. ",
         "interval": "interval: where the measured Mtok/s should fall (the calibration runs' 10th-90th percentile "
         "errors), widened per axis outside the calibrated envelope; ",
@@ -62,12 +94,13 @@ def candidates_table(result: SearchResult, title: str, width: int | None = None)
         + "; fp8/mxfp8 after it: the GEMM precision. b×m: micro-batch × micro-batches. rc/Z/g: recomputation (bN: "
         "the first N layers of every chunk) / ZeRO stage (hS: sharded over groups of S, HSDP; k: gathered weights "
         "kept) / gradient dtype (f32, b16). "
-        + ("" if "bubble" in dropped else notes["bubble"])
+        + ("" if "bubble" in dropped else column_notes["bubble"])
         + f"GB: peak on the most loaded stage (usable {usable / 1e9:.1f} GB). "
-        + ("" if "interval" in dropped else notes["interval"])
-        + ("" if "x" in dropped else notes["x"])
+        + ("" if "interval" in dropped else column_notes["interval"])
+        + ("" if "x" in dropped else column_notes["x"])
         + "MFU: model FLOPs with the attention over the full s×s scores (non-causal; explain also gives the causal "
-        "count). * the first and last chunks hold fewer layers than the others. " + left_out
+        "count). on: the launchers that run it as planned (M Megatron-LM, T torchtitan). ≈: tied with #1 within the "
+        "model's error. * the first and last chunks hold fewer layers than the others. " + left_out
     ).rstrip()
     table.caption_justify = "left"
     return table
@@ -98,7 +131,7 @@ def _table(title: str, columns: list[str], rows: list[dict[str, str]], plan_colu
     return table
 
 
-def _row(rank: int, cand: Recommendation, routed: bool) -> tuple[str, ...]:
+def _row(rank: int, cand: Recommendation, routed: bool, note: Annotation | None) -> tuple[str, ...]:
     """One candidate's cells, in the table's column order."""
     r = cand.report
     plan, perf = r.plan, r.performance
@@ -111,8 +144,9 @@ def _row(rank: int, cand: Recommendation, routed: bool) -> tuple[str, ...]:
     recompute = _recompute_short(plan.recompute_policy.layers, plan.recompute, plan.recompute_policy.method)
     zero = _zero_short(plan.zero_stage, plan.shard_group, plan.reshard_after_forward)
     low, high = perf.tokens_per_s_interval
+    tied = note is not None and note.tied and rank > 1
     return (
-        str(rank),
+        f"≈{rank}" if tied else str(rank),
         f"{plan.tp}·{plan.pp}·{plan.dp}·{plan.vp}·{plan.cp}{experts}{precision}",
         schedule,
         f"{plan.micro_batch}×{plan.num_microbatches}",
@@ -123,6 +157,7 @@ def _row(rank: int, cand: Recommendation, routed: bool) -> tuple[str, ...]:
         f"{low / 1e6:.2f}-{high / 1e6:.2f}",
         str(len(perf.extrapolation)) if perf.extrapolated else "",
         f"{perf.mfu:.0%}",
+        "".join(RUNS_SHORT[r] for r in note.runs_on) or "–" if note is not None else "",
     )
 
 
@@ -162,12 +197,23 @@ def rejection_table(result: SearchResult) -> Table:
 
 
 def render_recommend(
-    result: SearchResult, title: str, elapsed_s: float, width: int | None = None
+    result: SearchResult,
+    title: str,
+    elapsed_s: float,
+    width: int | None = None,
+    notes: Sequence[Annotation] = (),
+    status: str = "",
 ) -> RenderableType:
-    """The recommend report; `width`: the terminal's columns (`candidates_table`)."""
+    """The recommend report; `width`: the terminal's columns (`candidates_table`); `notes`: each shown plan's
+    annotation (pplan.recommend), `status`: the calibration status in words."""
     parts: list[RenderableType] = []
     if result.candidates:
-        parts.append(candidates_table(result, title, width))
+        parts.append(candidates_table(result, title, width, notes))
+        if status:
+            parts.append(Text(status, style="bold" if status.startswith("NOT") else ""))
+        tie = _tie_sentence(notes)
+        if tie:
+            parts.append(Text(tie))
     else:
         after = "Closest misses below." if result.closest_misses else "Why each was rejected below."
         parts.append(Text(f"No configuration fits. {after}", style="bold red"))

@@ -9,7 +9,6 @@ later chunks; idle time is left blank (dots in the terminal).
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pplan.render import svg
+from pplan.schedules.actions import Action
 from pplan.schedules.bubble import BubbleCurve, Measure, in_window_fraction_of_ideal
 from pplan.schedules.timeline import Timeline
 
@@ -85,8 +85,57 @@ def _summary(timeline: Timeline, unit: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Block:
+    """One pass as drawn: its columns [start, end) on the whole step's column axis."""
+
+    start: int
+    end: int
+    action: Action
+    chunk: int
+    """The pass's chunk among its rank's stages (0 for the first)."""
+    fill: str
+    """Colour shown (the kind's hue; a darker shade where it follows a block of the same colour)."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the terminal drawing puts time: `cols_per_unit` columns per unit of time, the whole step `total`
+    columns wide, cut into bands of `band_w` columns drawn one under the other."""
+
+    cols_per_unit: float
+    total: int
+    band_w: int
+    need: int
+    """Columns a pass needs for its label (kind letter without colour, micro-batch number, one spare)."""
+
+    def col(self, t: float) -> int:
+        return min(self.total, math.floor(t * self.cols_per_unit + 0.5))
+
+    @property
+    def bands(self) -> list[tuple[int, int]]:
+        return [(a, min(a + self.band_w, self.total)) for a in range(0, self.total, self.band_w)]
+
+
+MAX_BANDS = 16
+"""Most bands (stretches of time drawn one under the other) the terminal drawing cuts a step into so that every
+pass shows its micro-batch number; past it, the step is drawn in one band of the terminal's width."""
+MAX_DRAWING_LINES = 480
+"""Most rank rows of all bands together (bands × ranks): with many ranks, fewer bands."""
+PLAIN_MARKS = {"F": ">", "B": "<", "I": "<", "W": "="}
+"""Without colour: the character that fills a pass after its letter and number (forward →, backward ←)."""
+
+
+@dataclass(frozen=True)
 class TimelineView:
-    """A rich renderable Gantt chart of a `Timeline`: one row per rank, time scaled to the width available."""
+    """A rich renderable Gantt chart of a `Timeline`: one row per rank, time scaled to the width available.
+
+    Every pass is labelled with its micro-batch number; when the terminal is too narrow for that, time is cut
+    into bands drawn one under the other (at most `MAX_BANDS`, `MAX_DRAWING_LINES` rank rows), each with its own
+    time axis; a label that would be cut at a band's right edge runs a few columns past it. Passes too short
+    for a number even then (very uneven pass times, or a step too long for the bands) show a letter (no colour)
+    or nothing (colour). With colour each pass is a block of its kind's colour with its number centred; without
+    colour (piped, NO_COLOR) each pass reads as its kind's letter, its number and a mark to its end: `F12>>`,
+    `B12<<<<`, `I12<<`, `W12==`."""
 
     timeline: Timeline
     unit: str = ""
@@ -95,81 +144,162 @@ class TimelineView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         tl = self.timeline
         s = tl.schedule
+        plain = console.no_color or console.color_system is None
         label_w = len(f"rank {s.p - 1}") + 1
-        width = max(10, options.max_width - label_w - 1)
-        scale = tl.makespan / width if tl.makespan > 0 else 1.0
-        chunks = _chunk_index(tl)
+        avail = max(10, options.max_width - label_w - 1)
+        layout = self._layout(avail, plain)
+        blocks = [self._blocks(r, layout) for r in range(s.p)]
         if self.title:
             yield Text(_summary(tl, self.unit), style="bold")
-        for r in range(s.p):
-            line = Text(f"rank {r}".ljust(label_w), style="bold")
-            line.append_text(self._row(r, width, scale, chunks))
-            yield line
-        yield self._axis(label_w, width, scale)
-        yield self._legend()
+        bands = layout.bands
+        for k, (a, b) in enumerate(bands):
+            if k:
+                yield Text("")
+            for r in range(s.p):
+                line = Text(f"rank {r}".ljust(label_w), style="bold", no_wrap=True, overflow="crop")
+                line.append_text(self._row(blocks[r], a, b, layout, plain))
+                yield line
+            yield self._axis(label_w, a, b, layout, options.max_width)
+        short = any(len(_label(x, plain)) > x.end - x.start for row in blocks for x in row)
+        yield self._legend(plain, len(bands), short)
 
-    def _row(self, r: int, width: int, scale: float, chunks: dict[int, tuple[int, int]]) -> Text:
+    def _layout(self, avail: int, plain: bool) -> _Layout:
         tl = self.timeline
-        acts = tl.schedule.actions[r]
-        starts, ends = tl.start[r], tl.end[r]
-        owner: list[int] = []  # action index per column, or -1 when idle
-        for col in range(width):
-            t = (col + 0.5) * scale
-            k = bisect.bisect_right(starts, t) - 1
-            owner.append(k if k >= 0 and ends[k] > t else -1)
-        text = Text()
-        col = 0
-        last_style = ""
+        acts = [a for row in tl.schedule.actions for a in row]
+        digits = len(str(max((a.microbatch for a in acts), default=0)))
+        need = digits + (2 if plain else 1)
+        shortest = min(
+            (
+                e - s
+                for r in range(tl.schedule.p)
+                for s, e in zip(tl.start[r], tl.end[r], strict=True)
+                if e > s
+            ),
+            default=0.0,
+        )
+        if not (tl.makespan > 0 and shortest > 0):
+            return _Layout(0.0, avail, avail, need)
+        wanted = math.ceil(tl.makespan * need / shortest)
+        if wanted <= avail:  # one band, stretched to the width as before
+            return _Layout(avail / tl.makespan, avail, avail, need)
+        band_w = max(10, avail - (need - 1))  # room for a label that runs past the band's edge
+        most = max(1, min(MAX_BANDS, MAX_DRAWING_LINES // max(1, tl.schedule.p)))
+        if wanted > most * band_w:  # too long to number every pass: one band of the terminal's width
+            return _Layout(avail / tl.makespan, avail, avail, need)
+        total = math.ceil(wanted / band_w) * band_w  # fill the last band too
+        return _Layout(total / tl.makespan, total, band_w, need)
+
+    def _blocks(self, r: int, layout: _Layout) -> list[_Block]:
+        tl = self.timeline
+        chunks = _chunk_index(tl)
+        out: list[_Block] = []
+        last = ""
         toggle = False
-        while col < width:
-            k = owner[col]
-            run = col
-            while run < width and owner[run] == k:
-                run += 1
-            span = run - col
-            if k < 0:
-                text.append("·" * span, style="grey50")
-                last_style = ""
-            else:
-                a = acts[k]
-                chunk, n = chunks[a.stage]
-                fill = pass_colour(a.kind, chunk, n)
-                # Two neighbouring blocks of the same colour alternate with a slightly darker shade.
-                toggle = not toggle if fill == last_style else False
-                last_style = fill
-                shown = _mix(fill, -0.18) if toggle else fill
-                label = str(a.microbatch)
-                body = (
-                    label.center(span) if len(label) < span or (span == 1 and len(label) == 1) else " " * span
-                )
-                text.append(body, style=f"{_ink(shown)} on {shown}")
-            col = run
+        last_end = -1
+        for a, t0, t1 in tl.intervals(r):
+            c0, c1 = layout.col(t0), layout.col(t1)
+            if c1 <= c0:
+                continue
+            chunk, n = chunks[a.stage]
+            fill = pass_colour(a.kind, chunk, n)
+            # Two touching blocks of the same colour alternate with a slightly darker shade.
+            toggle = not toggle if fill == last and c0 == last_end else False
+            last, last_end = fill, c1
+            out.append(_Block(c0, c1, a, chunk, _mix(fill, -0.18) if toggle else fill))
+        return out
+
+    def _row(self, blocks: list[_Block], a: int, b: int, layout: _Layout, plain: bool) -> Text:
+        """Columns [a, b) of one rank's row; a label starting in the band is drawn whole, past `b` if need be."""
+        text = Text()
+        pos = a
+        for x in blocks:
+            if x.end <= a or x.start >= b:
+                continue
+            head = x.start >= a
+            start = x.start if head else a
+            end = min(x.end, b)
+            label = _label(x, plain)
+            if head and len(label) <= x.end - x.start:
+                end = max(end, x.start + len(label))
+            if start > pos:
+                text.append("·" * (start - pos), style="grey50")
+            text.append_text(_piece(x, end - start, head, plain))
+            pos = end
+        if pos < b:
+            text.append("·" * (b - pos), style="grey50")
         return text
 
-    def _axis(self, label_w: int, width: int, scale: float) -> Text:
-        ticks = _nice_ticks(self.timeline.makespan, max(2, width // 12))
-        line = [" "] * (width + 8)
-        for t in ticks:
-            col = min(width - 1, int(t / scale)) if scale > 0 else 0
+    def _axis(self, label_w: int, a: int, b: int, layout: _Layout, max_width: int) -> Text:
+        width = b - a
+        line = [" "] * (width + layout.need)
+        scale = layout.cols_per_unit
+        for t in _nice_ticks(self.timeline.makespan, max(2, layout.total // 12)):
+            col = min(layout.total - 1, math.floor(t * scale + 0.5)) if scale > 0 else 0
+            if not a <= col < b:
+                continue
             tag = f"{t:g}"
-            start = max(0, min(col, width - len(tag)))
+            start = max(0, min(col - a, len(line) - len(tag)))
             line[start : start + len(tag)] = list(tag)
+        body = " " * label_w + "".join(line).rstrip()
         u = f" ({self.unit})" if self.unit else ""
-        return Text(" " * label_w + "".join(line).rstrip() + u, style="grey62")
+        if len(body) + len(u) <= max_width:
+            body += u
+        return Text(body, style="grey62", no_wrap=True, overflow="crop")
 
-    def _legend(self) -> Text:
+    def _legend(self, plain: bool, bands: int, short: bool) -> Text:
         text = Text("  ")
         for kind in _kinds_used(self.timeline):
-            fill = BASE_COLOURS[kind]
-            text.append(f" {kind} ", style=f"bold {_ink(fill)} on {fill}")
-            text.append(f" {KIND_NAMES[kind]}   ")
+            if plain:
+                text.append(f"{kind}7{PLAIN_MARKS[kind] * 2}", style="bold")
+                text.append(f" {KIND_NAMES[kind]}   ")
+            else:
+                fill = BASE_COLOURS[kind]
+                text.append(f" {kind} ", style=f"bold {_ink(fill)} on {fill}")
+                text.append(f" {KIND_NAMES[kind]}   ")
         text.append("···", style="grey50")
         text.append(" idle")
-        if self.timeline.schedule.v > 1:
-            text.append("   (lighter = a later chunk on the rank; numbers are micro-batches)", style="grey62")
+        notes = []
+        if plain:
+            notes.append("each pass: its kind, its micro-batch and a mark to its end")
         else:
-            text.append("   (numbers are micro-batches)", style="grey62")
+            notes.append("numbers are micro-batches")
+        if self.timeline.schedule.v > 1:
+            notes.insert(
+                0,
+                "lower case = a later chunk on the rank" if plain else "lighter = a later chunk on the rank",
+            )
+        if short:
+            notes.append("passes too short for a number show " + ("their letter" if plain else "none"))
+        if bands > 1:
+            notes.append(f"the step is drawn in {bands} bands of time, one under the other")
+        text.append("   (" + "; ".join(notes) + ")", style="grey62")
         return text
+
+
+def _label(x: _Block, plain: bool) -> str:
+    """What a pass's start shows: its micro-batch, after its kind's letter without colour (lower case for a
+    later chunk on the rank, as its colour is lighter)."""
+    a = x.action
+    if not plain:
+        return str(a.microbatch)
+    return f"{a.kind if x.chunk == 0 else a.kind.lower()}{a.microbatch}"
+
+
+def _piece(x: _Block, span: int, head: bool, plain: bool) -> Text:
+    """`span` columns of block `x`: with its label when `head` (the block's start), else its fill alone."""
+    label = _label(x, plain)
+    if plain:
+        mark = PLAIN_MARKS[x.action.kind]
+        if not head:
+            body = mark * span
+        elif len(label) <= span:
+            body = label + mark * (span - len(label))
+        else:
+            body = label[0] + mark * (span - 1)
+        return Text(body)
+    fits = head and len(label) <= span
+    body = label.center(span) if fits else " " * span
+    return Text(body, style=f"{_ink(x.fill)} on {x.fill}")
 
 
 def timeline_renderable(timeline: Timeline, unit: str = "") -> TimelineView:
@@ -219,9 +349,13 @@ def timeline_svg(
     legend_y = top + plot_h + 44
     height = timeline_svg_height(timeline, row_height)
     chunks = _chunk_index(timeline)
+    summary = _summary(timeline, unit)
+    room = (width - left - 10) / (len(summary) * 0.62)  # the font size at which the summary fits the width
     out = [
         svg.background(width, height),
-        svg.text(left, 20, _summary(timeline, unit), font_size=14, font_weight="bold"),
+        svg.text(
+            left, 20, summary, font_size=14 if room >= 14 else f"{max(8.0, room):.1f}", font_weight="bold"
+        ),
     ]
     for r in range(s.p):
         y_r = top + r * (row_height + gap)
