@@ -508,11 +508,16 @@ def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: boo
     mem = hardware.memory
     offload = ", the offload buffer" if offloads else ""
     comms = ", ".join(f"{c.name} {c.size}" for c in usable.communicators) or "none"
+
+    def gb(gib: float) -> str:
+        return f"{gib * GIB / 1e9:.2f} GB"
+
     return (
-        f"usable HBM = HBM less named parts (pplan.cost.usable): {hardware.gpu.hbm_gib:g} GiB − "
-        f"{mem.context_gib:g} GiB CUDA context and workspaces − {mem.label_gap_gib:g} GiB label-to-driver gap − "
-        f"{len(usable.communicators)} NCCL communicators ({comms}) × {mem.nccl_per_communicator_mib:g} MiB = "
-        f"{usable.usable_bytes / GIB:.1f} GiB (profile {hardware.name}); the caching allocator's fragmentation, "
+        f"usable HBM, in GB (10⁹ bytes) as every memory figure here = HBM less named parts (pplan.cost.usable): "
+        f"{gb(hardware.gpu.hbm_gib)} (the profile's {hardware.gpu.hbm_gib:g} GiB) − {gb(mem.context_gib)} CUDA "
+        f"context and workspaces − {gb(mem.label_gap_gib)} label-to-driver gap − {len(usable.communicators)} NCCL "
+        f"communicators ({comms}) × {mem.nccl_per_communicator_mib * 2**20 / 1e9:.3f} GB = "
+        f"{usable.usable_bytes / 1e9:.2f} GB (profile {hardware.name}); the caching allocator's fragmentation, "
         f"{mem.dynamic_fragmentation_fraction:.0%} of each stage's dynamic bytes (activations in flight, model-end "
         f"buffers, the recompute transient, ZeRO-3's gathered weights{offload}), is added to the stage's need"
     )

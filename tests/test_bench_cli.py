@@ -110,11 +110,12 @@ def test_without_torch_says_how_to_install(
 
 
 def slow_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
-    """The H100 profile with a peak of 0.25 TFLOP/s: tiny blocks on a CPU (or a launch-bound GPU) then fit a GEMM
-    efficiency of a few percent, like a real device's, rather than about 1e-5 against the H100's own peak."""
+    """The H100 profile with a peak of 10 TFLOP/s (the least a hardware profile accepts: pplan.profiles.specs'
+    plausibility bounds): tiny blocks on a CPU (or a launch-bound GPU) then fit a GEMM efficiency far above the
+    1e-5 they would against the H100's own peak."""
     text = run_pplan(capsys, "profiles", "hardware", "h100-sxm-80gb", "--source").out
-    text = re.sub(r"peak_bf16_tflops = [0-9.]+", "peak_bf16_tflops = 0.25", text)
-    text = re.sub(r"peak_fp8_tflops = [0-9.]+", "peak_fp8_tflops = 0.5", text)
+    text = re.sub(r"peak_bf16_tflops = [0-9.]+", "peak_bf16_tflops = 10.0", text)
+    text = re.sub(r"peak_fp8_tflops = [0-9.]+", "peak_fp8_tflops = 20.0", text)
     path = tmp_path / "slow-gpu.toml"
     path.write_text(text)
     return str(path)

@@ -153,6 +153,7 @@ def test_explain_text_shows_the_breakdown(capsys: pytest.CaptureFixture[str]) ->
     res = run_pplan(capsys, *args)
     assert res.code == 0, res.err
     text = " ".join(res.out.split())
-    # 80 − 0.75 − 0.85 − 2 × 294 MiB (world 8, data 8) = 77.83 GiB
-    assert "usable 77.83 GiB = 80.00 GiB HBM − 0.75 context − 0.85 label gap − 0.57 NCCL" in text
-    assert "(2 communicators × 0.29: world 8, data 8)" in text
+    # in GB (10⁹ bytes), as every memory figure: 80 GiB = 85.8993 GB, 0.75 GiB = 0.8053, 0.85 GiB = 0.9127,
+    # 2 × 294 MiB = 0.6166 (world 8, data 8): 85.8993 − 0.8053 − 0.9127 − 0.6166 = 83.5647 GB
+    assert "usable 83.56 GB = 85.90 GB HBM − 0.81 context − 0.91 label gap − 0.62 NCCL" in text
+    assert "(2 communicators × 0.31: world 8, data 8)" in text

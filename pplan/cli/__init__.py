@@ -19,10 +19,12 @@ from pplan.cli.app import app, err_console
 from pplan.errors import PplanError
 
 COMMAND_MODULES = {
-    "schedule": "schedule", "bubble": "schedule", "bench": "bench", "explain": "explain", "schema": "explain",
-    "profiles": "profiles", "recommend": "recommend", "size": "size", "validate": "validate", "compare": "compare",
+    "recommend": "recommend", "explain": "explain", "schema": "explain", "size": "size", "compare": "compare",
+    "profiles": "profiles", "schedule": "schedule", "bubble": "schedule", "bench": "bench", "validate": "validate",
 }  # fmt: skip
-"""Each command's module (importing it registers its commands on `app`), in the order `--help` lists them."""
+"""Each command's module (importing it registers its commands on `app`), in the order `--help` lists them: the
+order a user needs them (what to run, one plan, how many GPUs, two plans, the inputs, then the schedules, the
+real pipeline and the validation)."""
 
 
 def register(argv: list[str] | None = None) -> None:

@@ -35,20 +35,36 @@ DEFAULT_GLOBAL_BATCH = 1024
 1,024 sequences (`explain` adds t = 8, p = 4, b = 1 and 1F1B, so d = 64 and m = 16)."""
 
 ModelOpt = Annotated[
-    str, typer.Option("--model", help="Bundled model name, a .toml file or a HF config.json.")
+    str,
+    typer.Option(
+        "--model", rich_help_panel="Query", help="Bundled model name, a .toml file or a HF config.json."
+    ),
 ]
-HardwareOpt = Annotated[str, typer.Option("--hardware", help="Bundled hardware name or a .toml file.")]
-GpusOpt = Annotated[int, typer.Option("--gpus", help="Total GPUs.")]
-GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", help="Global batch, in sequences.")]
-SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length (default: the model's).")]
+HardwareOpt = Annotated[
+    str, typer.Option("--hardware", rich_help_panel="Query", help="Bundled hardware name or a .toml file.")
+]
+GpusOpt = Annotated[int, typer.Option("--gpus", rich_help_panel="Query", help="Total GPUs.")]
+GlobalBatchOpt = Annotated[
+    int, typer.Option("--global-batch", rich_help_panel="Query", help="Global batch, in sequences.")
+]
+SeqLenOpt = Annotated[
+    int | None,
+    typer.Option("--seq-len", rich_help_panel="Query", help="Sequence length (default: the model's)."),
+]
 GradDtypeOpt = Annotated[
-    GradDtype, typer.Option("--grad-dtype", help="Gradient dtype: fp32 (18 B/param) or bf16 (16).")
+    GradDtype,
+    typer.Option(
+        "--grad-dtype", rich_help_panel="Memory knobs", help="Gradient dtype: fp32 (18 B/param) or bf16 (16)."
+    ),
 ]
-RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", help="Activation recomputation.")]
+RecomputeOpt = Annotated[
+    Recompute, typer.Option("--recompute", rich_help_panel="Memory knobs", help="Activation recomputation.")
+]
 TpCommOverlapOpt = Annotated[
     bool,
     typer.Option(
         "--tp-comm-overlap",
+        rich_help_panel="Stack",
         help="Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core "
         "--tp-comm-overlap, torchtitan async TP; needs sequence parallelism).",
     ),
@@ -57,6 +73,7 @@ JitterOpt = Annotated[
     float,
     typer.Option(
         "--jitter",
+        rich_help_panel="Stack",
         help="Straggler allowance: the coefficient of variation of each rank's work per step, e.g. 0.01; the step "
         "waits for the slowest GPU, c·busy·√(2 ln GPUs) more (default 0: none).",
     ),
@@ -65,6 +82,7 @@ StackOpt = Annotated[
     StackName | None,
     typer.Option(
         "--stack",
+        rich_help_panel="Stack",
         help="Software stack whose overlap and fusion rules to apply: megatron-core, torchtitan or deepspeed "
         "(default: the launcher's, megatron-core without one).",
     ),
@@ -73,6 +91,7 @@ RecomputeLayersOpt = Annotated[
     int | None,
     typer.Option(
         "--recompute-layers",
+        rich_help_panel="Memory knobs",
         help="Full recompute: N layers per chunk (--recompute-method block) or layers per checkpoint (uniform; "
         "default 1).",
     ),
@@ -81,6 +100,7 @@ RecomputeMethodOpt = Annotated[
     RecomputeMethod,
     typer.Option(
         "--recompute-method",
+        rich_help_panel="Memory knobs",
         help="Full recompute: uniform (every layer, checkpoints of N layers) or block (the first N layers of "
         "every chunk, the rest kept).",
     ),
@@ -89,6 +109,7 @@ RecomputeModulesOpt = Annotated[
     str,
     typer.Option(
         "--recompute-modules",
+        rich_help_panel="Memory knobs",
         help="Selective recompute: comma list of core_attn, layernorm, mlp (Megatron-LM --recompute-modules).",
     ),
 ]
@@ -96,18 +117,24 @@ OffloadModulesOpt = Annotated[
     str | None,
     typer.Option(
         "--offload-modules",
+        rich_help_panel="Memory knobs",
         help="Activation offload to host memory: comma list of attn_norm, qkv_linear, core_attn, attn_proj, "
         "mlp_norm (Megatron-LM --offload-modules; default: no offload).",
     ),
 ]
 ActivationModelOpt = Annotated[
     ActivationModel,
-    typer.Option("--activation-model", help="itemised (this architecture) or korthikanti (GPT-3 formula)."),
+    typer.Option(
+        "--activation-model",
+        rich_help_panel="Model of the plan",
+        help="itemised (this architecture) or korthikanti (GPT-3 formula).",
+    ),
 ]
 PassDurationsOpt = Annotated[
     DurationModel,
     typer.Option(
         "--pass-durations",
+        rich_help_panel="Model of the plan",
         help="Simulate the schedule with analytic pass times and link latencies, or unit passes.",
     ),
 ]

@@ -105,95 +105,140 @@ def recommend(
     gpus: GpusOpt = DEFAULT_GPUS,
     global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
     seq_len: SeqLenOpt = None,
-    tp: Annotated[int | None, typer.Option(help="Fix the tensor-parallel degree.")] = None,
-    pp: Annotated[int | None, typer.Option(help="Fix the pipeline ranks.")] = None,
-    cp: Annotated[int | None, typer.Option(help="Fix the context-parallel degree.")] = None,
+    tp: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the tensor-parallel degree.")
+    ] = None,
+    pp: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the pipeline ranks.")
+    ] = None,
+    cp: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the context-parallel degree.")
+    ] = None,
     ep: Annotated[
         int | None,
         typer.Option(
-            help="Routed models: fix the expert-parallel degree (default: every divisor that fits)."
+            rich_help_panel="Plan axes",
+            help="Routed models: fix the expert-parallel degree (default: every divisor that fits).",
         ),
     ] = None,
     etp: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Plan axes",
             help="Routed models: fix the expert tensor-parallel degree (default: 1 and t, each expert whole or "
-            "split over the tensor-parallel ranks)."
+            "split over the tensor-parallel ranks).",
         ),
     ] = None,
     precision: Annotated[
         str,
-        typer.Option(help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8 (default bf16 only)."),
+        typer.Option(
+            rich_help_panel="Plan axes",
+            help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8 (default bf16 only).",
+        ),
     ] = "bf16",
-    vp: Annotated[int | None, typer.Option(help="Fix the chunks per rank (interleaved schedules).")] = None,
-    max_vp: Annotated[int, typer.Option(help="Largest v to try for interleaved schedules.")] = 8,
-    micro_batch: Annotated[int | None, typer.Option(help="Fix the micro-batch size.")] = None,
+    vp: Annotated[
+        int | None,
+        typer.Option(rich_help_panel="Plan axes", help="Fix the chunks per rank (interleaved schedules)."),
+    ] = None,
+    max_vp: Annotated[
+        int, typer.Option(rich_help_panel="Plan axes", help="Largest v to try for interleaved schedules.")
+    ] = 8,
+    micro_batch: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the micro-batch size.")
+    ] = None,
     schedule: Annotated[
         str | None,
-        typer.Option(help="Comma list of schedules to consider (default: all but gpipe, looped-bfs)."),
+        typer.Option(
+            rich_help_panel="Plan axes",
+            help="Comma list of schedules to consider (default: all but gpipe, looped-bfs).",
+        ),
     ] = None,
     recompute: Annotated[
-        str | None, typer.Option(help=f"Comma list of {', '.join(RECOMPUTE_CHOICES)} (default: all).")
+        str | None,
+        typer.Option(
+            rich_help_panel="Memory knobs",
+            help=f"Comma list of {', '.join(RECOMPUTE_CHOICES)} (default: all).",
+        ),
     ] = None,
     zero_stage: Annotated[
         str | None,
         typer.Option(
-            help="Comma list of ZeRO stages to consider (default 0,1,2,3: those the launcher runs)."
+            rich_help_panel="Memory knobs",
+            help="Comma list of ZeRO stages to consider (default 0,1,2,3: those the launcher runs).",
         ),
     ] = None,
     grad_dtype: Annotated[
         str | None,
-        typer.Option(help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both)."),
+        typer.Option(
+            rich_help_panel="Memory knobs",
+            help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both).",
+        ),
     ] = None,
     offload_modules: OffloadModulesOpt = None,
     partial_recompute: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="With full recompute among the modes: also try the first N layers of every chunk (Megatron-LM "
-            "--recompute-method block), the least N that fits."
+            "--recompute-method block), the least N that fits.",
         ),
     ] = True,
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
     empty_end_chunks: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Search",
             help="Also try layer splits whose first or last chunk holds only the embedding or the loss, where a "
-            "cut has no other split (e.g. DeepSeek-V3's 61 layers over 4 × 8 chunks). More cuts: a slower search."
+            "cut has no other split (e.g. DeepSeek-V3's 61 layers over 4 × 8 chunks). More cuts: a slower search.",
         ),
     ] = False,
     hybrid_shard: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="With ZeRO ≥ 1: also try sharding over one node's data-parallel GPUs, replicated across nodes "
-            "(HSDP; explain --shard-group), where full sharding fits."
+            "(HSDP; explain --shard-group), where full sharding fits.",
         ),
     ] = True,
     keep_gathered: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="With ZeRO-3: also try keeping the gathered weights from forward to backward (explain "
-            "--no-reshard-after-forward), where resharding fits."
+            "--no-reshard-after-forward), where resharding fits.",
         ),
     ] = True,
-    min_microbatches: Annotated[int, typer.Option(help="Smallest m to accept.")] = 1,
+    min_microbatches: Annotated[
+        int, typer.Option(rich_help_panel="Search", help="Smallest m to accept.")
+    ] = 1,
     headroom: Annotated[
-        float, typer.Option(help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.")
+        float,
+        typer.Option(
+            rich_help_panel="Memory knobs",
+            help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.",
+        ),
     ] = 0.0,
     launcher: Annotated[
         Launcher | None,
         typer.Option(
-            help="Keep only what this launcher can run (default: the launcher of --stack, Megatron-LM)."
+            rich_help_panel="Stack",
+            help="Keep only what this launcher can run (default: the launcher of --stack, Megatron-LM).",
         ),
     ] = None,
     include_unrunnable: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Search",
             help="Also rank plans the stack's launcher does not run as planned (schedules or knobs no real "
-            "stack has); by default only plans it runs are ranked."
+            "stack has); by default only plans it runs are ranked.",
         ),
     ] = False,
     show_commands: Annotated[
-        bool, typer.Option(help="Print the `pplan explain` line of every shown plan, not only the first.")
+        bool,
+        typer.Option(
+            rich_help_panel="Output",
+            help="Print the `pplan explain` line of every shown plan, not only the first.",
+        ),
     ] = False,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
@@ -201,15 +246,22 @@ def recommend(
     max_extrapolation: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Search",
             help="Keep only plans outside the calibrated envelope on at most this many axes (0: inside it; "
-            "explain names the axes)."
+            "explain names the axes).",
         ),
     ] = None,
-    allow_cross_node_tp: Annotated[bool, typer.Option(help="Let t exceed the GPUs per node.")] = False,
-    top: Annotated[int, typer.Option(help="How many configurations to show.")] = 10,
+    allow_cross_node_tp: Annotated[
+        bool, typer.Option(rich_help_panel="Search", help="Let t exceed the GPUs per node.")
+    ] = False,
+    top: Annotated[int, typer.Option(rich_help_panel="Output", help="How many configurations to show.")] = 10,
     output: Annotated[
         Format,
-        typer.Option("--format", help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}."),
+        typer.Option(
+            "--format",
+            rich_help_panel="Output",
+            help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}.",
+        ),
     ] = "table",
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""

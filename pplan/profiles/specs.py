@@ -8,10 +8,19 @@ Every number is finite and within a stated physical range (in each field's docst
 constraints), read strictly (`true` is not a number, `"8"` is not an integer), so that nothing the analytic
 core derives from a profile can overflow, divide by zero or come out negative. `spec_problems` turns a
 pydantic `ValidationError` into (field, message, fix) triples for the one-line errors of `pplan.profiles.catalog`.
+
+A hardware profile's figures must also be physically plausible (`PLAUSIBLE`: a range per field, with the reason
+for each bound): a value written in the wrong unit (HBM bandwidth in TB/s, a NIC in Gb/s) is refused naming the
+likely unit and the value to write, rather than planned with. And `efficiency.calibrated` holds only where the
+profile's figures are those its efficiencies were fitted with (`efficiency.fingerprint`,
+`calibration_fingerprint`): a copied profile with other figures, or a flag copied without a fit, loads as not
+calibrated.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +35,8 @@ from pydantic import (
     GetCoreSchemaHandler,
     Tag,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
@@ -340,18 +351,20 @@ class GpuSpec(_Frozen):
     name: str
     """Marketing name, e.g. `H100 SXM5 80GB`."""
     peak_bf16_tflops: Tflops
-    """Dense BF16 tensor-core peak, TFLOP/s (datasheet, no sparsity; 0.001 to 10^7)."""
+    """Dense BF16 tensor-core peak, TFLOP/s (datasheet, no sparsity; 0.001 to 10^7; plausible: 10 to 20,000)."""
     peak_fp8_tflops: Tflops | None = None
-    """Dense FP8 peak, TFLOP/s (0.001 to 10^7), where the GPU has it."""
+    """Dense FP8 peak, TFLOP/s (0.001 to 10^7; plausible: 20 to 50,000), where the GPU has it."""
     block_scaled_fp8: bool = False
     """Tensor cores that take block-scaled FP8 (MXFP8: one E8M0 scale per 32 elements; Blackwell)."""
     hbm_gib: float = Field(gt=0, le=MAX_HBM_GIB, allow_inf_nan=False)
-    """HBM capacity in GiB (0 < x ≤ 10^5; NVIDIA's "80 GB" parts carry 80 GiB of HBM stacks)."""
+    """HBM capacity in GiB (0 < x ≤ 10^5; plausible: 4 to 4,096; NVIDIA's "80 GB" parts carry 80 GiB of HBM
+    stacks)."""
     hbm_bandwidth_gb_per_s: GbPerS
-    """HBM bandwidth, GB/s (0.001 to 10^7)."""
+    """HBM bandwidth, GB/s (0.001 to 10^7; plausible: 100 to 100,000)."""
     sms: int | None = Field(default=None, gt=0, le=100_000)
     """Streaming multiprocessors (datasheet or architecture whitepaper), where known: what a communication kernel
-    that runs on some of them takes from a GEMM beside it (pplan.cost.passtime, `tp_comm_overlap`)."""
+    that runs on some of them takes from a GEMM beside it (pplan.cost.passtime, `tp_comm_overlap`); plausible: 4 to
+    4,096."""
 
     @property
     def hbm_bytes(self) -> int:
@@ -372,11 +385,14 @@ class MemoryReserveSpec(_Frozen):
     gap − NCCL buffers of the communicators it opens (pplan.cost.usable); fragmentation adds to each rank's need."""
 
     context_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
-    """CUDA context and framework workspaces (cuBLAS, cuDNN, PyTorch) per GPU, GiB (0 to 10^5): fixed per GPU."""
+    """CUDA context and framework workspaces (cuBLAS, cuDNN, PyTorch) per GPU, GiB (0 to 10^5; plausible: 0 to 16):
+    fixed per GPU."""
     label_gap_gib: float = Field(ge=0, le=MAX_HBM_GIB, allow_inf_nan=False)
-    """The label capacity (gpu.hbm_gib) minus the total the driver reports to allocations, GiB (0 to 10^5)."""
+    """The label capacity (gpu.hbm_gib) minus the total the driver reports to allocations, GiB (0 to 10^5;
+    plausible: 0 to 32)."""
     nccl_per_communicator_mib: float = Field(ge=0, le=MAX_HBM_GIB * 1024, allow_inf_nan=False)
-    """NCCL buffers one communicator holds on one GPU, MiB (0 to 10^5 GiB); times the plan's communicators."""
+    """NCCL buffers one communicator holds on one GPU, MiB (0 to 10^5 GiB; plausible: 0, or 1 to 16,384); times the
+    plan's communicators."""
     dynamic_fragmentation_fraction: float = Field(ge=0, lt=1, allow_inf_nan=False)
     """Caching-allocator fragmentation as a fraction of the dynamic bytes (activations in flight, extra buffers,
     the recompute transient, ZeRO-3's gathered weights, the offload buffer; 0 ≤ x < 1); added to each rank's
@@ -411,11 +427,12 @@ class LinkSpec(_Frozen):
     name: str
     """E.g. `NVLink 4 (NVSwitch)`, `InfiniBand NDR 400 Gb/s`."""
     bandwidth_gb_per_s: GbPerS
-    """Nominal bandwidth per GPU per direction, GB/s (0.001 to 10^7)."""
+    """Nominal bandwidth per GPU per direction, GB/s (0.001 to 10^7; plausible, by tier: intra-node 5 to 10,000,
+    inter-node 1 to 300, host 4 to 5,000; `PLAUSIBLE`)."""
     efficiency: Fraction
     """Achievable fraction of the nominal bandwidth (10^-9 to 1; measured, see the profile's comments)."""
     latency_us: LatencyUs
-    """One-way latency per message, µs (0 to 10^6, i.e. at most 1 s)."""
+    """One-way latency per message, µs (0 to 10^6, i.e. at most 1 s; plausible: 0, or 0.1 to 1,000)."""
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -454,9 +471,16 @@ class EfficiencySpec(_Frozen):
     row max and sum over the vocabulary, exp and the normalisation forward, the scaling and cast backward
     (`pplan.cost.passtime.LOSS_BYTES`); defaults to `hbm`."""
     kernel_overhead_us: LatencyUs = 4.0
-    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6); what makes small GEMMs run below peak."""
+    """Fixed cost per kernel (launch, ramp and tail), µs (0 to 10^6; plausible: 0, or 0.1 to 1,000); what makes
+    small GEMMs run below peak."""
     calibrated: bool = False
-    """False until fitted to published runs; `explain` says so."""
+    """True where these figures were fitted to measured runs on this hardware; `explain` says so. Honoured only
+    where `fingerprint` is that of the profile's own figures: a loaded profile whose GPU, link or efficiency figures
+    differ from those of the fit (a copied profile, an edited figure, a flag with no fit) reads false."""
+    fingerprint: str | None = Field(default=None, max_length=64)
+    """The figures the efficiencies were fitted with, hashed (`pplan.profiles.specs.calibration_fingerprint`: the
+    GPU's peaks, HBM bandwidth and SMs, the node size, both links and every efficiency figure); written with the fit.
+    None: no fit recorded, and the profile is not calibrated."""
 
     @property
     def loss_hbm_fraction(self) -> float:
@@ -493,9 +517,9 @@ class PowerSpec(_Frozen):
     per run."""
 
     gpu_watts: float = Field(gt=0, le=100_000)
-    """One GPU's board power at full load (the datasheet's maximum TDP)."""
+    """One GPU's board power at full load (the datasheet's maximum TDP), W (plausible: 50 to 10,000)."""
     node_overhead_watts: float = Field(ge=0, le=10_000_000)
-    """The node's maximum system power less its GPUs' board power."""
+    """The node's maximum system power less its GPUs' board power, W (plausible: 0, or 50 to 10^6)."""
 
 
 class CalibrationSpec(_Frozen):
@@ -556,7 +580,8 @@ class HardwareSpec(_Frozen):
     SuperPOD's rail-optimised fat tree)."""
     calibration: CalibrationSpec | None = None
     """The fitted figures' error spread and envelope (`[calibration]`); None where no public run on this GPU type
-    was fitted, and pplan then says every prediction on it is extrapolated."""
+    was fitted, or where the efficiencies are not calibrated (their figures are not those of the fit), and pplan
+    then says every prediction on it is extrapolated."""
     power: PowerSpec | None = None
     """Full-load power per GPU and per node (`[power]`); None: no energy estimate (never guessed)."""
     price_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=1_000_000)
@@ -577,27 +602,324 @@ class HardwareSpec(_Frozen):
             )  # fmt: skip
         return self.host_link
 
+    @field_validator("efficiency")
+    @classmethod
+    def _honest_calibration(cls, efficiency: EfficiencySpec, info: ValidationInfo) -> EfficiencySpec:
+        """`calibrated` only where the fit's fingerprint is that of this profile's figures (module docstring)."""
+        if not efficiency.calibrated:
+            return efficiency
+        data = info.data
+        if not all(key in data for key in ("gpus_per_node", "gpu", "intra_node", "inter_node")):
+            return efficiency  # another field is refused: the profile does not load
+        own = _fingerprint(
+            data["gpus_per_node"], data["gpu"], data["intra_node"], data["inter_node"], efficiency
+        )
+        if efficiency.fingerprint == own:
+            return efficiency
+        return efficiency.model_copy(update={"calibrated": False})
+
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_of_a_fit(
+        cls, calibration: CalibrationSpec | None, info: ValidationInfo
+    ) -> CalibrationSpec | None:
+        """No error band or envelope where the efficiencies are not calibrated: `[calibration]` describes how far the
+        fitted figures are known, and a profile whose figures are not the fitted ones (a copy, an edit) has not
+        earned it; pplan then says every prediction on it is extrapolated, as for any uncalibrated GPU."""
+        efficiency = info.data.get("efficiency")
+        if calibration is not None and isinstance(efficiency, EfficiencySpec) and not efficiency.calibrated:
+            return None
+        return calibration
+
     @model_validator(mode="after")
     def _check_usable_memory(self) -> HardwareSpec:
         if self.hbm_after_fixed_bytes <= 0:
             fixed = self.memory.context_gib + self.memory.label_gap_gib
+            fix = "make memory.context_gib + memory.label_gap_gib less than gpu.hbm_gib"
+            # a figure in the wrong unit (a context of 768 "GiB" that is MiB) is the likelier cause: say which
+            slips = [
+                f"{problem.field}: {problem.fix}"
+                for problem in implausible_figures(self)
+                if problem.field in ("gpu.hbm_gib", "memory.context_gib", "memory.label_gap_gib")
+                and problem.fix.startswith("a value in")
+            ]
             raise SpecRuleError(
                 "memory.context_gib",
                 f"the context and label gap ({fixed:g} GiB) leave no usable HBM of gpu.hbm_gib = "
                 f"{self.gpu.hbm_gib:g}",
-                "make memory.context_gib + memory.label_gap_gib less than gpu.hbm_gib",
+                f"{fix} ({slips[0]})" if slips else fix,
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_plausible(self) -> HardwareSpec:
+        # After the usable-memory check: a context larger than the HBM is named as such, not as implausible.
+        problems = implausible_figures(self)
+        if problems:
+            first, *others = problems
+            also = f" (also implausible: {', '.join(p.field for p in others)})" if others else ""
+            raise SpecRuleError(first.field, first.message + also, first.fix)
+        return self
+
     def with_efficiency(self, **changes: float | bool | None) -> HardwareSpec:
-        """This profile with some `efficiency` figures replaced (a fit, a sensitivity probe); nothing else moves."""
-        return self.model_copy(update={"efficiency": self.efficiency.model_copy(update=changes)})
+        """This profile with some `efficiency` figures replaced (a fit, a sensitivity probe); nothing else moves.
+
+        `calibrated=True` says the caller has just fitted the figures to this hardware (`pplan bench --calibrate`):
+        the new figures' fingerprint is recorded with them, so the profile it writes loads as calibrated."""
+        efficiency = self.efficiency.model_copy(update=changes)
+        if changes.get("calibrated") is True:
+            fingerprint = _fingerprint(
+                self.gpus_per_node, self.gpu, self.intra_node, self.inter_node, efficiency
+            )
+            efficiency = efficiency.model_copy(update={"fingerprint": fingerprint})
+        return self.model_copy(update={"efficiency": efficiency})
+
+    @property
+    def fitted_to_other_figures(self) -> bool:
+        """The efficiencies carry a fit's fingerprint, but of figures other than this profile's (a copied or edited
+        profile): why it is not calibrated."""
+        fingerprint = self.efficiency.fingerprint
+        return fingerprint is not None and fingerprint != calibration_fingerprint(self)
 
     @property
     def hbm_after_fixed_bytes(self) -> int:
         """HBM minus the parts every GPU loses whatever the plan (context, label gap); a plan's usable bytes
         also lose its NCCL buffers (pplan.cost.usable)."""
         return self.gpu.hbm_bytes - self.memory.fixed_bytes
+
+
+# --- calibration: which figures a fit was made with ------------------------------------------------------
+
+FINGERPRINTED_GPU = (
+    "peak_bf16_tflops",
+    "peak_fp8_tflops",
+    "block_scaled_fp8",
+    "hbm_bandwidth_gb_per_s",
+    "sms",
+)
+"""The GPU figures a fitted step time depends on (capacity and memory reserves set what fits, not how fast)."""
+FINGERPRINTED_LINK = ("bandwidth_gb_per_s", "efficiency", "latency_us")
+"""The figures of the intra- and inter-node links that the fitted runs' collectives crossed. The host link, a
+`[pod]` and the power and price sections are left out: no calibration run offloaded or crossed an oversubscribed
+pod (their costs are modelled, never fitted), and neither watts nor dollars enter a step time."""
+_NOT_FINGERPRINTED = {"calibrated", "fingerprint"}
+
+
+def calibration_fingerprint(hardware: HardwareSpec) -> str:
+    """The fingerprint `efficiency.fingerprint` must hold for `hardware` to be calibrated: 16 hex digits of the
+    SHA-256 of the figures a fit is made with (`FINGERPRINTED_GPU`, `FINGERPRINTED_LINK`, the node size and every
+    efficiency figure but `calibrated` and `fingerprint` itself), so changing any of them, or copying the
+    efficiencies to another GPU, leaves the fingerprint behind. A fit stamps it (`HardwareSpec.with_efficiency`);
+    for a profile re-fitted by hand, the value to write is `calibration_fingerprint(load_hardware(PATH))`."""
+    return _fingerprint(
+        hardware.gpus_per_node, hardware.gpu, hardware.intra_node, hardware.inter_node, hardware.efficiency
+    )
+
+
+def _fingerprint(
+    gpus_per_node: int, gpu: GpuSpec, intra: LinkSpec, inter: LinkSpec, efficiency: EfficiencySpec
+) -> str:
+    figures: dict[str, object] = {"gpus_per_node": gpus_per_node}
+    figures.update({f"gpu.{name}": getattr(gpu, name) for name in FINGERPRINTED_GPU})
+    for tier, link in (("intra_node", intra), ("inter_node", inter)):
+        figures.update({f"{tier}.{name}": getattr(link, name) for name in FINGERPRINTED_LINK})
+    figures.update(
+        {
+            f"efficiency.{name}": getattr(efficiency, name)
+            for name in type(efficiency).model_fields
+            if name not in _NOT_FINGERPRINTED
+        }
+    )
+    # None (a figure not stated) is left out, so a new optional figure leaves existing fingerprints as they are.
+    text = ";".join(
+        f"{key}={_canonical(value)}" for key, value in sorted(figures.items()) if value is not None
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _canonical(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value))  # 3350 and 3350.0 are one figure
+    return str(value)
+
+
+# --- physical plausibility of hardware figures -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitSlip:
+    """A likely wrong unit: a figure written in `unit` is `factor` times the value the field's own unit wants."""
+
+    unit: str
+    factor: float
+
+
+_TB_PER_S = UnitSlip("TB/s", 1e3)
+_MB_PER_S = UnitSlip("MB/s", 1e-3)
+_GBIT_PER_S = UnitSlip("Gb/s", 1 / 8)
+_PFLOPS = UnitSlip("PFLOP/s", 1e3)
+_GFLOPS = UnitSlip("GFLOP/s", 1e-3)
+_MIB_FOR_GIB = UnitSlip("MiB", 1 / 1024)
+_TB_FOR_GIB = UnitSlip("TB", 1e3)  # NVIDIA's "GB" labels are GiB of stacks: "0.141 TB" would be 141
+_GIB_FOR_MIB = UnitSlip("GiB", 1024)
+_KIB_FOR_MIB = UnitSlip("KiB", 1 / 1024)
+_NS = UnitSlip("ns", 1e-3)
+_MS = UnitSlip("ms", 1e3)
+_S = UnitSlip("s", 1e6)
+_KW = UnitSlip("kW", 1e3)
+
+
+@dataclass(frozen=True)
+class Plausible:
+    """The physical range of one hardware figure, inclusive, in the field's unit; `zero`: 0 also passes (the
+    figure switched off: no latency, no overhead). Wider than any bundled profile, so that GPUs a few generations
+    on still pass, and narrow enough that a figure written in a unit `slips` names (1,000× off, 1,024×, or 8× for
+    bits against bytes) falls outside it."""
+
+    low: float
+    high: float
+    unit: str
+    what: str
+    """Whose figures the range spans ("any GPU's memory bandwidth"), for the message."""
+    slips: tuple[UnitSlip, ...] = ()
+    zero: bool = False
+
+    def problem(self, field: str, value: float) -> SpecProblem | None:
+        """Why `value` is implausible, with the likely unit and the value to write; None if it is plausible."""
+        if self.low <= value <= self.high or (self.zero and value == 0):
+            return None
+        where = "below" if value < self.low else "above"
+        span = f"{_figure(self.low)}–{_figure(self.high)} {self.unit}"
+        message = (
+            f"{_figure(value)} {self.unit} is {where} {self.what} ({'0, or ' if self.zero else ''}{span})"
+        )
+        for slip in self.slips:
+            fixed = value * slip.factor
+            if self.low <= fixed <= self.high:
+                return SpecProblem(field, message, f"a value in {slip.unit}? write {_plain(fixed)}")
+        fix = f"give a number from {_figure(self.low)} to {_figure(self.high)} {self.unit}"
+        return SpecProblem(field, message, fix + (" (or 0)" if self.zero else ""))
+
+
+_LATENCY_SLIPS = (_NS, _MS, _S)
+_LINK_SLIPS = (_TB_PER_S, _MB_PER_S, _GBIT_PER_S)
+
+PLAUSIBLE: dict[str, Plausible] = {
+    # A100's 312 is the lowest bundled peak, GB200's 2,500 the highest; 20,000 leaves 8× for generations to come.
+    # Nothing under 10 TFLOP/s trains a transformer (a T4 has 65 FP16): a Blackwell's "2.5 PFLOP/s" written as
+    # 2.5 falls below, its GFLOP/s above.
+    "gpu.peak_bf16_tflops": Plausible(10, 20_000, "TFLOP/s", "any GPU's dense BF16 peak", (_PFLOPS, _GFLOPS)),
+    # H100's 1,979 is the lowest bundled FP8 peak, GB200's 5,000 the highest: 50,000 is 10× that.
+    "gpu.peak_fp8_tflops": Plausible(20, 50_000, "TFLOP/s", "any GPU's dense FP8 peak", (_PFLOPS, _GFLOPS)),
+    # A100 40GB's 40 GiB is the least bundled, GB200's 186 the most; a GPU one trains on has 8 GiB or more, and a
+    # 1 TB package (announced for 2027) fits under 4,096 four times. 80 GiB written in MiB (81,920) lies above.
+    "gpu.hbm_gib": Plausible(4, 4_096, "GiB", "any GPU's memory", (_MIB_FOR_GIB, _TB_FOR_GIB)),
+    # A100 40GB's 1,555 GB/s is the lowest bundled HBM, B200's 8,000 the highest: 100,000 is 12× that. The floor
+    # of 100 admits GDDR cards (an L4's 300 GB/s) and still catches a TB/s figure (4.8 for 4,800).
+    "gpu.hbm_bandwidth_gb_per_s": Plausible(
+        100, 100_000, "GB/s", "any GPU's memory bandwidth", (_TB_PER_S, _MB_PER_S)
+    ),
+    # A100's 108 and H100's 132 SMs are the bundled ones, a B200 has 148; 4,096 is a wide margin for counts.
+    "gpu.sms": Plausible(4, 4_096, "SMs", "any GPU's streaming multiprocessor count"),
+    # Bundled: 0.75 GiB (a CUDA context and framework workspaces, under 1 GiB measured); 16 GiB is 20× that, and a
+    # figure in MiB (768) lies above.
+    "memory.context_gib": Plausible(0, 16, "GiB", "any CUDA context and workspaces", (_MIB_FOR_GIB,)),
+    # Bundled: 0.41 to 2.0 GiB (about 1 % of the label); 32 GiB covers 1 % of a 3 TiB GPU; 850 MiB lies above.
+    "memory.label_gap_gib": Plausible(0, 32, "GiB", "any label-to-usable gap", (_MIB_FOR_GIB,)),
+    # Bundled: 294 MiB (16 channels × 2 connections × 9.2 MiB); 16,384 MiB (16 GiB) is 55× that; under 1 MiB is
+    # less than one channel's LL buffer: a figure in GiB (0.29) or KiB (301,056).
+    "memory.nccl_per_communicator_mib": Plausible(
+        1, 16_384, "MiB", "any NCCL communicator's buffers", (_GIB_FOR_MIB, _KIB_FOR_MIB), zero=True
+    ),
+    # NVLink per GPU per direction: H800's 200 GB/s is the lowest bundled, NVLink 5's 900 the highest; 10,000 is
+    # 11× that. 5 GB/s admits PCIe-only nodes (Gen3 x16: 16 GB/s); NVLink 5 written as "0.9 TB/s" falls below.
+    "intra_node.bandwidth_gb_per_s": Plausible(5, 10_000, "GB/s", "any intra-node link", _LINK_SLIPS),
+    # NICs per GPU per direction: HDR's 25 GB/s is the lowest bundled, NDR's 50 the highest; 300 (2.4 Tb/s) is 1.5×
+    # the 1.6 Tb/s NICs announced next. NICs are sold in Gb/s: NDR written as 400 (or XDR as 800) lies above.
+    # 1 GB/s is under 10 GbE.
+    "inter_node.bandwidth_gb_per_s": Plausible(
+        1, 300, "GB/s", "any network link per GPU", (_GBIT_PER_S, _TB_PER_S, _MB_PER_S)
+    ),
+    # PCIe Gen4 x16's 32 GB/s is the lowest bundled host link, NVLink-C2C's 225 the highest; 4 GB/s is a Gen3 x4.
+    "host_link.bandwidth_gb_per_s": Plausible(4, 5_000, "GB/s", "any GPU-to-host link", _LINK_SLIPS),
+    # Bundled: 3 to 10 µs per message. Under 0.1 µs is faster than any NIC or NVSwitch hop; over 1 ms is a WAN.
+    # 0 switches latency off. A figure in ns (3,000) lies above, one in ms (0.003) or seconds (3e-6) below.
+    "intra_node.latency_us": Plausible(0.1, 1_000, "µs", "any link's latency", _LATENCY_SLIPS, zero=True),
+    "inter_node.latency_us": Plausible(0.1, 1_000, "µs", "any link's latency", _LATENCY_SLIPS, zero=True),
+    "host_link.latency_us": Plausible(0.1, 1_000, "µs", "any link's latency", _LATENCY_SLIPS, zero=True),
+    # Bundled: 4 µs per kernel and cuDNN attention's 41.4 µs per forward; a kernel launch takes a few µs, and
+    # 1 ms per kernel would be a stalled GPU. A figure in ns (4,000) lies above.
+    "efficiency.kernel_overhead_us": Plausible(
+        0.1, 1_000, "µs", "any kernel's fixed cost", _LATENCY_SLIPS, zero=True
+    ),
+    "efficiency.attention_cudnn_fixed_us": Plausible(
+        0.1, 1_000, "µs", "any kernel's fixed cost", _LATENCY_SLIPS, zero=True
+    ),
+    # A100's 400 W is the lowest bundled board power, B200's 1,000 W the highest; 10,000 W is 10× that, and 50 W is
+    # under any datacenter card (an L4 draws 72). "0.7 kW" written as 0.7 falls below.
+    "power.gpu_watts": Plausible(50, 10_000, "W", "any GPU's board power", (_KW,)),
+    # Bundled: 3,300 to 6,300 W per node besides its GPUs; 1 MW covers a rack-scale node of hundreds of GPUs. 0
+    # counts the GPUs only; under 50 W no node's CPUs, NICs and fans draw: a figure in kW (4.6) falls below.
+    "power.node_overhead_watts": Plausible(
+        50, 1_000_000, "W", "any node's power besides its GPUs", (_KW,), zero=True
+    ),
+}
+"""Physical range of each hardware figure, by its dotted field; every bundled profile passes (tested), and the
+comment above each says where its bounds come from. Fractions (efficiencies) need none: their hard range, 0 to 1,
+already refuses a percentage."""
+
+_GBIT_IN_NAME = re.compile(r"(\d+(?:\.\d+)?)\s*Gb/s")
+
+
+def implausible_figures(hardware: HardwareSpec) -> list[SpecProblem]:
+    """Every figure of `hardware` outside its `PLAUSIBLE` range, in the table's order; then every link whose
+    bandwidth is the Gb/s figure of its own name (`InfiniBand NDR 400 Gb/s` at 400 GB/s: bits read as bytes)."""
+    problems: list[SpecProblem] = []
+    for field, bound in PLAUSIBLE.items():
+        value: Any = hardware
+        for part in field.split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            problem = bound.problem(field, value)
+            if problem is not None:
+                problems.append(problem)
+    flagged = {problem.field for problem in problems}
+    for tier in ("intra_node", "inter_node", "host_link"):
+        link = getattr(hardware, tier)
+        field = f"{tier}.bandwidth_gb_per_s"
+        named = _GBIT_IN_NAME.search(link.name) if link is not None else None
+        if (
+            link is None
+            or named is None
+            or field in flagged
+            or float(named.group(1)) != link.bandwidth_gb_per_s
+        ):
+            continue
+        problems.append(
+            SpecProblem(
+                field,
+                f"{_figure(link.bandwidth_gb_per_s)} GB/s is the {named.group(0)} of the link's name "
+                f"({link.name!r}) in bits, not bytes",
+                f"a value in Gb/s? write {_plain(link.bandwidth_gb_per_s / 8)}",
+            )
+        )
+    return problems
+
+
+def _figure(value: float) -> str:
+    """A figure for a message: 4.8; 100,000; 3e-06."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.6g}"
+
+
+def _plain(value: float) -> str:
+    """A figure to write into a TOML file: 4800; 0.75; 56.25."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.6g}"
 
 
 def _number_or_list(value: object) -> str:

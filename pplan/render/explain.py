@@ -10,7 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from pplan.documents.explain import ExpertsOut, ExplainReport, PlanOut, StageMemory
-from pplan.profiles.specs import GIB
 from pplan.schedules import ScheduleFamily, schedule_family
 
 
@@ -158,17 +157,17 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
 
 
 def usable_line(report: ExplainReport) -> Text:
-    """`usable 77.2 GiB = 80.0 GiB HBM − 0.75 context − …`: the plan's usable memory and the parts taken off."""
+    """`usable 82.90 GB = 85.90 GB HBM − 0.81 context − …`: the plan's usable memory and the parts taken off, in
+    GB (10⁹ bytes), the unit of every memory figure pplan prints."""
     mem = report.memory
     terms = []
     for part in mem.usable_parts:
-        term = f"{part.bytes / GIB:.2f} {part.name}"
+        term = f"{_g(part.bytes)} {part.name}"
         if part.name == "NCCL" and mem.nccl_communicators:
             n = len(mem.nccl_communicators)
-            each = part.bytes / n / GIB
-            term += f" ({n} communicators × {each:.2f}: {', '.join(mem.nccl_communicators)})"
+            term += f" ({n} communicators × {_g(part.bytes / n)}: {', '.join(mem.nccl_communicators)})"
         terms.append(term)
-    text = f"usable {mem.usable_bytes / GIB:.2f} GiB = {report.hardware.hbm_bytes / GIB:.2f} GiB HBM"
+    text = f"usable {_g(mem.usable_bytes)} GB = {_g(report.hardware.hbm_bytes)} GB HBM"
     text += "".join(f" − {t}" for t in terms)
     if mem.fragmentation_fraction_of_dynamic:
         text += (
@@ -330,7 +329,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 "calibrated",
                 "yes (efficiencies fitted to published runs; pplan validate)"
                 if perf.calibrated
-                else "NO: the profile's efficiencies are not fitted to published runs",
+                else "NO: the profile's efficiencies are not fitted with this profile's figures (pplan validate)",
             )
         )
         for sens in perf.sensitivity[:3]:

@@ -1,6 +1,8 @@
 """Rich renderables for `pplan profiles`: a table of all profiles of a kind, and every field of one profile.
 
-Takes validated specs and returns renderables; reads no files and prints nothing.
+Takes validated specs and returns renderables; reads no files and prints nothing. Memory is shown in GB (10^9
+bytes), as every other command shows it, from the bytes the spec converts its GiB inputs to (`GpuSpec.hbm_bytes`,
+`HardwareSpec.hbm_after_fixed_bytes`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResul
 from rich.measure import Measurement
 from rich.table import Table
 
-from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.specs import GB, HardwareSpec, ModelSpec
 
 _NONE = "—"
 _SpecT = TypeVar("_SpecT", HardwareSpec, ModelSpec)
@@ -32,8 +34,8 @@ _HARDWARE_COLUMNS: dict[str, _Column[HardwareSpec]] = {
     "name": _Column("name", lambda s: s.name, numeric=False),
     "gpu": _Column("GPU", lambda s: s.gpu.name, numeric=False),
     "bf16": _Column("BF16\nTFLOP/s", lambda s: _number(s.gpu.peak_bf16_tflops)),
-    "hbm": _Column("HBM\nGiB", lambda s: _number(s.gpu.hbm_gib)),
-    "usable": _Column("usable\nGiB", lambda s: f"{s.hbm_after_fixed_bytes / GIB:.1f}"),
+    "hbm": _Column("HBM\nGB", lambda s: _gb(s.gpu.hbm_bytes)),
+    "usable": _Column("usable\nGB", lambda s: _gb(s.hbm_after_fixed_bytes)),
     "gpus": _Column("GPUs/\nnode", lambda s: str(s.gpus_per_node)),
     "nvlink": _Column("NVLink\nGB/s", lambda s: _number(s.intra_node.bandwidth_gb_per_s)),
     "ib": _Column("IB\nGB/s", lambda s: _number(s.inter_node.bandwidth_gb_per_s)),
@@ -68,8 +70,9 @@ def _experts(model: ModelSpec) -> str:
 def hardware_table(specs: Sequence[HardwareSpec], title: str = "Hardware profiles") -> ConsoleRenderable:
     """One row per hardware profile: GPU, peak, HBM (label and usable), node size, link bandwidths."""
     caption = (
-        "Bandwidths: nominal, per GPU and direction. Usable GiB = HBM − CUDA context − label gap, before a "
-        "plan's NCCL buffers (memory.nccl_per_communicator_mib per communicator it opens)."
+        "Memory in GB (10⁹ bytes; the profiles' hbm_gib is GiB). Bandwidths: nominal, per GPU and direction. "
+        "Usable = HBM − CUDA context − label gap, before a plan's NCCL buffers (memory.nccl_per_communicator_mib per "
+        "communicator it opens)."
     )
     return _FitTable(title, _HARDWARE_COLUMNS, specs, droppable=("description", "gpu"), caption=caption)
 
@@ -130,12 +133,42 @@ def profile_detail(spec: HardwareSpec | ModelSpec) -> Table:
         table.add_row(field, value, meaning)
     if isinstance(spec, HardwareSpec):
         table.add_row(
-            "usable HBM (derived)",
-            f"{spec.hbm_after_fixed_bytes / GIB:.2f}",
-            "GiB per GPU left for weights, states and activations: HBM − context − label gap, before a plan's "
-            "NCCL buffers (explain shows them per plan).",
+            "HBM (derived)",
+            f"{spec.gpu.hbm_bytes / GB:.2f}",
+            "GB (10⁹ bytes) per GPU: gpu.hbm_gib in decimal units, as every other command shows memory.",
         )
+        table.add_row(
+            "usable HBM (derived)",
+            f"{spec.hbm_after_fixed_bytes / GB:.2f}",
+            "GB (10⁹ bytes) per GPU left for weights, states and activations: HBM − context − label gap, before a "
+            "plan's NCCL buffers (explain shows them per plan).",
+        )
+        table.add_row("calibration status (derived)", *_calibration_status(spec))
     return table
+
+
+def _calibration_status(spec: HardwareSpec) -> tuple[str, str]:
+    """Whether the efficiencies are calibrated, and why (`efficiency.calibrated` after the load-time check)."""
+    if spec.efficiency.calibrated:
+        return (
+            "calibrated",
+            "The efficiencies were fitted with exactly this profile's figures (efficiency.fingerprint).",
+        )
+    if spec.fitted_to_other_figures:
+        return (
+            "not calibrated",
+            "The efficiencies were fitted with other GPU, link or efficiency figures than this profile's (a copied "
+            "or edited profile, or figures taken with `from`), so the fingerprint of the fit does not match.",
+        )
+    if spec.efficiency.fingerprint is not None:
+        return (
+            "not calibrated",
+            "The profile marks its efficiencies as not calibrated (efficiency.calibrated).",
+        )
+    return (
+        "not calibrated",
+        "No fit is recorded for these efficiencies (no efficiency.fingerprint): they are assumed.",
+    )
 
 
 def _rows(model: BaseModel, prefix: str) -> Iterator[tuple[str, str, str]]:
@@ -159,6 +192,11 @@ def _value(value: object) -> str:
     if isinstance(value, float):
         return _number(value)
     return str(value)
+
+
+def _gb(n_bytes: int) -> str:
+    """Bytes as GB (10^9 bytes), one decimal."""
+    return f"{n_bytes / GB:.1f}"
 
 
 def _number(value: float) -> str:
