@@ -121,3 +121,22 @@ def test_an_awkward_batch_names_the_better_one(capsys: pytest.CaptureFixture[str
     )
     assert f"global batch 512 gives {gain - 1:.0%} more tokens/s" in text
     assert _doc(capsys, *awkward, "--global-batch", "512", "--top", "1")["better_global_batch"] is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "typo", "meant"),
+    [
+        ("--model", "llama3-70", "llama3-70b"),
+        ("--hardware", "h100", "h100-sxm-80gb"),
+        ("--model", "qwen3-30b", "qwen3-30b-a3b"),
+    ],
+)
+def test_an_unknown_profile_gets_did_you_mean(
+    capsys: pytest.CaptureFixture[str], flag: str, typo: str, meant: str
+) -> None:
+    res = run_pplan(capsys, "recommend", flag, typo)
+    lines = [x for x in res.err.splitlines() if x.strip()]
+    assert res.code == 2 and len(lines) == 1
+    assert f"did you mean {meant}" in lines[0]
+    if flag == "--model":
+        assert "Hugging Face config.json" in lines[0]

@@ -14,6 +14,7 @@ user, a folder, no permission) are `ProfileError`s naming the path.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import re
@@ -198,8 +199,19 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
     bundled = _bundled(kind)
     if ref not in bundled:
         known = ", ".join(sorted(bundled)) or "none found"
+        key = ref.strip().lower()
+        starts = [name for name in sorted(bundled) if name.startswith(key)]
+        near = list(
+            dict.fromkeys([*starts, *difflib.get_close_matches(key, sorted(bundled), n=3, cutoff=0.6)])
+        )[:3]
+        guess = f"did you mean {' or '.join(near)}? " if near else ""
+        files = (
+            "a path to a .toml profile or a Hugging Face config.json (e.g. --model path/to/config.json)"
+            if kind == "models"
+            else "a path to a .toml profile"
+        )
         raise ProfileError(
-            field, f"unknown {field} profile {ref!r}", f"use one of: {known}; or give a path to a .toml file"
+            field, f"unknown {field} profile {ref!r}", f"{guess}use one of: {known}; or give {files}"
         )
     path = bundled[ref]
     return path, _shown_bundled(kind, path)
