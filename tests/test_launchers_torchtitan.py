@@ -848,6 +848,20 @@ def _wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+def _share_site_packages(python: Path) -> None:
+    """Make the packages this interpreter sees (torch among them) importable from the venv of `python`, behind
+    that venv's own."""
+    import subprocess
+    import sysconfig
+
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    shared = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(own) / "pplan-outer-site-packages.pth").write_text("".join(f"{path}\n" for path in shared))
+
+
 def _parse_in_venv(root: Path, wheels: Path, version: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     import subprocess
     import sys
@@ -857,6 +871,9 @@ def _parse_in_venv(root: Path, wheels: Path, version: str, cases: list[dict[str,
         [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300
     )
     python = venv / "bin" / "python"
+    # --system-site-packages shows the base interpreter's packages, not those of a virtual environment the tests
+    # run in (where torch is): a .pth file puts this interpreter's site-packages after the new venv's own
+    _share_site_packages(python)
     pins = [*PARSE_DEPS, *RELEASES[version]]
     install = [
         str(python),

@@ -116,7 +116,7 @@ def test_the_svg_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert "Answers" in res.out and "Assumptions" in res.out
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "size.md"
 SIZE_BLOCK = re.compile(r"^```\n\$ (pplan size [^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -124,7 +124,7 @@ def _readme_size_blocks() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in SIZE_BLOCK.finditer(README.read_text(encoding="utf-8"))]
 
 
-def test_the_readme_shows_the_three_questions() -> None:
+def test_the_size_doc_shows_the_three_questions() -> None:
     commands = [c for c, _ in _readme_size_blocks()]
     assert any("--days 30" in c for c in commands)  # 70B, 15T tokens, 30 days
     assert any("--gpus 1024" in c for c in commands)  # H100 against H200 against B200

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED_DIRS = ("pplan", "tests", "benchmarks", "hardware", "models")
+SCANNED_DIRS = ("pplan", "tests", "benchmarks", "hardware", "models", "docs")
 SCANNED_FILES = ("README.md", "ARCHITECTURE.md", "CHANGELOG.md")
 SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"})
 BINARY_SUFFIXES = frozenset({".pyc", ".pyo", ".so", ".whl", ".gz", ".zip", ".png", ".jpg", ".pdf"})

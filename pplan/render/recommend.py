@@ -43,7 +43,8 @@ def _tie_sentence(notes: Sequence[Annotation]) -> str:
         n = notes[safest - 1]
         runs = " and ".join(LAUNCHER_WORDS[r] for r in n.runs_on) or "no launcher"
         text += (
-            f": #{safest} ({n.extrapolated_axes} axes outside the calibrated envelope, runs on {runs}, "
+            f": #{safest} ({n.extrapolated_axes} {'axis' if n.extrapolated_axes == 1 else 'axes'} outside the "
+            f"calibrated envelope, runs on {runs}, "
             f"{n.knobs} non-default knob{'s' if n.knobs != 1 else ''})"
         )
     return text + "."
