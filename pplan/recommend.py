@@ -122,3 +122,14 @@ def better_batch(
         if kept is None or perf.tokens_per_s > kept.tokens_per_s:
             best = (batch, found.candidates[0])
     return best
+
+
+def best_outside_envelope(
+    model: ModelSpec, hw: HardwareSpec, request: SearchRequest, launcher: LauncherFilter | None
+) -> Recommendation | None:
+    """Where `--max-extrapolation` left nothing: the best plan without that filter (whose `explain` names the axes
+    on which it leaves the calibrated envelope); None when there is none either."""
+    found = search(
+        model, hw, replace(request, max_extrapolation=None, top_n=1, prefetch=False), None, launcher
+    )
+    return found.candidates[0] if found.candidates else None

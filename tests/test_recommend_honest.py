@@ -140,3 +140,17 @@ def test_an_unknown_profile_gets_did_you_mean(
     assert f"did you mean {meant}" in lines[0]
     if flag == "--model":
         assert "Hugging Face config.json" in lines[0]
+
+
+def test_no_calibrated_answer_says_so_and_names_the_axes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--max-extrapolation 0` at 8k sequences: nothing is inside the envelope; the answer says there is no
+    calibrated answer and names the axes the best plan outside it leaves it on (as its own explain does)."""
+    res = run_pplan(capsys, "recommend", *QUERY, "--max-extrapolation", "0")
+    assert res.code == 1
+    text = " ".join(res.out.split())
+    assert "there is no calibrated answer" in text
+    best = _doc(capsys, *QUERY, "--top", "1", "--include-unrunnable")["candidates"]
+    axes = {
+        x["axis"] for x in _doc(capsys, *QUERY, "--top", "1")["candidates"][0]["performance"]["extrapolation"]
+    }
+    assert best and all(f"{axis}: " in text for axis in axes) and "sequence" in axes

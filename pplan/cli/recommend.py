@@ -48,10 +48,17 @@ from pplan.plan.configuration import (
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import HardwareSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
-from pplan.recommend import Annotation, annotate, better_batch, least_gpus_that_fit, safest_tied
+from pplan.recommend import (
+    Annotation,
+    annotate,
+    best_outside_envelope,
+    better_batch,
+    least_gpus_that_fit,
+    safest_tied,
+)
 from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
-from pplan.search import Recommendation, SearchRequest, SearchResult, search
+from pplan.search import Recommendation, Rejection, SearchRequest, SearchResult, search
 
 Format = Literal["table", "json", Launcher]
 """What `recommend` prints: the ranked table, the pplan.recommend/2 document, or the best plan's launcher
@@ -330,9 +337,12 @@ def recommend(
         launcher=request.launcher,
     )
     notes = annotate(model_spec, result)
+    outside = None
+    if not result.candidates and Rejection.EXTRAPOLATED in result.rejected and not result.closest_misses:
+        outside = best_outside_envelope(model_spec, hardware_spec, request, launcher_filter)
     least = (
         None
-        if result.candidates
+        if result.candidates or outside is not None
         else least_gpus_that_fit(model_spec, hardware_spec, request, launcher_filter)
     )
     better = better_batch(model_spec, hardware_spec, request, launcher_filter) if result.candidates else None
@@ -375,7 +385,7 @@ def recommend(
             f"more tokens/s (pplan recommend ... --global-batch {better[0]})."
         )
     if not result.candidates:
-        console.print(_fits_from(least, model))
+        console.print(_outside_words(outside, max_extrapolation) if outside else _fits_from(least, model))
         raise typer.Exit(EXIT_NOTHING_FITS)
     shown = result.candidates if show_commands else result.candidates[:1]
     console.print(
@@ -404,6 +414,18 @@ def _fits_from(least: tuple[int, Recommendation] | None, model: str) -> str:
         return "no whole-node count up to 16,384 GPUs fits it with this batch: relax the constraints"
     gpus, cand = least
     return f"it fits from {gpus:,} GPUs (--gpus {gpus}), at {_tokens_per_s(cand) / 1e6:.3f} Mtok/s predicted there"
+
+
+def _outside_words(best: Recommendation, allowed: int | None) -> str:
+    """Why `--max-extrapolation` left nothing: the best plan outside the envelope and the axes it leaves it on."""
+    perf = best.report.performance
+    assert perf is not None
+    axes = "; ".join(f"{x.axis}: {x.detail}" for x in perf.extrapolation)
+    return (
+        f"No plan lies within {allowed} axes of the calibrated envelope (--max-extrapolation {allowed}): there is no "
+        f"calibrated answer. The best outside it predicts {perf.tokens_per_s / 1e6:.3f} Mtok/s and leaves it on "
+        f"{len(perf.extrapolation)}: {axes}."
+    )
 
 
 def _calibration_words(hw: HardwareSpec, stack: StackName) -> str:
