@@ -66,28 +66,46 @@ def explain(
     gpus: GpusOpt = DEFAULT_GPUS,
     global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
     seq_len: SeqLenOpt = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree t.")] = DEFAULT_TP,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel ranks p.")] = DEFAULT_PP,
-    vp: Annotated[int | None, typer.Option(help="Model chunks per pipeline rank v (interleaving).")] = None,
-    cp: Annotated[int, typer.Option(help="Context-parallel degree (sequence split).")] = 1,
+    tp: Annotated[
+        int, typer.Option(rich_help_panel="Plan axes", help="Tensor-parallel degree t.")
+    ] = DEFAULT_TP,
+    pp: Annotated[
+        int, typer.Option(rich_help_panel="Plan axes", help="Pipeline-parallel ranks p.")
+    ] = DEFAULT_PP,
+    vp: Annotated[
+        int | None,
+        typer.Option(rich_help_panel="Plan axes", help="Model chunks per pipeline rank v (interleaving)."),
+    ] = None,
+    cp: Annotated[
+        int, typer.Option(rich_help_panel="Plan axes", help="Context-parallel degree (sequence split).")
+    ] = 1,
     ep: Annotated[
-        int, typer.Option(help="Expert-parallel degree (routed models): experts split over ep ranks.")
+        int,
+        typer.Option(
+            rich_help_panel="Plan axes",
+            help="Expert-parallel degree (routed models): experts split over ep ranks.",
+        ),
     ] = 1,
     etp: Annotated[
         int,
-        typer.Option(help="Expert tensor-parallel degree (routed models): each expert split over etp ranks."),
+        typer.Option(
+            rich_help_panel="Plan axes",
+            help="Expert tensor-parallel degree (routed models): each expert split over etp ranks.",
+        ),
     ] = 1,
     precision: Annotated[
         str,
         typer.Option(
+            rich_help_panel="Plan axes",
             help="GEMM precision of the layers' Linears: bf16, fp8 (per-tensor scaled, Hopper on) or mxfp8 "
-            "(block-scaled, Blackwell)."
+            "(block-scaled, Blackwell).",
         ),
     ] = "bf16",
     fp8_param_gather: Annotated[
         bool,
         typer.Option(
             "--fp8-param-gather",
+            rich_help_panel="Memory knobs",
             help="FP8 plans: keep the FP8 Linears' weights in FP8 only, no BF16 copy (Megatron's --fp8-param-gather).",
         ),
     ] = False,
@@ -95,34 +113,43 @@ def explain(
         bool,
         typer.Option(
             "--fp8-swiglu-input",
+            rich_help_panel="Memory knobs",
             help="FP8 plans, routed models: also keep the experts' SwiGLU input in FP8 (DeepSeek-V3's framework, "
             "report §3.3.2; no launcher has it).",
         ),
     ] = False,
     moment_dtype: Annotated[
         str,
-        typer.Option(help="Adam's moments: fp32 (12 bytes of optimizer state per parameter) or bf16 (8)."),
+        typer.Option(
+            rich_help_panel="Memory knobs",
+            help="Adam's moments: fp32 (12 bytes of optimizer state per parameter) or bf16 (8).",
+        ),
     ] = "fp32",
-    micro_batch: Annotated[int, typer.Option(help="Micro-batch size b, in sequences.")] = DEFAULT_MICRO_BATCH,
+    micro_batch: Annotated[
+        int, typer.Option(rich_help_panel="Plan axes", help="Micro-batch size b, in sequences.")
+    ] = DEFAULT_MICRO_BATCH,
     schedule: Annotated[
         str,
         typer.Option(
+            rich_help_panel="Plan axes",
             help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names), or "
-            "auto (lists built for this plan's pass times and memory: pplan.schedules.auto)."
+            "auto (lists built for this plan's pass times and memory: pplan.schedules.auto).",
         ),
     ] = DEFAULT_SCHEDULE,
     memory_limit: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="--schedule auto: micro-batches each stage may hold in flight (default: the most whose "
-            "activations fit in each stage's usable memory after its weights, gradients and optimizer states)."
+            "activations fit in each stage's usable memory after its weights, gradients and optimizer states).",
         ),
     ] = None,
     headroom: Annotated[
         float,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="--schedule auto without --memory-limit: the fraction of usable HBM its derived memory limit "
-            "leaves free on every stage (recommend's --headroom)."
+            "leaves free on every stage (recommend's --headroom).",
         ),
     ] = 0.0,
     recompute: RecomputeOpt = "none",
@@ -130,74 +157,106 @@ def explain(
     recompute_method: RecomputeMethodOpt = "uniform",
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
     offload_modules: OffloadModulesOpt = None,
-    sequence_parallel: Annotated[bool, typer.Option(help="Megatron sequence parallelism (t > 1).")] = True,
+    sequence_parallel: Annotated[
+        bool, typer.Option(rich_help_panel="Memory knobs", help="Megatron sequence parallelism (t > 1).")
+    ] = True,
     flash_attention: Annotated[
-        bool, typer.Option(help="Flash attention (no attention-score tensors).")
+        bool,
+        typer.Option(rich_help_panel="Memory knobs", help="Flash attention (no attention-score tensors)."),
     ] = True,
     distributed_optimizer: Annotated[
-        bool, typer.Option("--distributed-optimizer", help="Shard optimizer states over d (ZeRO-1).")
+        bool,
+        typer.Option(
+            "--distributed-optimizer",
+            rich_help_panel="Memory knobs",
+            help="Shard optimizer states over d (ZeRO-1).",
+        ),
     ] = False,
-    zero_stage: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
+    zero_stage: Annotated[
+        int, typer.Option(rich_help_panel="Memory knobs", help="ZeRO stage 0-3 (1 = distributed optimizer).")
+    ] = 0,
     grad_dtype: GradDtypeOpt = "fp32",
     activation_model: ActivationModelOpt = "itemised",
-    first_stage_layers: Annotated[int | None, typer.Option(help="Layers on the first chunk.")] = None,
-    last_stage_layers: Annotated[int | None, typer.Option(help="Layers on the last chunk.")] = None,
+    first_stage_layers: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Layers on the first chunk.")
+    ] = None,
+    last_stage_layers: Annotated[
+        int | None, typer.Option(rich_help_panel="Plan axes", help="Layers on the last chunk.")
+    ] = None,
     overlap_grad_reduce: Annotated[
         bool,
-        typer.Option(help="Gradient sync behind the last backward passes (Megatron --overlap-grad-reduce)."),
+        typer.Option(
+            rich_help_panel="Stack",
+            help="Gradient sync behind the last backward passes (Megatron --overlap-grad-reduce).",
+        ),
     ] = True,
     overlap_param_gather: Annotated[
-        bool, typer.Option(help="Distributed optimizer's parameter all-gather behind the next forward.")
+        bool,
+        typer.Option(
+            rich_help_panel="Stack",
+            help="Distributed optimizer's parameter all-gather behind the next forward.",
+        ),
     ] = True,
     overlap_p2p_comm: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Stack",
             help="megatron-core's interleaved schedule overlaps its pipeline sends (--no-overlap-p2p-comm: they "
-            "block the sender, Megatron's --no-overlap-p2p-communication)."
+            "block the sender, Megatron's --no-overlap-p2p-communication).",
         ),
     ] = True,
     shard_group: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="Hybrid sharding (HSDP, ZeRO ≥ 1): shard the states over groups of S GPUs (S divides d·cp), "
-            "replicated across the (d·cp)/S groups; default all d·cp."
+            "replicated across the (d·cp)/S groups; default all d·cp.",
         ),
     ] = None,
     reshard_after_forward: Annotated[
         bool,
         typer.Option(
+            rich_help_panel="Memory knobs",
             help="ZeRO-3: free gathered weights after each forward and gather again for the backward "
-            "(--no-reshard-after-forward keeps the rank's weights gathered: more memory, half the gathers)."
+            "(--no-reshard-after-forward keeps the rank's weights gathered: more memory, half the gathers).",
         ),
     ] = True,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
     jitter: JitterOpt = 0.0,
     train_tokens: Annotated[
-        float | None, typer.Option(help="Token budget to report the time to train, e.g. 15e12.")
+        float | None,
+        typer.Option(rich_help_panel="Query", help="Token budget to report the time to train, e.g. 15e12."),
     ] = None,
     pass_durations: PassDurationsOpt = "analytic",
     csv: Annotated[
         Path | None,
         typer.Option(
+            rich_help_panel="Output",
             help="Also write the plan's per-rank action lists as torch's _load_csv compute-only CSV (for "
-            "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan)."
+            "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan).",
         ),
     ] = None,
     svg: Annotated[
         Path | None,
         typer.Option(
+            rich_help_panel="Output",
             help="Also write a picture of the plan as an SVG file: memory per stage against the usable memory, "
-            "where the step time goes, and the pipeline timeline."
+            "where the step time goes, and the pipeline timeline.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
-    all_stages: Annotated[bool, typer.Option(help="Show every stage, not a sample.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.explain/2 JSON document.")] = False,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
+    all_stages: Annotated[
+        bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.explain/2 JSON document.")
+    ] = False,
     launcher_format: Annotated[
         Launcher | None,
         typer.Option(
             "--format",
+            rich_help_panel="Output",
             help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
             "instead of tables.",
         ),
