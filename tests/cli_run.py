@@ -48,3 +48,15 @@ def run_pplan(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
             code = int(exc.code or 0)
     captured = capsys.readouterr()
     return CliResult(code, captured.out, captured.err)
+
+
+def assert_shown_in_order(shown: str, printed_text: str) -> None:
+    """Every line of a documented output excerpt (trailing spaces aside; "..." lines mark cuts) appears, in order,
+    in what was printed."""
+    printed = [line.rstrip() for line in printed_text.splitlines()]
+    at = 0
+    for line in (x.rstrip() for x in shown.splitlines()):
+        if line == "...":
+            continue
+        assert line in printed[at:], line
+        at = printed.index(line, at) + 1

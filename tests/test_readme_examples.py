@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_run import run_pplan
+from tests.cli_run import assert_shown_in_order, run_pplan
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -52,10 +52,4 @@ def test_readme_output_is_what_the_command_prints(
     if "..." not in shown.splitlines():
         assert res.out.rstrip("\n") == shown.rstrip("\n")  # trailing blank lines aside
         return
-    printed = [line.rstrip() for line in res.out.splitlines()]
-    at = 0
-    for line in (x.rstrip() for x in shown.splitlines()):
-        if line == "...":
-            continue
-        assert line in printed[at:], line
-        at = printed.index(line, at) + 1
+    assert_shown_in_order(shown, res.out)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pplan.documents.size import SizeDocument
-from tests.cli_run import run_pplan
+from tests.cli_run import assert_shown_in_order, run_pplan
 
 SMALL = (
     "size",
@@ -147,10 +147,4 @@ def test_the_readme_size_output_is_what_the_command_prints(
     command, shown = next((c, s) for c, s in _readme_size_blocks() if which in c)
     res = run_pplan(capsys, *shlex.split(command)[1:])
     assert res.code == 0, res.err
-    printed = [line.rstrip() for line in res.out.splitlines()]
-    at = 0
-    for line in (x.rstrip() for x in shown.splitlines()):
-        if line == "...":
-            continue
-        assert line in printed[at:], line
-        at = printed.index(line, at) + 1
+    assert_shown_in_order(shown, res.out)
