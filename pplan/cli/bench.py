@@ -110,57 +110,114 @@ def bench(
     schedule: Annotated[
         str,
         typer.Option(
-            help="gpipe, 1f1b, interleaved-1f1b, looped-bfs, interleaved-zb, zb-h1, zb-h2, zbv, dualpipev, auto"
+            rich_help_panel="Schedule",
+            help="gpipe, 1f1b, interleaved-1f1b, looped-bfs, interleaved-zb, zb-h1, zb-h2, zbv, dualpipev, auto",
         ),
     ] = "1f1b",
-    pp: Annotated[int, typer.Option(help="Pipeline ranks p (processes launched).")] = 2,
-    microbatches: Annotated[int, typer.Option(help="Micro-batches m per step.")] = 4,
+    pp: Annotated[
+        int, typer.Option(rich_help_panel="Schedule", help="Pipeline ranks p (processes launched).")
+    ] = 2,
+    microbatches: Annotated[
+        int, typer.Option(rich_help_panel="Schedule", help="Micro-batches m per step.")
+    ] = 4,
     vp: Annotated[
-        int | None, typer.Option(help="Stages per rank v (interleaved: ≥ 2; V schedules: 2).")
+        int | None,
+        typer.Option(
+            rich_help_panel="Schedule", help="Stages per rank v (interleaved: ≥ 2; V schedules: 2)."
+        ),
     ] = None,
     mode: Annotated[
         Mode | None,
         typer.Option(
-            help="sleep: blocks with fixed F/I/W times; compute: real transformer layers (default with --calibrate)."
+            rich_help_panel="Run",
+            help="sleep: blocks with fixed F/I/W times; compute: real transformer layers (default with --calibrate).",
         ),
     ] = None,
     runtime: Annotated[
         Runtime,
         typer.Option(
-            help="torch: torch's schedule class; csv: pplan's lists through torch's runtime; auto: torch's where it has one."
+            rich_help_panel="Run",
+            help="torch: torch's schedule class; csv: pplan's lists through torch's runtime; auto: torch's where it has one.",
         ),
     ] = "auto",
     model: Annotated[
-        str, typer.Option(help="Model profile the compute blocks are scaled from.")
+        str,
+        typer.Option(
+            rich_help_panel="Compute blocks", help="Model profile the compute blocks are scaled from."
+        ),
     ] = "gpt-1.7b",
-    hidden: Annotated[int, typer.Option(help="Width h of the scaled-down blocks (a multiple of 16).")] = 64,
-    seq_len: Annotated[int, typer.Option(help="Sequence length s.")] = 16,
-    micro_batch: Annotated[int, typer.Option(help="Sequences per micro-batch b.")] = 2,
-    layers_per_stage: Annotated[int, typer.Option(help="Transformer layers per stage (compute mode).")] = 1,
-    f_ms: Annotated[float, typer.Option(help="Sleep mode: forward time per stage, ms.")] = 6.0,
-    i_ms: Annotated[float, typer.Option(help="Sleep mode: input-gradient time per stage, ms.")] = 6.0,
-    w_ms: Annotated[float, typer.Option(help="Sleep mode: weight-gradient time per stage, ms.")] = 6.0,
-    steps: Annotated[int, typer.Option(help="Measured steps (after the warm-up).")] = 3,
-    warmup: Annotated[int, typer.Option(help="Warm-up steps (the first step also infers shapes).")] = 1,
-    dtype: Annotated[DType, typer.Option(help="Parameter and activation dtype.")] = "float32",
-    timeout: Annotated[float, typer.Option(help="Seconds a rank waits on another before failing.")] = 120.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the pplan.bench/1 JSON document.")] = False,
-    svg: Annotated[
-        Path | None, typer.Option(help="Write the measured and predicted timelines as SVG.")
-    ] = None,
-    report: Annotated[Path | None, typer.Option(help="Write the JSON document to this file.")] = None,
-    calibrate: Annotated[
-        bool, typer.Option("--calibrate", help="Fit --hardware's GEMM efficiency to the measured passes.")
+    hidden: Annotated[
+        int,
+        typer.Option(
+            rich_help_panel="Compute blocks", help="Width h of the scaled-down blocks (a multiple of 16)."
+        ),
+    ] = 64,
+    seq_len: Annotated[int, typer.Option(rich_help_panel="Compute blocks", help="Sequence length s.")] = 16,
+    micro_batch: Annotated[
+        int, typer.Option(rich_help_panel="Compute blocks", help="Sequences per micro-batch b.")
+    ] = 2,
+    layers_per_stage: Annotated[
+        int,
+        typer.Option(rich_help_panel="Compute blocks", help="Transformer layers per stage (compute mode)."),
+    ] = 1,
+    f_ms: Annotated[
+        float, typer.Option(rich_help_panel="Sleep blocks", help="Sleep mode: forward time per stage, ms.")
+    ] = 6.0,
+    i_ms: Annotated[
+        float,
+        typer.Option(rich_help_panel="Sleep blocks", help="Sleep mode: input-gradient time per stage, ms."),
+    ] = 6.0,
+    w_ms: Annotated[
+        float,
+        typer.Option(rich_help_panel="Sleep blocks", help="Sleep mode: weight-gradient time per stage, ms."),
+    ] = 6.0,
+    steps: Annotated[
+        int, typer.Option(rich_help_panel="Run", help="Measured steps (after the warm-up).")
+    ] = 3,
+    warmup: Annotated[
+        int, typer.Option(rich_help_panel="Run", help="Warm-up steps (the first step also infers shapes).")
+    ] = 1,
+    dtype: Annotated[
+        DType, typer.Option(rich_help_panel="Compute blocks", help="Parameter and activation dtype.")
+    ] = "float32",
+    timeout: Annotated[
+        float, typer.Option(rich_help_panel="Run", help="Seconds a rank waits on another before failing.")
+    ] = 120.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", rich_help_panel="Output", help="Print the pplan.bench/1 JSON document.")
     ] = False,
-    hardware: Annotated[str | None, typer.Option(help="Hardware profile to calibrate.")] = None,
+    svg: Annotated[
+        Path | None,
+        typer.Option(rich_help_panel="Output", help="Write the measured and predicted timelines as SVG."),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(rich_help_panel="Output", help="Write the JSON document to this file.")
+    ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            rich_help_panel="Calibration",
+            help="Fit --hardware's GEMM efficiency to the measured passes.",
+        ),
+    ] = False,
+    hardware: Annotated[
+        str | None, typer.Option(rich_help_panel="Calibration", help="Hardware profile to calibrate.")
+    ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Where --calibrate writes the fitted profile (TOML).")
+        Path | None,
+        typer.Option(
+            rich_help_panel="Calibration", help="Where --calibrate writes the fitted profile (TOML)."
+        ),
     ] = None,
     memory_limit: Annotated[
         int | None,
-        typer.Option(help="--schedule auto only: micro-batches each stage may hold in flight (default p)."),
+        typer.Option(
+            rich_help_panel="Schedule",
+            help="--schedule auto only: micro-batches each stage may hold in flight (default p).",
+        ),
     ] = None,
-    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """Run a schedule on real PyTorch pipeline stages and compare the measured step with pplan's prediction.
 

@@ -151,37 +151,66 @@ def schedule(
     name: Annotated[
         str,
         typer.Argument(
-            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, auto, ..."
+            rich_help_panel="Schedule",
+            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe, auto, ...",
         ),
     ],
-    pp: Annotated[int, typer.Option(help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS}).")] = 4,
+    pp: Annotated[
+        int,
+        typer.Option(rich_help_panel="Schedule", help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS})."),
+    ] = 4,
     microbatches: Annotated[
-        int, typer.Option(help=f"Micro-batches m per step (p·v·m at most {MAX_STAGE_MICROBATCHES:,}).")
+        int,
+        typer.Option(
+            rich_help_panel="Schedule",
+            help=f"Micro-batches m per step (p·v·m at most {MAX_STAGE_MICROBATCHES:,}).",
+        ),
     ] = 8,
     vp: Annotated[
-        int | None, typer.Option(help="Stages per rank v (interleaved: ≥ 2; V schedules: 2).")
+        int | None,
+        typer.Option(
+            rich_help_panel="Schedule", help="Stages per rank v (interleaved: ≥ 2; V schedules: 2)."
+        ),
     ] = None,
-    f: Annotated[float, typer.Option(help="Forward duration per stage.")] = 1.0,
-    b: Annotated[float, typer.Option(help="Input-gradient backward duration (torch's I).")] = 1.0,
-    w: Annotated[float, typer.Option(help="Weight-gradient backward duration.")] = 1.0,
-    comm: Annotated[float, typer.Option(help="Latency of one hop between ranks.")] = 0.0,
+    f: Annotated[float, typer.Option(rich_help_panel="Durations", help="Forward duration per stage.")] = 1.0,
+    b: Annotated[
+        float, typer.Option(rich_help_panel="Durations", help="Input-gradient backward duration (torch's I).")
+    ] = 1.0,
+    w: Annotated[
+        float, typer.Option(rich_help_panel="Durations", help="Weight-gradient backward duration.")
+    ] = 1.0,
+    comm: Annotated[
+        float, typer.Option(rich_help_panel="Durations", help="Latency of one hop between ranks.")
+    ] = 0.0,
     durations: Annotated[
         Path | None,
-        typer.Option(help="A .toml/.json file with f, b, w (a number or one per stage) and comm."),
+        typer.Option(
+            rich_help_panel="Durations",
+            help="A .toml/.json file with f, b, w (a number or one per stage) and comm.",
+        ),
     ] = None,
-    svg: Annotated[Path | None, typer.Option(help="Also write the picture as an SVG file.")] = None,
+    svg: Annotated[
+        Path | None, typer.Option(rich_help_panel="Output", help="Also write the picture as an SVG file.")
+    ] = None,
     csv: Annotated[
-        Path | None, typer.Option(help="Write the schedule as torch's _load_csv compute-only CSV.")
+        Path | None,
+        typer.Option(
+            rich_help_panel="Output", help="Write the schedule as torch's _load_csv compute-only CSV."
+        ),
     ] = None,
     memory_limit: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Schedule",
             help="auto only: micro-batches each stage may hold in flight (default p, 1F1B's and ZB-H1's memory; "
-            "2p-1 is ZB-H2's)."
+            "2p-1 is ZB-H2's).",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.schedule/1 JSON document.")] = False,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.schedule/1 JSON document."),
+    ] = False,
 ) -> None:
     """Build a schedule, simulate it, and draw its timeline (durations in any consistent unit).
 
@@ -261,16 +290,25 @@ def bubble_work(pp: int, ms: Sequence[int]) -> int:
 
 @app.command()
 def bubble(
-    pp: Annotated[int, typer.Option(help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS}).")] = 4,
+    pp: Annotated[
+        int,
+        typer.Option(rich_help_panel="Schedule", help=f"Pipeline ranks p (at most {MAX_PIPELINE_RANKS})."),
+    ] = 4,
     microbatches: Annotated[
-        str | None, typer.Option(help="Comma-separated m values (default p, 2p, ... 16p).")
+        str | None,
+        typer.Option(rich_help_panel="Schedule", help="Comma-separated m values (default p, 2p, ... 16p)."),
     ] = None,
     measure: Annotated[
         Measure,
-        typer.Option(help="span: idle inside each rank's window (Qi et al.); step: the synchronous step."),
+        typer.Option(
+            rich_help_panel="Schedule",
+            help="span: idle inside each rank's window (Qi et al.); step: the synchronous step.",
+        ),
     ] = "span",
-    svg: Annotated[Path | None, typer.Option(help="Also write the chart as an SVG file.")] = None,
-    force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
+    svg: Annotated[
+        Path | None, typer.Option(rich_help_panel="Output", help="Also write the chart as an SVG file.")
+    ] = None,
+    force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """Bubble against m for 1F1B, interleaved (v = 2, 4), ZB-H1 and ZB-H2 at p ranks, by simulation."""
     if pp < 1:

@@ -183,64 +183,112 @@ class _Runner:
 def size(
     model: ModelOpt = DEFAULT_MODEL,
     train_tokens: Annotated[
-        float | None, typer.Option(help="Tokens to train on, e.g. 15e12 (required).", show_default=False)
+        float | None,
+        typer.Option(
+            rich_help_panel="Query", help="Tokens to train on, e.g. 15e12 (required).", show_default=False
+        ),
     ] = None,
     hardware: Annotated[
-        str, typer.Option(help="Comma list of hardware profiles (bundled names or .toml files) to compare.")
+        str,
+        typer.Option(
+            rich_help_panel="Query",
+            help="Comma list of hardware profiles (bundled names or .toml files) to compare.",
+        ),
     ] = DEFAULT_HARDWARE,
     gpus: Annotated[
         str | None,
         typer.Option(
+            rich_help_panel="Query",
             help="GPU counts: LOW..HIGH (whole nodes: powers of two and the 1.5× between), or a comma list. "
             "Default: from one node up to where per-GPU throughput stops paying.",
             show_default=False,
         ),
     ] = None,
     days: Annotated[
-        float | None, typer.Option(help="Deadline in days: the fewest GPUs and the cheapest that meet it.")
+        float | None,
+        typer.Option(
+            rich_help_panel="Goal", help="Deadline in days: the fewest GPUs and the cheapest that meet it."
+        ),
     ] = None,
     budget: Annotated[
-        float | None, typer.Option(help="Budget in US dollars (needs prices): the fastest within it.")
+        float | None,
+        typer.Option(
+            rich_help_panel="Goal", help="Budget in US dollars (needs prices): the fastest within it."
+        ),
     ] = None,
     global_batch_tokens: Annotated[
-        int, typer.Option(help="Global batch in tokens (at the smallest count when it grows).")
+        int,
+        typer.Option(
+            rich_help_panel="Batch", help="Global batch in tokens (at the smallest count when it grows)."
+        ),
     ] = DEFAULT_BATCH_TOKENS,
     max_global_batch_tokens: Annotated[
         int | None,
-        typer.Option(help="Let the batch grow with the GPU count up to this many tokens (default: fixed)."),
+        typer.Option(
+            rich_help_panel="Batch",
+            help="Let the batch grow with the GPU count up to this many tokens (default: fixed).",
+        ),
     ] = None,
     seq_len: SeqLenOpt = None,
     precision: Annotated[
-        str, typer.Option(help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8.")
+        str,
+        typer.Option(
+            rich_help_panel="Plans", help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8."
+        ),
     ] = "bf16",
-    launcher: Annotated[Launcher | None, typer.Option(help="Keep only plans this launcher runs.")] = None,
+    launcher: Annotated[
+        Launcher | None, typer.Option(rich_help_panel="Plans", help="Keep only plans this launcher runs.")
+    ] = None,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
     price: Annotated[
-        str | None, typer.Option(help="USD per GPU-hour, NAME=USD comma list (no price, no cost column).")
+        str | None,
+        typer.Option(
+            rich_help_panel="Cost and energy",
+            help="USD per GPU-hour, NAME=USD comma list (no price, no cost column).",
+        ),
     ] = None,
-    pue: Annotated[float, typer.Option(help="Facility power usage effectiveness for energy.")] = DEFAULT_PUE,
+    pue: Annotated[
+        float,
+        typer.Option(
+            rich_help_panel="Cost and energy", help="Facility power usage effectiveness for energy."
+        ),
+    ] = DEFAULT_PUE,
     interruptions_per_gpu_hour: Annotated[
         float,
         typer.Option(
-            help="Unexpected interruptions per GPU-hour (default: Llama 3's 419 in 54 days on 16,384 GPUs)."
+            rich_help_panel="Interruptions",
+            help="Unexpected interruptions per GPU-hour (default: Llama 3's 419 in 54 days on 16,384 GPUs).",
         ),
     ] = INTERRUPTIONS_PER_GPU_HOUR,
     storage_gb_per_s: Annotated[
         float | None,
         typer.Option(
-            help="Checkpoint bandwidth in GB/s for the whole job (default: 122 MB/s per GPU, Llama 3's 2 TB/s over 16,384)."
+            rich_help_panel="Interruptions",
+            help="Checkpoint bandwidth in GB/s for the whole job (default: 122 MB/s per GPU, Llama 3's 2 TB/s over 16,384).",
         ),
     ] = None,
     restart_minutes: Annotated[
-        float, typer.Option(help="Relaunch time after an interruption, before the checkpoint is read.")
+        float,
+        typer.Option(
+            rich_help_panel="Interruptions",
+            help="Relaunch time after an interruption, before the checkpoint is read.",
+        ),
     ] = RESTART_S / 60,
-    jobs: Annotated[int, typer.Option(help="Processes for the sweep (default: the machine's cores).")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the pplan.size/1 document.")] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            rich_help_panel="Output", help="Processes for the sweep (default: the machine's cores)."
+        ),
+    ] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", rich_help_panel="Output", help="Print the pplan.size/1 document.")
+    ] = False,
     svg: Annotated[
-        Path | None, typer.Option(help="Also write the time and cost chart as an SVG file.")
+        Path | None,
+        typer.Option(rich_help_panel="Output", help="Also write the time and cost chart as an SVG file."),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
     if train_tokens is None:
