@@ -21,7 +21,7 @@ from pplan.cost.memory import (
     rank_param_items,
 )
 from pplan.cost.passtime import PassTimes, cudnn_attention, layer_pass_times
-from pplan.cost.pipeline import DurationModel, PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
+from pplan.cost.pipeline import PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time, straggler_factor
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
@@ -50,6 +50,7 @@ from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, check_precision, make_plan
+from pplan.plan.knobs import DurationModel
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms

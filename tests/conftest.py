@@ -44,7 +44,9 @@ def _validate_fits_once() -> Iterator[None]:
         return list(kept[key])
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("pplan.cli.validate.check_sets", check_sets_once)
+        patch.setattr(
+            "pplan.validation.published.check_sets", check_sets_once
+        )  # the command imports it per run
         yield
 
 

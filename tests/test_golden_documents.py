@@ -305,13 +305,13 @@ def test_validate_fit_matches_golden_for_one_gpu_type(
 ) -> None:
     """The fast tier's share of `validate-fit`: with only the H100 sets published, the document is the golden
     file's with those sets alone (each GPU type is fitted on its own sets; the H100 fits take a second or two)."""
-    import pplan.cli.validate as validate_cli
+    import pplan.profiles.catalog as catalog  # `pplan validate` imports its loaders per run
 
     hardware = "h100-sxm-80gb"
     runs = load_published_runs()
     some = {**runs, "sets": [s for s in runs["sets"] if s["hardware"] == hardware]}
     assert len(some["sets"]) >= 2
-    monkeypatch.setattr(validate_cli, "load_published_runs", lambda: some)
+    monkeypatch.setattr(catalog, "load_published_runs", lambda: some)
     res = run_pplan(capsys, *CASES["validate-fit"])
     assert res.code == 0, res.err
     golden = json.loads((GOLDEN / "validate-fit.json").read_text(encoding="utf-8"))

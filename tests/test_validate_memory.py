@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from pplan.documents.validate import ValidateDocument
-from pplan.plan.configuration import ActivationModel, Recompute, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.knobs import ActivationModel, Recompute
 from pplan.profiles.catalog import load_hardware, load_model, load_published_memory
 from pplan.validation.memory import (
     GIB,

@@ -16,17 +16,13 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
 
+from pplan.bench.choices import DType, Mode, Runtime
 from pplan.errors import ConfigError
 from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
-
-Mode = Literal["sleep", "compute"]
-Runtime = Literal["auto", "torch", "csv"]
-DType = Literal["float32", "bfloat16"]
 
 HEAD_DIM = 16
 """Width of one attention head in the scaled-down blocks."""

@@ -22,17 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
-from pplan.bench.config import BenchConfig, DType, Mode, Runtime, require_torch
+from pplan.bench.choices import DType, Mode, Runtime
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.schedule import check_auto_size, check_schedule_size
-from pplan.documents.bench import CalibrationOut, bench_document
 from pplan.errors import ConfigError
-from pplan.profiles.catalog import load_hardware
-from pplan.profiles.specs import HardwareSpec
-from pplan.render.bench import both_svg, calibration_line, render_bench
 from pplan.schedules.auto import AUTO_NAME
 
 if TYPE_CHECKING:
@@ -87,7 +82,10 @@ def _check_bench_limits(
 def fitted_profile_text(calibration: Calibration) -> str:
     """The fitted profile as TOML, refused (one `ConfigError` on --calibrate) when pplan could not read it back:
     a fit far outside the profile's ranges (e.g. tiny blocks on a CPU against a GPU's peak) is not a profile."""
+    from pydantic import ValidationError
+
     from pplan.bench.calibrate import hardware_toml
+    from pplan.profiles.specs import HardwareSpec
 
     text = hardware_toml(calibration)
     try:
@@ -223,6 +221,11 @@ def bench(
 
     `--schedule auto` builds the schedule for the sleep times under --memory-limit (pplan.schedules.auto) and runs
     its lists through torch's runtime."""
+    from pplan.bench.config import BenchConfig, require_torch  # the core loads only when a command runs
+    from pplan.documents.bench import CalibrationOut, bench_document
+    from pplan.profiles.catalog import load_hardware
+    from pplan.render.bench import both_svg, calibration_line, render_bench
+
     if calibrate:
         if hardware is None or out is None:
             raise ConfigError(

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from pplan.plan.configuration import DEFAULT_RECOMPUTE_MODULES, PlanRequest
+from pplan.plan.configuration import PlanRequest
+from pplan.plan.knobs import DEFAULT_RECOMPUTE_MODULES
 from pplan.profiles.stacks import DEFAULT_STACK
 
 

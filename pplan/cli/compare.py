@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
 from pplan.cli.app import app, console
-from pplan.documents.compare import compare_terms, cut
-from pplan.documents.explain import ExplainReport
 from pplan.errors import ConfigError
-from pplan.render.compare import compare_table
+
+if TYPE_CHECKING:
+    from pplan.documents.explain import ExplainReport
 
 MAX_REPORT_BYTES = 64 << 20
 """The largest explain report read (a 2,048-stage pipeline's report is a few MB)."""
 
 
 def _report(path: Path, which: str) -> ExplainReport:
+    from pydantic import ValidationError
+
+    from pplan.documents.explain import ExplainReport
+
     fix = f"pass a file written by `pplan explain ... --json > {which.lower()}.json`"
     try:
         if path.stat().st_size > MAX_REPORT_BYTES:
@@ -46,5 +49,8 @@ def compare(
     b: Annotated[Path, typer.Argument(help="Plan B: a `pplan explain --json` report.", show_default=False)],
 ) -> None:
     """Two explained plans side by side: every step-time part, throughput and memory term, with B − A."""
+    from pplan.documents.compare import compare_terms, cut  # the core loads only when a command runs
+    from pplan.render.compare import compare_table
+
     report_a, report_b = _report(a, "A"), _report(b, "B")
     console.print(compare_table(compare_terms(report_a, report_b), cut(report_a), cut(report_b)))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pplan import launchers
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import (
@@ -36,19 +35,15 @@ from pplan.cli.options import (
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
-from pplan.cost.pipeline import PipelineRun
-from pplan.documents.base import version_of
-from pplan.documents.explain import ExplainReport
-from pplan.documents.registry import DOCUMENTS, INPUTS
 from pplan.errors import ConfigError
-from pplan.explain import check_train_tokens, explain_with_run
 from pplan.launchers.support import Launcher
-from pplan.plan.configuration import Plan, PlanRequest, make_plan
-from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import stack_for_launcher
-from pplan.render.explain import render_explain
-from pplan.schedules import schedule_family, to_torch_csv
+
+if TYPE_CHECKING:
+    from pplan.cost.pipeline import PipelineRun
+    from pplan.documents.explain import ExplainReport
+    from pplan.plan.configuration import Plan
+    from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 DEFAULT_TP = 8
 DEFAULT_PP = 4
@@ -263,6 +258,13 @@ def explain(
     ] = None,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
+    from pplan import launchers  # the core loads only when a command runs, not for --help
+    from pplan.explain import check_train_tokens, explain_with_run
+    from pplan.plan.configuration import PlanRequest, make_plan
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.render.explain import render_explain
+    from pplan.schedules import schedule_family, to_torch_csv
+
     used = defaulted(ctx, EXAMPLE_OPTIONS, locals())
     if distributed_optimizer and zero_stage not in (0, 1):
         raise ConfigError(
@@ -405,6 +407,9 @@ def schema(
     ] = False,
 ) -> None:
     """Print the JSON Schema of a pplan JSON document or input profile; without a name, list them."""
+    from pplan.documents.base import version_of
+    from pplan.documents.registry import DOCUMENTS, INPUTS
+
     if list_all and name is not None:
         raise ConfigError(
             "--list", f"lists every schema and takes no name, got {name!r}", "drop NAME or --list"

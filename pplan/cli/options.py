@@ -1,7 +1,7 @@
 """Command-line options that more than one command takes, each declared once as a typed alias.
 
 Choices are the core's own `Literal` types (typer reads them directly), so a choice exists in one place: adding a
-recompute mode to `pplan.plan.configuration.Recompute` adds it to `--recompute` everywhere. One defaulting policy:
+recompute mode to `pplan.plan.knobs.Recompute` adds it to `--recompute` everywhere. One defaulting policy:
 an option's default is written in its alias (so `--help` shows it); a command that needs to know which values the
 user left at their defaults (`explain` prints them as assumptions) asks `defaulted`. Range checks live in the core
 request types (`PlanRequest`, `SearchRequest`), so the API and the CLI refuse the same inputs with the same line.
@@ -13,12 +13,12 @@ from typing import Annotated, Any, get_args
 
 import typer
 
-from pplan.cost.pipeline import DurationModel
 from pplan.errors import ConfigError
-from pplan.plan.configuration import (
+from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     MOE_OFFLOAD_MODULES,
     ActivationModel,
+    DurationModel,
     GradDtype,
     OffloadModule,
     Recompute,

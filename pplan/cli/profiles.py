@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pplan.cli.app import app, console, json_text
 from pplan.errors import ProfileError
-from pplan.profiles.catalog import (
-    PROFILE_KINDS,
-    ProfileKind,
-    list_profiles,
-    load_hardware,
-    load_model,
-    profile_source,
-)
-from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.render.profiles import hardware_table, models_table, profile_detail
+from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
+
+if TYPE_CHECKING:
+    from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 
 @app.command()
@@ -36,6 +30,13 @@ def profiles(
     ] = False,
 ) -> None:
     """List the bundled hardware and model profiles, or show every field of one."""
+    from pplan.profiles.catalog import (  # the core loads only when a command runs
+        list_profiles,
+        profile_source,
+    )
+    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.render.profiles import hardware_table, models_table, profile_detail
+
     kinds = PROFILE_KINDS if kind is None else (kind,)
     if name is not None:
         one = kinds[0]
@@ -66,6 +67,8 @@ def profiles(
 
 
 def _load(kind: ProfileKind, ref: str) -> HardwareSpec | ModelSpec:
+    from pplan.profiles.catalog import load_hardware, load_model
+
     return load_hardware(ref) if kind == "hardware" else load_model(ref)
 
 

@@ -12,22 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pplan.cli.app import app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
-from pplan.documents.schedule import schedule_document
 from pplan.errors import ConfigError, PplanError, ProfileError
-from pplan.profiles.catalog import load_stage_durations
-from pplan.profiles.specs import StageDurationsSpec
-from pplan.render.schedule import bubble_curves_svg, bubble_group, timeline_renderable, timeline_svg
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
 from pplan.schedules.auto import MAX_STAGE_MICROBATCHES as MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
 from pplan.schedules.timeline import Durations, Timeline, simulate
+
+if TYPE_CHECKING:
+    from pplan.profiles.specs import StageDurationsSpec
 
 MAX_PIPELINE_RANKS = 256
 """Most pipeline ranks p `pplan schedule` and `pplan bubble` simulate. Far above any pipeline trained in practice
@@ -78,6 +77,8 @@ def _check_file_durations(value: float | list[float], stages: int, name: str) ->
 
 def _load_durations(path: Path) -> StageDurationsSpec:
     """The durations file, its errors named after `--durations` (the loader names the file and the key)."""
+    from pplan.profiles.catalog import load_stage_durations  # pydantic loads only when a file is read
+
     try:
         return load_stage_durations(str(path))
     except PplanError as err:
@@ -143,6 +144,8 @@ def check_auto_size(pp: int, microbatches: int, vp: int | None, memory_limit: in
 
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
     """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data."""
+    from pplan.documents.schedule import schedule_document
+
     return schedule_document(timeline).model_dump(mode="json")
 
 
@@ -217,6 +220,8 @@ def schedule(
     `auto` builds the schedule for the durations given, under --memory-limit (pplan.schedules.auto).
     With every duration zero the bubble fractions are 0 (nothing computes, so nothing is idle for lack of work).
     """
+    from pplan.render.schedule import timeline_renderable, timeline_svg  # not for --help (start-up time)
+
     for flag, value in (("--f", f), ("--b", b), ("--w", w), ("--comm", comm)):
         check_duration(flag, value)
     auto = _squashed(name) == AUTO_NAME
@@ -311,6 +316,8 @@ def bubble(
     force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """Bubble against m for 1F1B, interleaved (v = 2, 4), ZB-H1 and ZB-H2 at p ranks, by simulation."""
+    from pplan.render.schedule import bubble_curves_svg, bubble_group  # not for --help (start-up time)
+
     if pp < 1:
         raise ConfigError("--pp", f"must be ≥ 1, got {pp}", "pass --pp 2 or more")
     if pp > MAX_PIPELINE_RANKS:

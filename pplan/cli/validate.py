@@ -9,37 +9,14 @@ step-time sets rather than replacing them, as --practice does: the terminal show
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pplan.cli.app import app, console, json_text
-from pplan.documents.validate import (
-    ValidateDocument,
-    ValidationSetOut,
-    memory_document,
-    recent_document,
-    scaling_document,
-    validation_set_document,
-)
-from pplan.profiles.catalog import (
-    load_hardware,
-    load_model,
-    load_published_memory,
-    load_published_runs,
-    load_recent_runs,
-)
-from pplan.render.validate import (
-    memory_tables,
-    recent_tables,
-    render_validation_set,
-    scaling_table,
-    summary_table,
-)
-from pplan.validation.memory import validate_memory
-from pplan.validation.practice import practice_rows
-from pplan.validation.published import check_sets, strong_scaling
-from pplan.validation.recent import leave_one_set_out, predict_all
+
+if TYPE_CHECKING:
+    from pplan.documents.validate import ValidationSetOut
 
 
 @app.command()
@@ -71,6 +48,33 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/3 JSON document.")] = False,
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
+    # the core loads only when the command runs, not for --help
+    from pplan.documents.validate import (
+        ValidateDocument,
+        memory_document,
+        recent_document,
+        scaling_document,
+        validation_set_document,
+    )
+    from pplan.profiles.catalog import (
+        load_hardware,
+        load_model,
+        load_published_memory,
+        load_published_runs,
+        load_recent_runs,
+    )
+    from pplan.render.validate import (
+        memory_tables,
+        recent_tables,
+        render_validation_set,
+        scaling_table,
+        summary_table,
+    )
+    from pplan.validation.memory import validate_memory
+    from pplan.validation.practice import practice_rows
+    from pplan.validation.published import check_sets, strong_scaling
+    from pplan.validation.recent import leave_one_set_out, predict_all
+
     bundled = load_published_runs()
     published = bundled["sets"]
     sets: list[ValidationSetOut] = []

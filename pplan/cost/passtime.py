@@ -70,7 +70,8 @@ from pplan.model.flops import (
     mtp_projection_flops,
 )
 from pplan.model.precision import CAST_BYTES
-from pplan.plan.configuration import GradDtype, LayerSetting, Plan, Shape
+from pplan.plan.configuration import LayerSetting, Plan, Shape
+from pplan.plan.knobs import GradDtype
 from pplan.plan.layout import Chunk
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
-from typing import Literal
 
 from pplan.cost.autoplan import AutoPlan, memory_limits
 from pplan.cost.comm import p2p_message_bytes
@@ -32,6 +31,7 @@ from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.model import activations as act
 from pplan.plan.configuration import Plan, Shape
+from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import blocks_p2p
@@ -40,8 +40,6 @@ from pplan.schedules.auto import AutoResult, auto_schedule
 from pplan.schedules.periodic import in_flight_profile, summarise
 from pplan.schedules.periodic.profile import InFlightProfile
 from pplan.schedules.timeline import Durations, RunSummary, peak_in_flight, simulate
-
-DurationModel = Literal["unit", "analytic"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult
-from pplan.bench.config import DType, Mode
+from pplan.bench.choices import DType, Mode
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.documents.schedule import ScheduleDocument, schedule_fields
 

@@ -9,45 +9,28 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Protocol, get_args
 
 from pplan.errors import ConfigError
 from pplan.frozen import changed_underived
 from pplan.model.precision import Precision
+from pplan.plan.knobs import (
+    DEFAULT_RECOMPUTE_MODULES,
+    MODEL_RECOMPUTE_MODULES,
+    MOE_OFFLOAD_MODULES,
+    ActivationModel,
+    GradDtype,
+    MomentDtype,
+    OffloadModule,
+    Recompute,
+    RecomputeMethod,
+    RecomputeModule,
+)
 from pplan.plan.layout import Layout, make_layout
 from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
-
-Recompute = Literal["none", "selective", "full"]
-RecomputeMethod = Literal["uniform", "block"]
-"""How full recomputation picks its layers (Megatron-LM `--recompute-method`): `uniform` checkpoints every chunk's
-layers in groups of N (all recomputed; only each group's input kept), `block` recomputes the first N layers of
-every chunk and keeps the rest (`--recompute-num-layers N`)."""
-RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj"]
-"""What selective recomputation re-runs (Megatron-LM `--recompute-modules`, megatron-core 0.16 names): the
-attention core, the norms (their outputs are not kept; MLA's query and key/value norms too), the MLP (only its
-input is kept; a routed layer's whole routed MLP), the routed experts' activation function (`moe_act`: its output
-is not kept), MLA's up-projections (`mla_up_proj`: the attention core's q, k and v are not kept)."""
-MODEL_RECOMPUTE_MODULES: dict[str, tuple[str, str]] = {
-    "moe_act": ("moe", "a routed (mixture-of-experts) model"),
-    "mla_up_proj": ("mla", "multi-head latent attention"),
-}
-"""Modules that exist only in some models: the ModelSpec field that must be set, and what it names."""
-DEFAULT_RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = ("core_attn",)
-"""Megatron-LM's default for `--recompute-granularity selective` (Korthikanti et al. 2022's selective recompute)."""
-OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"]
-"""Whose saved inputs fine-grained activation offloading moves to host memory (Megatron-LM
-`--offload-modules`, megatron-core 0.16 `transformer_config.py` `offload_modules`), in canonical order: the
-attention norm, the QKV projection, the attention core, the output projection, the MLP norm
-(pplan.model.activations says which tensors each offloads)."""
-MOE_OFFLOAD_MODULES = ("expert_fc1", "moe_act")
-"""megatron-core's offload modules for mixture-of-experts layers, which pplan does not model (refused)."""
-GradDtype = Literal["bf16", "fp32"]
-MomentDtype = Literal["fp32", "bf16"]
-"""Adam's first and second moments: FP32 (4 bytes each) or BF16 (2 each)."""
-ActivationModel = Literal["itemised", "korthikanti"]
 
 
 class LayerSetting(Protocol):

@@ -23,21 +23,19 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from pplan.errors import ProfileError
 from pplan.profiles.hf_config import model_spec_from_hf_config
+from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
 from pplan.profiles.specs import HardwareSpec, ModelSpec, StageDurationsSpec, spec_problems
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons
     import tomllib
 else:  # pragma: no cover - pplan requires 3.11; kept for the tomli fallback the dependencies allow
     import tomli as tomllib
-
-ProfileKind = Literal["hardware", "models"]
-PROFILE_KINDS: tuple[ProfileKind, ...] = get_args(ProfileKind)
 
 _SpecT = TypeVar("_SpecT", bound=BaseModel)
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")

@@ -29,7 +29,8 @@ from pplan.cost.passtime import layer_pass_times
 from pplan.cost.steptime import step_time, straggler_s
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
-from pplan.plan.configuration import PlanRequest, Recompute, make_plan
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.knobs import Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
