@@ -1,7 +1,8 @@
 """Launcher output: one validated `Plan` as Megatron-LM arguments or a torchtitan job config.
 
-The package owns what pplan writes for a job launcher. `support` decides which launcher runs which schedule
-and plan (the names in `LAUNCHERS`, the refusals and their texts); `megatron` writes Megatron-LM's
+The package owns what pplan writes for a job launcher. `capabilities` declares what each launcher runs and which
+arguments write it (one `LauncherCapabilities` per launcher, named in `names`); `support` applies those
+declarations (the refusals and their texts, and the search's `SearchFilter`); `megatron` writes Megatron-LM's
 `pretrain_gpt.py` arguments with the notes they cannot carry, and `megatron_validate` checks such arguments
 against Megatron-LM's own option table (`megatron_lm_options.json`, shipped as package data) and `validate_args`
 rules; `torchtitan` writes torchtitan 0.3.x arguments (`--module`/`--config` and overrides) or, for
@@ -12,8 +13,9 @@ but `megatron_validate`'s one read of its bundled table.
 
 from __future__ import annotations
 
+from pplan.launchers.capabilities import capabilities_of
 from pplan.launchers.megatron import megatron_text
-from pplan.launchers.support import check_supported, launcher_name
+from pplan.launchers.support import check_supported
 from pplan.launchers.torchtitan import torchtitan_text
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
@@ -25,6 +27,6 @@ def launcher_text(launcher: str, model: ModelSpec, plan: Plan) -> str:
     Raises ConfigError naming `--launcher` when the launcher cannot run the plan or build the model.
     """
     check_supported(launcher, plan, model)
-    if launcher_name(launcher) == "megatron":
+    if capabilities_of(launcher).release is None:  # not a torchtitan release: Megatron-LM's arguments
         return megatron_text(model, plan)
     return torchtitan_text(launcher, model, plan)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import shlex
 
 from pplan.errors import ConfigError
+from pplan.launchers.capabilities import MEGATRON
 from pplan.launchers.support import check_supported, plan_summary
 from pplan.model.params import position_table_rows
 from pplan.plan.configuration import Plan
@@ -177,21 +178,10 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
     divisor = vocab_divisor(model, plan)
     if divisor is not None and divisor != MAKE_VOCAB_DIVISIBLE_BY:
         args += ["--make-vocab-size-divisible-by", str(divisor)]
-    args.append("--bf16")  # the rest of the model (and the BF16 weights FP8 Linears are cast from)
-    args += FP8_ARGS[plan.precision]
+    args += MEGATRON.precision.runs[plan.precision]  # --bf16, and the FP8 recipe of an FP8 plan
     if plan.fp8_param_gather:
         args.append("--fp8-param-gather")
     return args
-
-
-FP8_ARGS: dict[str, list[str]] = {
-    "bf16": [],
-    "fp8": ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"],
-    "mxfp8": ["--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"],
-}
-"""Megatron-LM's FP8 flags per precision (core_v0.16.1 `--fp8-format` {e4m3, hybrid}, `--fp8-recipe` {tensorwise,
-delayed, mxfp8, blockwise}): Transformer Engine's E4M3-forward/E5M2-gradient delayed scaling, or MXFP8 (E4M3
-everywhere, block scales)."""
 
 
 def _memory_args(plan: Plan) -> list[str]:
@@ -217,16 +207,11 @@ def _memory_args(plan: Plan) -> list[str]:
             "--ckpt-format", "fsdp_dtensor",
             "--no-gradient-accumulation-fusion",
         ]  # fmt: skip
-    if plan.grad_dtype == "bf16":
-        args.append("--grad-reduce-in-bf16")
-    if plan.moment_dtype == "bf16":  # megatron-core's precision-aware optimizer keeps the moments in BF16
-        args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+    args += MEGATRON.grad_dtype.runs[plan.grad_dtype]
+    args += MEGATRON.moment_dtype.runs[plan.moment_dtype]
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
-    if plan.tp_comm_overlap:
-        args.append(
-            "--tp-comm-overlap"
-        )  # Transformer Engine userbuffers; Megatron asserts sequence parallelism
+    args += MEGATRON.tp_comm_overlap.runs[plan.tp_comm_overlap]  # Megatron asserts sequence parallelism
     if plan.kind.name == "interleaved-1f1b" and not plan.overlap_p2p_comm:
         args.append(
             "--no-overlap-p2p-communication"
@@ -241,7 +226,7 @@ def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
 
     Raises a ConfigError naming `--launcher` when Megatron-LM cannot run the plan or build the model.
     """
-    check_supported("megatron", plan)
+    check_supported(MEGATRON.name, plan)
     _check_model(model)
     args = [
         "--tensor-model-parallel-size", str(plan.tp),

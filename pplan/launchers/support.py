@@ -1,13 +1,16 @@
-"""Which launcher runs which schedule and plan: the launcher names, the refusals and their texts.
+"""Which launcher runs which schedule and plan: the refusals, read off each launcher's declaration.
 
-Pure functions (no I/O). `supports` answers for a schedule alone, `unsupported_reason` for a schedule with
-whatever of p, v, m, the ZeRO stage and the layer split are known (or for a whole `Plan`),
-`request_unsupported_reason` for a search's request before it becomes a plan, and `check_supported` raises the
+Pure functions (no I/O). What each launcher runs, and each refusal's text, is its declaration's
+(`pplan.launchers.capabilities`: one `LauncherCapabilities` per launcher); this module applies the declarations in
+one order and compares no launcher names. `supports` answers for a schedule alone, `unsupported_reason` for a
+schedule with whatever of p, v, m, the ZeRO stage and the layer split are known (or for a whole `Plan`),
+`request_unsupported_reason` for a search's request before it becomes a plan, `SearchFilter` for the search as it
+enumerates (the same rules, split into a cut's and a configuration's), and `check_supported` raises the
 ConfigError the writers (`pplan.launchers.megatron`, `pplan.launchers.torchtitan`) raise. `plan_summary` is the
 plan line both writers' header comments start with.
 
-Which schedules each launcher runs (each family's record in `pplan.schedules.registry` says so, with the
-refusal texts; the launcher-specific rules on m below are keyed by its fields):
+Where the declarations' rules come from (each family's record in `pplan.schedules.registry` says which schedules
+Megatron-LM and torch run, with the refusal texts):
 - Megatron-LM main: 1F1B and interleaved 1F1B only (`megatron/core/pipeline_parallel/schedules.py` at tag
   core_v0.16.1). The zero-bubble schedules (ZB-H1/H2, ZB-V, interleaved ZB; Qi et al. 2024, arXiv:2401.10241)
   live in the sail-sg fork (github.com/sail-sg/zero-bubble-pipeline-parallelism); DualPipe/DualPipeV
@@ -72,10 +75,39 @@ refusal texts; the launcher-specific rules on m below are keyed by its fields):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Literal, get_args
+from dataclasses import fields
+from typing import Any
 
 from pplan.errors import ConfigError
+from pplan.launchers.capabilities import (
+    BY_NAME,
+    EXPERT_RANKS,
+    EXPERT_RANKS_FIX,
+    EXPERT_RANKS_FIX_REPLICATED,
+    EXPERT_RANKS_WITH_ETP,
+    EXPERT_TP_IS_TP,
+    M_GROUPS_OF_P,
+    M_TORCH_1F1B,
+    M_TORCH_FAMILY,
+    MODEL_AXIS,
+    MODEL_AXIS_FIXES,
+    MODEL_NOT_SHIPPED,
+    MODEL_NOT_SHIPPED_FIX,
+    MODEL_NOT_SHIPPED_FIX_ROUTED,
+    PAIRED_EXPERTS_NEVER,
+    PAIRED_EXPERTS_WITHOUT_RECOMPUTE,
+    RANKED,
+    RELEASES,
+    SEVERAL_CHUNKS,
+    TORCHTITAN,
+    LauncherCapabilities,
+    Refusal,
+    TorchtitanRelease,
+    capabilities_of,
+    launcher_name,
+    recompute_kind,
+)
+from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.launchers.torchtitan_models import (
     ShippedModel,
     TorchtitanVersion,
@@ -83,60 +115,40 @@ from pplan.launchers.torchtitan_models import (
     shipped_name,
     unshipped_detail,
 )
-from pplan.plan.configuration import (
-    DEFAULT_RECOMPUTE_MODULES,
-    Plan,
-    PlanRequest,
-    Recompute,
-    RecomputeModule,
-    recompute_label,
-)
+from pplan.plan.configuration import Plan, PlanRequest, recompute_label
+from pplan.plan.knobs import DEFAULT_RECOMPUTE_MODULES, Recompute, RecomputeModule
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
 
-Launcher = Literal["megatron", "torchtitan", "torchtitan@0.2"]
-"""The job launchers pplan writes settings for (`--format`, `--launcher`)."""
-LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
+__all__ = [
+    "LAUNCHERS",
+    "RUN_CHECKED",
+    "SEARCH_TORCHTITAN_ZERO",
+    "Launcher",
+    "SearchFilter",
+    "capabilities_of",
+    "check_model",
+    "check_supported",
+    "launcher_name",
+    "model_unsupported_reason",
+    "plan_summary",
+    "request_unsupported_reason",
+    "routed_or_latent",
+    "runs_on",
+    "supports",
+    "torchtitan_dp_degrees",
+    "torchtitan_split",
+    "torchtitan_version",
+    "unsupported_reason",
+]
 
-_ALL_LAUNCHERS = ", ".join(LAUNCHERS)
-
-SEARCH_TORCHTITAN_ZERO = "torchtitan: no ZeRO-1/2 (its FSDP shards the weights too: ZeRO-3)"
+SEARCH_TORCHTITAN_ZERO = TORCHTITAN.searched_zero_reason
 """Why a search for torchtitan skips ZeRO-1/2: the job torchtitan would run is FSDP (pplan.launchers.torchtitan),
 not the plan costed. A plan asked for by hand (`explain --format torchtitan --zero-stage 1`) is still written,
 with that note."""
 
-
-@dataclass(frozen=True, slots=True)
-class _Refusal:
-    reason: str
-    """Generic, so a search can count rejections by it (no plan-specific numbers)."""
-    detail: str
-    fix: str
-
-
-def launcher_name(name: str) -> str:
-    """The launcher's canonical name (one of `LAUNCHERS`); a ConfigError naming `--launcher` otherwise."""
-    key = name.strip().lower()
-    if key not in LAUNCHERS:
-        raise ConfigError("--launcher", f"unknown launcher {name!r}", f"use one of {_ALL_LAUNCHERS}")
-    return key
-
-
-def _schedule_refusal(launcher: str, family: ScheduleFamily) -> _Refusal | None:
-    """Whether the launcher runs the family at all, from its record (pplan.schedules.registry)."""
-    if launcher == "megatron":
-        if family.megatron:
-            return None
-        elsewhere = ", or --launcher torchtitan" if family.torch_class is not None else ""
-        return _Refusal(
-            f"megatron cannot run {family.name}",
-            family.why_not_megatron,
-            f"use --schedule interleaved-1f1b (or 1f1b){elsewhere}",
-        )
-    if family.torch_class is not None:
-        return None
-    return _Refusal(f"torchtitan cannot run {family.name}", family.why_not_torch, family.fix_not_torch)
+_Refusal = Refusal  # the name this module used before the declarations held the texts
 
 
 def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None:
@@ -152,14 +164,11 @@ def torchtitan_split(chunk_layers: Sequence[int]) -> tuple[int, int, int] | None
 
 def torchtitan_version(launcher: str) -> TorchtitanVersion:
     """The release series a torchtitan launcher name asks for (a ConfigError on `--launcher` for other names)."""
-    name = launcher_name(launcher)
-    if name == "torchtitan":
-        return "0.3"
-    if name == "torchtitan@0.2":
-        return "0.2"
-    raise ConfigError(
-        "--launcher", f"{launcher!r} is not a torchtitan launcher", "use torchtitan or torchtitan@0.2"
-    )
+    release = capabilities_of(launcher).release
+    if release is None:
+        names = " or ".join(c.name for c in BY_NAME.values() if c.release is not None)
+        raise ConfigError("--launcher", f"{launcher!r} is not a torchtitan launcher", f"use {names}")
+    return release.version
 
 
 def torchtitan_dp_degrees(
@@ -175,13 +184,13 @@ def torchtitan_dp_degrees(
     and shard group (`pplan.launchers.torchtitan.data_parallel_degrees` says why)."""
     if shard_group is not None:
         return dp * cp // shard_group, shard_group // cp
-    if zero_stage == 0 and (version == "0.3" or tp == pp == cp == 1):
+    if zero_stage == 0 and (RELEASES[version].replicates_beside_parallelism or tp == pp == cp == 1):
         return dp, 1
     return 1, dp
 
 
 def _expert_refusal(
-    launcher: str,
+    release: TorchtitanRelease,
     ep: int,
     etp: int,
     tp: int,
@@ -190,7 +199,7 @@ def _expert_refusal(
     pp: int,
     zero_stage: int,
     shard_group: int | None,
-) -> _Refusal | None:
+) -> Refusal | None:
     """torchtitan's rules on expert parallelism that need no model (etp > 1 and ep > 1 exist only for routed
     models): the experts' tensor parallelism (`_expert_tp_refusal`), and ep dividing the ranks it borrows.
 
@@ -199,37 +208,19 @@ def _expert_refusal(
     efsdp = dp_shard·cp·tp / (etp·ep) (`ParallelDims.build_mesh`, torchtitan/distributed/parallel_dims.py). With
     etp = 1 (0.3.x always, with ep > 1) ep must divide dp_shard·cp·tp; with 0.2.x's etp = t, dp_shard·cp.
     dp_shard is as torchtitan's degrees are written (`torchtitan_dp_degrees`)."""
-    version = torchtitan_version(launcher)
     if etp > 1:  # a routed model, whatever the caller knows of it
-        split = _expert_tp_refusal(version, ep, etp, tp)
+        split = _expert_tp_refusal(release, ep, etp, tp)
         if split is not None:
             return split
-    shard = torchtitan_dp_degrees(version, dp, zero_stage, shard_group, tp, pp, cp)[1]
+    shard = torchtitan_dp_degrees(release.version, dp, zero_stage, shard_group, tp, pp, cp)[1]
     ranks = shard * cp * tp // etp  # etp is 1, or (0.2.x) t, here
     if ep > 1 and ranks % ep:
-        mesh = (
-            "torchtitan 0.3.0 borrows the expert-parallel ranks from FSDP and TP (efsdp = dp_shard·cp·tp / ep, "
-            "torchtitan/config/configs.py; dp_replicate and pp are outer)"
-            if version == "0.3"
-            else "torchtitan 0.2.2 borrows the expert-parallel ranks from FSDP, CP and the TP ranks etp leaves "
-            "(efsdp = dp_shard·cp·tp / (etp·ep), ParallelDims.build_mesh in torchtitan/distributed/parallel_dims.py)"
-        )
+        mesh = release.expert_mesh
         if etp > 1:
-            return _Refusal(
-                "torchtitan@0.2: ep must divide data_parallel_shard_degree × cp with etp = t",
-                f"ep = {ep}, etp = t = {tp}, data_parallel_shard_degree {shard} × cp {cp} = {ranks}: {mesh}",
-                f"use --ep dividing {ranks}, or --etp 1 (EP then borrows the t ranks too), or --launcher megatron",
-            )
-        fix = (
-            "use --zero-stage 3 (FSDP shards over d, so the ranks are t·cp·d)"
-            if zero_stage == 0 and shard_group is None
-            else f"use --ep dividing {ranks}"
-        )
-        return _Refusal(
-            "torchtitan: ep must divide data_parallel_shard_degree × cp × tp",
-            f"ep = {ep}, data_parallel_shard_degree {shard} × cp {cp} × t {tp} = {ranks}: {mesh}",
-            f"{fix}, or --launcher megatron",
-        )
+            return EXPERT_RANKS_WITH_ETP.format(ep=ep, tp=tp, shard=shard, cp=cp, ranks=ranks, mesh=mesh)
+        replicated = zero_stage == 0 and shard_group is None
+        fix = (EXPERT_RANKS_FIX_REPLICATED if replicated else EXPERT_RANKS_FIX).format(ranks=ranks)
+        return EXPERT_RANKS.format(ep=ep, shard=shard, cp=cp, tp=tp, ranks=ranks, mesh=mesh, fix=fix)
     return None
 
 
@@ -255,7 +246,7 @@ def _refusal(
     experts: tuple[int, int, int, int] = (1, 1, 1, 1),
     fp8_config: bool = False,
     fp8_param_gather: bool = False,
-) -> _Refusal | None:
+) -> Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
     (`pplan.plan.configuration.recompute_label`);
     `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
@@ -265,19 +256,46 @@ def _refusal(
     1s when unknown); `fp8_config` whether torchtitan ships a Float8 config function of the model (FP8 is then
     written), `fp8_param_gather` whether the plan gathers FP8 weights. The rules on the cut (`_cut_refusal`) are
     checked before those on its sharding, recompute and gradients (`_cell_refusal`)."""
-    launcher = launcher_name(launcher)
+    caps = capabilities_of(launcher)
     kind = schedule_family(schedule)
     return _cut_refusal(
-        launcher, kind, p, v, m, chunk_layers, offload, cp, tp_comm_overlap, precision, fp8_swiglu_input,
+        caps, kind, p, v, m, chunk_layers, offload, cp, tp_comm_overlap, precision, fp8_swiglu_input,
         moment_dtype, experts, fp8_config, fp8_param_gather,
     ) or _cell_refusal(
-        launcher, p, zero_stage, overlap, recompute, grad_dtype, shard_group, cp, reshard_after_forward, experts,
+        caps, p, zero_stage, overlap, recompute, grad_dtype, shard_group, cp, reshard_after_forward, experts,
         kind.overlaps_expert_comm,
     )  # fmt: skip
 
 
+def _precision_refusal(
+    caps: LauncherCapabilities, precision: str, fp8_config: bool, fp8_param_gather: bool
+) -> Refusal | None:
+    """The plan's precision, then (for an FP8 plan the launcher writes) its FP8 parameter gathers."""
+    refused = caps.precision.refusal(precision, caps.name)
+    if refused is None and not fp8_config and precision in caps.float8_config_precisions:
+        refused = caps.float8_config_precisions[precision].format(launcher=caps.name, value=precision)
+    if refused is None and precision != "bf16":
+        refused = caps.fp8_param_gather.refusal(fp8_param_gather, caps.name)
+    return refused
+
+
+def _m_refusal(caps: LauncherCapabilities, kind: ScheduleFamily, p: int, m: int) -> Refusal | None:
+    """The launcher's rule on m for p > 1 ranks (`LauncherCapabilities.m_rule`)."""
+    if caps.m_rule == "groups of p":  # the interleaved schedule (the one with a chosen v) takes groups of p
+        return M_GROUPS_OF_P.format(m=m, p=p) if kind.fixed_v is None and m % p else None
+    if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
+        return M_TORCH_1F1B.format(m=m, p=p)
+    if kind.m_problem(p, m) is not None:  # torch's class has the family's own rule on m
+        near = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
+        return M_TORCH_FAMILY.format(
+            torch_name=kind.torch_short_name, m_rule=kind.m_rule, m=m, p=p,
+            near=" or ".join(str(c) for c in near if c is not None),
+        )  # fmt: skip
+    return None
+
+
 def _cut_refusal(
-    launcher: str,
+    caps: LauncherCapabilities,
     kind: ScheduleFamily,
     p: int | None,
     v: int | None,
@@ -292,121 +310,46 @@ def _cut_refusal(
     experts: tuple[int, int, int, int],
     fp8_config: bool,
     fp8_param_gather: bool,
-) -> _Refusal | None:
+) -> Refusal | None:
     """The rules on what every configuration of one cut shares (schedule, p, v, m, layer split, cp, t, ep, d,
-    precision, offload; `launcher` canonical): a search checks them once per cut."""
-    if fp8_swiglu_input:
-        return _Refusal(
-            f"{launcher}: no FP8 SwiGLU-input caching",
-            "--fp8-swiglu-input is DeepSeek-V3's own framework's (report §3.3.2); neither Megatron-LM nor torchtitan "
-            "has an option for it",
-            "drop --fp8-swiglu-input",
-        )
-    if moment_dtype != "fp32" and launcher != "megatron":
-        return _Refusal(
-            f"{launcher}: Adam moments in FP32 only",
-            f"--moment-dtype {moment_dtype}: pplan writes no torchtitan low-precision optimizer settings",
-            "use --moment-dtype fp32, or --launcher megatron (--use-precision-aware-optimizer)",
-        )
-    if precision == "fp8" and fp8_config and launcher == "torchtitan" and fp8_param_gather:
-        return _Refusal(
-            "torchtitan: no FP8 parameter gathers",
-            "--fp8-param-gather: torchtitan 0.3.0's Float8 converters have no FP8 all-gather field "
-            "(torchtitan/components/quantization/float8.py)",
-            "drop --fp8-param-gather, or --launcher megatron",
-        )
-    if (
-        precision != "bf16"
-        and launcher != "megatron"
-        and not (precision == "fp8" and fp8_config and launcher == "torchtitan")
-    ):
-        why = (
-            "pplan writes torchtitan's FP8 only as a Float8 config function the model registry ships (torchtitan "
-            "0.3.0: deepseek_v3_671b_float8), none for this model or precision"
-            if launcher == "torchtitan"
-            else "torchtitan 0.2.2 takes FP8 as model converters (model.converters, [quantize.linear.float8] and, "
-            "for routed experts, the prototype [quantize.grouped_mm.float8], torchtitan/config/job_config.py) whose "
-            "recipe and filters are not pplan's FP8 plan; pplan writes none"
-        )
-        return _Refusal(
-            f"{launcher}: FP8 not emitted",
-            f"--precision {precision}: {why}",
-            "use --precision bf16, or --launcher megatron (--fp8-format, --fp8-recipe)",
-        )
-    if tp_comm_overlap and launcher != "megatron":
-        return _Refusal(
-            f"{launcher}: async tensor parallelism not emitted",
-            "--tp-comm-overlap: pplan writes no torchtitan async-TP and compile settings",
-            "drop --tp-comm-overlap, or set parallelism.enable_async_tensor_parallel and compile yourself",
-        )
-    chunks = kind.fixed_v if kind.fixed_v is not None else v
-    if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
-        return _Refusal(
-            f"{launcher}: several chunks on one pipeline rank",
-            f"p = 1 with {chunks} chunks",
-            "use --pp 2 or more, or a one-chunk schedule such as 1f1b",
-        )
-    # without a pipeline (p = 1) no schedule runs: any one-chunk plan is the same job for either launcher
-    no_pipeline = p == 1 and kind.placement != "dual"
-    refused = None if no_pipeline else _schedule_refusal(launcher, kind)
+    precision, offload): a search checks them once per cut."""
+    name = caps.name
+    refused = (
+        caps.fp8_swiglu_input.refusal(fp8_swiglu_input, name)
+        or caps.moment_dtype.refusal(moment_dtype, name)
+        or _precision_refusal(caps, precision, fp8_config, fp8_param_gather)
+        or caps.tp_comm_overlap.refusal(tp_comm_overlap, name)
+    )
     if refused is not None:
         return refused
-    if launcher == "megatron":
-        # Megatron's interleaved schedule (the one with a chosen v) takes micro-batches in groups of p
-        if kind.fixed_v is None and p is not None and p > 1 and m is not None and m % p:
-            return _Refusal(
-                "megatron: interleaved 1F1B needs m a multiple of p",
-                f"m = {m}, p = {p}",
-                f"use a global batch giving m a multiple of {p}, or --launcher torchtitan",
-            )
-        return None
+    chunks = kind.fixed_v if kind.fixed_v is not None else v
+    if p == 1 and chunks is not None and chunks > 1 and kind.placement != "dual":
+        return SEVERAL_CHUNKS.format(launcher=name, chunks=chunks)
+    # without a pipeline (p = 1) no schedule runs: any one-chunk plan is the same job for either launcher
+    if not (p == 1 and kind.placement != "dual") and kind.name not in caps.schedules:
+        return caps.schedule_refusals[kind.name]
     ep = experts[0]
-    if ep > 1 and kind.overlaps_expert_comm and launcher == "torchtitan":
-        return _Refusal(
-            f"torchtitan: {kind.name} without the expert all-to-all overlap",
-            f"ep = {ep}: pplan costed {kind.name}'s paired passes hiding the expert all-to-all, but torchtitan 0.3.0 "
-            "registers no overlap function, so torch runs the paired forward and backward one after the other "
-            "(_PipelineScheduleRuntime, OVERLAP_F_B, PyTorch 2.13 torch/distributed/pipelining/schedules.py)",
-            "use another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
-        )
-    if offload:
-        return _Refusal(
-            "torchtitan: no activation offload",
-            "torchtitan's only offload option, training.enable_cpu_offload, moves FSDP's parameters, gradients "
-            "and optimizer states to the CPU, not saved activations (torchtitan 0.3.0 torchtitan/config/configs.py)",
-            "drop --offload-modules, or use --launcher megatron (--fine-grained-activation-offloading)",
-        )
-    if p is not None and p > 1 and m is not None:
-        if kind.torch_class == "Schedule1F1B" and m < p:  # torch's own rule on top of the family's
-            return _Refusal(
-                "torchtitan: 1F1B needs m ≥ p",
-                f"m = {m}, p = {p}",
-                f"use a global batch giving m ≥ {p}, or --schedule gpipe",
-            )
-        if kind.m_problem(p, m) is not None:  # torch's class has the family's own rule on m
-            near = nearest_valid(m, lambda c: kind.m_problem(p, c) is None, m + 8 * p + 1)
-            return _Refusal(
-                f"torchtitan: {kind.torch_short_name} needs {kind.m_rule}",
-                f"m = {m}, p = {p}",
-                f"use a global batch giving m = {' or '.join(str(c) for c in near if c is not None)}",
-            )
+    if ep > 1 and kind.overlaps_expert_comm and caps.paired_expert_overlap == "never":
+        return PAIRED_EXPERTS_NEVER.format(schedule=kind.name, ep=ep)
+    refused = caps.activation_offload.refusal(offload, name)
+    if refused is None and p is not None and p > 1 and m is not None:
+        refused = _m_refusal(caps, kind, p, m)
+    if refused is not None:
+        return refused
     if (
-        p is not None
+        caps.larger_end_stages is not None
+        and p is not None
         and p > 1
         and chunk_layers
         and len(chunk_layers) > 1
         and not torchtitan_split(chunk_layers)
     ):
-        return _Refusal(
-            "torchtitan: first/last stage cannot have more layers than the others",
-            f"layers per chunk {chunk_layers[0]}, ..., {chunk_layers[-1]}",
-            "give the first and last stages fewer layers (or as many), or --launcher megatron",
-        )
+        return caps.larger_end_stages.format(first=chunk_layers[0], last=chunk_layers[-1])
     return None
 
 
 def _cell_refusal(
-    launcher: str,
+    caps: LauncherCapabilities,
     p: int | None,
     zero_stage: int,
     overlap: tuple[bool, bool],
@@ -417,82 +360,39 @@ def _cell_refusal(
     reshard_after_forward: bool,
     experts: tuple[int, int, int, int],
     pairs_hide_experts: bool = False,
-) -> _Refusal | None:
+) -> Refusal | None:
     """The rules on a configuration's ZeRO stage, sharding, recompute and gradient dtype (with the degrees and
-    overlaps they read; `launcher` canonical): what differs between the configurations of one cut.
-    `pairs_hide_experts`: the schedule hides the expert all-to-all behind its paired passes (DualPipe(V))."""
-    if launcher == "megatron":
-        if zero_stage >= 1 and overlap == (False, True):
-            return _Refusal(
-                "megatron: --overlap-param-gather needs --overlap-grad-reduce",
-                f"ZeRO-{zero_stage} with --no-overlap-grad-reduce; Megatron asserts "
-                "'Must use --overlap-param-gather with --overlap-grad-reduce'",
-                "add --no-overlap-param-gather (pplan then costs the parameter gather as exposed), "
-                "or drop --no-overlap-grad-reduce",
-            )
-        if shard_group is not None and zero_stage >= 2:
-            return _Refusal(
-                "megatron: no hybrid sharding for Megatron-FSDP in pplan's flags",
-                f"ZeRO-{zero_stage} with a shard group; pplan writes hybrid sharding only as the distributed "
-                "optimizer's --num-distributed-optimizer-instances (ZeRO-1), not Megatron-FSDP's",
-                "use --zero-stage 1, or drop --shard-group, or --launcher torchtitan",
-            )
-        if not reshard_after_forward:
-            return _Refusal(
-                "megatron: Megatron-FSDP reshards after every forward",
-                "megatron-core 0.16.1's only no-reshard flag, --torch-fsdp2-no-reshard-after-forward, applies to "
-                "--use-torch-fsdp2, not the Megatron-FSDP pplan writes for ZeRO-3",
-                "drop --no-reshard-after-forward, or use --launcher torchtitan (fsdp_reshard_after_forward)",
-            )
-        return None
+    overlaps they read): what differs between the configurations of one cut. `pairs_hide_experts`: the schedule
+    hides the expert all-to-all behind its paired passes (DualPipe(V))."""
+    name = caps.name
+    gather_alone = caps.param_gather_needs_grad_reduce
+    if gather_alone is not None and zero_stage >= 1 and overlap == (False, True):
+        return gather_alone.format(zero_stage=zero_stage)
+    if shard_group is not None:
+        refused = caps.hybrid_sharding.refusal(zero_stage, name)
+        if refused is not None:
+            return refused
+    refused = caps.reshard_after_forward.refusal(reshard_after_forward, name)
+    if refused is not None:
+        return refused
     ep, etp, tp, dp = experts
-    expert = _expert_refusal(launcher, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
-    if expert is not None:
-        return expert
-    if ep > 1 and pairs_hide_experts and recompute != "none":  # 0.3.x refuses the cut (`_cut_refusal`)
-        return _Refusal(
-            "torchtitan@0.2: DualPipeV's expert overlap without activation checkpointing only",
-            f"ep = {ep}, recompute {recompute}: torchtitan 0.2.2 overlaps DualPipeV's expert all-to-all "
-            '(pipeline_parallel_expert_parallel_overlap) only with activation_checkpoint.mode "none"; '
-            "get_dual_pipe_v_flag raises NotImplementedError otherwise (torchtitan/distributed/dual_pipe_v.py)",
-            "use --recompute none, or another schedule (--schedule zbv or interleaved-1f1b), or --ep 1",
-        )
-    if shard_group is not None and shard_group % cp:
-        return _Refusal(
-            "torchtitan: the shard group must be a multiple of cp",
-            f"S = {shard_group}, cp = {cp}: torchtitan's FSDP shards over data_parallel_shard_degree × "
-            "context_parallel_degree (torchtitan 0.3.0 torchtitan/config/configs.py)",
-            f"use --shard-group a multiple of {cp}, or --launcher megatron",
-        )
-    if grad_dtype == "bf16":
-        return _Refusal(
-            "torchtitan: gradients reduced in FP32 only",
-            "torchtitan keeps and reduces gradients in FP32 (training.mixed_precision_reduce takes only float32, "
-            "torchtitan 0.3.0 torchtitan/config/job_config.py), so a BF16-gradient plan is not the job it runs",
-            "use --grad-dtype fp32, or --launcher megatron (--grad-reduce-in-bf16)",
-        )
-    if recompute.startswith("full("):
-        return _Refusal(
-            "torchtitan: full recompute of every layer only",
-            "torchtitan's full AC checkpoints every transformer block on its own, and its layer option "
-            "(selective_ac_option = k) every k-th block, not the first N of each chunk nor groups of N "
-            "(torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py)",
-            "use --recompute full without --recompute-layers, or --launcher megatron (--recompute-method)",
-        )
-    if recompute.startswith("selective"):
-        return _Refusal(
-            "torchtitan: no attention-core recompute (pplan's selective)",
-            "torchtitan's selective AC saves matmul and attention outputs and recomputes every second matmul "
-            "(SelectiveAC, torchtitan 0.3.0 torchtitan/distributed/activation_checkpoint.py), not pplan's "
-            "attention-core recompute (Korthikanti et al. 2022)",
-            "use --recompute full or none, or --launcher megatron",
-        )
-    return None
+    if caps.release is not None:
+        refused = _expert_refusal(caps.release, ep, etp, tp, cp, dp, p or 1, zero_stage, shard_group)
+        if refused is not None:
+            return refused
+    if ep > 1 and pairs_hide_experts and recompute != "none" and caps.paired_expert_overlap is not None:
+        # with "never" the cut is refused first (`_cut_refusal`)
+        return PAIRED_EXPERTS_WITHOUT_RECOMPUTE.format(ep=ep, recompute=recompute)
+    if caps.shard_group_of_cp is not None and shard_group is not None and shard_group % cp:
+        return caps.shard_group_of_cp.format(shard_group=shard_group, cp=cp)
+    return caps.grad_dtype.refusal(grad_dtype, name) or caps.recompute.refusal(
+        recompute_kind(recompute), name
+    )
 
 
 def supports(launcher: str, schedule_name: str) -> bool:
     """Whether `launcher` can run the schedule at all (before any rule on p, v or m)."""
-    return _schedule_refusal(launcher_name(launcher), schedule_family(schedule_name)) is None
+    return schedule_family(schedule_name).name in capabilities_of(launcher).schedules
 
 
 def unsupported_reason(
@@ -530,46 +430,26 @@ def request_unsupported_reason(
     model it builds (its experts' tensor parallelism, context parallelism), and FP8 where it ships a Float8
     config function of the model, as `check_supported` does for the plan.
     """
-    shipped = None if model is None else _shipped(launcher, model)
+    caps = capabilities_of(launcher)
+    shipped = None if model is None else _shipped(caps, model)
     kind = schedule_family(req.schedule)
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
     layers = _chunk_layers(kind, num_layers, req.pp, v, req.first_stage_layers, req.last_stage_layers)
-    overlap = (req.overlap_grad_reduce, req.overlap_param_gather)
-    refused = _refusal(
-        launcher,
-        req.schedule,
-        req.pp,
-        v,
-        m,
-        req.zero_stage,
-        layers,
-        overlap,
-        req.recompute_label,
-        req.grad_dtype,
-        bool(req.offload_modules),
-        req.shard_group,
-        req.cp,
-        req.reshard_after_forward,
-        req.tp_comm_overlap and req.tp > 1,
-        req.precision,
-        req.fp8_swiglu_input,
-        req.moment_dtype,
-        (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)),
-        _fp8_config(launcher, shipped),
+    refused = _cut_refusal(
+        caps, kind, req.pp, v, m, layers, bool(req.offload_modules), req.cp, req.tp_comm_overlap and req.tp > 1,
+        req.precision, req.fp8_swiglu_input, req.moment_dtype,
+        (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)), _fp8_config(caps, shipped),
         req.fp8_param_gather,
-    )
+    ) or _cell_refusal(
+        caps, req.pp, req.zero_stage, (req.overlap_grad_reduce, req.overlap_param_gather), req.recompute_label,
+        req.grad_dtype, req.shard_group, req.cp, req.reshard_after_forward,
+        (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)), kind.overlaps_expert_comm,
+    )  # fmt: skip
     if refused is None and shipped is not None:
-        refused = _model_plan_refusal(
-            shipped, launcher_name(launcher), req.ep, req.etp, req.tp, req.cp, req.pp
-        )
-    if refused is None and _search_skips_zero(launcher_name(launcher), req.zero_stage):
-        return SEARCH_TORCHTITAN_ZERO
+        refused = _model_plan_refusal(shipped, caps, req.ep, req.etp, req.tp, req.cp, req.pp)
+    if refused is None and req.zero_stage not in caps.searched_zero_stages:
+        return caps.searched_zero_reason
     return None if refused is None else refused.reason
-
-
-def _search_skips_zero(launcher: str, zero_stage: int) -> bool:
-    """A search for torchtitan skips ZeRO-1/2 (`SEARCH_TORCHTITAN_ZERO`)."""
-    return launcher != "megatron" and zero_stage in (1, 2)
 
 
 def _chunk_layers(
@@ -599,7 +479,8 @@ class SearchFilter:
     on what all configurations of one cut share (checked once per cut), `cell_refuses` those on one
     configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either is,
     exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, FP8
-    caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key."""
+    caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key; what the
+    launcher's declaration and the model fix is read once here."""
 
     def __init__(
         self,
@@ -608,12 +489,15 @@ class SearchFilter:
         tp_comm_overlap: bool = False,
         recompute_modules: tuple[RecomputeModule, ...] = DEFAULT_RECOMPUTE_MODULES,
     ) -> None:
-        self.launcher = launcher_name(launcher)
+        self.capabilities = capabilities_of(launcher)
+        self.launcher = self.capabilities.name
         self.num_layers = model.num_layers
-        self.shipped = _shipped(self.launcher, model)
-        self.fp8_config = _fp8_config(self.launcher, self.shipped)
+        self.shipped = _shipped(self.capabilities, model)
+        self.fp8_config = _fp8_config(self.capabilities, self.shipped)
         self.tp_comm_overlap = tp_comm_overlap
         self.recompute_modules = recompute_modules
+        self.searched_zero = self.capabilities.searched_zero_stages
+        self.overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
         self._cuts: dict[tuple[object, ...], bool] = {}
         self._cells: dict[tuple[object, ...], bool] = {}
 
@@ -638,13 +522,14 @@ class SearchFilter:
         if got is None:
             chunks = family.fixed_v if family.fixed_v is not None else v
             refused = _cut_refusal(
-                self.launcher, family, p, chunks, m, _chunk_layers(family, self.num_layers, p, chunks, first, last),
-                offload, cp, self.tp_comm_overlap and t > 1, precision, _REQUEST_DEFAULTS["fp8_swiglu_input"],
+                self.capabilities, family, p, chunks, m,
+                _chunk_layers(family, self.num_layers, p, chunks, first, last), offload, cp,
+                self.tp_comm_overlap and t > 1, precision, _REQUEST_DEFAULTS["fp8_swiglu_input"],
                 _REQUEST_DEFAULTS["moment_dtype"], (ep, etp, t, d), self.fp8_config,
                 _REQUEST_DEFAULTS["fp8_param_gather"],
             )  # fmt: skip
             if refused is None and self.shipped is not None:
-                refused = _model_plan_refusal(self.shipped, self.launcher, ep, etp, t, cp, p)
+                refused = _model_plan_refusal(self.shipped, self.capabilities, ep, etp, t, cp, p)
             got = self._cuts[key] = refused is not None
         return got
 
@@ -676,16 +561,15 @@ class SearchFilter:
             label = recompute_label(
                 recompute, recompute_layers, "block" if recompute_layers else "uniform", modules
             )
-            overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
             refused = _cell_refusal(
-                self.launcher, p, zero, overlap, label, grad_dtype, shard_group, cp, reshard,
+                self.capabilities, p, zero, self.overlap, label, grad_dtype, shard_group, cp, reshard,
                 (ep, etp, t, d), pairs_hide_experts,
             )  # fmt: skip
-            got = self._cells[key] = refused is not None or _search_skips_zero(self.launcher, zero)
+            got = self._cells[key] = refused is not None or zero not in self.searched_zero
         return got
 
 
-def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refusal | None:
+def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> Refusal | None:
     return _refusal(
         launcher,
         plan.kind.name,
@@ -711,7 +595,7 @@ def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> _Refus
     )
 
 
-def _expert_tp_refusal(version: TorchtitanVersion, ep: int, etp: int, tp: int) -> _Refusal | None:
+def _expert_tp_refusal(release: TorchtitanRelease, ep: int, etp: int, tp: int) -> Refusal | None:
     """torchtitan's rule on a routed model's expert tensor parallelism etp, by release (the one place it is kept).
 
     Without expert parallelism (ep = 1) both releases split every expert over the t tensor-parallel ranks, so etp
@@ -720,71 +604,47 @@ def _expert_tp_refusal(version: TorchtitanVersion, ep: int, etp: int, tp: int) -
     parallelize.py, which deepseek_v3 and qwen3 import, and gpt_oss/infra/parallelize.py). With ep > 1, 0.3.0 has
     no expert_tensor_parallel_degree and keeps every expert whole (etp = 1); 0.2.2's
     `parallelism.expert_tensor_parallel_degree` takes 1 or t (`ParallelDims._validate` asserts ETP = TP or ETP = 1,
-    torchtitan/distributed/parallel_dims.py)."""
+    torchtitan/distributed/parallel_dims.py): the release's `expert_tp_beside_ep`."""
     if ep == 1:
-        if etp == tp:
-            return None
-        return _Refusal(
-            "torchtitan: expert tensor parallelism is the tensor parallelism",
-            f"ep = 1, etp = {etp}, t = {tp}: without expert parallelism torchtitan splits every expert over the t "
-            "tensor-parallel ranks (0.3.0 expert_param_placement_dense, torchtitan/models/common/moe_sharding.py; "
-            "0.2.2 apply_moe_ep_tp, torchtitan/models/llama4/infra/parallelize.py)",
-            f"use --etp {tp}, or --ep > 1 without --etp, or --launcher megatron",
-        )
-    if version == "0.3" and etp > 1:
-        return _Refusal(
-            "torchtitan: no expert tensor parallelism with expert parallelism",
-            f"ep = {ep}, etp = {etp}: torchtitan 0.3.0 has no expert_tensor_parallel_degree; with ep > 1 its experts "
-            "are whole on each rank (torchtitan/models/common/moe_sharding.py)",
-            "drop --etp (etp = 1), or --format torchtitan@0.2 (etp = t), or --launcher megatron",
-        )
-    if version == "0.2" and etp not in (1, tp):
-        return _Refusal(
-            "torchtitan@0.2: expert tensor parallelism is 1 or t with expert parallelism",
-            f"ep = {ep}, etp = {etp}, t = {tp}: ParallelDims._validate asserts ETP = TP or ETP = 1 (torchtitan 0.2.2 "
-            "torchtitan/distributed/parallel_dims.py)",
-            f"use --etp 1 or --etp {tp}, or --launcher megatron",
-        )
-    return None
+        return None if etp == tp else EXPERT_TP_IS_TP.format(etp=etp, tp=tp)
+    if etp == 1 or (release.expert_tp_beside_ep and etp == tp):
+        return None
+    return release.expert_tp_refusal.format(ep=ep, etp=etp, tp=tp)
 
 
 def _model_plan_refusal(
-    shipped: ShippedModel, launcher: str, ep: int, etp: int, tp: int, cp: int, pp: int
-) -> _Refusal | None:
-    """What torchtitan (`launcher`, canonical) cannot run, with expert parallelism `ep`, expert tensor parallelism
-    `etp`, tensor parallelism `tp`, context parallelism `cp` and pipeline parallelism `pp`, on the model it builds
-    (`shipped`): the cut's rules that need the model (each release's facts are the record's, `PerRelease`)."""
-    version = torchtitan_version(launcher)
-    split = _expert_tp_refusal(version, ep, etp, tp) if shipped.moe is not None else None
+    shipped: ShippedModel, caps: LauncherCapabilities, ep: int, etp: int, tp: int, cp: int, pp: int
+) -> Refusal | None:
+    """What torchtitan (`caps`, a torchtitan release) cannot run, with expert parallelism `ep`, expert tensor
+    parallelism `etp`, tensor parallelism `tp`, context parallelism `cp` and pipeline parallelism `pp`, on the model
+    it builds (`shipped`): the cut's rules that need the model (each release's facts are the record's,
+    `PerRelease`)."""
+    release = caps.release
+    assert release is not None  # only a torchtitan release builds a shipped model
+    split = _expert_tp_refusal(release, ep, etp, tp) if shipped.moe is not None else None
     if split is not None:
         return split
-    name = shipped_name(shipped, version)
-    for axis, symbol, degree, why, fix in (
-        (
-            "pipeline",
-            "p",
-            pp,
-            shipped.pp_refusal.of(version),
-            "use --pp 1, or --format torchtitan (0.3.x), or ",
-        ),
-        ("context", "cp", cp, shipped.cp_refusal.of(version), "use --cp 1, or "),
+    version = release.version
+    for axis, degree, why in (
+        ("pipeline", pp, shipped.pp_refusal.of(version)),
+        ("context", cp, shipped.cp_refusal.of(version)),
     ):
         if why and degree > 1:
-            return _Refusal(
-                f"{launcher}: {name} cannot run {axis} parallelism",
-                f"{symbol} = {degree}: {why}",
-                f"{fix}--launcher megatron",
-            )
+            symbol, fix = MODEL_AXIS_FIXES[axis]
+            return MODEL_AXIS.format(
+                launcher=caps.name, model=shipped_name(shipped, version), axis=axis, symbol=symbol,
+                degree=degree, why=why, fix=fix,
+            )  # fmt: skip
     return None
 
 
 def model_unsupported_reason(launcher: str, model: ModelSpec) -> str | None:
     """Why `launcher` cannot build `model` at all (torchtitan: no configuration of its shape in that release), or
     None."""
-    name = launcher_name(launcher)
-    if name == "megatron" or shipped_model(model, torchtitan_version(name)) is not None:
+    release = capabilities_of(launcher).release
+    if release is None or shipped_model(model, release.version) is not None:
         return None
-    return "torchtitan ships no configuration for this model"
+    return MODEL_NOT_SHIPPED
 
 
 def routed_or_latent(model: ModelSpec) -> str:
@@ -807,41 +667,32 @@ def check_model(launcher: str, model: ModelSpec) -> None:
     reason = model_unsupported_reason(launcher, model)
     if reason is None:
         return
-    detail = unshipped_detail(model, torchtitan_version(launcher_name(launcher)))
-    if routed_or_latent(model):
-        raise ConfigError(
-            "--launcher", f"{reason} ({detail})",
-            "use --launcher megatron, or a model profile of a shape torchtitan ships",
-        )  # fmt: skip
-    raise ConfigError(
-        "--launcher",
-        f"{reason} ({detail})",
-        "use --launcher megatron, or a Llama 3 8B/70B/405B profile",
-    )
+    detail = unshipped_detail(model, torchtitan_version(launcher))
+    fix = MODEL_NOT_SHIPPED_FIX_ROUTED if routed_or_latent(model) else MODEL_NOT_SHIPPED_FIX
+    raise ConfigError("--launcher", f"{reason} ({detail})", fix)
 
 
-def _shipped(launcher: str, model: ModelSpec) -> ShippedModel | None:
-    """The torchtitan model `launcher` builds for `model` (None for megatron, or none shipped)."""
-    name = launcher_name(launcher)
-    return None if name == "megatron" else shipped_model(model, torchtitan_version(name))
+def _shipped(caps: LauncherCapabilities, model: ModelSpec) -> ShippedModel | None:
+    """The torchtitan model the launcher builds for `model` (None where it builds any model, or none shipped)."""
+    return None if caps.release is None else shipped_model(model, caps.release.version)
 
 
-def _fp8_config(launcher: str, shipped: ShippedModel | None) -> bool:
-    """Whether pplan writes FP8 for the model: a 0.3.x Float8 config function of it (0.2.x: none)."""
-    return launcher_name(launcher) == "torchtitan" and shipped is not None and shipped.fp8_config is not None
+def _fp8_config(caps: LauncherCapabilities, shipped: ShippedModel | None) -> bool:
+    """Whether pplan writes FP8 for the model where the launcher takes FP8 only as a Float8 config function the
+    model registry ships (0.3.x; 0.2.x: none)."""
+    return bool(caps.float8_config_precisions) and shipped is not None and shipped.fp8_config is not None
 
 
 def check_supported(launcher: str, plan: Plan, model: ModelSpec | None = None) -> None:
     """Raise a ConfigError naming `--launcher` when `launcher` cannot run `plan` (or build `model`, if given)."""
+    caps = capabilities_of(launcher)
     shipped = None
     if model is not None:
         check_model(launcher, model)
-        shipped = _shipped(launcher, model)
-    refused = _plan_refusal(launcher, plan, _fp8_config(launcher, shipped))
+        shipped = _shipped(caps, model)
+    refused = _plan_refusal(launcher, plan, _fp8_config(caps, shipped))
     if refused is None and shipped is not None:
-        refused = _model_plan_refusal(
-            shipped, launcher_name(launcher), plan.ep, plan.etp, plan.tp, plan.cp, plan.pp
-        )
+        refused = _model_plan_refusal(shipped, caps, plan.ep, plan.etp, plan.tp, plan.cp, plan.pp)
     if refused is not None:
         raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
 
@@ -863,7 +714,7 @@ def plan_summary(model: ModelSpec, plan: Plan) -> str:
     )
 
 
-RUN_CHECKED: tuple[Launcher, ...] = ("megatron", "torchtitan")
+RUN_CHECKED: tuple[Launcher, ...] = tuple(c.name for c in RANKED)
 """The launchers `runs_on` asks (torchtitan@0.2 writes the same plans as torchtitan, in an older format)."""
 
 
@@ -871,16 +722,10 @@ def runs_on(model: ModelSpec, req: PlanRequest, m: int) -> tuple[Launcher, ...]:
     """The launchers that run `req` as planned (`RUN_CHECKED`): each builds the model and runs the request's
     schedule, split, sharding, recompute, gradient dtype and precision; torchtitan's data parallelism is FSDP, so a
     ZeRO-1/2 plan is not what it would run (`SEARCH_TORCHTITAN_ZERO`)."""
-    out = []
-    for launcher in RUN_CHECKED:
-        if (
-            launcher == "torchtitan"
-            and req.zero_stage in (1, 2)
-            and req.gpus // (req.tp * req.pp * req.cp) > 1
-        ):
-            continue
-        if model_unsupported_reason(launcher, model) is not None:
-            continue
-        if request_unsupported_reason(launcher, req, m, model.num_layers, model) is None:
-            out.append(launcher)
-    return tuple(out)
+    return tuple(
+        caps.name
+        for caps in RANKED
+        if req.zero_stage in caps.searched_zero_stages
+        and model_unsupported_reason(caps.name, model) is None
+        and request_unsupported_reason(caps.name, req, m, model.num_layers, model) is None
+    )

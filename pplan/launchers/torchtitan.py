@@ -39,6 +39,7 @@ import shlex
 from dataclasses import dataclass
 
 from pplan.errors import ConfigError
+from pplan.launchers.capabilities import TORCHTITAN, TORCHTITAN_02
 from pplan.launchers.support import (
     check_supported,
     plan_summary,
@@ -56,8 +57,6 @@ from pplan.launchers.torchtitan_models import (
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import ScheduleFamily
-
-_AC_SUBCOMMAND = {"full": "activation-checkpoint:full", "none": "activation-checkpoint:none"}
 
 
 def torchtitan_schedule(family: ScheduleFamily) -> str:
@@ -306,10 +305,10 @@ def _config(shipped: ShippedModel, plan: Plan) -> str:
 
 def _arg_groups(model: ModelSpec, plan: Plan) -> list[list[str]]:
     """The 0.3.x arguments, one option (with its value) per group; the AC subcommand last."""
-    shipped = _shipped(model, plan, "torchtitan")
+    shipped = _shipped(model, plan, TORCHTITAN.name)
     groups = [["--module", shipped.module], ["--config", _config(shipped, plan)]]
     groups += [_tokens(f) for f in _fields(model, plan, "0.3")]
-    groups.append([_AC_SUBCOMMAND[plan.recompute]])
+    groups.append(list(TORCHTITAN.recompute.runs[plan.recompute]))  # activation-checkpoint:full|none
     return groups
 
 
@@ -323,7 +322,7 @@ def torchtitan_args(model: ModelSpec, plan: Plan) -> list[str]:
 
 def torchtitan_command(model: ModelSpec, plan: Plan) -> str:
     """What `--format torchtitan` prints: header comments, then the 0.3.x arguments one option per line."""
-    shipped = _shipped(model, plan, "torchtitan")
+    shipped = _shipped(model, plan, TORCHTITAN.name)
     lines = [
         f"# torchtitan 0.3.x arguments from pplan: {plan_summary(model, plan)}",
         f"# launch on {plan.gpus} GPUs in all: torchrun ... -m torchtitan.train followed by these arguments "
@@ -349,7 +348,7 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> str:
 
     Raises a ConfigError naming `--launcher` when torchtitan cannot run the plan or build the model.
     """
-    shipped = _shipped(model, plan, "torchtitan@0.2")
+    shipped = _shipped(model, plan, TORCHTITAN_02.name)
     lines = [f"# torchtitan 0.2.x job config (TOML) from pplan: {plan_summary(model, plan)}"]
     lines.append(
         f"# launch on {plan.gpus} GPUs in all; checked against {TORCHTITAN_02_RELEASE} "
@@ -374,7 +373,7 @@ def torchtitan_overrides(model: ModelSpec, plan: Plan, version: TorchtitanVersio
     """The settings on one command line: the 0.3.x arguments, or the 0.2.x TOML's `--section.field value`s."""
     if version == "0.3":
         return shlex.join(torchtitan_args(model, plan))
-    shipped = _shipped(model, plan, "torchtitan@0.2")
+    shipped = _shipped(model, plan, TORCHTITAN_02.name)
     fields = [_Field("model", "name", shipped.module), _Field("model", "flavor", shipped.flavor)]
     fields += _fields(model, plan, "0.2")
     return " ".join(shlex.join(_tokens(f)) for f in fields)
