@@ -6,6 +6,8 @@ names."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
@@ -198,3 +200,10 @@ def test_no_launcher_name_is_compared_outside_the_declarations() -> None:
             if isinstance(node, ast.Compare) and _compares_a_launcher_name(node)
         ]
     assert not found
+
+
+def test_the_package_imports_only_the_names() -> None:
+    """`import pplan.launchers` (what the command line's `--launcher` choices need) loads no other pplan module."""
+    probe = "import sys, pplan.launchers; print(sorted(m for m in sys.modules if m.startswith('pplan')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(["pplan", "pplan.launchers", "pplan.launchers.names"])
