@@ -203,17 +203,20 @@ STACKS["megatron-bridge"] = replace(
     fitted_to=(),
 )
 DEFAULT_STACK: StackName = "megatron-core"
-LAUNCHER_STACKS: dict[str, StackName] = {"megatron": "megatron-core", "torchtitan": "torchtitan"}
-"""The stack a launcher's output runs on: `--stack` follows `--launcher` unless given."""
-
-
 STACK_LAUNCHERS: dict[StackName, str] = {
     "megatron-core": "megatron",
     "megatron-bridge": "megatron",
     "torchtitan": "torchtitan",
 }
 """The launcher whose output runs on each stack (deepspeed: none pplan writes): `recommend` ranks only the plans
-it runs unless asked for every plan."""
+it runs unless asked for every plan. The one map between stacks and launchers: this layer sits below the
+launchers' declarations (`pplan.launchers.capabilities`, whose `stack` and `project` fields tests check against
+it), so it names them itself."""
+LAUNCHER_STACKS: dict[str, StackName] = {
+    launcher: stack for stack, launcher in reversed(STACK_LAUNCHERS.items())
+}
+"""The stack a launcher's output runs on (the first it runs on above): `--stack` follows `--launcher` unless
+given."""
 
 
 def launcher_for_stack(stack: StackName) -> str | None:

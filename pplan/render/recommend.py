@@ -9,6 +9,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pplan.launchers.capabilities import SHORT, WORDS
 from pplan.recommend import Annotation, safest_tied
 from pplan.search import Recommendation, Rejection, SearchResult
 
@@ -25,7 +26,8 @@ NEVER_SQUEEZED = {"#": 2, "Mtok/s": 6, "MFU": 3}
 rich shortens the others)."""
 
 
-RUNS_SHORT = {"megatron": "M", "torchtitan": "T"}
+RUNS_SHORT = SHORT
+"""Each launcher's letter in the `on` column (its declaration's, pplan.launchers.capabilities)."""
 
 
 def _tie_sentence(notes: Sequence[Annotation]) -> str:
@@ -50,7 +52,8 @@ def _tie_sentence(notes: Sequence[Annotation]) -> str:
     return text + "."
 
 
-LAUNCHER_WORDS = {"megatron": "Megatron-LM", "torchtitan": "torchtitan"}
+LAUNCHER_WORDS = WORDS
+"""Each launcher in prose (its declaration's)."""
 
 
 def candidates_table(
