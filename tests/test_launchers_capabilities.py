@@ -35,7 +35,7 @@ from pplan.model.precision import Precision
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.plan.knobs import GradDtype, MomentDtype
 from pplan.profiles.catalog import load_model
-from pplan.profiles.stacks import LAUNCHER_STACKS, launcher_for_stack
+from pplan.profiles.stacks import LAUNCHER_STACKS, launcher_for_stack, stack_for_launcher
 from pplan.schedules import FAMILIES
 
 PPLAN = Path(__file__).resolve().parents[1] / "pplan"
@@ -92,6 +92,7 @@ def test_the_schedules_are_the_registrys(caps: LauncherCapabilities) -> None:
 def test_the_stack_maps_below_agree(caps: LauncherCapabilities) -> None:
     assert launcher_for_stack(caps.stack) == caps.project
     assert LAUNCHER_STACKS[caps.project] == caps.stack
+    assert stack_for_launcher(caps.name) == caps.stack  # torchtitan@0.2 runs on torchtitan's stack too
 
 
 @pytest.mark.parametrize(

@@ -225,8 +225,9 @@ def launcher_for_stack(stack: StackName) -> str | None:
 
 
 def stack_for_launcher(launcher: str | None) -> StackName:
-    """The stack `--launcher` implies (megatron-core when none is named)."""
-    return LAUNCHER_STACKS.get(launcher or "", DEFAULT_STACK)
+    """The stack `--launcher` implies (megatron-core when none is named); a release of a launcher
+    (`torchtitan@0.2`) runs on the launcher's stack."""
+    return LAUNCHER_STACKS.get((launcher or "").partition("@")[0], DEFAULT_STACK)
 
 
 def overlaps_tp_backward(stack: StackName, splits_backward: bool) -> bool:
