@@ -1,27 +1,103 @@
-"""`recommend` beyond the search (pplan.search): what each shown plan runs on, which plans lie within the model's
-own error of the best (tied) and the safest of those, the least GPUs that fit when nothing does, and a nearby
-global batch when the asked one is awkward for the GPU count.
+"""`pplan recommend` as data, shaped like `explain` (pplan.explain): the search's exact top N (pplan.search), each
+explained in full with what its memory knobs buy (pplan.search.knobs), what the answer says beyond them, and the
+document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recommend` and renders.
 
 - Runs on: the launchers that run a plan as planned (`pplan.launchers.support.runs_on`).
 - Tied: a plan whose predicted tokens/s reaches the lower end of the best plan's interval (the calibration runs'
   10th-90th percentile errors, widened per extrapolated axis): within the model's own error, no better than #1.
 - Safest tied: among the tied, the fewest axes outside the calibrated envelope, then the most launchers that run
   it, then the fewest non-default knobs (`knob_count`), then the rank.
-- Least GPUs: the same query at whole-node counts doubling from the asked one, up to `MAX_GPUS`: the first with a
-  plan.
+- Least GPUs: where nothing fits, the same query at whole-node counts doubling from the asked one, up to
+  `MAX_GPUS`: the first with a plan.
 - A better batch: where the asked batch forces a model-parallel size the count would not otherwise need
-  (pplan.sizing.sweep.awkward_batch), the nearest batches below and above that do not; the best of each.
+  (pplan.sizing.sweep.awkward_batch), the nearest batches below and above that do not; the best of each, shown
+  when it predicts `BETTER_BATCH_GAIN` more tokens/s.
+- Outside the envelope: where `--max-extrapolation` left nothing, the best plan without that filter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
+from pplan.collector import collector_paused
+from pplan.documents.explain import ExplainReport
+from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
+from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import LauncherFilter, Recommendation, SearchRequest, SearchResult, search
-from pplan.sizing.sweep import MAX_GPUS, awkward_batch
+from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, search
+from pplan.search.knobs import knob_notes
+from pplan.search.space import Candidate
+from pplan.sizing.policy import MAX_GPUS
+from pplan.sizing.sweep import awkward_batch
+
+BETTER_BATCH_GAIN = 1.02
+"""A nearby batch is suggested when its best plan predicts at least this much more tokens/s."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """A configuration in the answer, with the full `explain` of it."""
+
+    candidate: Candidate
+    request: PlanRequest
+    report: ExplainReport
+    knobs: tuple[str, ...] = ()
+    """What its ZeRO-2/3 or BF16 gradients buy in memory (pplan.search.knobs), one line each."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        perf = self.report.performance
+        assert perf is not None  # the search ranks by it
+        return perf.tokens_per_s
+
+
+@dataclass
+class Recommendations:
+    """The search's answer (pplan.search.Ranking) with every shown configuration explained."""
+
+    candidates: list[Recommendation]
+    rejected: Counter[Rejection] = field(default_factory=Counter)
+    closest_misses: list[Miss] = field(default_factory=list)
+    enumerated: int = 0
+    bounded: int = 0
+    """Configurations whose memory and proven throughput bound were computed."""
+    simulated: int = 0
+    """Configurations whose schedule was simulated for the exact throughput."""
+
+
+def explained(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, ranked: Ranked) -> Recommendation:
+    """`ranked`'s `explain` (with the step-time breakdown's exposed P2P time apart from the bubble when the query
+    asks: one more simulation) and its knob notes."""
+    request = ranked.request
+    report, plan, run = explain_with_run(model, hw, request, with_sensitivity=False, split_p2p=False)
+    if req.split_p2p:
+        report = report.model_copy(
+            update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
+        )
+    notes = knob_notes(model, hw, request, ranked.scored.fitted.peak_bytes, run)
+    return Recommendation(ranked.candidate, request, report, notes)
+
+
+@collector_paused()
+def recommendations(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    progress: Callable[[int], None] | None = None,
+    launcher: LauncherFilter | None = None,
+) -> Recommendations:
+    """The search's exact top `req.top_n`, each explained (`explained`). `progress(simulated)` is called per
+    simulation. The cyclic garbage collector is paused meanwhile (pplan.collector)."""
+    found = search(model, hw, req, progress, launcher)
+    shown = [explained(model, hw, req, ranked) for ranked in found.candidates]
+    return Recommendations(
+        shown, found.rejected, found.closest_misses, found.enumerated, found.bounded, found.simulated
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +130,7 @@ def microbatches(req: PlanRequest) -> int:
     return req.global_batch // (req.micro_batch * (req.gpus // (req.tp * req.pp * req.cp)))
 
 
-def annotate(model: ModelSpec, result: SearchResult) -> list[Annotation]:
+def annotate(model: ModelSpec, result: Recommendations) -> list[Annotation]:
     """Each shown plan's annotation, in rank order."""
     if not result.candidates:
         return []
@@ -91,7 +167,9 @@ def least_gpus_that_fit(
     node = hw.gpus_per_node
     gpus = max(node, -(-request.gpus // node) * node * 2)
     while gpus <= MAX_GPUS:
-        found = search(model, hw, replace(request, gpus=gpus, top_n=1, prefetch=False), None, launcher)
+        found = recommendations(
+            model, hw, replace(request, gpus=gpus, top_n=1, prefetch=False), None, launcher
+        )
         if found.candidates:
             return gpus, found.candidates[0]
         gpus *= 2
@@ -112,7 +190,7 @@ def better_batch(
     options = [b for b in (below, below + step) if b > 0 and b != request.global_batch]
     best: tuple[int, Recommendation] | None = None
     for batch in options:
-        found = search(
+        found = recommendations(
             model, hw, replace(request, global_batch=batch, top_n=1, prefetch=False), None, launcher
         )
         if not found.candidates:
@@ -129,7 +207,91 @@ def best_outside_envelope(
 ) -> Recommendation | None:
     """Where `--max-extrapolation` left nothing: the best plan without that filter (whose `explain` names the axes
     on which it leaves the calibrated envelope); None when there is none either."""
-    found = search(
+    found = recommendations(
         model, hw, replace(request, max_extrapolation=None, top_n=1, prefetch=False), None, launcher
     )
     return found.candidates[0] if found.candidates else None
+
+
+@dataclass(frozen=True, slots=True)
+class Recommended:
+    """Everything `pplan recommend` shows: the explained answer and what the module docstring adds to it."""
+
+    inputs: RecommendInputs
+    result: Recommendations
+    notes: list[Annotation]
+    """Each shown plan's annotation, in rank order."""
+    elapsed_s: float
+    """Wall time of the search and the explanations of what it shows."""
+    least: tuple[int, Recommendation] | None = None
+    better: tuple[int, Recommendation] | None = None
+    outside: Recommendation | None = None
+
+
+def recommend(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    request: SearchRequest,
+    launcher: LauncherFilter | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Recommended:
+    """The search's exact top N, explained (`recommendations`), with each plan's annotation and, as the answer
+    calls for them, the best plan outside the calibrated envelope, the least GPUs that fit and a better batch."""
+    started = time.perf_counter()
+    result = recommendations(model, hw, request, progress, launcher)
+    elapsed = time.perf_counter() - started
+    inputs = RecommendInputs(
+        model=model.name,
+        hardware=hw.name,
+        gpus=request.gpus,
+        global_batch=request.global_batch,
+        seq_len=request.seq_len or model.seq_len,
+        launcher=request.launcher,
+    )
+    notes = annotate(model, result)
+    outside = None
+    if not result.candidates and Rejection.EXTRAPOLATED in result.rejected and not result.closest_misses:
+        outside = best_outside_envelope(model, hw, request, launcher)
+    least = (
+        None
+        if result.candidates or outside is not None
+        else least_gpus_that_fit(model, hw, request, launcher)
+    )
+    better = better_batch(model, hw, request, launcher) if result.candidates else None
+    if better is not None and better[1].tokens_per_s < BETTER_BATCH_GAIN * result.candidates[0].tokens_per_s:
+        better = None
+    return Recommended(inputs, result, notes, elapsed, least, better, outside)
+
+
+def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str]) -> RecommendReport:
+    """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema);
+    `command`: the `pplan explain` line of a shown plan."""
+    result, notes, least, better = answer.result, answer.notes, answer.least, answer.better
+    return RecommendReport(
+        inputs=answer.inputs,
+        candidates=[
+            RecommendCandidate(
+                rank=i,
+                plan=c.report.plan,
+                memory=c.report.memory,
+                pipeline=c.report.pipeline,
+                performance=c.report.performance,
+                explain_command=command(c.request),
+                runs_on=list(note.runs_on),
+                tied_with_best=note.tied,
+            )
+            for i, (c, note) in enumerate(zip(result.candidates, notes, strict=True), 1)
+        ],
+        safest_tied_rank=safest_tied(notes),
+        least_gpus_that_fit=least[0] if least else None,
+        better_global_batch=better[0] if better else None,
+        better_global_batch_tokens_per_s=better[1].tokens_per_s if better else None,
+        rejected={str(reason): n for reason, n in result.rejected.items()},
+        closest_misses=[
+            ClosestMiss(plan=m.summary, need_bytes=m.need_bytes, usable_bytes=m.usable_bytes)
+            for m in result.closest_misses
+        ],
+        enumerated=result.enumerated,
+        bounded=result.bounded,
+        simulated=result.simulated,
+    )

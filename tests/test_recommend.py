@@ -13,6 +13,7 @@ from pplan.errors import PplanError
 from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.recommend import Recommendations, recommendations
 from pplan.search import Rejection, SearchRequest, search
 from tests.cli_run import run_pplan
 
@@ -145,8 +146,7 @@ def test_screening_keeps_the_brute_force_best() -> None:
     found = search(model, H100, SearchRequest(gpus=gpus, global_batch=batch, schedules=("1f1b", "zbv"), micro_batch=None,
                                               recompute=("none", "full"), zero_stages=(0, 1)))  # fmt: skip
     assert found.candidates
-    top = found.candidates[0].report.performance
-    assert top is not None
+    top = found.candidates[0].scored
     assert top.tokens_per_s >= best * 0.999
 
 
@@ -220,7 +220,7 @@ def test_published_schemas_are_closed_and_require_their_version(capsys: pytest.C
         RecommendReport.model_validate({**doc, "unexpected": 1})
 
 
-def _rendered(result: Any, width: int) -> str:
+def _rendered(result: Recommendations, width: int) -> str:
     from rich.console import Console
 
     from pplan.render.recommend import candidates_table
@@ -235,7 +235,9 @@ def test_the_table_leaves_columns_out_rather_than_cut_numbers_on_a_narrow_termin
     whole: the optional columns go first, each named in the caption; at 200 columns all of them are shown."""
     from pplan.render.recommend import OPTIONAL_COLUMNS
 
-    result = search(load_model("llama3-70b"), H100, SearchRequest(gpus=2048, global_batch=1024, top_n=5))
+    result = recommendations(
+        load_model("llama3-70b"), H100, SearchRequest(gpus=2048, global_batch=1024, top_n=5)
+    )
     wide = _rendered(result, 200)
     header = next(line for line in wide.splitlines() if "Mtok/s" in line)
     assert all(col in header.split() for col in OPTIONAL_COLUMNS) and "Not shown" not in wide

@@ -284,8 +284,7 @@ def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: Search
     reference, _ = distinct(brute_force(model, hw, req), req.top_n)
     assert [_identity(r.candidate) for r in found.candidates] == [_identity(s.candidate) for s in reference]
     for rec, ref in zip(found.candidates, reference, strict=True):
-        assert rec.report.performance is not None
-        assert rec.report.performance.tokens_per_s == pytest.approx(ref.tokens_per_s, rel=1e-12)
+        assert rec.scored.tokens_per_s == pytest.approx(ref.tokens_per_s, rel=1e-12)
     # every enumerated configuration is accounted for exactly once
     assert found.enumerated == len(found.candidates) + sum(
         n for reason, n in found.rejected.items() if reason.name not in ("SEQUENCE_SPLIT", "GPUS_TCP", "GPUS_TPCP",
@@ -299,9 +298,7 @@ def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: Search
 def test_pinning_an_axis_never_beats_the_unconstrained_best(axis: str) -> None:
     model = load_model("llama3-8b")
     base = SearchRequest(gpus=32, global_batch=128, top_n=1, split_p2p=False)
-    best = search(model, H100, base).candidates[0]
-    perf = best.report.performance
-    assert perf is not None
+    best = search(model, H100, base).candidates[0].scored
     values: dict[str, list[Any]] = {
         "tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8], "cp": [1, 2, 4], "micro_batch": [1, 2, 4],
         "schedules": [(n,) for n in ("1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev")],
@@ -310,8 +307,8 @@ def test_pinning_an_axis_never_beats_the_unconstrained_best(axis: str) -> None:
     for value in values[axis]:
         pinned = search(model, H100, dataclasses.replace(base, **{axis: value}))
         if pinned.candidates:
-            got = pinned.candidates[0].report.performance
-            assert got is not None and got.tokens_per_s <= perf.tokens_per_s * (1 + 1e-12), (axis, value)
+            got = pinned.candidates[0].scored
+            assert got.tokens_per_s <= best.tokens_per_s * (1 + 1e-12), (axis, value)
 
 
 def test_cheap_bound_is_above_the_proven_bound_and_the_exact_value() -> None:

@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model
+from pplan.recommend import recommendations
 from pplan.schedules import periodic
 from pplan.schedules.periodic import StructureKey, structure_key
 from pplan.schedules.periodic.structure import STRUCTURES
 from pplan.schedules.timeline import Durations
-from pplan.search import SearchRequest, search
+from pplan.search import SearchRequest
 from pplan.search.prefetch import Prefetch, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs fork and a second CPU")
@@ -77,8 +78,8 @@ def test_the_child_skips_what_the_search_built() -> None:
 def test_a_search_with_the_child_gives_the_same_answer() -> None:
     model, hw = load_model("llama3-70b"), load_hardware("h100-sxm-80gb")
     req = SearchRequest(gpus=2048, global_batch=1024)
-    with_child = search(model, hw, req)
-    without = search(model, hw, replace(req, prefetch=False))
+    with_child = recommendations(model, hw, req)
+    without = recommendations(model, hw, replace(req, prefetch=False))
     assert [r.request for r in with_child.candidates] == [r.request for r in without.candidates]
     assert [r.report.performance for r in with_child.candidates] == [
         r.report.performance for r in without.candidates

@@ -14,8 +14,10 @@ from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import PodSpec
+from pplan.recommend import recommendations
 from pplan.schedules import schedule_family
-from pplan.search import SearchRequest, _keeping_may_cost_less, brute_force, search
+from pplan.search import SearchRequest, brute_force, search
+from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import distinct
 from pplan.search.space import Candidate, node_shard_group, sharding_variants
 
@@ -63,10 +65,10 @@ def test_keeping_the_gathered_weights_can_cost_less_on_a_rank_of_two_units() -> 
     few = make_plan(model, PlanRequest(gpus=64, global_batch=64, pp=32, zero_stage=3))  # 1 layer per rank
     kept = plan_gathered_weights_bytes(model, replace(few, reshard_after_forward=False))
     assert any(k < g for k, g in zip(kept, plan_gathered_weights_bytes(model, few), strict=True))
-    assert _keeping_may_cost_less(model, few)
+    assert keeping_may_cost_less(model, few)
     many = make_plan(model, PlanRequest(gpus=16, global_batch=64, pp=2, zero_stage=3))  # 16 layers per rank
-    assert not _keeping_may_cost_less(model, many)
-    assert not _keeping_may_cost_less(model, replace(many, zero_stage=2))
+    assert not keeping_may_cost_less(model, many)
+    assert not keeping_may_cost_less(model, replace(many, zero_stage=2))
 
 
 def test_the_search_shows_hybrid_sharding_where_it_is_faster() -> None:
@@ -78,13 +80,13 @@ def test_the_search_shows_hybrid_sharding_where_it_is_faster() -> None:
     req = SearchRequest(
         gpus=64, global_batch=64, tp=4, pp=1, micro_batch=1, zero_stages=(3,), seq_len=512, top_n=1
     )
-    best = search(model, H100, req).candidates[0]
+    best = recommendations(model, H100, req).candidates[0]
     assert best.request.shard_group == 2
     full = step_time(model, H100, make_plan(model, replace(best.request, shard_group=None)), split_p2p=False)
     assert best.report.performance is not None
     assert best.report.performance.tokens_per_s > full.tokens_per_s
     assert any(note.startswith("hybrid sharding (groups of 2 GPUs, 8 replicas)") for note in best.knobs)
-    off = search(model, H100, replace(req, hybrid_sharding=False)).candidates[0]
+    off = recommendations(model, H100, replace(req, hybrid_sharding=False)).candidates[0]
     assert off.request.shard_group is None
     assert off.report.performance is not None
     slower = step_time(model, H100, make_plan(model, off.request), split_p2p=False)

@@ -11,7 +11,8 @@ import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import PowerSpec
-from pplan.search import SearchRequest, search
+from pplan.recommend import recommendations
+from pplan.search import SearchRequest
 from pplan.sizing import answers
 from pplan.sizing.costs import run_cost
 from pplan.sizing.goodput import (
@@ -21,12 +22,11 @@ from pplan.sizing.goodput import (
     wall_time_s,
     young_interval_s,
 )
+from pplan.sizing.policy import BatchPolicy, default_counts
 from pplan.sizing.sweep import (
-    BatchPolicy,
     SizePoint,
     SizeQuery,
     awkward_batch,
-    default_counts,
     forced_model_parallel,
     size_point,
 )
@@ -165,9 +165,9 @@ def test_a_sweep_point_is_recommends_best() -> None:
     template = SearchRequest(gpus=1, global_batch=1, prefetch=False)
     query = SizeQuery(1e12, 8192, BatchPolicy(2**21), template, GoodputInputs())
     point = size_point(model, hw, 64, 256, query)
-    best = search(model, hw, replace(template, gpus=64, global_batch=256, seq_len=8192, top_n=1)).candidates[
-        0
-    ]
+    best = recommendations(
+        model, hw, replace(template, gpus=64, global_batch=256, seq_len=8192, top_n=1)
+    ).candidates[0]
     assert point.request == best.request
     assert best.report.performance is not None and point.step_s == best.report.performance.step_s
     assert point.steps == math.ceil(1e12 / (256 * 8192))

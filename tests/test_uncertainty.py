@@ -17,7 +17,8 @@ from pplan.cost.uncertainty import (
 )
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
-from pplan.search import SearchRequest, brute_force, search
+from pplan.recommend import recommendations
+from pplan.search import SearchRequest, brute_force
 from pplan.search.rank import distinct
 from pplan.search.space import Rejection
 from pplan.validation.published import calibration_figures, check_sets
@@ -103,7 +104,7 @@ def test_max_extrapolation_keeps_exactly_the_plans_within_the_limit() -> None:
     # plan is within the limit
     model = load_model("llama3-8b")
     req = SearchRequest(gpus=64, global_batch=128, seq_len=4096, max_extrapolation=0, top_n=5)
-    got = search(model, H100, req)
+    got = recommendations(model, H100, req)
     assert got.candidates and got.rejected[Rejection.EXTRAPOLATED] > 0
     for c in got.candidates:
         assert c.report.performance is not None and not c.report.performance.extrapolated

@@ -14,7 +14,8 @@ from pplan.cost.usable import usable_bytes
 from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.search import SearchRequest, search
+from pplan.recommend import recommendations
+from pplan.search import SearchRequest
 from tests.cli_run import run_pplan
 
 H100 = load_hardware("h100-sxm-80gb")
@@ -69,7 +70,7 @@ def test_llama3_405b_meta_cut_fits_without_recompute() -> None:
     """Dubey et al. 2024 §3.3.2: t 8 p 16 cp 1 on 8,192 GPUs at 8K tokens, no activation checkpointing. The best
     plan needs weights or gradients sharded (ZeRO-2 or 3), and the stage below does not fit."""
     req = SearchRequest(gpus=8192, global_batch=2048, tp=8, pp=16, cp=1, recompute=("none",), top_n=1)
-    (best,) = search(load_model("llama3-405b"), H100, req).candidates
+    (best,) = recommendations(load_model("llama3-405b"), H100, req).candidates
     z = best.request.zero_stage
     assert best.request.recompute == "none" and z >= 2
     assert any(
@@ -82,7 +83,7 @@ def test_nemo_405b_recipe_fits_without_recompute() -> None:
     """NeMo's Llama 3.1 405B pretraining recipe: 576 GPUs, t 8 p 9 cp 2 v 7, global batch 252, micro-batch 1."""
     req = SearchRequest(gpus=576, global_batch=252, tp=8, pp=9, cp=2, vp=7, micro_batch=1,
                         schedules=("interleaved-1f1b",), top_n=1)  # fmt: skip
-    (best,) = search(load_model("llama3-405b"), H100, req).candidates
+    (best,) = recommendations(load_model("llama3-405b"), H100, req).candidates
     assert best.request.recompute == "none" and best.request.grad_dtype == "bf16"
     assert any(k.startswith("BF16 gradients: FP32 needs") and "does not fit" in k for k in best.knobs)
 
@@ -93,7 +94,7 @@ def test_a_leaner_choice_that_fits_says_how_much_slower_it_runs() -> None:
     model = load_model("llama3-70b")
     req = SearchRequest(gpus=2048, global_batch=1024, top_n=3)
     checked = 0
-    for c in search(model, H100, req).candidates:
+    for c in recommendations(model, H100, req).candidates:
         for note in c.knobs:
             for part in note.split("; "):
                 if "fits (" not in part or "slower" not in part:

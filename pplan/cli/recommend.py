@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 import sys
-import time
-from typing import Annotated, Literal, cast, get_args
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Literal, cast, get_args
 
 import typer
-from rich.progress import Progress
 
-from pplan import launchers
 from pplan.cli.app import app, console, err_console, json_text
 from pplan.cli.commandline import explain_command
 from pplan.cli.options import (
@@ -35,74 +34,22 @@ from pplan.cli.options import (
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
-from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.errors import ConfigError
-from pplan.launchers.support import LAUNCHERS, Launcher
+from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.model.precision import Precision
-from pplan.plan.configuration import (
-    GradDtype,
-    Recompute,
-    check_precision,
-    make_plan,
-)
-from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import HardwareSpec
+from pplan.plan.knobs import GradDtype, Recompute
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
-from pplan.recommend import (
-    Annotation,
-    annotate,
-    best_outside_envelope,
-    better_batch,
-    least_gpus_that_fit,
-    safest_tied,
-)
-from pplan.render.recommend import render_recommend
 from pplan.schedules import SCHEDULE_NAMES
-from pplan.search import Recommendation, Rejection, SearchRequest, SearchResult, search
+
+if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
+    from pplan.plan.configuration import PlanRequest
+    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.recommend import Recommendation, Recommended
+    from pplan.search import LauncherFilter, SearchRequest
 
 Format = Literal["table", "json", Launcher]
 """What `recommend` prints: the ranked table, the pplan.recommend/2 document, or the best plan's launcher
 settings."""
-
-
-def recommend_report(
-    result: SearchResult,
-    inputs: RecommendInputs,
-    model: str,
-    hardware: str,
-    notes: list[Annotation],
-    least: tuple[int, Recommendation] | None = None,
-    better: tuple[int, Recommendation] | None = None,
-) -> RecommendReport:
-    """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema)."""
-    return RecommendReport(
-        inputs=inputs,
-        candidates=[
-            RecommendCandidate(
-                rank=i,
-                plan=c.report.plan,
-                memory=c.report.memory,
-                pipeline=c.report.pipeline,
-                performance=c.report.performance,
-                explain_command=explain_command(model, hardware, c.request),
-                runs_on=list(note.runs_on),
-                tied_with_best=note.tied,
-            )
-            for i, (c, note) in enumerate(zip(result.candidates, notes, strict=True), 1)
-        ],
-        safest_tied_rank=safest_tied(notes),
-        least_gpus_that_fit=least[0] if least else None,
-        better_global_batch=better[0] if better else None,
-        better_global_batch_tokens_per_s=_tokens_per_s(better[1]) if better else None,
-        rejected={str(reason): n for reason, n in result.rejected.items()},
-        closest_misses=[
-            ClosestMiss(plan=m.summary, need_bytes=m.need_bytes, usable_bytes=m.usable_bytes)
-            for m in result.closest_misses
-        ],
-        enumerated=result.enumerated,
-        bounded=result.bounded,
-        simulated=result.simulated,
-    )
 
 
 @app.command()
@@ -272,6 +219,11 @@ def recommend(
     ] = "table",
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
+    from pplan.plan.configuration import check_precision
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.recommend import recommend_report
+    from pplan.search import SearchRequest
+
     if launcher is None and output in LAUNCHERS:
         launcher = output  # emit only what that launcher can run
     derived = launcher is None and not include_unrunnable
@@ -298,94 +250,131 @@ def recommend(
         tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp, jitter=jitter,
         precisions=cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision))),
     )  # fmt: skip
+
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
     for asked in request.precisions:
         check_precision(hardware_spec, asked)
     if any(request.offload):
         hardware_spec.require_host_link()
-    launcher_filter = None
-    if launcher is not None:  # a launcher that cannot build the model runs nothing
-        if derived and launchers.support.model_unsupported_reason(launcher, model_spec) is not None:
-            raise ConfigError(
-                "--stack", f"{launcher}, the launcher of stack {request.stack}, cannot build {model_spec.name}",
-                "pass --include-unrunnable to rank plans no launcher runs, or another --stack",
-            )  # fmt: skip
-        launchers.support.check_model(launcher, model_spec)
-        launcher_filter = launchers.support.SearchFilter(
-            launcher, model_spec, request.tp_comm_overlap, request.recompute_modules
-        )
-
-    started = time.perf_counter()
-    if sys.stderr.isatty() and output == "table":
-        with Progress(console=err_console, transient=True) as bar:
-            task = bar.add_task("simulating the best candidates", total=None)
-
-            def tick(done: int) -> None:
-                bar.update(task, completed=done)
-
-            result = search(model_spec, hardware_spec, request, tick, launcher_filter)
-    else:
-        result = search(model_spec, hardware_spec, request, None, launcher_filter)
-    elapsed = time.perf_counter() - started
-    inputs = RecommendInputs(
-        model=model_spec.name,
-        hardware=hardware_spec.name,
-        gpus=gpus,
-        global_batch=global_batch,
-        seq_len=seq_len or model_spec.seq_len,
-        launcher=request.launcher,
-    )
-    notes = annotate(model_spec, result)
-    outside = None
-    if not result.candidates and Rejection.EXTRAPOLATED in result.rejected and not result.closest_misses:
-        outside = best_outside_envelope(model_spec, hardware_spec, request, launcher_filter)
-    least = (
-        None
-        if result.candidates or outside is not None
-        else least_gpus_that_fit(model_spec, hardware_spec, request, launcher_filter)
-    )
-    better = better_batch(model_spec, hardware_spec, request, launcher_filter) if result.candidates else None
-    if better is not None and _tokens_per_s(better[1]) < BETTER_BATCH_GAIN * _tokens_per_s(
-        result.candidates[0]
-    ):
-        better = None
+    launcher_filter = _launcher_filter(model_spec, request, derived)
+    answer = _answer(model_spec, hardware_spec, request, launcher_filter, progress=output == "table")
+    command = partial(explain_command, model, hardware)
     if output == "json":
-        report = recommend_report(result, inputs, model, hardware, notes, least, better)
-        print(json_text(report.model_dump(mode="json", by_alias=True)))
-        if not result.candidates:
+        print(json_text(recommend_report(answer, command).model_dump(mode="json", by_alias=True)))
+        if not answer.result.candidates:
             raise typer.Exit(EXIT_NOTHING_FITS)
-        return
-    if output in LAUNCHERS:
-        if not result.candidates:
-            raise ConfigError(
-                "--format", "no configuration fits, so there is nothing to launch", _fits_from(least, model)
-            )
-        best = result.candidates[0]
-        plan = make_plan(model_spec, best.request)
-        perf = best.report.performance
-        assert perf is not None
-        print(
-            f"# pplan recommend: rank 1 of the plans {output} runs, {perf.tokens_per_s / 1e6:.3f} Mtok/s predicted "
-            f"({perf.step_s:.3g} s a step); every number: {explain_command(model, hardware, best.request)}"
+    elif output in LAUNCHERS:
+        _print_launcher_settings(answer, model_spec, output, command, model)
+    else:
+        _print_table(answer, hardware_spec, request, command, model, show_commands, max_extrapolation)
+
+
+def search(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    request: SearchRequest,
+    launcher: LauncherFilter | None,
+    progress: Callable[[int], None] | None = None,
+) -> Recommended:
+    """The whole answer: searched, explained, annotated (pplan.recommend.recommend)."""
+    from pplan.recommend import recommend
+
+    return recommend(model, hw, request, launcher, progress)
+
+
+def _launcher_filter(model: ModelSpec, request: SearchRequest, derived: bool) -> LauncherFilter | None:
+    """What the query's launcher cannot run, asked as the search enumerates; None without a launcher. A launcher
+    that cannot build the model runs nothing (`derived`: the launcher is the stack's, not asked for)."""
+    from pplan.launchers import support
+
+    launcher = request.launcher
+    if launcher is None:
+        return None
+    if derived and support.model_unsupported_reason(launcher, model) is not None:
+        raise ConfigError(
+            "--stack", f"{launcher}, the launcher of stack {request.stack}, cannot build {model.name}",
+            "pass --include-unrunnable to rank plans no launcher runs, or another --stack",
+        )  # fmt: skip
+    support.check_model(launcher, model)
+    return support.SearchFilter(launcher, model, request.tp_comm_overlap, request.recompute_modules)
+
+
+def _answer(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    request: SearchRequest,
+    launcher: LauncherFilter | None,
+    progress: bool,
+) -> Recommended:
+    """`search`, with a progress bar on a terminal when `progress`."""
+    if not (sys.stderr.isatty() and progress):
+        return search(model, hw, request, launcher)
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("simulating the best candidates", total=None)
+
+        def tick(done: int) -> None:
+            bar.update(task, completed=done)
+
+        return search(model, hw, request, launcher, tick)
+
+
+def _print_launcher_settings(
+    answer: Recommended, model: ModelSpec, output: str, command: Callable[[PlanRequest], str], model_arg: str
+) -> None:
+    """The best plan's settings for launcher `output`, after a comment line naming it."""
+    from pplan.launchers import launcher_text
+    from pplan.plan.configuration import make_plan
+
+    if not answer.result.candidates:
+        raise ConfigError(
+            "--format",
+            "no configuration fits, so there is nothing to launch",
+            _fits_from(answer.least, model_arg),
         )
-        print(launchers.launcher_text(output, model_spec, plan))
-        return
-    title = (
-        f"{model_spec.name} on {gpus:,} × {hardware_spec.name}, global batch {global_batch:,} × "
-        f"{inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
+    best = answer.result.candidates[0]
+    perf = best.report.performance
+    assert perf is not None
+    print(
+        f"# pplan recommend: rank 1 of the plans {output} runs, {perf.tokens_per_s / 1e6:.3f} Mtok/s predicted "
+        f"({perf.step_s:.3g} s a step); every number: {command(best.request)}"
     )
-    status = _calibration_words(hardware_spec, request.stack)
-    console.print(render_recommend(result, title, elapsed, console.width, notes, status))
+    print(launcher_text(output, model, make_plan(model, best.request)))
+
+
+def _print_table(
+    answer: Recommended,
+    hw: HardwareSpec,
+    request: SearchRequest,
+    command: Callable[[PlanRequest], str],
+    model_arg: str,
+    show_commands: bool,
+    max_extrapolation: int | None,
+) -> None:
+    """The ranked table, a better batch, and the `pplan explain` line of the best (of each: `show_commands`); or,
+    when nothing fits, why and where it would."""
+    from pplan.render.recommend import render_recommend
+
+    result, better, gpus, batch = answer.result, answer.better, request.gpus, request.global_batch
+    title = (
+        f"{answer.inputs.model} on {gpus:,} × {hw.name}, global batch {batch:,} × "
+        f"{answer.inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
+    )
+    status = _calibration_words(hw, request.stack)
+    console.print(render_recommend(result, title, answer.elapsed_s, console.width, answer.notes, status))
     if better is not None:
-        gain = _tokens_per_s(better[1]) / _tokens_per_s(result.candidates[0]) - 1
+        gain = better[1].tokens_per_s / result.candidates[0].tokens_per_s - 1
         console.print(
-            f"An awkward batch: {global_batch:,} sequences force t·p·cp to a multiple of "
-            f"{gpus // math.gcd(gpus, global_batch)} on {gpus:,} GPUs; global batch {better[0]:,} gives {gain:.0%} "
+            f"An awkward batch: {batch:,} sequences force t·p·cp to a multiple of "
+            f"{gpus // math.gcd(gpus, batch)} on {gpus:,} GPUs; global batch {better[0]:,} gives {gain:.0%} "
             f"more tokens/s (pplan recommend ... --global-batch {better[0]})."
         )
     if not result.candidates:
-        console.print(_outside_words(outside, max_extrapolation) if outside else _fits_from(least, model))
+        outside = answer.outside
+        words = _outside_words(outside, max_extrapolation) if outside else _fits_from(answer.least, model_arg)
+        console.print(words)
         raise typer.Exit(EXIT_NOTHING_FITS)
     shown = result.candidates if show_commands else result.candidates[:1]
     console.print(
@@ -393,19 +382,11 @@ def recommend(
         style="bold",
     )
     for rank, cand in enumerate(shown, 1):
-        console.print(f"  #{rank}: " + explain_command(model, hardware, cand.request), soft_wrap=True)
+        console.print(f"  #{rank}: " + command(cand.request), soft_wrap=True)
 
 
 EXIT_NOTHING_FITS = 1
 """Nothing fits: the closest misses and the least GPUs that fit are printed (the JSON is printed too)."""
-BETTER_BATCH_GAIN = 1.02
-"""A nearby batch is suggested when its best plan predicts at least this much more tokens/s."""
-
-
-def _tokens_per_s(cand: Recommendation) -> float:
-    perf = cand.report.performance
-    assert perf is not None
-    return perf.tokens_per_s
 
 
 def _fits_from(least: tuple[int, Recommendation] | None, model: str) -> str:
@@ -413,7 +394,9 @@ def _fits_from(least: tuple[int, Recommendation] | None, model: str) -> str:
     if least is None:
         return "no whole-node count up to 16,384 GPUs fits it with this batch: relax the constraints"
     gpus, cand = least
-    return f"it fits from {gpus:,} GPUs (--gpus {gpus}), at {_tokens_per_s(cand) / 1e6:.3f} Mtok/s predicted there"
+    return (
+        f"it fits from {gpus:,} GPUs (--gpus {gpus}), at {cand.tokens_per_s / 1e6:.3f} Mtok/s predicted there"
+    )
 
 
 def _outside_words(best: Recommendation, allowed: int | None) -> str:

@@ -29,19 +29,21 @@ from pplan.errors import ConfigError
 from pplan.frozen import changed
 from pplan.model.precision import Precision
 from pplan.plan.configuration import (
-    DEFAULT_RECOMPUTE_MODULES,
-    GradDtype,
-    OffloadModule,
     PlanRequest,
-    Recompute,
-    RecomputeMethod,
-    RecomputeModule,
     canonical_offload,
     check_choice,
     check_count,
     check_fraction,
     check_offload,
     recompute_label,
+)
+from pplan.plan.knobs import (
+    DEFAULT_RECOMPUTE_MODULES,
+    GradDtype,
+    OffloadModule,
+    Recompute,
+    RecomputeMethod,
+    RecomputeModule,
 )
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName

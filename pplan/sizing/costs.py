@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pplan.profiles.specs import PowerSpec
+if TYPE_CHECKING:
+    from pplan.profiles.specs import PowerSpec
 
 DEFAULT_PUE = 1.0
 """The IT load alone; a data centre adds its cooling and conversion losses with `--pue` (1.1-1.5 typical)."""

@@ -30,6 +30,9 @@ interruptions (47 in the same period) are left out."""
 STORAGE_BYTES_PER_S_PER_GPU = 2e12 / LLAMA3_GPUS
 """The default checkpoint bandwidth per GPU of the job: the Llama 3 cluster's storage (Tectonic) sustains 2 TB/s
 (peak 7 TB/s) for 16,384 GPUs (same report, §3.3.1), 122 MB/s per GPU; a job on G GPUs is taken to get G times that."""
+CHECKPOINT_BYTES_PER_PARAM = 14
+"""A checkpoint's bytes per parameter: BF16 weights (2), FP32 master weights (4) and Adam's two FP32 moments (8);
+gradients are not saved."""
 RESTART_S = 600.0
 """Assumed: ten minutes to relaunch a job after an interruption (scheduling, process start, communicator set-up),
 before the checkpoint is read back; no public report states one (--restart-minutes)."""

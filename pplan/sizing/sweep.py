@@ -1,12 +1,9 @@
-"""The points of a sizing sweep: which GPU counts, which global batch at each, and the exact best plan there.
+"""The points of a sizing sweep: the exact best plan at each GPU count and global batch (which counts and which
+batch: pplan.sizing.policy).
 
-GPU counts (`default_counts`): whole nodes, the powers of two times the node size and the 1.5× counts between them
-(8, 12, 16, 24, ... on 8-GPU nodes), from one node up to `MAX_GPUS`. The sweep of one hardware stops climbing once
-per-GPU throughput stops paying (`stops_paying`): after a count whose tokens/s per GPU has fallen below
-`STOP_EFFICIENCY` of the best per-GPU figure seen, or after a count with no plan beyond the counts that have one.
-
-Batch policy (`BatchPolicy`): a fixed global batch in tokens at every count, or one that grows in proportion to the
-GPU count from the smallest count's batch up to a ceiling (`max_tokens`); either is a whole number of sequences.
+The sweep of one hardware stops climbing once per-GPU throughput stops paying (`stops_paying`): after a count whose
+tokens/s per GPU has fallen below `STOP_EFFICIENCY` of the best per-GPU figure seen, or after a count with no plan
+beyond the counts that have one.
 
 Each point is `recommend`'s search for its hardware, GPU count and batch with one answer (`top_n` 1: the exact best
 by pplan's own model), and from its plan: the step time and its interval, the failure-free work time for the
@@ -20,63 +17,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from pplan.collector import collector_paused
+from pplan.explain import explain_with_run
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import SearchRequest, SearchResult, search
+from pplan.search import Ranking, SearchRequest, search
 from pplan.sizing.costs import DEFAULT_PUE, RunCost, run_cost
-from pplan.sizing.goodput import Goodput, GoodputInputs, goodput
-
-MAX_GPUS = 16_384
-STOP_EFFICIENCY = 0.5
-"""A hardware's sweep stops after the first count whose tokens/s per GPU is below half the best per-GPU figure."""
-DEFAULT_BATCH_TOKENS = 4 * 2**20
-"""4M tokens per step (Llama 2's global batch, Touvron et al. 2023, arXiv 2307.09288, §2.2)."""
-CHECKPOINT_BYTES_PER_PARAM = 14
-"""A checkpoint's bytes per parameter: BF16 weights (2), FP32 master weights (4) and Adam's two FP32 moments (8);
-gradients are not saved."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchPolicy:
-    """The global batch in tokens at each GPU count (module docstring)."""
-
-    tokens: int = DEFAULT_BATCH_TOKENS
-    """Fixed: at every count; growing: at the sweep's smallest count."""
-    max_tokens: int | None = None
-    """Growing: the ceiling; None: fixed."""
-
-    def sequences(self, gpus: int, smallest: int, seq_len: int) -> int:
-        """Sequences per step at `gpus` GPUs (the tokens divided by `seq_len`, rounded down, at least 1)."""
-        tokens = self.tokens
-        if self.max_tokens is not None:
-            tokens = min(self.max_tokens, self.tokens * gpus // smallest)
-        return max(1, tokens // seq_len)
-
-    def describe(self, seq_len: int) -> str:
-        """The policy in words, for the assumptions."""
-        if self.max_tokens is None:
-            return (
-                f"fixed global batch: {self.tokens:,} tokens ({self.tokens // seq_len:,} sequences of {seq_len:,}) "
-                "at every GPU count"
-            )
-        return (
-            f"growing global batch: {self.tokens:,} tokens at the smallest count, in proportion to the GPUs up to "
-            f"{self.max_tokens:,} (whole sequences of {seq_len:,})"
-        )
-
-
-def default_counts(gpus_per_node: int, low: int = 1, high: int = MAX_GPUS) -> tuple[int, ...]:
-    """Whole nodes: node × 2^k and node × 3 · 2^(k−1) between, within [low, high] (module docstring)."""
-    out: set[int] = set()
-    k = 0
-    while gpus_per_node * 2**k * 3 // 4 <= high:
-        base = gpus_per_node * 2**k
-        out.add(base)
-        if k >= 1:
-            out.add(base * 3 // 4)  # 1.5 × the power of two below
-        k += 1
-    return tuple(sorted(n for n in out if low <= n <= high and n % gpus_per_node == 0))
+from pplan.sizing.goodput import CHECKPOINT_BYTES_PER_PARAM, Goodput, GoodputInputs, goodput
+from pplan.sizing.policy import STOP_EFFICIENCY, BatchPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +79,7 @@ class SizePoint:
         return self.tokens_per_s / self.gpus
 
 
-def why_nothing(result: SearchResult) -> str:
+def why_nothing(result: Ranking) -> str:
     """One line: why a search found no plan (the nearest memory miss, else the commonest structural rejection)."""
     if result.closest_misses:
         miss = min(result.closest_misses, key=lambda m: m.need_bytes / m.usable_bytes)
@@ -169,12 +118,16 @@ def size_point(
 ) -> SizePoint:
     """The best plan at `gpus` GPUs and `global_batch` sequences, and the run it makes (module docstring)."""
     request = replace(query.search, gpus=gpus, global_batch=global_batch, top_n=1, seq_len=query.seq_len)
-    result = search(model, hardware, request)
     head = SizePoint(hardware=hardware.name, gpus=gpus, global_batch=global_batch, request=None)
-    if not result.candidates:
-        return replace(head, reason=why_nothing(result))
-    best = result.candidates[0]
-    perf = best.report.performance
+    with collector_paused():  # the search and the explanation of its best (pplan.collector)
+        result = search(model, hardware, request)
+        if not result.candidates:
+            return replace(head, reason=why_nothing(result))
+        best = result.candidates[0]
+        report, _, _ = explain_with_run(
+            model, hardware, best.request, with_sensitivity=False, split_p2p=False
+        )
+    perf = report.performance
     assert perf is not None  # the search ranks by it
     tokens_per_step = global_batch * query.seq_len
     steps = math.ceil(query.train_tokens / tokens_per_step)

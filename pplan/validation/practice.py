@@ -19,9 +19,11 @@ from typing import Any
 from pplan.errors import PplanError
 from pplan.explain import explain
 from pplan.launchers.support import SearchFilter
-from pplan.plan.configuration import PlanRequest, Recompute
+from pplan.plan.configuration import PlanRequest
+from pplan.plan.knobs import Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import SearchRequest, search
+from pplan.recommend import recommendations
+from pplan.search import SearchRequest
 from pplan.validation.published import fastest_micro_batch, row_model, row_request, tunes_micro_batch
 
 TOP = 5
@@ -98,7 +100,7 @@ def practice_rows(
         model = row_model(data, row, load_model)
         run = row_request(data, row, model, hardware)
         base = PlanRequest(**{name: getattr(run, name) for name in PUBLISHED_CUT})
-        found = search(
+        found = recommendations(
             model,
             hardware,
             SearchRequest(

@@ -33,10 +33,12 @@ from typing import Any
 from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
-from pplan.plan.configuration import PlanRequest, Recompute, make_plan
+from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.knobs import Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
-from pplan.search import SearchRequest, search
+from pplan.search import SearchRequest
 from pplan.search.knobs import peak_bytes
 from pplan.search.space import layer_splits
 from pplan.validation.published import fastest_micro_batch, golden_section_min
@@ -461,7 +463,7 @@ def rank_published(
     overlap, restricted to `launcher`; the published cut's rank by pplan's predicted tokens/s. None when the search
     finds nothing."""
 
-    found = search(
+    found = recommendations(
         model,
         hardware,
         SearchRequest(

@@ -1,0 +1,335 @@
+"""The search's proven bounds: the figures it orders configurations by before their exact value, each at least
+the exact throughput (or at most the exact memory) it stands for, each cheaper than the next.
+
+Throughput, upper bounds (tokens / a step no shorter than the real one):
+- `Query.cheap_bound`: the free-hop makespan of each rank's passes (pplan.schedules.bounds.zero_latency_makespan),
+  no plan built; the same for every ZeRO stage, gradient dtype and sharding choice of a cut and recompute.
+- `Query.sync_bound`: that makespan or the data-parallel traffic, whichever is longer, plus the optimizer step
+  (pplan.cost.steptime.sync_floor_s): one plan, no pass time.
+- pplan.search.rank.throughput_bound: the proven bound of the plan's own schedule (pplan.cost.steptime).
+Memory, lower bounds (bytes no more than the plan needs):
+- `Query.static_miss`: weights, gradients and optimizer states alone (whatever the micro-batch, recompute or
+  offload).
+- `Query.fit`: what ranks hold at their first backward (pplan.cost.pipeline.warmup_peaks), no schedule built.
+- `Query.least_partial`: that bound in closed form over every partial recompute N of one configuration.
+`Query` keeps each bound's cache for one query, the plans it builds, and its filters (pplan.search.filters).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from pplan.cost.memory import ActivationPeaks, plan_static_totals
+from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.cost.pipeline import warmup_held, warmup_peaks
+from pplan.cost.steptime import SyncRank, sync_floor_s, sync_ranks
+from pplan.cost.usable import usable_bytes
+from pplan.errors import PplanError
+from pplan.frozen import changed
+from pplan.model import activations as act
+from pplan.model.flops import layer_kinds
+from pplan.model.precision import Precision
+from pplan.plan.configuration import Plan, Shape, make_plan, with_sharding
+from pplan.plan.knobs import Recompute
+from pplan.plan.layout import make_layout
+from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.schedules import ScheduleFamily
+from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
+from pplan.search.filters import Filters
+from pplan.search.rank import Fitted, fitted
+from pplan.search.space import Candidate, Cut, SearchRequest, sharding_variants
+
+ROUNDING_BYTES = 2**20
+"""Slack for the bytes `Query.least_partial` computes in closed form instead of summing (each part is rounded up
+on its own in pplan.cost.memory): far above any rounding, far below a layer's activations."""
+BOUND_SLACK = 1e-9
+"""Bounds are raised by this fraction so that floating-point rounding cannot put a bound a hair below the exact
+value it bounds (where the bound is tight, e.g. 1F1B with uniform stages, both are the same sum in another order)."""
+
+
+class Query(Filters):
+    """One query's state: the model, hardware, request, its filters, and the caches of its bounds."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> None:
+        super().__init__(model, hw, req)
+        self.tokens = req.global_batch * self.seq
+        self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
+        self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
+        self._plans: dict[tuple[object, ...], Plan] = {}
+        # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
+        self._variant_plans: dict[tuple[object, ...], Plan] = {}
+        self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
+        self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
+        self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
+
+    def cheap_bound(self, c: Candidate) -> float:
+        """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
+        It counts passes only, so it is the same for every ZeRO stage, gradient dtype and sharding choice of a cut
+        and recompute: remembered for those."""
+        return self._bound(
+            c.family, c.t, c.p, c.cp, c.v, c.b, c.m, c.first_layers, c.last_layers, c.recompute,
+            c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
+        )  # fmt: skip
+
+    def cell_bound(self, cut: Cut, i: int) -> float:
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads). Not
+        remembered: the enumeration asks once per cut and recompute, and most cuts are never expanded."""
+        _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
+        return self._bound(
+            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
+            cut.most_layers, cut.ep, cut.precision, cut.etp, remember=False,
+        )  # fmt: skip
+
+    def _bound(
+        self,
+        family: ScheduleFamily,
+        t: int,
+        p: int,
+        cp: int,
+        v: int,
+        b: int,
+        m: int,
+        first_layers: int | None,
+        last_layers: int | None,
+        recompute: Recompute,
+        recompute_layers: int | None,
+        most_layers: int,
+        ep: int,
+        precision: Precision,
+        etp: int = 1,
+        remember: bool = True,
+    ) -> float:
+        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
+        bound = self._bounds.get(cut)
+        if bound is None:
+            # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
+            # the same shape otherwise, so families share their layer times
+            f, back, layer, other, out = self._layer_times(
+                t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
+                precision, family.overlaps_expert_comm and ep * etp > 1, etp,
+            )  # fmt: skip
+            if recompute_layers:
+                # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
+                # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
+                extra = f * recompute_layers / most_layers
+                back, layer, other = back + extra, layer + extra, other + extra
+            ranks = self._geometry(family, p, v, first_layers, last_layers)
+            makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
+            bound = self.tokens / makespan
+            if remember:
+                self._bounds[cut] = bound
+        return bound
+
+    @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
+    def _layer_times(
+        self,
+        t: int,
+        cp: int,
+        b: int,
+        recompute: Recompute,
+        splits_backward: bool,
+        ep: int = 1,
+        precision: Precision = "bf16",
+        expert_comm_overlap: bool = False,
+        etp: int = 1,
+    ) -> tuple[float, float, float, float, float]:
+        """The lesser of the layer kinds' F and B = I + W (pplan.model.flops.layer_kinds), each kind's F + I + W
+        (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
+        the output layer's F + I + W, in seconds."""
+        shape = Shape(
+            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
+            expert_comm_overlap=expert_comm_overlap, precision=precision,
+        )  # fmt: skip
+        layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
+        out = output_pass_times(self.model, self.hw, shape)
+        return (
+            min(x.f_s for x in layers),
+            min(x.i_s + x.w_s for x in layers),
+            layers[0].f_s + layers[0].i_s + layers[0].w_s,
+            layers[-1].f_s + layers[-1].i_s + layers[-1].w_s,
+            out.f_s + out.i_s + out.w_s,
+        )
+
+    @lru_cache(maxsize=4096)  # noqa: B019
+    def _geometry(
+        self, fam: ScheduleFamily, p: int, v: int, first: int | None, last: int | None
+    ) -> tuple[RankCoefficients, ...]:
+        layout = make_layout(fam, self.model.num_layers, p, v, first, last, self.model)
+        chunks = [layout.chunks[s % len(layout.chunks)] for s in range(len(fam.stage_ranks(p, v)))]
+        return zero_latency_coefficients(
+            fam.stage_ranks(p, v),
+            fam.chains(p, v),
+            [c.layers for c in chunks],
+            [c.has_output for c in chunks],
+            [c.dense_layers for c in chunks],
+        )
+
+    def first_partial(self, c: Candidate) -> Candidate | None:
+        """Without recompute `c` is out of memory: the same configuration recomputing the first layer of every
+        chunk, when the query tries partial recompute and the chunks have more than one layer."""
+        req = self.req
+        if (
+            c.recompute != "none"
+            or "full" not in req.recompute
+            or not req.partial_recompute
+            or c.most_layers < 2
+        ):
+            return None
+        return c.partial(1, req.recompute.index("full"))
+
+    def least_partial(
+        self, c: Candidate, plan: Plan | None, below: tuple[int, ...] | None = None
+    ) -> tuple[Candidate | None, int, Fitted | None]:
+        """From `c` (the first N layers of every chunk recomputed), the least N' ≥ N whose proven lower bound on
+        memory may fit (None when even the largest partial N does not), how many N were skipped, and `c`'s own
+        bound when N' = N. The bound (what ranks hold at their first backward, `fitted`) falls linearly in N' over
+        the whole partial range: every chunk has at least N' layers (chunks differ by one layer at most and N'
+        stops one short of the largest), so each rank holding K micro-batches saves K·(one layer's activations −
+        its input)·(1 + fragmentation) per layer more recomputed, while the recompute transient stays one layer.
+        So one bound at N gives every N': those it puts over the limit by more than the rounding slack
+        (`ROUNDING_BYTES`) are skipped; a plan it lets through that does not fit only sends the search on."""
+        n = c.recompute_layers or 1
+        hi = c.most_layers - 1  # the largest partial N
+        try:
+            base = changed(plan, recompute="full", recompute_layers=n, recompute_method="block",
+                           recompute_modules=()) if plan is not None else make_plan(self.model, c.request(self.req, self.seq))  # fmt: skip
+        except PplanError:
+            return None, hi - n + 1, None
+        shape = base.shape
+        grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
+        whole = act.layer_activations(self.model, shape, "none").total_bytes
+        saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+        held = warmup_held(base)
+        prefit = None
+        totals: tuple[float, ...]
+        if (
+            below is not None
+            and plan is not None
+            and plan.recompute == "none"
+            and n == 1
+            and not plan.offload_modules
+        ):
+            # from no recompute's bound: one layer per chunk recomputed saves `saved` per micro-batch held and
+            # adds the recompute transient (one layer's activations)
+            totals = tuple(t + whole * grow - saved * k for t, k in zip(below, held, strict=True))
+            limit = usable_bytes(self.hw, self.model, base) * (1 - self.req.headroom_fraction)
+            need = n
+        else:
+            prefit = fitted(self.model, self.hw, base, c, -1, False)
+            if prefit.fits(self.req.headroom_fraction):
+                return c, 0, prefit
+            totals = tuple(float(t) for t in prefit.totals)
+            limit = prefit.usable_bytes * (1 - self.req.headroom_fraction)
+            need = n + 1
+        for total, k in zip(totals, held, strict=True):
+            over = total - limit - ROUNDING_BYTES  # N' below n + over / (saved·k) is over even with the slack
+            if over > 0:
+                need = max(need, n + math.ceil(over / (saved * k)) if k else hi + 1)
+        if need > hi:
+            return None, hi - n + 1, None
+        if need == n:
+            return c, 0, prefit
+        return c.partial(need, c.order[-4]), need - n, None
+
+    def static_miss(self, c: Candidate) -> tuple[int, int] | None:
+        """(the most loaded rank's static bytes, usable bytes) when `c`'s weights, gradients and optimizer states
+        alone (pplan.cost.memory.plan_static_totals: a lower bound on its memory whatever its micro-batch,
+        recompute or offload) leave less than the headroom free; None when they do not. Remembered per cut
+        shape, so that every micro-batch, recompute, lower ZeRO stage and FP32 twin of it is known out of memory
+        without a plan: static bytes do not depend on the first three, and fall with the ZeRO stage and with BF16
+        gradients while the usable bytes do not (ZeRO-0 opens one more communicator, pplan.cost.usable)."""
+        key = (
+            c.family.name,
+            c.t,
+            c.p,
+            c.cp,
+            c.v,
+            c.first_layers,
+            c.last_layers,
+            c.ep,
+            c.etp,
+            c.precision,
+            c.shard_group,
+        )
+        for (zero, grads), miss in self._static_dead.get(key, {}).items():
+            if c.zero <= zero and grads in ("bf16", c.grad_dtype):
+                return miss
+        if (*key, c.zero, c.grad_dtype) in self._static_fit:
+            return None
+        plan = self.plan(c)
+        need = max(plan_static_totals(self.model, plan))
+        usable = usable_bytes(self.hw, self.model, plan)
+        if need <= usable * (1 - self.req.headroom_fraction):
+            self._static_fit.add((*key, c.zero, c.grad_dtype))
+            return None
+        self._static_dead.setdefault(key, {})[c.zero, c.grad_dtype] = (need, usable)
+        return need, usable
+
+    def sync_bound(self, c: Candidate, plan: Plan | None = None) -> float:
+        """tokens / (max(the free-hop makespan bound, the data-parallel traffic) + the optimizer step): a proven
+        upper bound on `c`'s throughput no higher than its cheap bound, from its plan but no pass time
+        (pplan.cost.steptime.sync_floor_s). It tells apart the cells of a cut that the cheap bound cannot: ZeRO-3
+        gathers every unit's weights twice per micro-batch. `plan`: `c`'s plan, or one of it with another
+        recompute (what a partial-recompute seed has: recompute moves no data-parallel bytes)."""
+        key = (*c.order[:-4], c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but the recompute
+        floor = self._sync_floors.get(key)
+        if floor is None:
+            plan = plan or self.plan(c)
+            cut = (*c.order[:-4], c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
+            ranks = self._sync_ranks.get(cut)
+            if ranks is None:
+                ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
+            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan, ranks)
+        traffic, optimizer = floor
+        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+
+    def sync_bound_with_variants(
+        self, c: Candidate, plan: Plan | None = None, enough: float = math.inf
+    ) -> float:
+        """`sync_bound` of `c` and of every sharding variant it may lead to (pplan.search.space.sharding_variants:
+        made only once `c` fits, and hybrid sharding within a node can move less over the slower links): a bound
+        for all of them, since the search defers `c` (and so its variants) with it. Stops at the first figure of
+        at least `enough` (the search then does not defer `c`)."""
+        figure = self.sync_bound(c, plan)
+        more = sharding_variants(c, self.req, self.hw.gpus_per_node)
+        while more and figure < enough:
+            variant = more.pop()
+            figure = max(figure, self.sync_bound(variant))
+            more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+        return figure
+
+    def plan(self, c: Candidate) -> Plan:
+        """`c`'s plan. Configurations that differ only in their ZeRO stage, gradient dtype and sharding choices
+        share one `make_plan`, with those fields replaced (it derives nothing from them but checks the shard
+        group, which `sharding_variants` chose to divide d·cp)."""
+        key = c.order[:-2]
+        mine = (c.zero, c.grad_dtype, c.shard_group, c.reshard)
+        got = self._variant_plans.get((key, mine))
+        if got is not None:
+            return got
+        base = self._plans.get(key)
+        if base is None:
+            base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
+        if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
+            base = with_sharding(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
+                                 reshard_after_forward=c.reshard)  # fmt: skip
+        self._variant_plans[key, mine] = base
+        return base
+
+    def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
+        """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The
+        warm-up peaks depend on neither the ZeRO stage nor the gradient dtype, so those are computed once for the
+        configurations that differ only in them."""
+        key = (*c.order[:-2], c.shard_group, c.reshard)
+        plan = plan or self.plan(c)
+        peaks = self._peaks.get(key)
+        if peaks is None:
+            peaks = self._peaks[key] = warmup_peaks(self.model, plan)
+        return fitted(self.model, self.hw, plan, c, index, False, peaks)
+
+    def fit_exactly(self, item: Fitted) -> Fitted:
+        """The same plan with its exact memory (the schedule's in-flight peaks)."""
+        return fitted(self.model, self.hw, item.plan, item.candidate, item.index, True)
