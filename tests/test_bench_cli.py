@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import pytest
 
-import pplan.cli.bench as bench_cli
+import pplan.bench.config as bench_config
 from pplan.bench.config import BenchConfig
 from pplan.bench.records import RankRecord
 from pplan.cli.bench import MAX_BENCH_MICROBATCHES, MAX_BENCH_RANKS
@@ -90,7 +90,7 @@ def test_sizes_and_times_are_capped_before_anything_starts(
             reached.append(_name)
             raise AssertionError(f"{_name} ran before the refusal")
 
-        monkeypatch.setattr(bench_cli, name, start)
+        monkeypatch.setattr(bench_config, name, start)
     _one_line_error(run_pplan(capsys, "bench", *args), flag)
     assert reached == []
 
@@ -131,7 +131,7 @@ def test_a_played_run_reports_without_torch(
     def launch(configs: list[BenchConfig]) -> list[list[RankRecord]]:
         return [_play(c, f=6.0, i=5.0, w=4.0, o=0.5, c=1.5) for c in configs]
 
-    monkeypatch.setattr(bench_cli, "require_torch", lambda: None)
+    monkeypatch.setattr(bench_config, "require_torch", lambda: None)
     monkeypatch.setitem(sys.modules, "pplan.bench.worker", types.SimpleNamespace(launch=launch))
     report, svg = tmp_path / "report.json", tmp_path / "run.svg"
     p, m = 2, 4

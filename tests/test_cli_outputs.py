@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import pytest
 
 import pplan.cli.schedule as schedule_cli
+import pplan.render.schedule as schedule_render
 from pplan.cli.files import check_outputs, write_output
 from pplan.errors import ConfigError
 from pplan.render.schedule import timeline_svg
@@ -198,7 +199,7 @@ def test_a_renderer_failing_mid_write_leaves_the_old_file(
         yield text[: len(text) // 2]
         raise RuntimeError("renderer died")
 
-    monkeypatch.setattr(schedule_cli, "timeline_svg", half_then_fail)
+    monkeypatch.setattr(schedule_render, "timeline_svg", half_then_fail)  # the CLI imports it when it runs
     res = run_pplan(capsys, "schedule", "1f1b", "--svg", str(old_file))
     assert res.code == 3 and "renderer died" in res.err and len(res.err.splitlines()) == 1, res.err
     assert old_file.read_text() == OLD

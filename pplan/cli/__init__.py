@@ -91,12 +91,9 @@ def _bad_parameter(err: Exception) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `pplan` console script and `python -m pplan`."""
     register(sys.argv[1:] if argv is None else argv)
-    if (
-        "pplan.schedules.periodic" in sys.modules
-    ):  # a command that simulates schedules (the others skip the import)
-        importlib.import_module(
-            "pplan.cli.cache"
-        ).install()  # structures kept between runs; PPLAN_CACHE_DIR=off
+    # structures kept between runs (PPLAN_CACHE_DIR=off keeps none); the store touches the disk only when a
+    # command first needs a structure, so --help and the commands that simulate nothing never reach it
+    importlib.import_module("pplan.cli.cache").install()
     try:
         # outside standalone mode click returns a command's `typer.Exit` code (and 130 for an interrupt) instead
         # of exiting with it: pass it on

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
-from pplan.plan.configuration import PlanRequest
+from typing import TYPE_CHECKING
+
 from pplan.plan.knobs import DEFAULT_RECOMPUTE_MODULES
 from pplan.profiles.stacks import DEFAULT_STACK
+
+if TYPE_CHECKING:
+    from pplan.plan.configuration import PlanRequest
 
 
 def explain_command(model: str, hardware: str, req: PlanRequest) -> str:

@@ -36,7 +36,7 @@ from pplan.cli.options import (
 from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
 from pplan.errors import ConfigError
-from pplan.launchers.support import Launcher
+from pplan.launchers.names import Launcher
 from pplan.profiles.stacks import stack_for_launcher
 
 if TYPE_CHECKING:

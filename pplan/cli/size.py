@@ -11,50 +11,31 @@ import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Annotated, cast, get_args
+from typing import TYPE_CHECKING, Annotated, cast, get_args
 
 import typer
-from rich.progress import Progress
 
 from pplan.cli import printable
 from pplan.cli.app import app, console, err_console, json_text
 from pplan.cli.commandline import explain_command
 from pplan.cli.files import FORCE_HELP, check_outputs, write_output
 from pplan.cli.options import DEFAULT_MODEL, ModelOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, comma_list
-from pplan.documents.size import (
-    DAY_S,
-    SizeDocument,
-    SizeInputs,
-    answers_document,
-    point_document,
-)
 from pplan.errors import ConfigError
-from pplan.explain import MAX_TRAIN_TOKENS
-from pplan.launchers.support import Launcher
+from pplan.launchers.names import Launcher
 from pplan.model.precision import Precision
-from pplan.plan.configuration import check_precision
-from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import HardwareSpec
 from pplan.profiles.stacks import stack_for_launcher
-from pplan.render.size import render_size
-from pplan.render.size_chart import size_svg, size_terminal
-from pplan.search import SearchRequest
-from pplan.sizing import answers
 from pplan.sizing.costs import DEFAULT_PUE
-from pplan.sizing.goodput import INTERRUPTIONS_PER_GPU_HOUR, RESTART_S, GoodputInputs
-from pplan.sizing.sweep import (
+from pplan.sizing.goodput import (
     CHECKPOINT_BYTES_PER_PARAM,
-    DEFAULT_BATCH_TOKENS,
-    MAX_GPUS,
-    STOP_EFFICIENCY,
-    BatchPolicy,
-    PointTask,
-    SizePoint,
-    SizeQuery,
-    default_counts,
-    evaluate,
-    sweep,
+    INTERRUPTIONS_PER_GPU_HOUR,
+    RESTART_S,
+    GoodputInputs,
 )
+from pplan.sizing.policy import DEFAULT_BATCH_TOKENS, MAX_GPUS, STOP_EFFICIENCY, BatchPolicy, default_counts
+
+if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
+    from pplan.profiles.specs import HardwareSpec
+    from pplan.sizing.sweep import PointTask, SizePoint, SizeQuery
 
 DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"
 EXIT_NO_ANSWER = 1
@@ -135,6 +116,8 @@ class _Runner:
             if jobs > 1
             else None
         )
+        from rich.progress import Progress
+
         self.bar = Progress(console=err_console, transient=True) if show else None
         self.task = self.bar.add_task("sizing: best plan per GPU count", total=None) if self.bar else None
         self.done = 0
@@ -161,6 +144,8 @@ class _Runner:
         self.pool.shutdown(wait=kind is None, cancel_futures=True)
 
     def __call__(self, tasks: list[PointTask]) -> list[SizePoint]:
+        from pplan.sizing.sweep import evaluate
+
         out: dict[int, SizePoint] = {}
         if self.pool is None:
             for k, t in enumerate(tasks):
@@ -291,6 +276,16 @@ def size(
     force: Annotated[bool, typer.Option("--force", rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
+    from pplan.documents.size import DAY_S, SizeDocument, SizeInputs, answers_document, point_document
+    from pplan.explain import MAX_TRAIN_TOKENS
+    from pplan.plan.configuration import check_precision
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.render.size import render_size
+    from pplan.render.size_chart import size_svg, size_terminal
+    from pplan.search import SearchRequest
+    from pplan.sizing import answers
+    from pplan.sizing.sweep import SizeQuery, sweep
+
     if train_tokens is None:
         raise ConfigError(
             "--train-tokens", "is required: the tokens to train on", "e.g. --train-tokens 15e12"
@@ -429,6 +424,8 @@ def _largest(points: list[SizePoint]) -> str:
 def _shown(points: list[SizePoint], deadline_s: float | None) -> SizePoint | None:
     """The point whose explain line is printed: the cheapest that meets the deadline, else the fastest of the
     Pareto front."""
+    from pplan.sizing import answers
+
     if deadline_s is not None:
         return answers.cheapest_meeting(points, deadline_s)
     return next(iter(answers.pareto(points)), None)
