@@ -48,11 +48,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pplan.model.itemised import Itemised
 from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_bytes_per_element
-from pplan.plan.configuration import LayerSetting
 from pplan.profiles.specs import ModelSpec
+
+if TYPE_CHECKING:  # the plan's settings a layer reads; pplan.plan imports this module
+    from pplan.plan.configuration import LayerSetting
 
 ACT_BYTES = 2
 MASK_BYTES = 1

@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from pplan.launchers.capabilities import SHORT, WORDS
-from pplan.recommend import Annotation, safest_tied
-from pplan.search import Recommendation, Rejection, SearchResult
+from pplan.recommend import Annotation, Recommendation, Recommendations, safest_tied
+from pplan.search import Rejection
 
 EP_SUFFIX = "·ep"
 """Routed models' parallelism column adds the expert-parallel degree."""
@@ -57,7 +57,7 @@ LAUNCHER_WORDS = WORDS
 
 
 def candidates_table(
-    result: SearchResult, title: str, width: int | None = None, notes: Sequence[Annotation] = ()
+    result: Recommendations, title: str, width: int | None = None, notes: Sequence[Annotation] = ()
 ) -> Table:
     """The ranked candidates; `width`: the terminal's columns, when the table must fit in them (the columns of
     `OPTIONAL_COLUMNS` are then left out as needed, and the caption says which)."""
@@ -183,7 +183,7 @@ def _zero_short(stage: int, shard_group: int | None, reshard: bool) -> str:
     return f"{stage}{'' if shard_group is None else f'h{shard_group}'}{'' if reshard else 'k'}"
 
 
-def rejection_table(result: SearchResult) -> Table:
+def rejection_table(result: Recommendations) -> Table:
     table = Table(
         title="Why the rest were rejected", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
     )
@@ -201,7 +201,7 @@ def rejection_table(result: SearchResult) -> Table:
 
 
 def render_recommend(
-    result: SearchResult,
+    result: Recommendations,
     title: str,
     elapsed_s: float,
     width: int | None = None,

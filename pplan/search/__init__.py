@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from pplan.collector import collector_paused
 from pplan.errors import PplanError
@@ -36,12 +35,6 @@ from pplan.search.rank import Scored, score
 from pplan.search.result import Miss, Ranked, Ranking
 from pplan.search.space import Candidate, Rejection, SearchRequest, enumerate_candidates
 
-if (
-    TYPE_CHECKING
-):  # moved to pplan.recommend; resolved there lazily for pplan.render.recommend (`__getattr__`)
-    from pplan.recommend import Recommendation
-    from pplan.recommend import Recommendations as SearchResult
-
 __all__ = [
     "Candidate",
     "LauncherFilter",
@@ -50,10 +43,8 @@ __all__ = [
     "Query",
     "Ranked",
     "Ranking",
-    "Recommendation",
     "Rejection",
     "SearchRequest",
-    "SearchResult",
     "brute_force",
     "search",
 ]
@@ -95,17 +86,3 @@ def brute_force(
         if fit.fits(req.headroom_fraction):
             scored.append(score(model, hw, fit))
     return sorted(scored, key=Scored.key)
-
-
-_MOVED = {"Recommendation": "Recommendation", "SearchResult": "Recommendations"}
-"""The explained answer's records, which moved to pplan.recommend (name here: name there)."""
-
-
-def __getattr__(name: str) -> object:
-    """`_MOVED`'s names, from pplan.recommend, imported only when asked (the search itself imports nothing of
-    it): for the modules that still import them from here (pplan.render.recommend)."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import pplan.recommend
-
-    return getattr(pplan.recommend, _MOVED[name])
