@@ -21,7 +21,8 @@ What it trusts, and what it does not:
 - Each version's directory (`structures-<hash of pplan's sources>`) holds a marker file, touched on every run that
   uses it. A directory is removed only when it carries that marker, belongs to this user and has not been used for
   `STALE_VERSION_S` (so two pplan versions sharing a root keep their caches); temporary files a killed writer left
-  are removed after `STALE_TEMPORARY_S`. Nothing else in the root is touched.
+  are removed after `STALE_TEMPORARY_S` (a writer that is interrupted, e.g. the prefetch child stopped, removes its
+  own at once; only a killed one leaves any). Nothing else in the root is touched.
 - Files are written whole (a temporary file renamed over the name), so concurrent runs never read half a file; a
   directory that cannot be written turns the writes off for the run.
 """
@@ -214,8 +215,10 @@ class DiskStore:
                 temporary = f.name
                 json.dump(document, f, separators=(",", ":"))
             os.replace(temporary, path)
+            temporary = None
         except OSError:
             self._writable = False  # read-only or full: keep nothing more this run
+        finally:  # written and renamed, or removed: an interrupt (the prefetch child stopped mid-write) included
             if temporary is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)

@@ -49,6 +49,7 @@ from pplan.search.lattice import (
 )
 from pplan.search.prefetch import Prefetch
 from pplan.search.prefetch import available as prefetch_available
+from pplan.search.prefetch import start as start_child
 from pplan.search.rank import Fitted, Scored, distinct, score, throughput_bound
 from pplan.search.result import Missed, Ranked, Ranking, count_miss, nearest
 from pplan.search.space import (
@@ -491,7 +492,9 @@ def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefe
         for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
             yield from _head_keys(query, req, _heads(index, item))
 
-    prefetch = Prefetch(keys)
+    prefetch = start_child(keys)  # None when no child can start: the search builds everything itself
+    if prefetch is None:
+        return None
     PROVIDERS.append(prefetch.provide)
     return prefetch
 
