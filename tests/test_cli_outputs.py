@@ -215,7 +215,8 @@ def test_a_failing_disk_is_one_line_and_leaves_the_old_file(
 
     monkeypatch.setattr(os, step, no_space)  # os.fsync / os.replace, as pplan.cli.files calls them
     res = run_pplan(capsys, "schedule", "1f1b", "--svg", str(old_file))
-    refused(res, "--svg", "No space left on device")
+    assert res.code == 4, (res.code, res.err)  # a failed write, not a refused input (pplan.cli)
+    assert res.err.splitlines() == [f"pplan: cannot write {old_file}: No space left on device"]
     assert old_file.read_text() == OLD
     assert leftovers(old_file.parent) == []
 

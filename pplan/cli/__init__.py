@@ -1,22 +1,116 @@
-"""The command-line interface: the only package that knows typer, terminals and exit codes.
+"""The command-line interface: the only package that knows typer, terminals, signals and exit codes.
 
 Each command lives in its own module and registers itself on `app`; `main` turns every `PplanError` and every
 usage error (unknown option, bad choice) into one line on stderr and exit code 2, never a traceback. Anything
 else is a bug: one line naming where it happened and exit code 3, with the traceback only when `PPLAN_DEBUG=1`.
 Every line is printed with control characters escaped, so a profile key cannot drive the terminal.
+
+Exit codes:
+- 0: done.
+- 1: no answer: nothing fits (`recommend`) or no GPU count meets `--days` (`size`).
+- 2: a usage error or a refused input or output path: one line `pplan: error: ...`.
+- 3: a bug in pplan: one line `pplan: internal error in ...`.
+- 4: an output could not be written (a full disk, `ulimit -f`, a closed or read-only descriptor): one line
+  `pplan: cannot write DEST: OS error`, DEST being `stdout` or the file's path. An output file keeps what it held
+  before; stdout redirected to a file (`> plan.json`, not `>>`) is cut back to what it held before the run.
+- 130, 143: interrupted by SIGINT (Ctrl-C) or SIGTERM, at any point, imports included: one line
+  `pplan: interrupted`, no output file changed or left half-written, stdout cut back as for exit 4, the
+  prefetch child stopped.
+- 141: stdout is a pipe whose reader has gone (`pplan ... | head`): no line, as for a process SIGPIPE ends.
+
+Signals: this module's first act, in the `pplan` process (`run`: the console script, `python -m pplan`), is to
+take SIGINT and SIGTERM. While the modules load there is nothing to undo and the process leaves at once; once the
+command runs, the first signal unwinds it (`KeyboardInterrupt`: temporary files removed, workers stopped), a
+repeat within `REPEAT_GRACE_S` (`timeout` signals the process and then its group) is ignored, and a later one
+leaves at once, removing the temporary files still being written (`PENDING`). A process forked without
+handlers of its own dies of the signal as if none were set.
 """
 
 from __future__ import annotations
 
-import atexit
-import importlib
+import contextlib
 import os
 import signal
 import sys
-import traceback
+import time
+from types import FrameType
+from typing import NoReturn
 
-from pplan.cli.app import app, err_console
-from pplan.errors import PplanError
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_OUTPUT = 4
+EXIT_INTERRUPTED = 130
+EXIT_READER_GONE = 141
+INTERRUPTED = "pplan: interrupted"
+REPEAT_GRACE_S = 1.0
+PENDING: set[str] = set()
+"""Temporary files being written (pplan.cli.files, pplan.cli.cache): removed by a signal that ends the run at once."""
+
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+_OWNER = os.getpid()
+_received: list[tuple[int, float]] = []  # the signal that interrupted the run, and when
+_stdout: GuardedOutput | None = None  # the run's stdout (`run`)
+_unwinding = [False]  # whether the first signal unwinds (the command runs) rather than leaves at once
+
+
+def _say(line: str) -> None:
+    """`line` on stderr without Python's streams (safe in a signal handler; nothing when stderr is gone)."""
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode("utf-8", "replace"))
+
+
+def _leave_now(signum: int) -> NoReturn:
+    """End the run at once after a signal: temporary files removed, stdout cut back, one line."""
+    for number in _STOPS:
+        signal.signal(number, signal.SIG_IGN)
+    for path in list(PENDING):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if _stdout is not None:
+        _stdout.discard()
+    _say(INTERRUPTED)
+    os._exit(128 + signum)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _OWNER:  # a forked worker that set no handler: the signal's default action
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if not _received and _unwinding[0]:
+        _received.append((signum, time.monotonic()))
+        raise KeyboardInterrupt
+    if _received and time.monotonic() - _received[0][1] < REPEAT_GRACE_S:
+        return  # the same interrupt delivered twice: let the first unwind
+    _leave_now(_received[0][0] if _received else signum)
+
+
+def _take_signals() -> dict[int, object]:
+    """Handle SIGINT and SIGTERM here (nothing outside the main thread: there signals cannot be set)."""
+    before: dict[int, object] = {}
+    with contextlib.suppress(ValueError):
+        for number in _STOPS:
+            before[number] = signal.signal(number, _on_signal)
+    return before
+
+
+def _is_command() -> bool:
+    """Whether this process is the `pplan` command (the console script or `python -m pplan`), not a program that
+    imports the package (tests, notebooks), whose signals are left alone."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None:
+        return bool(spec.name == "pplan.__main__")
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "pplan"
+
+
+_BEFORE = _take_signals()  # before the imports below: an interrupt while they load leaves at once
+
+import atexit  # noqa: E402
+import importlib  # noqa: E402
+import traceback  # noqa: E402
+
+from pplan.cli.app import GuardedOutput, OutputError, app, err_console, guard_streams  # noqa: E402
+from pplan.errors import PplanError  # noqa: E402
 
 COMMAND_MODULES = {
     "recommend": "recommend", "explain": "explain", "schema": "explain", "size": "size", "compare": "compare",
@@ -38,9 +132,6 @@ def register(argv: list[str] | None = None) -> None:
         importlib.import_module(f"pplan.cli.{module}")
 
 
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
 DEBUG_ENV = "PPLAN_DEBUG"
 
 
@@ -89,11 +180,14 @@ def _bad_parameter(err: Exception) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `pplan` console script and `python -m pplan`."""
+    """Run one command (`argv`, else the process's arguments); leave by `sys.exit` with its exit code."""
     register(sys.argv[1:] if argv is None else argv)
     # structures kept between runs (PPLAN_CACHE_DIR=off keeps none); the store touches the disk only when a
     # command first needs a structure, so --help and the commands that simulate nothing never reach it
     importlib.import_module("pplan.cli.cache").install()
+    _unwinding[0] = (
+        signal.getsignal(signal.SIGINT) is _on_signal
+    )  # the command's process: from now on, unwind
     try:
         # outside standalone mode click returns a command's `typer.Exit` code (and 130 for an interrupt) instead
         # of exiting with it: pass it on
@@ -105,42 +199,91 @@ def main(argv: list[str] | None = None) -> None:
     except PplanError as err:
         print(printable(f"pplan: error: {err.one_line()}"), file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except OutputError as err:
+        sys.exit(_output_failed(err))
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second interrupt must not break the exit
-        print("pplan: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(_interrupted())
     except Exception as err:
-        if _is_a(err, "NoArgsIsHelpError"):
-            err_console.print(err.ctx.get_help())  # type: ignore[attr-defined]
-            sys.exit(0)
-        if _is_a(err, "BadParameter") and getattr(err, "param", None) is not None:
-            print(printable(f"pplan: error: {_bad_parameter(err)}"), file=sys.stderr)
-            sys.exit(EXIT_USAGE)
-        if _is_a(err, "ClickException"):
-            message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
-            print(printable(f"pplan: error: {message}"), file=sys.stderr)
-            sys.exit(getattr(err, "exit_code", EXIT_USAGE))
-        if _is_a(err, "Abort"):
-            sys.exit(1)
-        _internal_error(err)
+        _usage_or_internal(err)
+
+
+def _usage_or_internal(err: Exception) -> NoReturn:
+    """Leave on an exception no command handled: click's usage errors as one line (exit 2), else a bug."""
+    if _is_a(err, "NoArgsIsHelpError"):
+        err_console.print(err.ctx.get_help())  # type: ignore[attr-defined]
+        sys.exit(0)
+    if _is_a(err, "BadParameter") and getattr(err, "param", None) is not None:
+        print(printable(f"pplan: error: {_bad_parameter(err)}"), file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    if _is_a(err, "ClickException"):
+        message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
+        print(printable(f"pplan: error: {message}"), file=sys.stderr)
+        sys.exit(getattr(err, "exit_code", EXIT_USAGE))
+    if _is_a(err, "Abort"):
+        sys.exit(1)
+    _internal_error(err)
+    sys.exit(EXIT_INTERNAL)
+
+
+def _output_failed(err: OutputError) -> int:
+    """Report a failed write (stdout cut back to what it held before the run); the exit code."""
+    if err.where == "stdout" and _stdout is not None:
+        _stdout.discard()
+    if err.reader_gone:
+        return EXIT_READER_GONE
+    print(printable(f"pplan: {err}"), file=sys.stderr)
+    return EXIT_OUTPUT
+
+
+_reported = [False]
+
+
+def _interrupted() -> int:
+    """Report an interrupt once (further signals ignored, stdout cut back); the exit code, 128 + the signal."""
+    if _unwinding[0] or _received:
+        for number in _STOPS:
+            signal.signal(number, signal.SIG_IGN)
+    if _stdout is not None:
+        _stdout.discard()
+    signum = _received[0][0] if _received else signal.SIGINT
+    if not _reported[0]:
+        _reported[0] = True
+        print(INTERRUPTED, file=sys.stderr)
+    return 128 + signum
 
 
 def run() -> None:
-    """The `pplan` console script and `python -m pplan`: `main`, the exit handlers, the output flushed, then leave
-    without tearing the heap down. Freeing a search's caches object by object at interpreter shutdown took about
-    0.4 s of `recommend`'s two-second budget; the operating system frees the process's memory at once."""
+    """The `pplan` console script and `python -m pplan`: the streams guarded, `main`, the exit handlers, the
+    output flushed, then leave without tearing the heap down. Freeing a search's caches object by object at
+    interpreter shutdown took about 0.4 s of `recommend`'s two-second budget; the operating system frees the
+    process's memory at once."""
+    global _stdout
+    _stdout = guard_streams()
     code = 0
     try:
         main()
     except SystemExit as exc:
         code = _exit_status(exc.code)
+    except KeyboardInterrupt:  # a signal while main was already leaving
+        code = _interrupted()
+    _unwinding[0] = False  # a signal from here on leaves at once
+    os._exit(_finish(code))
+
+
+def _finish(code: int) -> int:
+    """Run the exit handlers and flush stdout; the exit code, changed where that write failed or an interrupt
+    was swallowed on the way (an import's clean-up can eat a `KeyboardInterrupt`)."""
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # e.g. a closed pipe: what Python's own exit reports as a failure too
-        code = code or 1
-    os._exit(code)
+    except OutputError as err:
+        code = _output_failed(err)
+    if _received and not _reported[0]:
+        code = _interrupted()
+    elif _stdout is not None and _stdout.error is not None and code not in (EXIT_OUTPUT, EXIT_READER_GONE):
+        code = _output_failed(_stdout.error)  # a failed write some code swallowed
+    sys.stderr.flush()
+    return code
 
 
 def _exit_status(code: object) -> int:
@@ -151,3 +294,9 @@ def _exit_status(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+if not _is_command():  # a program importing pplan keeps its own signal handling
+    with contextlib.suppress(ValueError, TypeError):
+        for _number, _handler in _BEFORE.items():
+            signal.signal(_number, _handler)  # type: ignore[arg-type]

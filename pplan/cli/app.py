@@ -1,10 +1,27 @@
-"""The typer application object, the consoles, and JSON output."""
+"""The typer application object, the consoles, JSON output, and the standard streams of a run.
+
+The streams (`guard_streams`, called by `pplan.cli.run` before anything is written): a standard descriptor closed
+at start (`>&-`, `2>&-`) is held by /dev/null (read-only for stdout, so a write to it fails rather than vanishing),
+so a file the run opens can never land on descriptor 1 or 2 and an error line can never end up in the JSON on
+stdout. stdout is wrapped by `GuardedOutput`: a failed write (full disk, `ulimit -f`, a closed descriptor, a reader
+gone) raises `OutputError` naming "stdout" once, and what the run wrote there can be cut off again (`discard`)
+when stdout is a regular file the shell opened for it (`> plan.json`; not `>>`, whose file others may share).
+stderr is wrapped by `QuietOutput`: a failed write to it is dropped (there is nowhere left to say so; the exit
+code still does).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import io
 import json
+import os
+import stat
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 import typer.core
@@ -61,3 +78,125 @@ def json_text(doc: Any, ensure_ascii: bool = True) -> str:
     """`doc` as strict JSON (RFC 8259): NaN and infinities are refused here rather than written as the `NaN` /
     `Infinity` tokens that JavaScript's JSON.parse and most launchers reject."""
     return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=ensure_ascii)
+
+
+class OutputError(Exception):
+    """A write to an output failed: `where` is "stdout" or the file's path, `err` the operating system's error."""
+
+    def __init__(self, where: str, err: OSError) -> None:
+        super().__init__(f"cannot write {where}: {err.strerror or err}")
+        self.where = where
+        self.err = err
+
+    @property
+    def reader_gone(self) -> bool:
+        """stdout is a pipe whose reader has closed it (`pplan ... | head`): not a failure worth a line."""
+        return self.where == "stdout" and self.err.errno == errno.EPIPE
+
+
+class GuardedOutput:
+    """sys.stdout for a run: the stream's writes, with a failure raised as `OutputError` (and kept in `error`) and
+    whatever was written dropped from then on; `discard` cuts a regular file back to where the run began it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._start: int | None = None
+        self._began = False
+        self.error: OutputError | None = None
+        self.discarded = False
+
+    def write(self, text: str) -> int:
+        if self.error is not None or self.discarded:
+            return len(text)
+        if not self._began:
+            self._began = True
+            self._start = _rewind_point(self._stream)
+        try:
+            return self._stream.write(text)
+        except OSError as err:
+            raise self._failed(err) from err
+
+    def flush(self) -> None:
+        if self.error is not None or self.discarded:
+            return
+        try:
+            self._stream.flush()
+        except OSError as err:
+            raise self._failed(err) from err
+
+    def discard(self) -> None:
+        """Drop what the run wrote: unwritten text is never written; a regular file (`> plan.json`) is cut back to
+        its length before the run's first write."""
+        self.discarded = True
+        if self._start is not None:
+            with contextlib.suppress(OSError, ValueError):
+                fd = self._stream.fileno()
+                os.ftruncate(fd, self._start)
+                os.lseek(fd, self._start, os.SEEK_SET)
+
+    def _failed(self, err: OSError) -> OutputError:
+        self.error = OutputError("stdout", err)
+        return self.error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class QuietOutput:
+    """sys.stderr for a run: the stream's writes, a failed one dropped."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _rewind_point(stream: TextIO) -> int | None:
+    """Where the run's output begins in `stream` when it is a regular file not opened to append, else None."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
+            return None
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _hold(fd: int, flags: int) -> bool:
+    """Open /dev/null on `fd` when it is closed (whether it was)."""
+    try:
+        os.fstat(fd)
+        return False
+    except OSError:
+        pass
+    got = os.open(os.devnull, flags)
+    if got != fd:
+        os.dup2(got, fd)
+        os.close(got)
+    return True
+
+
+def guard_streams() -> GuardedOutput:
+    """Hold the closed standard descriptors and wrap sys.stdout and sys.stderr (module docstring); the stdout
+    guard."""
+    _hold(0, os.O_RDONLY)
+    stdout_closed = _hold(1, os.O_RDONLY)  # a write to it fails: output asked for is never silently lost
+    stderr_closed = _hold(2, os.O_WRONLY)
+    if stdout_closed or sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
+    if stderr_closed or sys.stderr is None:
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True)
+    guard = GuardedOutput(sys.stdout)
+    sys.stdout = guard
+    sys.stderr = QuietOutput(sys.stderr)
+    return guard

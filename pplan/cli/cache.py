@@ -43,7 +43,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from pplan.cli import printable
+from pplan.cli import PENDING, printable
 from pplan.schedules.periodic import STORES, StructureKey
 from pplan.schedules.periodic.codec import structure_from_data, structure_to_data
 from pplan.schedules.periodic.structure import Structure
@@ -213,15 +213,21 @@ class DiskStore:
                 "w", dir=self.directory, prefix=".", suffix=".tmp", delete=False, encoding="ascii"
             ) as f:
                 temporary = f.name
+                PENDING.add(temporary)  # a signal that ends the run at once removes it (pplan.cli)
                 json.dump(document, f, separators=(",", ":"))
             os.replace(temporary, path)
-            temporary = None
         except OSError:
             self._writable = False  # read-only or full: keep nothing more this run
-        finally:  # written and renamed, or removed: an interrupt (the prefetch child stopped mid-write) included
             if temporary is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
+        except BaseException:  # an interrupt (the prefetch child stopped mid-write): remove it, then unwind
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+            raise
+        finally:
+            PENDING.discard(temporary or "")
 
     def _remove_stale_versions(self) -> None:
         """Remove other versions' directories this cache made, this user's, unused for `STALE_VERSION_S`."""
