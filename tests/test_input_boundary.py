@@ -252,7 +252,12 @@ def test_brackets_in_strings_and_comments_do_not_count_as_nesting(tmp_path: Path
         'description = "Meta Llama 3 8B"', f'description = "{many}"  # {many}'
     )
     text += f"\n# {'a.' * 200}\n"
-    assert load_model(_write(tmp_path, text)).description == many
+    # Read whole and validated: refused as markup in a description (pplan.profiles.text), not as nesting.
+    assert "description: holds '[', which tables read as markup" in _refusal(
+        load_model, _write(tmp_path, text)
+    )
+    commented = profile_source("models", "llama3-8b") + f"# {many}\n# {'a.' * 200}\n"
+    assert load_model(_write(tmp_path, commented)).num_layers == 32
     hf = json.dumps(HF_LLAMA | {"architectures": [many], "note": '\\"[[' * 100})
     assert load_model(_write(tmp_path, hf, "config.json")).num_layers == 32
 
@@ -288,8 +293,10 @@ def test_hf_config_values_out_of_range_are_named_by_their_key(tmp_path: Path) ->
 
 def test_unusable_paths_are_named(tmp_path: Path) -> None:
     long = str(tmp_path / ("a" * 300 + ".toml"))
-    assert "path too long (" in _refusal(load_model, long)
-    assert "path too long (" in _refusal(load_stage_durations, long)
+    for load in (load_model, load_stage_durations):
+        text = _refusal(load, long)
+        assert "path too long" in text and f"({len(long):,} characters)" in text
+        assert len(text) < len(long)  # the path quoted short
     text = _refusal(load_model, "~nosuchuser_pplan/x.toml")
     assert text.startswith("model: ~nosuchuser_pplan/x.toml: cannot expand ~nosuchuser_pplan")
     assert "write the path out in full" in text

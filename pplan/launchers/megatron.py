@@ -43,6 +43,7 @@ from pplan.launchers.support import check_supported, plan_summary
 from pplan.model.params import position_table_rows
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
+from pplan.profiles.text import escaped
 
 MAKE_VOCAB_DIVISIBLE_BY = 128
 """Megatron's `--make-vocab-size-divisible-by` default; it pads the vocabulary to a multiple of this × t."""
@@ -362,7 +363,7 @@ def megatron_text(model: ModelSpec, plan: Plan) -> str:
         else:
             groups[-1].append(token)
     lines = [
-        f"# Megatron-LM arguments from pplan: {plan_summary(model, plan)}",
+        f"# Megatron-LM arguments from pplan: {escaped(plan_summary(model, plan), markup=False)}",
         f"# launch on {plan.gpus} GPUs in all (the world size; Megatron derives d = {plan.dp} from it)",
         *megatron_notes(model, plan),
     ]

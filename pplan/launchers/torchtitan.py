@@ -56,6 +56,7 @@ from pplan.launchers.torchtitan_models import (
 )
 from pplan.plan.configuration import Plan
 from pplan.profiles.specs import ModelSpec
+from pplan.profiles.text import escaped
 from pplan.schedules import ScheduleFamily
 
 
@@ -275,7 +276,8 @@ def _notes(model: ModelSpec, plan: Plan, shipped: ShippedModel, version: Torchti
         rest = "data, tokenizer (hf_assets_path), optimizer and steps are yours: merge these sections into your job config"
     stated = "as the profile states" if model.rope_theta is not None else "the profile states none"
     notes = [
-        f"model: {source} builds {model.name}'s shape ({shape}); RoPE base {shipped.rope_theta} ({stated})",
+        f"model: {source} builds {escaped(model.name, markup=False)}'s shape ({shape}); RoPE base {shipped.rope_theta} "
+        f"({stated})",
         rest,
     ]
     if version == "0.3":
@@ -324,7 +326,7 @@ def torchtitan_command(model: ModelSpec, plan: Plan) -> str:
     """What `--format torchtitan` prints: header comments, then the 0.3.x arguments one option per line."""
     shipped = _shipped(model, plan, TORCHTITAN.name)
     lines = [
-        f"# torchtitan 0.3.x arguments from pplan: {plan_summary(model, plan)}",
+        f"# torchtitan 0.3.x arguments from pplan: {escaped(plan_summary(model, plan), markup=False)}",
         f"# launch on {plan.gpus} GPUs in all: torchrun ... -m torchtitan.train followed by these arguments "
         f"(names checked against {TORCHTITAN_RELEASE}, which takes a config function and overrides; its TOML "
         "job configs are gone: --format torchtitan@0.2 writes one for 0.2.x)",
@@ -349,7 +351,9 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> str:
     Raises a ConfigError naming `--launcher` when torchtitan cannot run the plan or build the model.
     """
     shipped = _shipped(model, plan, TORCHTITAN_02.name)
-    lines = [f"# torchtitan 0.2.x job config (TOML) from pplan: {plan_summary(model, plan)}"]
+    lines = [
+        f"# torchtitan 0.2.x job config (TOML) from pplan: {escaped(plan_summary(model, plan), markup=False)}"
+    ]
     lines.append(
         f"# launch on {plan.gpus} GPUs in all; checked against {TORCHTITAN_02_RELEASE} "
         "(for 0.3.x and later, --format torchtitan)"

@@ -8,8 +8,11 @@ and the fix.
 
 Files are bounded before they are parsed: at most `MAX_FILE_BYTES` (1 MiB; the largest bundled profile is a
 few KiB) and at most `MAX_NESTING` (64) levels of brackets, inline tables or dotted-key parts, so no parser
-recurses deeply or builds a quadratic structure. Paths that cannot be used (too long, `~user` with no such
-user, a folder, no permission) are `ProfileError`s naming the path.
+recurses deeply or builds a quadratic structure; and at most `MAX_KEYS` keys once parsed. Paths that cannot be
+used (too long, `~user` with no such user, a folder, no permission) are `ProfileError`s naming the path. Every
+message is one readable line: what it quotes of the input is escaped and cut (`pplan.profiles.text.shortened`),
+and an error names at most `MAX_OTHERS_NAMED` further wrong fields before counting the rest. A model named by a
+config.json's folder gets a name made safe to print (`pplan.profiles.text.safe_name`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pplan.errors import ProfileError
 from pplan.profiles.hf_config import model_spec_from_hf_config
 from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
 from pplan.profiles.specs import HardwareSpec, ModelSpec, StageDurationsSpec, spec_problems
+from pplan.profiles.text import escaped, safe_name, shortened
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons
     import tomllib
@@ -44,6 +48,14 @@ MAX_FILE_BYTES = 2**20
 """Largest profile, config.json or durations file read (1 MiB)."""
 MAX_NESTING = 64
 """Deepest nesting of arrays, tables/objects and dotted-key parts accepted in a file."""
+MAX_KEYS = 10_000
+"""Most keys (at every level, array members not counted) in one file: a bundled profile has under 100, a Hugging
+Face config.json a few hundred."""
+MAX_OTHERS_NAMED = 3
+"""Further wrong fields an error names before it counts the rest."""
+PATH_SHOWN_CHARS = 200
+"""Longest path quoted in a message or a model's source."""
+_LINE_BREAKS = re.compile(r"(\r?\n|\t)")
 _LONG_NUMBER = re.compile(r"\d{4301}")
 # The tokens nesting depends on; strings and comments, which may hold any brackets, are matched whole.
 _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
@@ -93,7 +105,7 @@ def _shared_efficiency(data: dict[str, Any], shown: str) -> dict[str, Any]:
     if not isinstance(name, str) or name not in bundled:
         raise ProfileError(
             f"{shown}: efficiency.from",
-            f"names no bundled hardware profile ({name!r})",
+            f"names no bundled hardware profile ('{shortened(str(name))}')",
             f"give one of {', '.join(sorted(bundled))}",
         )
     base = _read_toml(bundled[name], _shown_bundled("hardware", bundled[name])).get("efficiency", {})
@@ -110,8 +122,9 @@ def _shared_efficiency(data: dict[str, Any], shown: str) -> dict[str, Any]:
 def load_stage_durations(ref: str) -> StageDurationsSpec:
     """Per-stage pass durations from a `.toml` or `.json` file (keys f, b, w, comm)."""
     path = _existing_file(ref, "--durations", "give the path of a .toml or .json file")
-    data = _read_json(path, ref) if path.suffix.lower() == ".json" else _read_toml(path, ref)
-    return _validate(StageDurationsSpec, data, ref)
+    shown = shortened(ref, PATH_SHOWN_CHARS)
+    data = _read_json(path, shown) if path.suffix.lower() == ".json" else _read_toml(path, shown)
+    return _validate(StageDurationsSpec, data, shown)
 
 
 def load_published_runs() -> dict[str, Any]:
@@ -138,9 +151,12 @@ def list_profiles(kind: ProfileKind) -> list[ProfileEntry]:
 
 
 def profile_source(kind: ProfileKind, name: str) -> str:
-    """The text of a profile file (bundled name or path), as written."""
+    """The text of a profile file (bundled name or path), as written, but for characters a terminal would act on
+    (escape sequences, bidirectional overrides), which are written as their escapes (`\\x1b`, `\\u202e`)."""
     path, shown = _resolve(kind, name)
-    return _read_text(path, shown)
+    text = _read_text(path, shown)
+    pieces = _LINE_BREAKS.split(text)  # line ends and tabs, kept as they are, at the odd positions
+    return "".join(p if i % 2 or p.isprintable() else escaped(p, markup=False) for i, p in enumerate(pieces))
 
 
 def bundled_dir(kind: ProfileKind) -> Path | None:
@@ -187,13 +203,14 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
         raise ProfileError(field, "empty profile name", f"give a bundled name (see `pplan profiles {kind}`)")
     if _looks_like_path(ref):
         path = _existing_file(ref, field, "check the path, or give a bundled profile name")
+        shown = shortened(ref, PATH_SHOWN_CHARS)
         allowed = {".toml", ".json"} if kind == "models" else {".toml"}
         if path.suffix.lower() not in allowed:
             wanted = (
                 "a .toml profile or a Hugging Face config.json" if kind == "models" else "a .toml profile"
             )
-            raise ProfileError(field, f"{ref}: not {wanted}", f"give the path of {wanted}")
-        return path, ref
+            raise ProfileError(field, f"{shown}: not {wanted}", f"give the path of {wanted}")
+        return path, shown
     bundled = _bundled(kind)
     if ref not in bundled:
         known = ", ".join(sorted(bundled)) or "none found"
@@ -209,7 +226,9 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
             else "a path to a .toml profile"
         )
         raise ProfileError(
-            field, f"unknown {field} profile {ref!r}", f"{guess}use one of: {known}; or give {files}"
+            field,
+            f"unknown {field} profile '{shortened(ref)}'",
+            f"{guess}use one of: {known}; or give {files}",
         )
     path = bundled[ref]
     return path, _shown_bundled(kind, path)
@@ -217,27 +236,30 @@ def _resolve(kind: ProfileKind, ref: str) -> tuple[Path, str]:
 
 def _existing_file(ref: str, field: str, fix: str) -> Path:
     """The regular file `ref` names (`~` expanded), or a `ProfileError` naming the path and the fix."""
+    shown = shortened(ref, PATH_SHOWN_CHARS)
     try:
         path = Path(ref).expanduser()
     except RuntimeError as err:  # `~user` with no such user, or no home directory
         home = ref.replace("\\", "/").split("/")[0]
         raise ProfileError(
-            field, f"{ref}: cannot expand {home} (no such user or home folder)", "write the path out in full"
+            field,
+            f"{shown}: cannot expand {shortened(home)} (no such user or home folder)",
+            "write the path out in full",
         ) from err
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError) as err:
-        raise ProfileError(field, f"{ref}: no such file", fix) from err
+        raise ProfileError(field, f"{shown}: no such file", fix) from err
     except ValueError as err:  # an embedded NUL
-        raise ProfileError(field, f"{ref!r}: not a usable path ({err})", "check the path") from err
+        raise ProfileError(field, f"{shown}: not a usable path ({err})", "check the path") from err
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:
-            message = f"{ref[:60]}...: path too long ({len(ref)} characters)"
+            message = f"{shortened(ref)}: path too long"
             raise ProfileError(field, message, "use a shorter path") from err
-        raise ProfileError(field, f"{ref}: cannot use the path ({err.strerror})", _fix_for(err)) from err
+        raise ProfileError(field, f"{shown}: cannot use the path ({err.strerror})", _fix_for(err)) from err
     if not stat.S_ISREG(mode):
         what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ProfileError(field, f"{ref}: {what}", "give the path of a profile file")
+        raise ProfileError(field, f"{shown}: {what}", "give the path of a profile file")
     return path
 
 
@@ -296,7 +318,7 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
     text = _read_text(path, shown)
     _check_nesting(text, shown, _TOML_TOKENS)
     try:
-        return tomllib.loads(text)
+        return _check_keys(tomllib.loads(text), shown)
     except tomllib.TOMLDecodeError as err:
         message = str(err)
         match = _TOML_POSITION.search(message)
@@ -328,6 +350,27 @@ def _read_json(path: Path, shown: str) -> dict[str, Any]:
         raise _too_deep(shown) from err
     if not isinstance(data, dict):
         raise ProfileError(shown, "the JSON is not an object", "give a Hugging Face config.json")
+    return _check_keys(data, shown)
+
+
+def _check_keys(data: dict[str, Any], shown: str) -> dict[str, Any]:
+    """`data`, or a `ProfileError` when it holds more than `MAX_KEYS` keys at all levels (counted without
+    recursion: `_check_nesting` bounds the depth, this the breadth)."""
+    count = 0
+    pending: list[Any] = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            count += len(value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    if count > MAX_KEYS:
+        raise ProfileError(
+            shown,
+            f"holds {count:,} keys, more than the {MAX_KEYS:,} pplan reads from one file",
+            "give the profile itself (a bundled one has under 100 keys), not some other file",
+        )
     return data
 
 
@@ -350,10 +393,10 @@ def _model_from_hf_json(path: Path, shown: str) -> ModelSpec:
     config = _read_json(path, shown)
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     try:
-        spec = model_spec_from_hf_config(config, name or path.stem)
+        spec = model_spec_from_hf_config(config, safe_name(name or path.stem))
     except ProfileError as err:
         raise ProfileError(f"{shown}: {err.field}", err.message, err.fix) from err
-    return spec.model_copy(update={"source": f"{shown}: {spec.source}"})
+    return spec.model_copy(update={"source": f"{escaped(shown)}: {spec.source}"})
 
 
 def _validate(spec_type: type[_SpecT], data: dict[str, Any], shown: str) -> _SpecT:
@@ -366,12 +409,16 @@ def _validate(spec_type: type[_SpecT], data: dict[str, Any], shown: str) -> _Spe
 
 
 def _validation_error(spec_type: type[BaseModel], err: ValidationError, shown: str) -> ProfileError:
-    """One line for a pydantic error: the file, the first bad field's dotted path, its message, the fix."""
+    """One line for a pydantic error: the file, the first bad field's dotted path, its message, the fix; then
+    the next `MAX_OTHERS_NAMED` wrong fields and how many more (each field quoted short: a key can be long)."""
     first, *others = spec_problems(spec_type, err)
     message = first.message
     if others:
-        message += f" (also wrong: {', '.join(p.field or '(whole profile)' for p in others)})"
-    return ProfileError(f"{shown}: {first.field}" if first.field else shown, message, first.fix)
+        named = ", ".join(shortened(p.field) or "(whole profile)" for p in others[:MAX_OTHERS_NAMED])
+        more = len(others) - MAX_OTHERS_NAMED
+        message += f" (also wrong: {named}{f' and {more:,} more' if more > 0 else ''})"
+    field = shortened(first.field)
+    return ProfileError(f"{shown}: {field}" if field else shown, message, first.fix)
 
 
 def load_recent_runs() -> dict[str, Any]:

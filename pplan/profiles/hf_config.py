@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from pplan.errors import ProfileError
 from pplan.profiles.specs import MlpKind, ModelSpec, NormKind, PositionKind, SlidingLayers, spec_problems
+from pplan.profiles.text import safe_name
 
 BiasRule = Literal["config", "qkv-only", "all", "none"]
 
@@ -282,7 +283,9 @@ _DROPOUTS = ("attention_dropout", "hidden_dropout")
 
 
 def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
-    """The `ModelSpec` a Hugging Face config describes; `seq_len` is the config's maximum length, uncapped."""
+    """The `ModelSpec` a Hugging Face config describes; `seq_len` is the config's maximum length, uncapped. `name`
+    (a folder's name) is made safe to print first (`pplan.profiles.text.safe_name`)."""
+    name = safe_name(name)
     model_type = config.get("model_type")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     if model_type is None:

@@ -43,6 +43,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
 from pplan.errors import ConfigError
+from pplan.profiles.text import name_problem, text_problem
 
 GIB = 2**30
 GB = 10**9
@@ -81,6 +82,28 @@ class Floor:
                 "", f"{value:g} is below the smallest value accepted, {_number(self.minimum)}", ""
             )
         return value
+
+
+@dataclass(frozen=True)
+class _TextRule:
+    """A string field's rule on what it may hold (`pplan.profiles.text`): a name, or a line of free text."""
+
+    name: bool
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: str) -> str:
+        problem = (name_problem if self.name else text_problem)(value)
+        if problem is not None:
+            raise SpecRuleError("", *problem)
+        return value
+
+
+Name = Annotated[str, _TextRule(name=True)]
+"""A name printed in tables, launcher settings, SVG and JSON: one short line of letters, digits and a few marks."""
+FreeText = Annotated[str, _TextRule(name=False)]
+"""A description or a source: one line of printable text, no `[` or `]`."""
 
 
 # Physical ranges (each field's docstring repeats its own).
@@ -201,11 +224,11 @@ SlidingLayers = Literal["all", "alternate"]
 class ModelSpec(_Frozen):
     """A decoder-only transformer's shape: everything parameter, FLOP and activation counts need."""
 
-    name: str
-    """Short name, e.g. `llama3-70b`."""
-    description: str = ""
+    name: Name
+    """Short name, e.g. `llama3-70b` (`pplan.profiles.text`: letters, digits, spaces and `_.+-/(),:@#`)."""
+    description: FreeText = ""
     """One line for `pplan profiles`."""
-    source: str = ""
+    source: FreeText = ""
     """Where the shape comes from (paper, model card, config file)."""
     num_layers: int = Field(gt=0, le=MAX_LAYERS)
     """Transformer layers L (1 to 10^4)."""
@@ -348,7 +371,7 @@ _DENSE_PARTS: dict[int, tuple[ModelSpec, ModelSpec]] = {}
 class GpuSpec(_Frozen):
     """One accelerator: datasheet peaks and capacity (never efficiencies)."""
 
-    name: str
+    name: Name
     """Marketing name, e.g. `H100 SXM5 80GB`."""
     peak_bf16_tflops: Tflops
     """Dense BF16 tensor-core peak, TFLOP/s (datasheet, no sparsity; 0.001 to 10^7; plausible: 10 to 20,000)."""
@@ -424,7 +447,7 @@ class MemoryReserveSpec(_Frozen):
 class LinkSpec(_Frozen):
     """One link tier in the alpha-beta model: time = latency + bytes / (bandwidth × efficiency)."""
 
-    name: str
+    name: Name
     """E.g. `NVLink 4 (NVSwitch)`, `InfiniBand NDR 400 Gb/s`."""
     bandwidth_gb_per_s: GbPerS
     """Nominal bandwidth per GPU per direction, GB/s (0.001 to 10^7; plausible, by tier: intra-node 5 to 10,000,
@@ -477,7 +500,7 @@ class EfficiencySpec(_Frozen):
     """True where these figures were fitted to measured runs on this hardware; `explain` says so. Honoured only
     where `fingerprint` is that of the profile's own figures: a loaded profile whose GPU, link or efficiency figures
     differ from those of the fit (a copied profile, an edited figure, a flag with no fit) reads false."""
-    fingerprint: str | None = Field(default=None, max_length=64)
+    fingerprint: Name | None = Field(default=None, max_length=64)
     """The figures the efficiencies were fitted with, hashed (`pplan.profiles.specs.calibration_fingerprint`: the
     GPU's peaks, HBM bandwidth and SMs, the node size, both links and every efficiency figure); written with the fit.
     None: no fit recorded, and the profile is not calibrated."""
@@ -545,11 +568,11 @@ class CalibrationSpec(_Frozen):
     seq_len_min: int = Field(gt=0, le=MAX_SEQ)
     seq_len_max: int = Field(gt=0, le=MAX_SEQ)
     gpus_max: int = Field(gt=0, le=10**9)
-    schedules: tuple[str, ...] = Field(strict=False)
+    schedules: tuple[Name, ...] = Field(strict=False, max_length=64)
     """Schedule families the runs used (a TOML array)."""
-    stacks: tuple[str, ...] = Field(strict=False)
+    stacks: tuple[Name, ...] = Field(strict=False, max_length=64)
     """Software stacks the runs were made with (pplan.profiles.stacks)."""
-    precisions: tuple[str, ...] = Field(default=("bf16",), strict=False)
+    precisions: tuple[Name, ...] = Field(default=("bf16",), strict=False, max_length=64)
     """GEMM precisions the runs used (a TOML array; bf16, fp8, mxfp8)."""
     routed: bool = False
     """Whether a mixture-of-experts run is among them."""
@@ -562,9 +585,9 @@ class CalibrationSpec(_Frozen):
 class HardwareSpec(_Frozen):
     """A cluster building block: a node of identical GPUs, the link inside it and the network between nodes."""
 
-    name: str
+    name: Name
     """Short name, e.g. `h100-sxm-80gb`."""
-    description: str = ""
+    description: FreeText = ""
     """One line for `pplan profiles`."""
     gpus_per_node: int = Field(gt=0, le=MAX_GPUS_PER_NODE)
     """GPUs sharing the intra-node fabric (NVLink/NVSwitch; 1 to 1024)."""

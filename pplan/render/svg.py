@@ -2,7 +2,10 @@
 with their attributes, text and tooltips escaped. Drawings (`pplan.render.schedule`, `pplan.render.bench`) place
 the pieces; this module decides nothing about layout.
 
-Attributes are written in the order given, `font_size=12` as `font-size="12"` (`class_` as `class`), a value of
+Text, tooltips and attribute values are XML-escaped, and any character that is not printable (a newline, an escape
+sequence, a bidirectional override, which XML 1.0 cannot hold or a viewer would act on) is first written as its
+escape (`\\x1b`, `pplan.profiles.text.escaped`): whatever a name holds, it adds no element, line or control
+character to a drawing. Attributes are written in the order given, `font_size=12` as `font-size="12"` (`class_` as `class`), a value of
 None left out; numbers are written as given (format floats before passing them), so a drawing's bytes follow
 from its data alone.
 """
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from xml.sax.saxutils import escape, quoteattr
+
+from pplan.profiles.text import escaped
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT_FAMILY = "DejaVu Sans, Helvetica, Arial, sans-serif"
@@ -26,7 +31,7 @@ def attributes(attrs: dict[str, Value]) -> str:
         if value is None:
             continue
         key = name.rstrip("_").replace("_", "-")
-        out.append(f" {key}={quoteattr(str(value))}")
+        out.append(f" {key}={quoteattr(escaped(str(value), markup=False))}")
     return "".join(out)
 
 
@@ -39,12 +44,17 @@ def element(tag: str, children: str | None = None, /, **attrs: Value) -> str:
 
 def title(tooltip: str) -> str:
     """A tooltip (`<title>`) for the element it is put in."""
-    return f"<title>{escape(tooltip)}</title>"
+    return f"<title>{_xml_text(tooltip)}</title>"
 
 
 def text(x: Value, y: Value, content: str, /, **attrs: Value) -> str:
     """A `<text>` at (x, y) holding `content` (escaped)."""
-    return element("text", escape(content), x=x, y=y, **attrs)
+    return element("text", _xml_text(content), x=x, y=y, **attrs)
+
+
+def _xml_text(content: str) -> str:
+    """`content` as XML character data: unprintable characters written as escapes, then `&`, `<`, `>` escaped."""
+    return escape(escaped(content, markup=False))
 
 
 def rect(
