@@ -24,6 +24,7 @@ LIGHT = (
     "pplan.sizing.policy",
     "pplan.plan",
     "pplan.plan.knobs",
+    "pplan.plan.settings",
     "pplan.profiles",
     "pplan.profiles.stacks",
     "pplan.profiles.kinds",

@@ -32,6 +32,7 @@ from pplan.cli.options import (
     StackOpt,
     TpCommOverlapOpt,
     defaulted,
+    setting_option,
 )
 from pplan.cli.options import offload_modules as parse_offload_modules
 from pplan.cli.options import recompute_modules as parse_recompute_modules
@@ -61,104 +62,27 @@ def explain(
     gpus: GpusOpt = DEFAULT_GPUS,
     global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
     seq_len: SeqLenOpt = None,
-    tp: Annotated[
-        int, typer.Option(rich_help_panel="Plan axes", help="Tensor-parallel degree t.")
-    ] = DEFAULT_TP,
-    pp: Annotated[
-        int, typer.Option(rich_help_panel="Plan axes", help="Pipeline-parallel ranks p.")
-    ] = DEFAULT_PP,
-    vp: Annotated[
-        int | None,
-        typer.Option(rich_help_panel="Plan axes", help="Model chunks per pipeline rank v (interleaving)."),
-    ] = None,
-    cp: Annotated[
-        int, typer.Option(rich_help_panel="Plan axes", help="Context-parallel degree (sequence split).")
-    ] = 1,
-    ep: Annotated[
-        int,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="Expert-parallel degree (routed models): experts split over ep ranks.",
-        ),
-    ] = 1,
-    etp: Annotated[
-        int,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="Expert tensor-parallel degree (routed models): each expert split over etp ranks.",
-        ),
-    ] = 1,
-    precision: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="GEMM precision of the layers' Linears: bf16, fp8 (per-tensor scaled, Hopper on) or mxfp8 "
-            "(block-scaled, Blackwell).",
-        ),
-    ] = "bf16",
-    fp8_param_gather: Annotated[
-        bool,
-        typer.Option(
-            "--fp8-param-gather",
-            rich_help_panel="Memory knobs",
-            help="FP8 plans: keep the FP8 Linears' weights in FP8 only, no BF16 copy (Megatron's --fp8-param-gather).",
-        ),
-    ] = False,
-    fp8_swiglu_input: Annotated[
-        bool,
-        typer.Option(
-            "--fp8-swiglu-input",
-            rich_help_panel="Memory knobs",
-            help="FP8 plans, routed models: also keep the experts' SwiGLU input in FP8 (DeepSeek-V3's framework, "
-            "report §3.3.2; no launcher has it).",
-        ),
-    ] = False,
-    moment_dtype: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="Adam's moments: fp32 (12 bytes of optimizer state per parameter) or bf16 (8).",
-        ),
-    ] = "fp32",
-    micro_batch: Annotated[
-        int, typer.Option(rich_help_panel="Plan axes", help="Micro-batch size b, in sequences.")
-    ] = DEFAULT_MICRO_BATCH,
-    schedule: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev, dualpipe (or torch's names), or "
-            "auto (lists built for this plan's pass times and memory: pplan.schedules.auto).",
-        ),
-    ] = DEFAULT_SCHEDULE,
-    memory_limit: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="--schedule auto: micro-batches each stage may hold in flight (default: the most whose "
-            "activations fit in each stage's usable memory after its weights, gradients and optimizer states).",
-        ),
-    ] = None,
-    headroom: Annotated[
-        float,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="--schedule auto without --memory-limit: the fraction of usable HBM its derived memory limit "
-            "leaves free on every stage (recommend's --headroom).",
-        ),
-    ] = 0.0,
+    tp: Annotated[int, setting_option("tp")] = DEFAULT_TP,
+    pp: Annotated[int, setting_option("pp")] = DEFAULT_PP,
+    vp: Annotated[int | None, setting_option("vp")] = None,
+    cp: Annotated[int, setting_option("cp")] = 1,
+    ep: Annotated[int, setting_option("ep")] = 1,
+    etp: Annotated[int, setting_option("etp")] = 1,
+    precision: Annotated[str, setting_option("precision")] = "bf16",
+    fp8_param_gather: Annotated[bool, setting_option("fp8_param_gather")] = False,
+    fp8_swiglu_input: Annotated[bool, setting_option("fp8_swiglu_input")] = False,
+    moment_dtype: Annotated[str, setting_option("moment_dtype")] = "fp32",
+    micro_batch: Annotated[int, setting_option("micro_batch")] = DEFAULT_MICRO_BATCH,
+    schedule: Annotated[str, setting_option("schedule")] = DEFAULT_SCHEDULE,
+    memory_limit: Annotated[int | None, setting_option("memory_limit")] = None,
+    headroom: Annotated[float, setting_option("memory_headroom")] = 0.0,
     recompute: RecomputeOpt = "none",
     recompute_layers: RecomputeLayersOpt = None,
     recompute_method: RecomputeMethodOpt = "uniform",
     recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
     offload_modules: OffloadModulesOpt = None,
-    sequence_parallel: Annotated[
-        bool, typer.Option(rich_help_panel="Memory knobs", help="Megatron sequence parallelism (t > 1).")
-    ] = True,
-    flash_attention: Annotated[
-        bool,
-        typer.Option(rich_help_panel="Memory knobs", help="Flash attention (no attention-score tensors)."),
-    ] = True,
+    sequence_parallel: Annotated[bool, setting_option("sequence_parallel")] = True,
+    flash_attention: Annotated[bool, setting_option("flash_attention")] = True,
     distributed_optimizer: Annotated[
         bool,
         typer.Option(
@@ -167,55 +91,16 @@ def explain(
             help="Shard optimizer states over d (ZeRO-1).",
         ),
     ] = False,
-    zero_stage: Annotated[
-        int, typer.Option(rich_help_panel="Memory knobs", help="ZeRO stage 0-3 (1 = distributed optimizer).")
-    ] = 0,
+    zero_stage: Annotated[int, setting_option("zero_stage")] = 0,
     grad_dtype: GradDtypeOpt = "fp32",
     activation_model: ActivationModelOpt = "itemised",
-    first_stage_layers: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Layers on the first chunk.")
-    ] = None,
-    last_stage_layers: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Layers on the last chunk.")
-    ] = None,
-    overlap_grad_reduce: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Stack",
-            help="Gradient sync behind the last backward passes (Megatron --overlap-grad-reduce).",
-        ),
-    ] = True,
-    overlap_param_gather: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Stack",
-            help="Distributed optimizer's parameter all-gather behind the next forward.",
-        ),
-    ] = True,
-    overlap_p2p_comm: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Stack",
-            help="megatron-core's interleaved schedule overlaps its pipeline sends (--no-overlap-p2p-comm: they "
-            "block the sender, Megatron's --no-overlap-p2p-communication).",
-        ),
-    ] = True,
-    shard_group: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="Hybrid sharding (HSDP, ZeRO ≥ 1): shard the states over groups of S GPUs (S divides d·cp), "
-            "replicated across the (d·cp)/S groups; default all d·cp.",
-        ),
-    ] = None,
-    reshard_after_forward: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="ZeRO-3: free gathered weights after each forward and gather again for the backward "
-            "(--no-reshard-after-forward keeps the rank's weights gathered: more memory, half the gathers).",
-        ),
-    ] = True,
+    first_stage_layers: Annotated[int | None, setting_option("first_stage_layers")] = None,
+    last_stage_layers: Annotated[int | None, setting_option("last_stage_layers")] = None,
+    overlap_grad_reduce: Annotated[bool, setting_option("overlap_grad_reduce")] = True,
+    overlap_param_gather: Annotated[bool, setting_option("overlap_param_gather")] = True,
+    overlap_p2p_comm: Annotated[bool, setting_option("overlap_p2p_comm")] = True,
+    shard_group: Annotated[int | None, setting_option("shard_group")] = None,
+    reshard_after_forward: Annotated[bool, setting_option("reshard_after_forward")] = True,
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
     jitter: JitterOpt = 0.0,

@@ -1,6 +1,7 @@
 """Command-line options that more than one command takes, each declared once as a typed alias.
 
-Choices are the core's own `Literal` types (typer reads them directly), so a choice exists in one place: adding a
+A plan setting's flag, help and panel are its declaration's (`setting_option`, pplan.plan.settings). Choices are
+the core's own `Literal` types (typer reads them directly), so a choice exists in one place: adding a
 recompute mode to `pplan.plan.knobs.Recompute` adds it to `--recompute` everywhere. One defaulting policy:
 an option's default is written in its alias (so `--help` shows it); a command that needs to know which values the
 user left at their defaults (`explain` prints them as assumptions) asks `defaulted`. Range checks live in the core
@@ -25,6 +26,7 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
+from pplan.plan.settings import SETTING, Concern
 from pplan.profiles.stacks import StackName
 
 DEFAULT_MODEL = "llama3-70b"
@@ -33,6 +35,26 @@ DEFAULT_GPUS = 2048
 DEFAULT_GLOBAL_BATCH = 1024
 """pplan's default example, shared by every planning command: Llama 3 70B on 2,048 H100s with a global batch of
 1,024 sequences (`explain` adds t = 8, p = 4, b = 1 and 1F1B, so d = 64 and m = 16)."""
+
+PANELS: dict[Concern, str] = {
+    "query": "Query",
+    "axes": "Plan axes",
+    "schedule": "Schedule",
+    "precision": "Precision",
+    "memory": "Memory knobs",
+    "stack": "Stack",
+    "model": "Model of the plan",
+}
+"""The help panel of each concern's options (pplan.plan.settings)."""
+
+
+def setting_option(name: str) -> Any:
+    """The typer option of the plan setting `name`, from its declaration (pplan.plan.settings): its flag (and
+    `--no-…` for a boolean that defaults to true), its concern's panel and its help."""
+    setting = SETTING[name]
+    flags = f"{setting.flag}/--no-{setting.flag[2:]}" if setting.default is True else setting.flag
+    return typer.Option(flags, rich_help_panel=PANELS[setting.concern], help=setting.help)
+
 
 ModelOpt = Annotated[
     str,
@@ -43,93 +65,19 @@ ModelOpt = Annotated[
 HardwareOpt = Annotated[
     str, typer.Option("--hardware", rich_help_panel="Query", help="Bundled hardware name or a .toml file.")
 ]
-GpusOpt = Annotated[int, typer.Option("--gpus", rich_help_panel="Query", help="Total GPUs.")]
-GlobalBatchOpt = Annotated[
-    int, typer.Option("--global-batch", rich_help_panel="Query", help="Global batch, in sequences.")
-]
-SeqLenOpt = Annotated[
-    int | None,
-    typer.Option("--seq-len", rich_help_panel="Query", help="Sequence length (default: the model's)."),
-]
-GradDtypeOpt = Annotated[
-    GradDtype,
-    typer.Option(
-        "--grad-dtype", rich_help_panel="Memory knobs", help="Gradient dtype: fp32 (18 B/param) or bf16 (16)."
-    ),
-]
-RecomputeOpt = Annotated[
-    Recompute, typer.Option("--recompute", rich_help_panel="Memory knobs", help="Activation recomputation.")
-]
-TpCommOverlapOpt = Annotated[
-    bool,
-    typer.Option(
-        "--tp-comm-overlap",
-        rich_help_panel="Stack",
-        help="Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core "
-        "--tp-comm-overlap, torchtitan async TP; needs sequence parallelism).",
-    ),
-]
-JitterOpt = Annotated[
-    float,
-    typer.Option(
-        "--jitter",
-        rich_help_panel="Stack",
-        help="Straggler allowance: the coefficient of variation of each rank's work per step, e.g. 0.01; the step "
-        "waits for the slowest GPU, c·busy·√(2 ln GPUs) more (default 0: none).",
-    ),
-]
-StackOpt = Annotated[
-    StackName | None,
-    typer.Option(
-        "--stack",
-        rich_help_panel="Stack",
-        help="Software stack whose overlap and fusion rules to apply: megatron-core, torchtitan or deepspeed "
-        "(default: the launcher's, megatron-core without one).",
-    ),
-]
-RecomputeLayersOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--recompute-layers",
-        rich_help_panel="Memory knobs",
-        help="Full recompute: N layers per chunk (--recompute-method block) or layers per checkpoint (uniform; "
-        "default 1).",
-    ),
-]
-RecomputeMethodOpt = Annotated[
-    RecomputeMethod,
-    typer.Option(
-        "--recompute-method",
-        rich_help_panel="Memory knobs",
-        help="Full recompute: uniform (every layer, checkpoints of N layers) or block (the first N layers of "
-        "every chunk, the rest kept).",
-    ),
-]
-RecomputeModulesOpt = Annotated[
-    str,
-    typer.Option(
-        "--recompute-modules",
-        rich_help_panel="Memory knobs",
-        help="Selective recompute: comma list of core_attn, layernorm, mlp (Megatron-LM --recompute-modules).",
-    ),
-]
-OffloadModulesOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--offload-modules",
-        rich_help_panel="Memory knobs",
-        help="Activation offload to host memory: comma list of attn_norm, qkv_linear, core_attn, attn_proj, "
-        "mlp_norm (Megatron-LM --offload-modules; default: no offload).",
-    ),
-]
-ActivationModelOpt = Annotated[
-    ActivationModel,
-    typer.Option(
-        "--activation-model",
-        rich_help_panel="Model of the plan",
-        help="itemised (this architecture) or korthikanti (GPT-3 formula).",
-    ),
-]
+GpusOpt = Annotated[int, setting_option("gpus")]
+GlobalBatchOpt = Annotated[int, setting_option("global_batch")]
+SeqLenOpt = Annotated[int | None, setting_option("seq_len")]
+GradDtypeOpt = Annotated[GradDtype, setting_option("grad_dtype")]
+RecomputeOpt = Annotated[Recompute, setting_option("recompute")]
+TpCommOverlapOpt = Annotated[bool, setting_option("tp_comm_overlap")]
+JitterOpt = Annotated[float, setting_option("jitter")]
+StackOpt = Annotated[StackName | None, setting_option("stack")]
+RecomputeLayersOpt = Annotated[int | None, setting_option("recompute_layers")]
+RecomputeMethodOpt = Annotated[RecomputeMethod, setting_option("recompute_method")]
+RecomputeModulesOpt = Annotated[str, setting_option("recompute_modules")]
+OffloadModulesOpt = Annotated[str | None, setting_option("offload_modules")]
+ActivationModelOpt = Annotated[ActivationModel, setting_option("activation_model")]
 PassDurationsOpt = Annotated[
     DurationModel,
     typer.Option(

@@ -27,6 +27,7 @@ from pplan.plan.knobs import (
     RecomputeModule,
 )
 from pplan.plan.layout import Layout, make_layout
+from pplan.plan.settings import SETTING, SETTINGS
 from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
@@ -129,17 +130,15 @@ class Shape:
         return self._hash
 
 
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "recompute": get_args(Recompute),
-    "recompute_method": get_args(RecomputeMethod),
-    "recompute_modules": get_args(RecomputeModule),
-    "precision": get_args(Precision),
-    "moment_dtype": get_args(MomentDtype),
-    "grad_dtype": get_args(GradDtype),
-    "activation_model": get_args(ActivationModel),
-}
-"""The values each choice field of a request takes, read off its Literal type once (`get_args` on every request
-was a tenth of a search that filters by launcher, which makes a request per configuration)."""
+_COUNTS: tuple[tuple[str, str], ...] = tuple((s.name, s.flag) for s in SETTINGS if s.count)
+"""(field, flag) of each count a request holds (pplan.plan.settings)."""
+_CHOICE_CHECKS: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
+    (s.name, s.flag, s.choices) for s in SETTINGS if s.choices and not isinstance(s.default, tuple)
+)
+"""(field, flag, choices) of each one-value choice `PlanRequest` checks. Read off each Literal type once
+(pplan.plan.settings): `get_args` on every request was a tenth of a search that filters by launcher, which makes a
+request per configuration. Lists of choices are checked item by item (the offload modules by `check_offload`)."""
+_RECOMPUTE_MODULES = SETTING["recompute_modules"].choices
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,12 +222,9 @@ class PlanRequest:
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike); what
         depends on the model (divisibility, layers) is `make_plan`'s."""
-        for flag, value in (
-            ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--micro-batch", self.micro_batch),
-            ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--seq-len", self.seq_len), ("--vp", self.vp),
-            ("--ep", self.ep), ("--etp", self.etp), ("--memory-limit", self.memory_limit),
-        ):  # fmt: skip
-            if value is not None:
+        for name, flag in _COUNTS:
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= COUNT_LIMITS[flag]:
                 check_count(flag, value)
         check_fraction("--jitter", self.jitter)
         check_fraction("--headroom", self.memory_headroom)
@@ -236,21 +232,20 @@ class PlanRequest:
             raise ConfigError(
                 "--zero-stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}", "pick one of 0-3"
             )
-        check_choice("--recompute", self.recompute, _CHOICES["recompute"])
-        check_choice("--recompute-method", self.recompute_method, _CHOICES["recompute_method"])
         if not self.recompute_modules:
             raise ConfigError(
                 "--recompute-modules", "no module to recompute", "e.g. --recompute-modules core_attn"
             )
+        for name, flag, choices in _CHOICE_CHECKS:
+            if getattr(self, name) not in choices:
+                check_choice(flag, getattr(self, name), choices)
         for module in self.recompute_modules:
-            check_choice("--recompute-modules", module, _CHOICES["recompute_modules"])
-        if self.recompute_layers is not None:
-            check_count("--recompute-layers", self.recompute_layers)
-            if self.recompute != "full":
-                raise ConfigError(
-                    "--recompute-layers", f"applies to full recompute, not --recompute {self.recompute}",
-                    "add --recompute full, or drop --recompute-layers",
-                )  # fmt: skip
+            check_choice("--recompute-modules", module, _RECOMPUTE_MODULES)
+        if self.recompute_layers is not None and self.recompute != "full":
+            raise ConfigError(
+                "--recompute-layers", f"applies to full recompute, not --recompute {self.recompute}",
+                "add --recompute full, or drop --recompute-layers",
+            )  # fmt: skip
         if self.recompute_method != "uniform" and self.recompute_layers is None:
             raise ConfigError(
                 "--recompute-method", f"{self.recompute_method} needs a layer count",
@@ -262,8 +257,6 @@ class PlanRequest:
                 "add --recompute selective, or drop --recompute-modules",
             )  # fmt: skip
         check_sharding(self.zero_stage, self.shard_group, self.reshard_after_forward)
-        check_choice("--precision", self.precision, _CHOICES["precision"])
-        check_choice("--moment-dtype", self.moment_dtype, _CHOICES["moment_dtype"])
         for flag, on in (
             ("--fp8-param-gather", self.fp8_param_gather),
             ("--fp8-swiglu-input", self.fp8_swiglu_input),
@@ -275,8 +268,6 @@ class PlanRequest:
                 "--fp8-param-gather", "pplan models FP8 primary weights with ZeRO 0-2 only",
                 "use --zero-stage 1 or 2, or drop --fp8-param-gather",
             )  # fmt: skip
-        check_choice("--grad-dtype", self.grad_dtype, _CHOICES["grad_dtype"])
-        check_choice("--activation-model", self.activation_model, _CHOICES["activation_model"])
         check_offload(
             self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
             self.recompute_modules,
