@@ -1,5 +1,9 @@
 """One configuration → everything `pplan explain` shows: memory per stage, traffic, bubble, derivations,
 assumptions and advice, as an `ExplainReport`. Pure: no files, no terminal.
+
+A plan is bounded before its schedule is built or simulated (`check_explain_size`): at most `MAX_PIPELINE_RANKS`
+ranks (`pplan schedule`'s cap) and `MAX_PIPELINE_CHUNKS` model chunks p·v, so every explanation stays within
+seconds and a few hundred MB however many layers the model has.
 """
 
 from __future__ import annotations
@@ -58,6 +62,15 @@ from pplan.schedules import FAMILIES, closed_forms
 MAX_TRAIN_TOKENS = 1e18
 """Largest token budget `explain` reports a time to train for: a million times Llama 3's 15 T tokens, so the
 time to train stays a finite, meaningful number."""
+
+MAX_PIPELINE_RANKS = 256
+"""Most pipeline ranks p one plan is explained for: `pplan schedule`'s cap (`pplan.cli.schedule`), far above any
+pipeline trained in practice (tens of ranks). Building and simulating a schedule grows faster than p² (and
+`explain` simulates it once per sensitivity input): at p = 256 the slowest family takes about 20 s, at p = 1,000
+40 s and 0.7 GB, at p = 2,000 over 300 s."""
+MAX_PIPELINE_CHUNKS = 512
+"""Most model chunks p·v one plan is explained for (two per rank at `MAX_PIPELINE_RANKS`): the schedule's
+stages; 256 ranks of 8 chunks took 25 s."""
 
 IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.schedules.timeline)"
 BUBBLE_SOURCES = {
@@ -137,6 +150,25 @@ def check_train_tokens(train_tokens: float | None) -> None:
         )
 
 
+def check_explain_size(plan: Plan) -> None:
+    """Refuse, before its schedule is built, a plan over `MAX_PIPELINE_RANKS` ranks or `MAX_PIPELINE_CHUNKS`
+    chunks, naming the cap."""
+    if plan.pp > MAX_PIPELINE_RANKS:
+        raise ConfigError(
+            "--pp",
+            f"{plan.pp:,} pipeline ranks is over pplan's cap of {MAX_PIPELINE_RANKS} for explaining one plan",
+            f"use --pp {MAX_PIPELINE_RANKS} or fewer",
+        )
+    if plan.pp * plan.vp > MAX_PIPELINE_CHUNKS:
+        most = max(1, MAX_PIPELINE_CHUNKS // plan.pp)
+        raise ConfigError(
+            "--vp",
+            f"p·v = {plan.pp}·{plan.vp} = {plan.pp * plan.vp:,} model chunks is over pplan's cap of "
+            f"{MAX_PIPELINE_CHUNKS} for explaining one plan",
+            f"use --vp {most} or fewer at p = {plan.pp}, or fewer ranks",
+        )
+
+
 def explain_with_run(
     model: ModelSpec,
     hardware: HardwareSpec,
@@ -150,6 +182,7 @@ def explain_with_run(
     check_train_tokens(train_tokens)
     check_precision(hardware, request.precision)
     plan = make_plan(model, request)
+    check_explain_size(plan)
     run = simulate_plan(model, hardware, plan, durations)
     timeline = run.summary
     usable = usable_memory(hardware, model, plan)
