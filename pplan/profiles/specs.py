@@ -8,6 +8,8 @@ Every number is finite and within a stated physical range (in each field's docst
 constraints), read strictly (`true` is not a number, `"8"` is not an integer), so that nothing the analytic
 core derives from a profile can overflow, divide by zero or come out negative. `spec_problems` turns a
 pydantic `ValidationError` into (field, message, fix) triples for the one-line errors of `pplan.profiles.catalog`.
+Every string is printed somewhere, so each is checked too: names (`Name`) and free text (`FreeText`) obey
+`pplan.profiles.text`, and none can add a line, an escape sequence or rich markup to output.
 
 A hardware profile's figures must also be physically plausible (`PLAUSIBLE`: a range per field, with the reason
 for each bound): a value written in the wrong unit (HBM bandwidth in TB/s, a NIC in Gb/s) is refused naming the
