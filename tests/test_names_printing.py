@@ -203,3 +203,24 @@ def test_safe_name_and_escaped() -> None:
     assert len(safe_name("x" * 100)) == 64
     assert escaped("a\x1b[1m\n") == "a\\x1b\\x5b1m\\n"
     assert escaped("a[b]", markup=False) == "a[b]"
+
+
+def test_compare_escapes_names_read_from_report_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reports are user files pplan did not validate as profiles: their names and labels print escaped."""
+    got = run_pplan(
+        capsys, "explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--pp", "1", "--json"
+    )
+    assert got.code == 0, got.err
+    report = json.loads(got.out)
+    (tmp_path / "a.json").write_text(got.out, encoding="utf-8")
+    report["hardware"]["name"] = "hw\x1b]0;pwned\x07[bold]"
+    report["performance"]["breakdown_s"]["evil\x1b[31m\nline"] = 0.5
+    (tmp_path / "b.json").write_text(json.dumps(report), encoding="utf-8")
+    got = run_pplan(capsys, "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert got.code == 0, got.err
+    assert not CONTROL.search(got.out)
+    unwrapped = "".join(got.out.split())  # rich may wrap the title or the caption
+    assert "hw\\x1b\\x5d0;pwned\\x07\\x5bbold\\x5d" in unwrapped
+    assert "evil\\x1b\\x5b31m\\nline" in unwrapped
