@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from pplan.plan.settings import SETTINGS
@@ -11,9 +12,19 @@ if TYPE_CHECKING:
     from pplan.plan.configuration import PlanRequest
 
 
+def shell_word(text: str) -> str:
+    """`text` as one shell word on one line: quoted where the shell would split or expand it, and in `$'...'` with
+    every unprintable character escaped (a newline as `\\n`) where it holds one, so a pasted line runs only what
+    it shows."""
+    if text.isprintable():
+        return shlex.quote(text)
+    escaped = text.encode("unicode_escape").decode("ascii").replace("'", "\\'")
+    return f"$'{escaped}'"
+
+
 def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
     """The `pplan explain` command line that shows `req` in full: each setting its declaration prints (always, or
     where it differs from its default), in the declared order."""
-    args = ["pplan explain", f"--model {model}", f"--hardware {hardware}"]
+    args = ["pplan explain", f"--model {shell_word(model)}", f"--hardware {shell_word(hardware)}"]
     args += [s.spelled(getattr(req, s.name)) for s in SETTINGS if s.is_printed(req)]
     return " ".join(args)
