@@ -50,6 +50,7 @@ _STOPS = (signal.SIGINT, signal.SIGTERM)
 _OWNER = os.getpid()
 _received: list[tuple[int, float]] = []  # the signal that interrupted the run, and when
 _stdout: GuardedOutput | None = None  # the run's stdout (`run`)
+_settled: list[int] = []  # the run's exit code, once its outcome is told (`_settle`)
 _unwinding = [False]  # whether the first signal unwinds (the command runs) rather than leaves at once
 
 
@@ -60,12 +61,15 @@ def _say(line: str) -> None:
 
 
 def _leave_now(signum: int) -> NoReturn:
-    """End the run at once after a signal: temporary files removed, stdout cut back, one line."""
+    """End the run at once after a signal: temporary files removed; unless its outcome was told already (then
+    that stands, silently), stdout cut back and one line."""
     for number in _STOPS:
         signal.signal(number, signal.SIG_IGN)
     for path in list(PENDING):
         with contextlib.suppress(OSError):
             os.unlink(path)
+    if _settled:
+        os._exit(_settled[0])
     if _stdout is not None:
         _stdout.discard()
     _say(INTERRUPTED)
@@ -77,7 +81,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
-    if not _received and _unwinding[0]:
+    if not _received and _unwinding[0] and not _settled:
         _received.append((signum, time.monotonic()))
         raise KeyboardInterrupt
     if _received and time.monotonic() - _received[0][1] < REPEAT_GRACE_S:
@@ -153,14 +157,14 @@ def _where(err: BaseException) -> str:
 def _internal_error(err: BaseException) -> None:
     if os.environ.get(DEBUG_ENV) == "1":
         raise err
-    print(
-        printable(
-            f"pplan: internal error in {_where(err)}: {type(err).__name__}: {err}; please report it with this "
-            f"command ({DEBUG_ENV}=1 shows the traceback)"
-        ),
-        file=sys.stderr,
+    sys.exit(_settle(EXIT_INTERNAL, _internal_line(err)))
+
+
+def _internal_line(err: BaseException) -> str:
+    return (
+        f"pplan: internal error in {_where(err)}: {type(err).__name__}: {err}; please report it with this "
+        f"command ({DEBUG_ENV}=1 shows the traceback)"
     )
-    sys.exit(EXIT_INTERNAL)
 
 
 def _is_a(err: BaseException, class_name: str) -> bool:
@@ -181,6 +185,7 @@ def _bad_parameter(err: Exception) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run one command (`argv`, else the process's arguments); leave by `sys.exit` with its exit code."""
+    _settled.clear()  # a new run (tests call main in one process)
     register(sys.argv[1:] if argv is None else argv)
     # structures kept between runs (PPLAN_CACHE_DIR=off keeps none); the store touches the disk only when a
     # command first needs a structure, so --help and the commands that simulate nothing never reach it
@@ -197,8 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except PplanError as err:
-        print(printable(f"pplan: error: {err.one_line()}"), file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        sys.exit(_settle(EXIT_USAGE, f"pplan: error: {err.one_line()}"))
     except OutputError as err:
         sys.exit(_output_failed(err))
     except KeyboardInterrupt:
@@ -210,17 +214,16 @@ def main(argv: list[str] | None = None) -> None:
 def _usage_or_internal(err: Exception) -> NoReturn:
     """Leave on an exception no command handled: click's usage errors as one line (exit 2), else a bug."""
     if _is_a(err, "NoArgsIsHelpError"):
+        _settle(0)
         err_console.print(err.ctx.get_help())  # type: ignore[attr-defined]
         sys.exit(0)
     if _is_a(err, "BadParameter") and getattr(err, "param", None) is not None:
-        print(printable(f"pplan: error: {_bad_parameter(err)}"), file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        sys.exit(_settle(EXIT_USAGE, f"pplan: error: {_bad_parameter(err)}"))
     if _is_a(err, "ClickException"):
         message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
-        print(printable(f"pplan: error: {message}"), file=sys.stderr)
-        sys.exit(getattr(err, "exit_code", EXIT_USAGE))
+        sys.exit(_settle(getattr(err, "exit_code", EXIT_USAGE), f"pplan: error: {message}"))
     if _is_a(err, "Abort"):
-        sys.exit(1)
+        sys.exit(_settle(1))
     _internal_error(err)
     sys.exit(EXIT_INTERNAL)
 
@@ -230,26 +233,28 @@ def _output_failed(err: OutputError) -> int:
     if err.where == "stdout" and _stdout is not None:
         _stdout.discard()
     if err.reader_gone:
-        return EXIT_READER_GONE
-    print(printable(f"pplan: {err}"), file=sys.stderr)
-    return EXIT_OUTPUT
-
-
-_reported = [False]
+        return _settle(EXIT_READER_GONE)
+    return _settle(EXIT_OUTPUT, f"pplan: {err}")
 
 
 def _interrupted() -> int:
-    """Report an interrupt once (further signals ignored, stdout cut back); the exit code, 128 + the signal."""
-    if _unwinding[0] or _received:
-        for number in _STOPS:
-            signal.signal(number, signal.SIG_IGN)
+    """Report an interrupt (stdout cut back) unless the run's outcome was already told; the exit code."""
+    if _settled:
+        return _settled[0]
     if _stdout is not None:
         _stdout.discard()
     signum = _received[0][0] if _received else signal.SIGINT
-    if not _reported[0]:
-        _reported[0] = True
-        print(INTERRUPTED, file=sys.stderr)
-    return 128 + signum
+    return _settle(128 + signum, INTERRUPTED)
+
+
+def _settle(code: int, line: str | None = None) -> int:
+    """Fix the run's outcome, once: its exit code and the one line that tells it (printed here). Told already:
+    the first outcome stands and nothing more is printed; a signal from now on leaves at once with it."""
+    if not _settled:
+        _settled.append(code)
+        if line is not None:
+            print(printable(line), file=sys.stderr)
+    return _settled[0]
 
 
 def run() -> None:
@@ -278,7 +283,9 @@ def _finish(code: int) -> int:
         sys.stdout.flush()
     except OutputError as err:
         code = _output_failed(err)
-    if _received and not _reported[0]:
+    except Exception as err:
+        code = _settle(EXIT_INTERNAL, _internal_line(err))
+    if _received and not _settled:
         code = _interrupted()
     elif _stdout is not None and _stdout.error is not None and code not in (EXIT_OUTPUT, EXIT_READER_GONE):
         code = _output_failed(_stdout.error)  # a failed write some code swallowed

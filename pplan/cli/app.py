@@ -3,11 +3,11 @@
 The streams (`guard_streams`, called by `pplan.cli.run` before anything is written): a standard descriptor closed
 at start (`>&-`, `2>&-`) is held by /dev/null (read-only for stdout, so a write to it fails rather than vanishing),
 so a file the run opens can never land on descriptor 1 or 2 and an error line can never end up in the JSON on
-stdout. stdout is wrapped by `GuardedOutput`: a failed write (full disk, `ulimit -f`, a closed descriptor, a reader
-gone) raises `OutputError` naming "stdout" once, and what the run wrote there can be cut off again (`discard`)
-when stdout is a regular file the shell opened for it (`> plan.json`; not `>>`, whose file others may share).
-stderr is wrapped by `QuietOutput`: a failed write to it is dropped (there is nowhere left to say so; the exit
-code still does).
+stdout. stdout is wrapped by `GuardedOutput`, which writes the descriptor itself: a failed write (full disk,
+`ulimit -f`, a closed descriptor, a reader gone) raises `OutputError` naming "stdout" once, and what the run wrote
+there can be cut off again (`discard`) when stdout is a regular file the shell opened for it (`> plan.json`; not
+`>>`, whose file others may share). stderr is wrapped by `QuietOutput`: a failed write to it is dropped (there is
+nowhere left to say so; the exit code still does).
 """
 
 from __future__ import annotations
@@ -95,44 +95,70 @@ class OutputError(Exception):
 
 
 class GuardedOutput:
-    """sys.stdout for a run: the stream's writes, with a failure raised as `OutputError` (and kept in `error`) and
-    whatever was written dropped from then on; `discard` cuts a regular file back to where the run began it."""
+    """sys.stdout for a run. It writes to the descriptor itself (`os.write` until every byte is taken: Python's own
+    buffered writer can drop the rest of a short write, as `ulimit -f` makes, without an error), so a failure
+    always raises, as `OutputError` (kept in `error`), and whatever is written from then on is dropped. Text is
+    held until `flush`, a newline on a terminal, or `HOLD` characters. `discard` cuts a regular file back to where
+    the run began it."""
+
+    HOLD = 1 << 16
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self._fd = _descriptor(stream)
+        self._tty = _isatty(stream)
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._errors = getattr(stream, "errors", None) or "strict"
+        self._held: list[str] = []
+        self._size = 0
         self._start: int | None = None
         self._began = False
         self.error: OutputError | None = None
         self.discarded = False
 
     def write(self, text: str) -> int:
+        if not isinstance(text, str):  # as a text stream refuses them (click probes with b"")
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if self.error is not None or self.discarded:
             return len(text)
         if not self._began:
             self._began = True
-            self._start = _rewind_point(self._stream)
-        try:
-            return self._stream.write(text)
-        except OSError as err:
-            raise self._failed(err) from err
+            self._start = None if self._fd is None else _rewind_point(self._fd)
+        self._held.append(text)
+        self._size += len(text)
+        if self._size >= self.HOLD or (self._tty and "\n" in text):
+            self.flush()
+        return len(text)
 
     def flush(self) -> None:
-        if self.error is not None or self.discarded:
+        if self.error is not None or self.discarded or not self._held:
             return
+        data = "".join(self._held).encode(self._encoding, self._errors)
+        self._held.clear()
+        self._size = 0
         try:
-            self._stream.flush()
+            if self._fd is None:  # not a file descriptor (a test's capture): its own writes
+                self._stream.write(data.decode(self._encoding, self._errors))
+                self._stream.flush()
+                return
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError as err:
             raise self._failed(err) from err
 
     def discard(self) -> None:
-        """Drop what the run wrote: unwritten text is never written; a regular file (`> plan.json`) is cut back to
-        its length before the run's first write."""
+        """Drop what the run wrote: held text is never written; a regular file (`> plan.json`) is cut back to its
+        length before the run's first write."""
         self.discarded = True
-        if self._start is not None:
-            with contextlib.suppress(OSError, ValueError):
-                fd = self._stream.fileno()
-                os.ftruncate(fd, self._start)
-                os.lseek(fd, self._start, os.SEEK_SET)
+        self._held.clear()
+        if self._start is not None and self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._start)
+                os.lseek(self._fd, self._start, os.SEEK_SET)
+
+    def isatty(self) -> bool:
+        return self._tty
 
     def _failed(self, err: OSError) -> OutputError:
         self.error = OutputError("stdout", err)
@@ -140,6 +166,21 @@ class GuardedOutput:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _descriptor(stream: TextIO) -> int | None:
+    try:
+        stream.flush()  # anything written before the guard goes first
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class QuietOutput:
@@ -161,14 +202,13 @@ class QuietOutput:
         return getattr(self._stream, name)
 
 
-def _rewind_point(stream: TextIO) -> int | None:
-    """Where the run's output begins in `stream` when it is a regular file not opened to append, else None."""
+def _rewind_point(fd: int) -> int | None:
+    """Where the run's output begins in `fd` when it is a regular file not opened to append, else None."""
     try:
-        fd = stream.fileno()
         if not stat.S_ISREG(os.fstat(fd).st_mode) or fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
             return None
         return os.lseek(fd, 0, os.SEEK_CUR)
-    except (OSError, ValueError, io.UnsupportedOperation):
+    except OSError:
         return None
 
 
