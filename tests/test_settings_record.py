@@ -71,6 +71,7 @@ SAMPLES: dict[str, tuple[str, dict[str, Any], object]] = {
     "fp8_swiglu_input": (ROUTED, {"precision": "fp8", "fp8_swiglu_input": True}, True),
     "moment_dtype": (DENSE, {"moment_dtype": "bf16"}, "bf16"),
     "memory_limit": (DENSE, {"pp": 2, "schedule": "auto", "memory_limit": 4}, None),
+    "optimizer_offload_fraction": (DENSE, {"zero_stage": 1, "optimizer_offload_fraction": 0.5}, None),
 }  # fmt: skip
 """One plan per setting with that setting off its default (and what it needs with it), and the value the explain
 document shows, written from the request (layer splits worked by hand). A new setting needs a sample here."""
@@ -287,3 +288,10 @@ def test_plan_fields_are_the_settings_or_derived() -> None:
     derived = {"dp", "kind", "num_microbatches", "layout", "shape"}
     settings = set(SETTING) - PLAN_DERIVED
     assert {f.name for f in dataclasses.fields(Plan)} == settings | derived
+
+
+def test_every_concern_has_settings_and_a_help_panel() -> None:
+    from pplan.cli.options import PANELS
+    from pplan.plan.settings import CONCERNS
+
+    assert set(PANELS) == set(CONCERNS) == {s.concern for s in SETTINGS}

@@ -104,6 +104,7 @@ def explain(
     stack: StackOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = False,
     jitter: JitterOpt = 0.0,
+    optimizer_offload_fraction: Annotated[float, setting_option("optimizer_offload_fraction")] = 0.0,
     train_tokens: Annotated[
         float | None,
         typer.Option(rich_help_panel="Query", help="Token budget to report the time to train, e.g. 15e12."),
@@ -173,6 +174,7 @@ def explain(
         memory_limit=memory_limit,
         memory_headroom=headroom,
         jitter=jitter,
+        optimizer_offload_fraction=optimizer_offload_fraction,
         seq_len=seq_len,
         recompute=recompute,
         recompute_layers=recompute_layers,

@@ -10,6 +10,13 @@ ZeRO-3 (FSDP) also the weights. Hybrid sharding (HSDP: PyTorch FSDP's `ShardingS
 2-D mesh; torchtitan's data_parallel_replicate_degree × data_parallel_shard_degree; Megatron-LM's
 `--num-distributed-optimizer-instances`) shards over a group of S of the N GPUs instead (N/S copies of each shard):
 the sharded parts are divided by S (`Plan.shards`).
+Optimizer CPU offload (ZeRO-1, megatron-core 0.16 `HybridDeviceOptimizer`, megatron/core/optimizer/cpu_offloading/
+hybrid_optimizer.py): the first parameters of each rank's shard, up to a fraction f of its elements, get an FP32
+copy in pinned host memory and their Adam moments there, updated by a CPU Adam; the rest keep the FP32 master copy
+and moments on the GPU. So a GPU keeps (1 − f) of its optimizer states: 12 (1 − f) / N bytes per parameter
+(`BytesPerParam.optimizer`), and the host holds f of them plus a pinned FP32 copy of their gradients (not GPU
+memory). pplan takes f as exact; the hybrid optimizer moves whole shard tensors, so it offloads f and at most one
+tensor more.
 Activations on a rank are the peak, over the simulated step, of Σ over the micro-batches in flight on its chunks
 of (the chunk's layers × bytes per layer per micro-batch) (pplan.cost.pipeline), plus what the model ends add to
 that peak (`extra_activation_bytes`), plus the transient of one recomputed checkpoint (pplan.model.activations),
@@ -80,15 +87,19 @@ def bytes_per_param(plan: Plan, expert: bool = False) -> BytesPerParam:
     """Bytes per parameter after sharding; routed experts' states shard over the expert data-parallel ranks
     (`Plan.expert_dp`: megatron-core's distributed optimizer shards expert parameters over their own group)."""
     n = plan.expert_dp if expert else plan.shards
-    return _bytes_per_param(n, plan.zero_stage, plan.grad_dtype, plan.moment_dtype)
+    return _bytes_per_param(
+        n, plan.zero_stage, plan.grad_dtype, plan.moment_dtype, plan.optimizer_offload_fraction
+    )
 
 
 @lru_cache(maxsize=1024)
-def _bytes_per_param(n: int, z: int, grad_dtype: str, moment_dtype: str) -> BytesPerParam:
-    """`bytes_per_param` of `n` shards, ZeRO stage `z` and the dtypes (remembered: the search asks for it for
-    every plan it checks)."""
+def _bytes_per_param(
+    n: int, z: int, grad_dtype: str, moment_dtype: str, offloaded: float = 0.0
+) -> BytesPerParam:
+    """`bytes_per_param` of `n` shards, ZeRO stage `z`, the dtypes and the fraction of optimizer states offloaded
+    to the host (remembered: the search asks for it for every plan it checks)."""
     grad = GRAD_BYTES[grad_dtype]
-    optimizer = MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype]
+    optimizer = (MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype]) * (1.0 - offloaded)
     return BytesPerParam(
         weights=WEIGHT_BYTES / n if z >= 3 else WEIGHT_BYTES,
         grads=grad / n if z >= 2 else grad,

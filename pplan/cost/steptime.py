@@ -32,7 +32,9 @@ Step = max over ranks r of (end_r + exposed DP_r) + max over ranks of (optimizer
   the gradient buffer is zeroed for the next step: 24 + copy + 3 × gradient bytes per parameter of the rank's
   shard, at the HBM rate; with a distributed
   optimizer (ZeRO-1/2) the updated BF16 parameters are all-gathered, hidden behind the next step's forward with
-  `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r).
+  `overlap_param_gather` (ZeRO-3 gathers them in the forward instead, counted in DP_r). With optimizer CPU
+  offload of a fraction f (`optimizer_offload_s`) the GPU's Adam and weight refresh cover (1 − f) of the shard,
+  and the offloaded part's FP32 gradients go to the host and its FP32 master weights come back over the host link.
 Breakdown on the busiest rank (the one that sets the bubble): compute + recompute (the forward work re-run in the
 backward, with the collectives it repeats) + exposed TP + bubble + exposed P2P + exposed DP + optimizer (+ jitter)
 = step, where exposed P2P = makespan − the makespan with free hops, and the bubble is the rest of that rank's idle
@@ -50,7 +52,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group
+from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group, message_s
 from pplan.cost.memory import (
     GRAD_BYTES,
     MASTER_BYTES,
@@ -69,6 +71,7 @@ from pplan.cost.pipeline import (
     stage_inputs,
     stage_inputs_latency,
 )
+from pplan.errors import ConfigError
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
@@ -233,12 +236,40 @@ def sync_calls(plan: Plan, params: float, units: int) -> int:
 
 def _optimizer_s(hw: HardwareSpec, plan: Plan, params: float, experts: float = 0.0) -> float:
     shard = (params - experts) / plan.shards + experts / plan.expert_dp if plan.zero_stage >= 1 else params
+    on_gpu = 1.0 - plan.optimizer_offload_fraction
     per_param = (
-        adam_bytes_per_param(plan.moment_dtype)
-        + STACKS[plan.stack].weight_copy_bytes
+        on_gpu * (adam_bytes_per_param(plan.moment_dtype) + STACKS[plan.stack].weight_copy_bytes)
         + GRAD_PASSES * GRAD_BYTES[plan.grad_dtype]
     )
-    return shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
+    gpu_s = shard * per_param / (hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.hbm)
+    return gpu_s + optimizer_offload_s(hw, plan, shard)
+
+
+OFFLOAD_COPY_BYTES = 4
+"""Bytes per offloaded parameter each way over the host link: the CPU optimizer's parameters are FP32 copies, and
+megatron-core's hybrid optimizer copies with `non_blocking=True`, so PyTorch converts dtypes on the GPU
+(aten/src/ATen/native/cuda/Copy.cu) and FP32 crosses the link: the gradients out, the updated master weights
+back."""
+
+
+def optimizer_offload_s(hw: HardwareSpec, plan: Plan, shard_params: float) -> float:
+    """Seconds optimizer CPU offload adds to a rank's optimizer step: f·P_shard gradients device → host, then
+    f·P_shard master weights host → device, OFFLOAD_COPY_BYTES each, one message each way over the host link
+    (`message_s`: latency + bytes / achievable bandwidth). megatron-core runs both copies on the compute stream
+    unless `--overlap-cpu-optimizer-d2h-h2d` (off by default, and pplan does not write it), so they add to the
+    GPU's part (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py `step`). The CPU's Adam update between
+    them is not costed: its speed is the host's (cores, DRAM bandwidth), which no hardware profile states, so the
+    step is a lower bound by that much. 0 without offload."""
+    f = plan.optimizer_offload_fraction
+    if not f:
+        return 0.0
+    if hw.host_link is None:
+        raise ConfigError(
+            "--optimizer-offload-fraction", f"hardware profile {hw.name} has no [host_link] section (the "
+            "GPU-to-host link the offloaded optimizer states cross)",
+            "add [host_link] to the profile, or drop --optimizer-offload-fraction",
+        )  # fmt: skip
+    return 2 * message_s(hw.host_link, f * shard_params * OFFLOAD_COPY_BYTES)
 
 
 def rank_tails(

@@ -171,6 +171,9 @@ class LauncherCapabilities:
     recompute: Setting[str]
     """Keyed by `RecomputeKind`."""
     activation_offload: Setting[bool]
+    optimizer_offload: Setting[bool]
+    """Whether the plan keeps part of its optimizer states in host memory (`optimizer_offload_fraction` > 0; the
+    writer adds the fraction after the declared option)."""
     zero_stage: Setting[int]
     searched_zero_stages: frozenset[int]
     """The ZeRO stages a search for it keeps (what it runs as costed); the others are refused with
@@ -294,6 +297,17 @@ MEGATRON = LauncherCapabilities(
     # megatron-core 0.16.1 transformer_config.py
     activation_offload=Setting(
         {False: (), True: ("--fine-grained-activation-offloading", "--offload-modules")}
+    ),
+    # megatron-core 0.16.1 optimizer/cpu_offloading/hybrid_optimizer.py, built on the precision-aware optimizer
+    optimizer_offload=Setting(
+        {
+            False: (),
+            True: (
+                "--optimizer-cpu-offload",
+                "--optimizer-offload-fraction",
+                "--use-precision-aware-optimizer",
+            ),
+        }
     ),
     zero_stage=Setting(
         {
@@ -558,6 +572,17 @@ TORCHTITAN = LauncherCapabilities(
                 "and optimizer states to the CPU, not saved activations (torchtitan 0.3.0 "
                 "torchtitan/config/configs.py)",
                 "drop --offload-modules, or use --launcher megatron (--fine-grained-activation-offloading)",
+            )
+        },
+    ),
+    optimizer_offload=Setting(
+        {False: ()},
+        {
+            True: Text(
+                "torchtitan: no optimizer CPU offload",
+                "training.enable_cpu_offload moves all of FSDP's parameters, gradients and optimizer states to the "
+                "CPU, not a fraction of the optimizer states (torchtitan 0.3.0 torchtitan/config/configs.py)",
+                "drop --optimizer-offload-fraction, or use --launcher megatron (--optimizer-cpu-offload)",
             )
         },
     ),

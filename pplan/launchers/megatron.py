@@ -210,6 +210,9 @@ def _memory_args(plan: Plan) -> list[str]:
         ]  # fmt: skip
     args += MEGATRON.grad_dtype.runs[plan.grad_dtype]
     args += MEGATRON.moment_dtype.runs[plan.moment_dtype]
+    if plan.optimizer_offload_fraction:  # FP32 moments only (PlanRequest), so no second precision-aware flag
+        cpu_offload, fraction, precision_aware = MEGATRON.optimizer_offload.runs[True]
+        args += [cpu_offload, fraction, f"{plan.optimizer_offload_fraction:g}", precision_aware]
     if plan.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     args += MEGATRON.tp_comm_overlap.runs[plan.tp_comm_overlap]  # Megatron asserts sequence parallelism
@@ -302,6 +305,11 @@ def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
         notes.append(
             "# environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset or above 1 (Megatron-FSDP asserts it; "
             f"ZeRO-{plan.zero_stage} is written as Megatron-FSDP {FSDP_STRATEGY[plan.zero_stage]})"
+        )
+    if plan.optimizer_offload_fraction:
+        notes.append(
+            f"# optimizer: {plan.optimizer_offload_fraction:g} of each rank's optimizer states are updated by the CPU; "
+            "pplan's step counts their copies over the host link, not the CPU's Adam (the host's speed)"
         )
     padded = padded_vocab(model, plan)
     divisor = vocab_divisor(model, plan) or MAKE_VOCAB_DIVISIBLE_BY

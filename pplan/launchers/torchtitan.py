@@ -39,7 +39,7 @@ import shlex
 from dataclasses import dataclass
 
 from pplan.errors import ConfigError
-from pplan.launchers.capabilities import TORCHTITAN, TORCHTITAN_02
+from pplan.launchers.capabilities import TORCHTITAN, TORCHTITAN_02, capabilities_of
 from pplan.launchers.support import (
     check_supported,
     plan_summary,
@@ -260,6 +260,11 @@ def _expert_fields(plan: Plan, version: TorchtitanVersion, shard: int) -> list[_
 
 def _shipped(model: ModelSpec, plan: Plan, launcher: str) -> ShippedModel:
     check_supported(launcher, plan, model)
+    refused = capabilities_of(launcher).optimizer_offload.refusal(
+        plan.optimizer_offload_fraction > 0, launcher
+    )
+    if refused is not None:  # no search offloads the optimizer: refused here, when a plan asks for it
+        raise ConfigError("--launcher", f"{refused.reason} ({refused.detail})", refused.fix)
     shipped = shipped_model(model, torchtitan_version(launcher))
     assert shipped is not None  # check_supported refused it otherwise
     return shipped

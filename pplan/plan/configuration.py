@@ -211,6 +211,10 @@ class PlanRequest:
     jitter: float = 0.0
     """The coefficient of variation of each rank's work per step (clocks, thermals, the host, the network): the
     step waits for the slowest of its GPUs (pplan.cost.steptime `jitter_s`); 0, the default, adds nothing."""
+    optimizer_offload_fraction: float = 0.0
+    """ZeRO-1: the fraction f of each rank's optimizer states (FP32 master weights, Adam's moments) that live in host
+    memory and are updated by the CPU (megatron-core 0.16 `HybridDeviceOptimizer`, Megatron-LM
+    `--optimizer-cpu-offload --optimizer-offload-fraction f`); 0, the default, offloads none."""
 
     @property
     def recompute_label(self) -> str:
@@ -272,6 +276,8 @@ class PlanRequest:
             self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
             self.recompute_modules,
         )  # fmt: skip
+        if self.optimizer_offload_fraction:
+            check_optimizer_offload(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +344,8 @@ class Plan:
     """auto only, derived K: the fraction of usable memory it leaves free."""
     jitter: float = 0.0
     """Coefficient of variation of each rank's work per step (the straggler allowance, pplan.cost.steptime)."""
+    optimizer_offload_fraction: float = 0.0
+    """ZeRO-1: the fraction of the rank's optimizer states in host memory, updated by the CPU (0: none)."""
 
     @property
     def expert_dp(self) -> int:
@@ -710,7 +718,39 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         memory_limit=req.memory_limit,
         memory_headroom=req.memory_headroom if kind.tuned else 0.0,
         jitter=req.jitter,
+        optimizer_offload_fraction=req.optimizer_offload_fraction,
     )
+
+
+def check_optimizer_offload(req: PlanRequest) -> None:
+    """Optimizer CPU offload's rules, each a one-line ConfigError on --optimizer-offload-fraction: a fraction in
+    (0, 1]; ZeRO-1, since megatron-core's `HybridDeviceOptimizer` runs inside its distributed optimizer (the
+    precision-aware optimizer it builds on asserts `use_distributed_optimizer`, megatron/core/optimizer/
+    optimizer_config.py) and pplan models no other; FP32 moments, since the hybrid optimizer builds its GPU and CPU
+    Adams without the precision-aware moment dtypes (megatron/core/optimizer/__init__.py); and FP8 primary weights
+    offload only under the delayed-scaling recipe (pplan's `fp8`, not `mxfp8`): Megatron-LM's `validate_args` at
+    core_v0.16.1, restated without the file at hand like pplan.launchers.megatron_validate's rules."""
+    f = req.optimizer_offload_fraction
+    if not 0 < f <= 1:
+        raise ConfigError(
+            "--optimizer-offload-fraction", f"must be a fraction in (0, 1], got {f:g}",
+            "e.g. --optimizer-offload-fraction 0.5, or 0 for none",
+        )  # fmt: skip
+    if req.zero_stage != 1:
+        raise ConfigError(
+            "--optimizer-offload-fraction", f"offloads the distributed optimizer's states (ZeRO-1), not "
+            f"ZeRO-{req.zero_stage}'s", "add --zero-stage 1, or drop --optimizer-offload-fraction",
+        )  # fmt: skip
+    if req.moment_dtype != "fp32":
+        raise ConfigError(
+            "--optimizer-offload-fraction", "megatron-core's hybrid device optimizer keeps Adam's moments in FP32",
+            "use --moment-dtype fp32, or drop --optimizer-offload-fraction",
+        )  # fmt: skip
+    if req.fp8_param_gather and req.precision == "mxfp8":
+        raise ConfigError(
+            "--optimizer-offload-fraction", "Megatron-LM offloads FP8 primary weights' optimizer only under "
+            "delayed scaling (--precision fp8)", "use --precision fp8, or drop --fp8-param-gather",
+        )  # fmt: skip
 
 
 def _check_experts(model: ModelSpec, req: PlanRequest, stage_ranks: int) -> None:

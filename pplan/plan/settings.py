@@ -264,13 +264,15 @@ SETTINGS: tuple[Setting, ...] = (
         "each stage's usable memory after its weights, gradients and optimizer states).",
         None, "fixed", count=True,
     ),
+    Setting(
+        "optimizer_offload_fraction", "memory", 0.0, "--optimizer-offload-fraction",
+        "ZeRO-1: the fraction of each rank's optimizer states (FP32 master weights and Adam's moments) kept and "
+        "updated in host memory by the CPU (megatron-core's hybrid device optimizer, Megatron-LM "
+        "--optimizer-cpu-offload --optimizer-offload-fraction; default 0: none).",
+        None, "fixed",
+    ),
 )  # fmt: skip
 """Every setting of a plan, in the order `pplan explain`'s command line spells them (new ones go last)."""
 
 SETTING: dict[str, Setting] = {s.name: s for s in SETTINGS}
 """The declarations by field name."""
-
-
-def by_concern(concern: Concern) -> tuple[Setting, ...]:
-    """The settings of one concern, in declaration order."""
-    return tuple(s for s in SETTINGS if s.concern == concern)
