@@ -13,9 +13,10 @@ Exit codes:
 - 4: an output could not be written (a full disk, `ulimit -f`, a closed or read-only descriptor): one line
   `pplan: cannot write DEST: OS error`, DEST being `stdout` or the file's path. An output file keeps what it held
   before; stdout redirected to a file (`> plan.json`, not `>>`) is cut back to what it held before the run.
-- 130, 143: interrupted by SIGINT (Ctrl-C) or SIGTERM, at any point, imports included: one line
-  `pplan: interrupted`, no output file changed or left half-written, stdout cut back as for exit 4, the
-  prefetch child stopped.
+- 130, 143: interrupted by SIGINT (Ctrl-C) or SIGTERM at any point from pplan's first line on, its imports
+  included: one line `pplan: interrupted`, no output file changed or left half-written, stdout cut back as for
+  exit 4, the prefetch child and `size`'s workers stopped. (A signal while the interpreter itself is still
+  starting, before any pplan code, gets Python's own handling.)
 - 141: stdout is a pipe whose reader has gone (`pplan ... | head`): no line, as for a process SIGPIPE ends.
 
 Signals: this module's first act, in the `pplan` process (`run`: the console script, `python -m pplan`), is to
