@@ -691,6 +691,16 @@ def _assumptions(
             "micro-batch is between its forward and its backward (under pipelining, the whole step), and the "
             "backward re-gather is skipped (1 all-gather per micro-batch instead of 2)"
         )
+    if plan.optimizer_offload_fraction and hardware.host_link is not None:
+        f, link = plan.optimizer_offload_fraction, hardware.host_link
+        out.append(
+            f"optimizer CPU offload (--optimizer-offload-fraction {f:g}): {f:g} of each rank's optimizer states "
+            f"live in host memory (the GPU keeps 12 × {1 - f:g} bytes per parameter of its shard) and are updated "
+            f"by a CPU Adam; each step their FP32 gradients go out and their FP32 master weights come back over "
+            f"{link.name} ({link.bandwidth_gb_per_s:g} GB/s × {link.efficiency:g}, +{link.latency_us:g} µs) on the "
+            "compute stream (megatron-core's HybridDeviceOptimizer); the CPU's Adam itself is not costed (no "
+            "profile states the host's speed), so the optimizer term is a lower bound by that much"
+        )
     if plan.offload_modules and hardware.host_link is not None:
         link = hardware.host_link
         out.append(

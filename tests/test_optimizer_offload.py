@@ -143,3 +143,15 @@ def test_torchtitan_refuses_it_as_declared(launcher: str) -> None:
         torchtitan_text(launcher, LLAMA, _plan(0.5))
     assert caught.value.field == "--launcher"
     assert "no optimizer CPU offload" in caught.value.one_line()
+
+
+def test_explain_states_what_it_assumes_and_leaves_out() -> None:
+    """The offload's assumptions are printed: the fraction, the host link it crosses and that the CPU's Adam is not
+    costed; a plan without offload says nothing of it."""
+    with_offload = explain(LLAMA, H100, _request(0.5), with_sensitivity=False).assumptions
+    (line,) = [a for a in with_offload if a.startswith("optimizer CPU offload")]
+    link = H100.host_link
+    assert link is not None
+    assert "--optimizer-offload-fraction 0.5" in line and link.name in line and "not costed" in line
+    without = explain(LLAMA, H100, _request(0.0), with_sensitivity=False).assumptions
+    assert not [a for a in without if "offload" in a.lower()]
