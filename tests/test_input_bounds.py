@@ -134,9 +134,6 @@ def test_pplan_cache_dir_false_creates_no_folder(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 38: pplan/plan/layout.py blames --pp with a negative count (fix in the report)"
-)
 def test_a_huge_first_stage_layers_is_blamed_on_itself() -> None:
     model = load_model("llama3-8b")
     request = PlanRequest(gpus=32, global_batch=32, tp=8, pp=4, first_stage_layers=1_000_000)

@@ -26,7 +26,7 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
-from pplan.plan.layout import Layout, make_layout
+from pplan.plan.layout import Layout, check_end_layers, make_layout
 from pplan.plan.settings import SETTING, SETTINGS
 from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
@@ -605,6 +605,9 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
         )
     v = _chunks_per_rank(kind, None if req.vp == 1 and kind.fixed_v == 1 else req.vp)
     t, p, cp = req.tp, req.pp, req.cp
+    # the end chunks' counts first: a --first-stage-layers over the model's layers is that flag's fault alone
+    check_end_layers(model.num_layers, p if kind.placement == "dual" else p * v, req.first_stage_layers,
+                     req.last_stage_layers)  # fmt: skip
     _check_model_split(model, t)
     seq_len = req.seq_len or model.seq_len
     if seq_len % cp:

@@ -61,6 +61,52 @@ class Layout:
         return sum(self.chunks[c].layers for c in self.rank_chunks[rank])
 
 
+def check_end_layers(num_layers: int, num_chunks: int, first: int | None, last: int | None) -> None:
+    """Refuse first and last chunk counts that no split can honour: below 0, given for a one-chunk pipeline,
+    over the model's layers, or leaving the chunks between the ends less than a layer each. The ConfigError
+    names the end flag at fault, its limit and a fix (`--pp` only when the chunks outnumber the layers whatever
+    the ends hold)."""
+    given = [(flag, value) for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last))
+             if value is not None]  # fmt: skip
+    for flag, value in given:
+        if value < 0:
+            raise ConfigError(flag, f"must be ≥ 0, got {value}", "pass a layer count ≥ 0")
+        if num_chunks == 1:
+            raise ConfigError(flag, "sets the first or last chunk of a pipeline, but there is one chunk",
+                              "drop it, or use --pp 2 or more")  # fmt: skip
+    if not given:
+        return
+    middle = num_chunks - len(given)
+    if middle > num_layers:
+        raise ConfigError(
+            "--pp",
+            f"{num_chunks} pipeline chunks for {num_layers} layers leaves a chunk with no layer",
+            f"use at most {num_layers + len(given)} chunks (pp × vp)",
+        )
+    most = num_layers - middle  # the most the ends may hold together: each chunk between them needs a layer
+    needs = "" if not middle else "; the other chunk needs a layer" if middle == 1 else (
+        f"; the other {middle} chunks need a layer each"
+    )  # fmt: skip
+    for flag, value in given:
+        if value > most:
+            end = flag.removeprefix("--").split("-")[0]
+            over = (
+                f"more than the model's {num_layers}" if value > num_layers else f"too many of {num_layers}"
+            )
+            raise ConfigError(
+                flag, f"{value:,} layers on the {end} chunk is {over}{needs}", f"use {flag} {most} or fewer"
+            )
+    if len(given) == 2 and middle:
+        (_, head), (_, tail) = given
+        if head + tail > most:
+            raise ConfigError(
+                "--last-stage-layers" if tail > head else "--first-stage-layers",
+                f"--first-stage-layers {head} and --last-stage-layers {tail} take {head + tail} of the "
+                f"{num_layers} layers{needs}",
+                f"make the two sum to {most} or fewer",
+            )
+
+
 def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int | None) -> tuple[int, ...]:
     """Layers per chunk; raises ConfigError naming the option to change when they do not divide."""
     if num_chunks > num_layers and first is None and last is None:
@@ -70,12 +116,7 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
             f"use at most {num_layers} chunks (pp × vp), or give the end chunks their own counts "
             "(--first-stage-layers / --last-stage-layers, 0 for a chunk of the embedding or the loss alone)",
         )
-    for flag, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
-        if value is not None and value < 0:
-            raise ConfigError(flag, f"must be ≥ 0, got {value}", "pass a layer count ≥ 0")
-        if value is not None and num_chunks == 1:
-            raise ConfigError(flag, "sets the first or last chunk of a pipeline, but there is one chunk",
-                              "drop it, or use --pp 2 or more")  # fmt: skip
+    check_end_layers(num_layers, num_chunks, first, last)
     if num_chunks == 1:
         return (num_layers,)
     head = [] if first is None else [first]
@@ -88,7 +129,8 @@ def split_layers(num_layers: int, num_chunks: int, first: int | None, last: int 
                 "--first-stage-layers", f"first + last layers must sum to {num_layers}", "adjust the counts"
             )
         return (*head, *tail)
-    if rest_layers <= 0 or rest_layers % rest_chunks:
+    # check_end_layers left each of the rest_chunks at least one layer
+    if rest_layers % rest_chunks:
         if first is None and last is None:
             ends = uneven_ends(num_layers, num_chunks)
             example = f" (e.g. --first-stage-layers {ends[0]} --last-stage-layers {ends[1]})" if ends else ""
