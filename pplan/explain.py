@@ -58,19 +58,11 @@ from pplan.plan.knobs import DurationModel
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
+from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS
 
 MAX_TRAIN_TOKENS = 1e18
 """Largest token budget `explain` reports a time to train for: a million times Llama 3's 15 T tokens, so the
 time to train stays a finite, meaningful number."""
-
-MAX_PIPELINE_RANKS = 256
-"""Most pipeline ranks p one plan is explained for: `pplan schedule`'s cap (`pplan.cli.schedule`), far above any
-pipeline trained in practice (tens of ranks). Building and simulating a schedule grows faster than p² (and
-`explain` simulates it once per sensitivity input): at p = 256 the slowest family takes about 20 s, at p = 1,000
-40 s and 0.7 GB, at p = 2,000 over 300 s."""
-MAX_PIPELINE_CHUNKS = 512
-"""Most model chunks p·v one plan is explained for (two per rank at `MAX_PIPELINE_RANKS`): the schedule's
-stages; 256 ranks of 8 chunks took 25 s."""
 
 IN_FLIGHT_SOURCE = "measured off the simulated schedule (pplan.schedules + pplan.schedules.timeline)"
 BUBBLE_SOURCES = {

@@ -23,15 +23,12 @@ from pplan.schedules import get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
 from pplan.schedules.auto import MAX_STAGE_MICROBATCHES as MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
+from pplan.schedules.limits import MAX_PIPELINE_RANKS
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
 if TYPE_CHECKING:
     from pplan.profiles.specs import StageDurationsSpec
 
-MAX_PIPELINE_RANKS = 256
-"""Most pipeline ranks p `pplan schedule` and `pplan bubble` simulate. Far above any pipeline trained in practice
-(tens of ranks); building some schedules grows faster than p² (ZBV at p = 1,024 takes about 9 s), so the cap
-keeps every run within a few seconds."""
 
 MAX_STAGE_MICROBATCHES = 50_000
 """Most stage-micro-batches p·v·m one `pplan schedule` simulates, draws and exports (each is two or three

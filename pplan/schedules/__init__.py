@@ -3,9 +3,9 @@
 Owns the action notation (torch's `2F0`, `1I3`, `1W3`, `0B5`) and the `Schedule` type (`actions`), one generator
 module per family (`families/`: gpipe, one_f_one_b, interleaved, zero_bubble, zbv, dualpipe), the family registry
 (`registry`: names, rules, closed forms, launchers), the rules on p, v and m (`rules`), the published closed-form
-bubbles (`closed_forms`), the simulator (`timeline`: when each action runs), its summary at any m at a cost
-independent of m (`periodic/`), proven makespan lower bounds (`bounds`), bubble-against-m curves (`bubble`) and
-the torch CSV export (`torch_csv`).
+bubbles (`closed_forms`), the caps on a pipeline's size (`limits`), the simulator (`timeline`: when each action
+runs), its summary at any m at a cost independent of m (`periodic/`), proven makespan lower bounds (`bounds`),
+bubble-against-m curves (`bubble`) and the torch CSV export (`torch_csv`).
 Drawing lives in `pplan.render.schedule`. Pure: no I/O, no rich, no torch.
 """
 
