@@ -374,7 +374,7 @@ def _print_table(
     if not result.candidates:
         outside = answer.outside
         words = _outside_words(outside, max_extrapolation) if outside else _fits_from(answer.least, model_arg)
-        console.print(words)
+        console.print(words, markup=False, highlight=False)
         raise typer.Exit(EXIT_NOTHING_FITS)
     shown = result.candidates if show_commands else result.candidates[:1]
     console.print(
@@ -382,7 +382,7 @@ def _print_table(
         style="bold",
     )
     for rank, cand in enumerate(shown, 1):
-        console.print(f"  #{rank}: " + command(cand.request), soft_wrap=True)
+        console.print(f"  #{rank}: " + command(cand.request), soft_wrap=True, markup=False, highlight=False)
 
 
 EXIT_NOTHING_FITS = 1

@@ -400,6 +400,8 @@ def size(
             console.print(
                 "  " + explain_command(model, _hardware_arg(shown, names, specs), shown.request),
                 soft_wrap=True,
+                markup=False,
+                highlight=False,
             )
     if deadline_s is not None and answers.cheapest_meeting(points, deadline_s) is None:
         near = answers.nearest_miss(points)
