@@ -37,6 +37,7 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
 from pplan.search.filters import Filters
+from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import Fitted, fitted
 from pplan.search.space import Candidate, Cut, SearchRequest, sharding_variants
 
@@ -329,6 +330,41 @@ class Query(Filters):
         if peaks is None:
             peaks = self._peaks[key] = warmup_peaks(self.model, plan)
         return fitted(self.model, self.hw, plan, c, index, False, peaks)
+
+    def cut_misses(self, cut: Cut, base: int) -> list[Fitted] | None:
+        """The memory lower bounds (`fit`) of `cut`'s most frugal cells, one per ZeRO stage asked, when every one
+        is out of memory: then every configuration the cut holds or leads to is. None when one may fit, or when
+        the cut has no single most frugal cell to bound the others with.
+
+        For each ZeRO stage z, the frugal cell recomputes the most its options allow (every layer under `full`,
+        else `selective`, else none) with the gradient dtype of fewest bytes (BF16 when asked: the cut lists it
+        first). Every other cell at stage z (less recompute, a partial recompute made on demand, FP32 gradients,
+        hybrid sharding over fewer GPUs) holds at least as many bytes on every rank: the static bytes do not fall
+        and the bound on activations (what each rank holds at its first backward) does not fall with less
+        recompute. Not used where that order is not the model's: an offload set (it excludes recompute of every
+        layer), a tuned (auto) schedule (its lists are built for the memory they find), or ZeRO-3 whose gathered
+        weights may take less kept whole (`keeping_may_cost_less`, tried when the base is out of memory)."""
+        if cut.offload or cut.family.tuned:
+            return None
+        modes = [recompute for _, recompute, n in cut.options if n is None]
+        frugal = next((mode for mode in ("full", "selective", "none") if mode in modes), None)
+        if frugal is None:
+            return None
+        o = next(i for i, (_, recompute, n) in enumerate(cut.options) if recompute == frugal and n is None)
+        misses = []
+        for z in reversed(range(len(cut.zeros))):  # the highest stage first: most often the one that fits
+            i = (o * len(cut.zeros) + z) * len(cut.grads)  # gradient dtype 0: the fewest bytes
+            cell = cut.cell(i)
+            try:
+                fit = self.fit(cell, base + i)
+            except PplanError:
+                return None
+            if fit.fits(self.req.headroom_fraction) or (
+                self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
+            ):
+                return None
+            misses.append(fit)
+        return misses
 
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""

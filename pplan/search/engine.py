@@ -98,6 +98,9 @@ class CutEntry(NamedTuple):
     base: int
     """The enumeration index of its first cell."""
     lattice: Lattice
+    filtered: bool = False
+    """A launcher's or the envelope's filters may drop some of its cells: expanded by placing every cell as the
+    enumeration would have (`place_cells`), not its heads alone."""
 
 
 class Engine:
@@ -158,25 +161,27 @@ class Engine:
         """Every cut of the space: lazily, one entry per cut (`push_cut`); else each cell that passes the filters,
         placed in its chains (`place_cells`)."""
         result = self.result
-        last: tuple[Candidate, int] | None = None  # the last candidate placed (in the queue or waiting)
         for cut in enumerate_cuts(
             self.model, self.hw, self.req, self.query.seq, result.rejected, every_partial=False
         ):
             base = result.enumerated
             result.enumerated += len(cut)
-            if self.lazy:
-                self.push_cut(cut, base)
-            else:
-                last = self.place_cells(cut, base, last)
+            if not self.lazy and self.query.cut_refused(cut, self.launcher):
+                result.rejected[Rejection.LAUNCHER] += len(cut)  # every cell, counted as the cells would be
+                continue
+            self.push_cut(cut, base)
 
     def push_cut(self, cut: Cut, base: int) -> None:
-        """One entry for the whole cut, at its heads' best cheap bound (heads of one recompute option share it):
-        its cells are made only if it comes to the front (`expand`)."""
+        """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
+        front (`expand`). The cheap bound differs only between recompute options, so the heads of each option
+        give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
+        queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
+        only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
         lattice = self.lattices.get(cut.pattern) or self.lattices.setdefault(
             cut.pattern, Lattice.of(cut, self.req)
         )
         figure = max(self.query.cell_bound(cut, i) for i in lattice.option_heads)
-        entry = CutEntry(cut, base, lattice)
+        entry = CutEntry(cut, base, lattice, not self.lazy)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))
 
     def place_cells(
@@ -184,9 +189,6 @@ class Engine:
     ) -> tuple[Candidate, int] | None:
         """Each of `cut`'s cells the filters pass, in its chain or in the queue at its cheap bound; the last placed."""
         query, launcher, rejected = self.query, self.launcher, self.result.rejected
-        if query.cut_refused(cut, launcher):  # every configuration of the cut, counted as the cells would be
-            rejected[Rejection.LAUNCHER] += len(cut)
-            return last
         refusals = query.cell_refusals(cut, launcher)  # most of a launcher's refusals: no cell made for them
         for i in range(len(cut)):
             if refusals[i]:
@@ -201,7 +203,9 @@ class Engine:
                 self.fp32_waiting[last[1]] = (index, given(cand))
                 continue
             if not self.chains.place(index, cand):
-                self.heap.append((-query.cheap_bound(cand) * (1 + BOUND_SLACK), CHEAP, (), index, cand))
+                heapq.heappush(
+                    self.heap, (-query.cheap_bound(cand) * (1 + BOUND_SLACK), CHEAP, (), index, cand)
+                )
             last = (cand, index)
         return last
 
@@ -311,6 +315,16 @@ class Engine:
         key = scored.key()
         heapq.heappush(self.heap, (key[0], EXACT, key[1:], index, scored))
 
+    def count_filtered(self, entry: CutEntry) -> None:
+        """Count the cells of a filtered cut never expanded: those a filter drops (`dropped`), and the rest bounded
+        out with the cut (attributed as an unfiltered cut's are, `count_unplaced`, when no filter drops a cell)."""
+        dropped, rejected = self.dropped(entry), self.result.rejected
+        if not any(dropped):
+            count_unplaced(rejected, [entry.lattice], [])
+            return
+        for reason in dropped:
+            rejected[reason or Rejection.BOUND] += 1
+
     def exact(self, item: object) -> None:
         """At its exact value: final, kept in the documented order, whatever order they were finalised in."""
         assert isinstance(item, Scored)
@@ -334,7 +348,14 @@ class Engine:
 
     def expand(self, entry: CutEntry) -> None:
         """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound."""
-        cut, base, lattice = entry
+        cut, base, lattice, filtered = entry
+        misses = self.query.cut_misses(cut, base)
+        if misses is not None:  # out of memory whatever its cells: none is made
+            self.all_out_of_memory(entry, misses)
+            return
+        if filtered:
+            self.place_cells(cut, base, None)  # an FP32 twin follows its BF16 cell within the cut
+            return
         for i in lattice.heads:
             cand = cut.cell(i)
             self.chains.place(base + i, cand)
@@ -344,6 +365,35 @@ class Engine:
             if i + 1 in lattice.twins:
                 self.fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
             self.unplaced[base + i] = (cut, base, lattice)
+
+    def all_out_of_memory(self, entry: CutEntry, misses: list[Fitted]) -> None:
+        """Every cell of `entry`'s cut is out of memory (`Query.cut_misses`): counted so, those a filter drops as
+        dropped, and the bounds of its most frugal cells kept among the nearest misses."""
+        dropped = self.dropped(entry)
+        rejected, kept = (
+            self.result.rejected,
+            [fit for fit in misses if dropped[fit.index - entry.base] is None],
+        )
+        for reason in dropped:
+            rejected[reason or Rejection.MEMORY] += 1
+        rejected[Rejection.MEMORY] -= len(kept)  # `missed` counts those
+        self.result.bounded += dropped.count(None)
+        for fit in kept:
+            self.missed(fit.index, fit)
+
+    def dropped(self, entry: CutEntry) -> list[Rejection | None]:
+        """Why a filter drops each of `entry`'s cells (its launcher, the envelope), as `place_cells` would; None
+        for a cell none drops."""
+        cut, launcher = entry.cut, self.launcher
+        if not entry.filtered:
+            return [None] * len(cut)
+        refusals = self.query.cell_refusals(cut, launcher)
+        if self.req.max_extrapolation is None:
+            return [Rejection.LAUNCHER if refused else None for refused in refusals]
+        return [
+            Rejection.LAUNCHER if refused else self.query.refusal(cut.cell(i), launcher, launcher_passed=True)
+            for i, refused in enumerate(refusals)
+        ]
 
     def materialise(self, index: int) -> None:
         """Place the cells of `index`'s cut that are not heads, as the enumeration would have (they wait)."""
@@ -454,7 +504,10 @@ class Engine:
         never: list[Lattice] = []  # the lattice of each cut never expanded
         for _, level, _, _, item in self.heap:
             if isinstance(item, CutEntry):
-                never.append(item.lattice)
+                if item.filtered:
+                    self.count_filtered(item)
+                else:
+                    never.append(item.lattice)
                 continue
             result.rejected[Rejection.BELOW_TOP if level == EXACT else Rejection.BOUND] += 1
         for reason in self.chains.left():

@@ -49,7 +49,6 @@ from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 
-MICRO_BATCHES = (1, 2, 4, 8)
 GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
 """The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
 CONTEXT_PARALLEL = (1, 2, 4, 8)
@@ -498,7 +497,6 @@ def enumerate_cuts(
     """`enumerate_candidates` a cut at a time: every cell of every cut, in the same order."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
     cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
-    bs = [req.micro_batch] if req.micro_batch is not None else list(MICRO_BATCHES)
     grads = tuple(sorted(req.grad_dtypes, key=GRAD_ORDER.index))  # BF16 first: pplan.search
     for t in tensor_parallel_options(model, hw, req):
         for cp in cps:
@@ -520,7 +518,12 @@ def enumerate_cuts(
                 zeros = tuple(
                     z for z in sorted(req.zero_stages) if not (z and d * cp == 1 and 0 in req.zero_stages)
                 )
-                for b in bs:
+                if req.global_batch % d:  # no micro-batch splits the batch over d replicas
+                    rejected[Rejection.BATCH_SPLIT] += 1
+                    continue
+                for b in (
+                    [req.micro_batch] if req.micro_batch is not None else divisors(req.global_batch // d)
+                ):
                     if req.global_batch % (b * d):
                         rejected[Rejection.BATCH_SPLIT] += 1
                         continue
