@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pplan.cli.schedule import MAX_PIPELINE_RANKS as SCHEDULE_RANKS
 from pplan.errors import ConfigError, PplanError, ProfileError
-from pplan.explain import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS, explain
+from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, profile_source
+from pplan.schedules.limits import MAX_PIPELINE_CHUNKS
 from tests.cli_run import run_pplan
 
 H100 = load_hardware("h100-sxm-80gb")
@@ -42,10 +42,6 @@ def _refused_in_a_second(call: object) -> PplanError:
     assert time.process_time() - start < 1.0
     assert "\n" not in info.value.one_line()
     return info.value
-
-
-def test_explains_rank_cap_is_schedules() -> None:
-    assert MAX_PIPELINE_RANKS == SCHEDULE_RANKS == 256
 
 
 def test_explain_pp_2000_on_2000_layers_is_refused_in_a_second(
@@ -139,3 +135,33 @@ def test_a_huge_first_stage_layers_is_blamed_on_itself() -> None:
     request = PlanRequest(gpus=32, global_batch=32, tp=8, pp=4, first_stage_layers=1_000_000)
     err = _refused_in_a_second(lambda: explain(model, H100, request))
     assert err.field == "--first-stage-layers" and "-" not in err.message.replace("--", "")
+
+
+def test_the_search_never_tries_a_pipeline_explain_refuses(tmp_path: Path) -> None:
+    """On 1,024 layers and 1,024 GPUs at t = cp = 1, p runs over the divisors of 1,024: those over 256 ranks, and
+    any p·v over 512 chunks, are rejected under their own reason, so every plan recommend shows can be explained."""
+    from collections import Counter
+
+    from pplan.search import Query, SearchRequest
+    from pplan.search.space import Rejection, enumerate_cuts
+
+    model = load_model(_layers(tmp_path, 1024))
+    req = SearchRequest(gpus=1024, global_batch=1024, tp=1, cp=1, max_vp=4, schedules=("interleaved-1f1b",))
+    rejected: Counter[Rejection] = Counter()
+    cuts = list(enumerate_cuts(model, H100, req, Query(model, H100, req).seq, rejected))
+    assert cuts and max(c.p for c in cuts) == 256
+    assert max(c.p * c.v for c in cuts) <= MAX_PIPELINE_CHUNKS
+    assert {c.v for c in cuts if c.p == 256} == {2}  # 256 × 3 or 4 chunks are over 512
+    # p = 512 and p = 1,024 once each; p = 256 (d = 4: 256 sequences per replica, 9 micro-batch sizes) with v = 4,
+    # 1,024 chunks (v = 3's 768 chunks have no layer split, so v = 3 is never offered)
+    assert rejected[Rejection.PIPELINE_CAP] == 2 + 9
+
+
+def test_recommend_pp_over_the_cap_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "512", "--global-batch", "512",
+                    "--pp", "300")  # fmt: skip
+    assert got.code == 2 and got.out == ""
+    assert (
+        got.err.strip()
+        == "pplan: error: --pp: 300 pipeline ranks is over pplan's cap of 256; use --pp 256 or fewer"
+    )

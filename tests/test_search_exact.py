@@ -288,7 +288,7 @@ def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: Search
     # every enumerated configuration is accounted for exactly once
     assert found.enumerated == len(found.candidates) + sum(
         n for reason, n in found.rejected.items() if reason.name not in ("SEQUENCE_SPLIT", "GPUS_TCP", "GPUS_TPCP",
-                                                                          "STAGES_LAYERS", "BATCH_SPLIT",
+                                                                          "STAGES_LAYERS", "PIPELINE_CAP", "BATCH_SPLIT",
                                                                           "FEW_MICROBATCHES", "P_RULE", "LAYER_SPLIT", "EP_SPLIT",
                                                                           "M_RULE")
     )  # fmt: skip

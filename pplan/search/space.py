@@ -48,6 +48,7 @@ from pplan.plan.knobs import (
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
+from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS
 
 GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
 """The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
@@ -63,6 +64,10 @@ class Rejection(StrEnum):
     GPUS_TCP = "GPUs not a multiple of t·cp"
     GPUS_TPCP = "GPUs not a multiple of t·p·cp"
     STAGES_LAYERS = "more stages than layers"
+    PIPELINE_CAP = (
+        f"more pipeline ranks or chunks than pplan simulates ({MAX_PIPELINE_RANKS} ranks, "
+        f"{MAX_PIPELINE_CHUNKS} chunks)"
+    )
     BATCH_SPLIT = "global batch not a multiple of b·d"
     FEW_MICROBATCHES = "fewer micro-batches than --min-microbatches"
     P_RULE = "schedule's rule on p"
@@ -148,6 +153,11 @@ class SearchRequest:
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""
+        if self.pp is not None and self.pp > MAX_PIPELINE_RANKS:
+            raise ConfigError(
+                "--pp", f"{self.pp:,} pipeline ranks is over pplan's cap of {MAX_PIPELINE_RANKS}",
+                f"use --pp {MAX_PIPELINE_RANKS} or fewer",
+            )  # fmt: skip
         for flag, value in (
             ("--gpus", self.gpus), ("--global-batch", self.global_batch), ("--seq-len", self.seq_len),
             ("--tp", self.tp), ("--pp", self.pp), ("--cp", self.cp), ("--vp", self.vp), ("--max-vp", self.max_vp),
@@ -513,6 +523,9 @@ def enumerate_cuts(
                 if p > model.num_layers:
                     rejected[Rejection.STAGES_LAYERS] += 1
                     continue
+                if p > MAX_PIPELINE_RANKS:  # explain would refuse it (pplan.schedules.limits)
+                    rejected[Rejection.PIPELINE_CAP] += 1
+                    continue
                 d = req.gpus // (t * cp * p)
                 # ascending: pplan.search chains the stages; nothing to shard over without data parallelism
                 zeros = tuple(
@@ -561,6 +574,9 @@ def _pipelines(
                 rejected[Rejection.P_RULE] += 1
                 continue
             n_chunks = p if fam.placement == "dual" else p * v
+            if n_chunks > MAX_PIPELINE_CHUNKS:
+                rejected[Rejection.PIPELINE_CAP] += 1
+                continue
             splits = layer_splits(layers, n_chunks, req.empty_end_chunks) if p > 1 else [(None, None)]
             if not splits:
                 rejected[Rejection.LAYER_SPLIT] += 1
