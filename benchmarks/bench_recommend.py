@@ -55,7 +55,10 @@ PANEL = (
     Query("405b-1024-mlm", "llama3-405b", "h100-sxm-80gb", 1024, 2048, launcher="megatron"),
     Query("405b-1024-tt", "llama3-405b", "h100-sxm-80gb", 1024, 2048, launcher="torchtitan"),
     Query("qwen3-64-tt", "qwen3-30b-a3b", "h100-sxm-80gb", 64, 512, launcher="torchtitan"),
+    Query("530b-5128-a100", "gpt-529.6b", "a100-sxm-80gb", 5128, 1923),
 )
+"""The last query's batch, 1,923 = 3 × 641 on 5,128 = 8 × 641 GPUs, is best run at b = 3 (d = 641): a micro-batch
+size outside 1, 2, 4, 8."""
 PLAN_KEYS = (
     "schedule",
     "tp",
