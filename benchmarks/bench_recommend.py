@@ -107,7 +107,7 @@ def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
     from pplan.launchers.support import request_unsupported_reason
     from pplan.plan.configuration import PlanRequest
     from pplan.profiles.catalog import load_hardware, load_model
-    from pplan.profiles.stacks import stack_for_launcher
+    from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
     from pplan.search import SearchRequest, brute_force
     from pplan.search.rank import distinct
 
@@ -117,8 +117,10 @@ def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
     def reason(name: str, req: PlanRequest, m: int) -> str | None:  # each request asked whole
         return request_unsupported_reason(name, req, m, model.num_layers, model)
 
-    req = SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n, launcher=q.launcher,
-                        stack=stack_for_launcher(q.launcher))  # fmt: skip
+    # the launcher recommend ranks for when none is asked: the default stack's (pplan.cli.recommend)
+    launcher = q.launcher or launcher_for_stack(DEFAULT_STACK)
+    req = SearchRequest(gpus=q.gpus, global_batch=q.global_batch, seq_len=q.seq_len, top_n=n, launcher=launcher,
+                        stack=stack_for_launcher(launcher))  # fmt: skip
     scored = brute_force(model, load_hardware(q.hardware), req, reason)
     top, _ = distinct(scored, n)
     ids: list[tuple[object, ...]] = []
