@@ -315,15 +315,18 @@ class Engine:
         key = scored.key()
         heapq.heappush(self.heap, (key[0], EXACT, key[1:], index, scored))
 
-    def count_filtered(self, entry: CutEntry) -> None:
-        """Count the cells of a filtered cut never expanded: those a filter drops (`dropped`), and the rest bounded
-        out with the cut (attributed as an unfiltered cut's are, `count_unplaced`, when no filter drops a cell)."""
+    def count_filtered(self, entry: CutEntry) -> bool:
+        """Count the cells of a cut never expanded that a filter drops some of (`dropped`): those, and the rest as
+        bounded out with the cut. False, counting nothing, when no filter drops any: then its cells are counted as
+        an unfiltered cut's are (`count_unplaced`)."""
+        if not entry.filtered:
+            return False
         dropped, rejected = self.dropped(entry), self.result.rejected
         if not any(dropped):
-            count_unplaced(rejected, [entry.lattice], [])
-            return
+            return False
         for reason in dropped:
             rejected[reason or Rejection.BOUND] += 1
+        return True
 
     def exact(self, item: object) -> None:
         """At its exact value: final, kept in the documented order, whatever order they were finalised in."""
@@ -504,9 +507,7 @@ class Engine:
         never: list[Lattice] = []  # the lattice of each cut never expanded
         for _, level, _, _, item in self.heap:
             if isinstance(item, CutEntry):
-                if item.filtered:
-                    self.count_filtered(item)
-                else:
+                if not self.count_filtered(item):
                     never.append(item.lattice)
                 continue
             result.rejected[Rejection.BELOW_TOP if level == EXACT else Rejection.BOUND] += 1
