@@ -161,3 +161,31 @@ def test_530b_on_5128_a100s_runs_three_sequences_per_micro_batch() -> None:
     assert best.scored.tokens_per_s > pinned.candidates[0].scored.tokens_per_s
     plan = make_plan(model, best.candidate.request(req, 2048))
     assert plan.num_microbatches == 1
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "gpipe"])
+def test_the_memory_bound_grows_with_the_micro_batch(schedule: str) -> None:
+    """What `cut_misses` remembers across micro-batch sizes: at fixed t, p, cp, d, v, layer split, recompute and
+    ZeRO stage, each rank's memory bound (what it holds at its first backward) never falls as b grows and m =
+    B / (b·d) falls with it."""
+    model = load_model("llama3-8b")
+    req = SearchRequest(gpus=16, global_batch=480, tp=2, cp=1, schedules=(schedule,), max_vp=2)
+    query = Query(model, H100, req)
+    shapes: dict[tuple[object, ...], list[tuple[int, tuple[int, ...]]]] = {}
+    for cut in enumerate_cuts(model, H100, req, query.seq, Counter()):
+        for i in range(0, len(cut), len(cut.grads)):  # every recompute option and ZeRO stage, BF16 gradients
+            cell = cut.cell(i)
+            key: tuple[object, ...] = (
+                *cut.prefix[:3],
+                *cut.prefix[4:],
+                cell.recompute,
+                cell.recompute_layers,
+                cell.zero,
+            )
+            shapes.setdefault(key, []).append((cut.b, query.fit(cell, 0).totals))
+    assert len(shapes) > 10
+    for key, bounds in shapes.items():
+        bounds.sort()
+        assert len(bounds) > 3, key
+        for (_, smaller), (_, larger) in itertools.pairwise(bounds):
+            assert all(a <= b for a, b in zip(smaller, larger, strict=True)), key

@@ -64,6 +64,9 @@ class Query(Filters):
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
+        # `cut_misses` of each cut but its micro-batch size: the largest b a frugal cell fits at, the least b none do
+        self._frugal: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._frugal_fits = False
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -346,6 +349,26 @@ class Query(Filters):
         weights may take less kept whole (`keeping_may_cost_less`, tried when the base is out of memory)."""
         if cut.offload or cut.family.tuned:
             return None
+        # the same cut at another micro-batch size: the bound grows with b (what a rank holds at its first
+        # backward is b × the micro-batches it holds then, whose share of m = B / (b·d) never rises as m falls)
+        shape = (*cut.prefix[:3], *cut.prefix[4:])
+        fits_up_to, out_from = self._frugal.get(shape, (0, math.inf))
+        if cut.b <= fits_up_to:
+            return None
+        if cut.b >= out_from:
+            return []  # out of memory, its nearest misses kept at the smaller b
+        misses = self._cut_misses(cut, base)
+        if misses is None:
+            if self._frugal_fits:
+                self._frugal[shape] = (max(fits_up_to, cut.b), out_from)
+        else:
+            self._frugal[shape] = (fits_up_to, min(out_from, cut.b))
+        return misses
+
+    def _cut_misses(self, cut: Cut, base: int) -> list[Fitted] | None:
+        """`cut_misses` of a cut not yet known by another of its micro-batch sizes; `_frugal_fits` says whether a
+        None means that a frugal cell fits (rather than that no bound could be had)."""
+        self._frugal_fits = False
         modes = [recompute for _, recompute, n in cut.options if n is None]
         frugal = next((mode for mode in ("full", "selective", "none") if mode in modes), None)
         if frugal is None:
@@ -362,6 +385,7 @@ class Query(Filters):
             if fit.fits(self.req.headroom_fraction) or (
                 self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
             ):
+                self._frugal_fits = True
                 return None
             misses.append(fit)
         return misses
