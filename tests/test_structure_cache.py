@@ -26,6 +26,7 @@ from pplan.cli.cache import (
     cache_root,
     code_version,
     install,
+    structure_digest,
 )
 from pplan.schedules import periodic
 from pplan.schedules.periodic import STORES, StructureKey, structure_key
@@ -108,20 +109,29 @@ def _write(path: Path, document: object) -> None:
     path.write_text(json.dumps(document), encoding="utf-8")
 
 
+def _signed(document: dict[str, object]) -> dict[str, object]:
+    """`document` with the digest of its key and structure (so that another check is what refuses it)."""
+    return {**document, "sha256": structure_digest(document["key"], document["structure"])}
+
+
 def test_a_bad_or_foreign_file_is_built_again_and_rewritten(store: DiskStore) -> None:
     first, second = _keys()[:2]
     path = store.path(first)
     assert path is not None and store.usable
     path.write_bytes(b"not json")
     assert store.has(first) and store.get(first) is None
-    good = {"format": FORMAT, "key": list(first), "structure": structure_to_data(_structure(*first))}
-    _write(path, {**good, "key": list(second)})  # another key's document under this key's name
+    good = _signed({"format": FORMAT, "key": list(first), "structure": structure_to_data(_structure(*first))})
+    _write(path, _signed({**good, "key": list(second)}))  # another key's document under this key's name
     assert store.get(first) is None
-    _write(path, {**good, "structure": structure_to_data(_structure(*second))})  # another key's structure
+    _write(
+        path, _signed({**good, "structure": structure_to_data(_structure(*second))})
+    )  # another key's structure
     assert store.get(first) is None
     _write(path, {**good, "format": "pplan.structure/0"})
     assert store.get(first) is None
     _write(path, {**good, "extra": 1})
+    assert store.get(first) is None
+    _write(path, {**good, "sha256": "0" * 64})  # well-formed, but not these bytes' digest
     assert store.get(first) is None
     _write(path, good)
     got = store.get(first)
@@ -423,3 +433,53 @@ def test_explain_in_a_shared_cache_root_runs_nothing_planted(tmp_path: Path) -> 
     assert shared_run.stdout == off.stdout
     assert shared_run.stderr.count("\n") == 1 and "structure cache off for this run" in shared_run.stderr
     assert not sentinel.exists()
+
+
+def _mutated(raw: bytes, rng: random.Random) -> bytes:
+    """`raw` with one random change: a bit flipped, a digit replaced by another, cut short, or a byte inserted."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        i = rng.randrange(len(raw))
+        return raw[:i] + bytes([raw[i] ^ (1 << rng.randrange(8))]) + raw[i + 1 :]
+    if kind == 1:
+        digits = [i for i, c in enumerate(raw) if 48 <= c <= 57]
+        i = rng.choice(digits)
+        return raw[:i] + str((raw[i] - 48 + rng.randrange(1, 10)) % 10).encode() + raw[i + 1 :]
+    if kind == 2:
+        return raw[: rng.randrange(len(raw))]
+    i = rng.randrange(len(raw) + 1)
+    return raw[:i] + bytes([rng.randrange(256)]) + raw[i:]
+
+
+def _fuzz_store(store: DiskStore, seed: int, count: int) -> int:
+    """Write each test structure, change its file `count` times at random, and check every read: the structure
+    written, or None (built again); never another one. How many reads gave None."""
+    rng = random.Random(seed)
+    refused = 0
+    for key in _keys():
+        built = _structure(*key)
+        store.put(key, built)
+        path = store.path(key)
+        assert path is not None
+        raw = path.read_bytes()
+        for _ in range(count):
+            path.write_bytes(_mutated(raw, rng))
+            got = store.get(key)
+            if got is None:
+                refused += 1
+            else:
+                assert _same(got[0], built), key
+        path.write_bytes(raw)
+    return refused
+
+
+def test_a_changed_cache_file_is_never_read_as_another_structure(store: DiskStore) -> None:
+    """Random changes to cache files (flipped bits, other digits, cut short, a byte inserted): each read gives the
+    structure written or nothing, never a different one (the digest catches well-typed changes)."""
+    assert _fuzz_store(store, seed=5, count=40) > 0
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("seed", range(6))
+def test_cache_file_fuzz(store: DiskStore, seed: int) -> None:
+    assert _fuzz_store(store, seed=100 + seed, count=400) > 0

@@ -11,8 +11,9 @@ Where: `$PPLAN_CACHE_DIR`, else `$XDG_CACHE_HOME/pplan`, else `~/.cache/pplan`; 
 
 What it trusts, and what it does not:
 - Files hold plain data (JSON: a format name, the key, the structure as nested lists of integers;
-  pplan.schedules.periodic.codec), never code: reading one cannot run anything, and the reader checks every value's
-  type and the key before a structure is used. A file that fails any check is built again and rewritten.
+  pplan.schedules.periodic.codec, and a SHA-256 of the three), never code: reading one cannot run anything, and
+  the reader checks the digest, every value's type and the key before a structure is used. A file that fails any
+  check is built again and rewritten.
 - The cache directory and this version's directory inside it are created 0700. A directory owned by another user,
   writable by group or others, or inside a directory others may write without the sticky bit (where they could
   swap it) turns the cache off for the run, with one warning line naming the directory and the fix.
@@ -51,7 +52,7 @@ from pplan.schedules.periodic.structure import Structure
 CACHE_ENV = "PPLAN_CACHE_DIR"
 OFF = frozenset(("", "off", "0", "none", "no", "false"))
 PREFIX = "structures-"
-FORMAT = "pplan.structure/1"
+FORMAT = "pplan.structure/2"
 MARKER = ".pplan-structure-cache"
 """In every version directory the cache made: only such directories are ever removed."""
 STALE_VERSION_S = 30 * 86400.0
@@ -192,7 +193,8 @@ class DiskStore:
                 type(document) is dict
                 and document.get("format") == FORMAT
                 and document.get("key") == list(key)
-                and set(document) == {"format", "key", "structure"}
+                and set(document) == {"format", "key", "structure", "sha256"}
+                and document["sha256"] == structure_digest(document["key"], document["structure"])
             ):
                 return None
             structure = structure_from_data(document["structure"])
@@ -206,7 +208,13 @@ class DiskStore:
         path = self.path(key)
         if path is None or not self._writable or not self.usable:
             return
-        document = {"format": FORMAT, "key": list(key), "structure": structure_to_data(structure)}
+        data = structure_to_data(structure)
+        document = {
+            "format": FORMAT,
+            "key": list(key),
+            "structure": data,
+            "sha256": structure_digest(list(key), data),
+        }
         temporary: str | None = None
         try:
             with tempfile.NamedTemporaryFile(
@@ -254,6 +262,14 @@ class DiskStore:
                 if st is not None and now - st.st_mtime > STALE_TEMPORARY_S:
                     with contextlib.suppress(OSError):
                         leftover.unlink()
+
+
+def structure_digest(key: Any, data: Any) -> str:
+    """SHA-256 of the format, the key and the structure's plain form, as compact JSON: a file whose bytes changed
+    since it was written (a flipped bit, a half-copied file, a hand edit) fails it and is built again, even where
+    the change still reads as well-typed data that would give another answer."""
+    text = json.dumps([FORMAT, key, data], separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _read_json(path: Path) -> Any:
