@@ -321,11 +321,18 @@ class Engine:
         an unfiltered cut's are (`count_unplaced`)."""
         if not entry.filtered:
             return False
-        dropped, rejected = self.dropped(entry), self.result.rejected
+        rejected = self.result.rejected
+        if self.req.max_extrapolation is None:  # the launcher's refusals alone, counted without a cell made
+            refused = sum(self.query.cell_refusals(entry.cut, self.launcher))
+            if not refused:
+                return False
+            rejected[Rejection.LAUNCHER] += refused
+            rejected[Rejection.BOUND] += len(entry.cut) - refused
+            return True
+        dropped = self.dropped(entry)
         if not any(dropped):
             return False
-        for reason in dropped:
-            rejected[reason or Rejection.BOUND] += 1
+        rejected.update(reason or Rejection.BOUND for reason in dropped)
         return True
 
     def exact(self, item: object) -> None:
@@ -373,14 +380,11 @@ class Engine:
         """Every cell of `entry`'s cut is out of memory (`Query.cut_misses`): counted so, those a filter drops as
         dropped, and the bounds of its most frugal cells kept among the nearest misses."""
         dropped = self.dropped(entry)
-        rejected, kept = (
-            self.result.rejected,
-            [fit for fit in misses if dropped[fit.index - entry.base] is None],
-        )
-        for reason in dropped:
-            rejected[reason or Rejection.MEMORY] += 1
-        rejected[Rejection.MEMORY] -= len(kept)  # `missed` counts those
-        self.result.bounded += dropped.count(None)
+        kept = [fit for fit in misses if dropped[fit.index - entry.base] is None]
+        out = dropped.count(None)
+        self.result.rejected.update(reason for reason in dropped if reason is not None)
+        self.result.rejected[Rejection.MEMORY] += out - len(kept)  # `missed` counts the kept
+        self.result.bounded += out
         for fit in kept:
             self.missed(fit.index, fit)
 
