@@ -499,6 +499,7 @@ class SearchFilter:
         self.searched_zero = self.capabilities.searched_zero_stages
         self.overlap = (_REQUEST_DEFAULTS["overlap_grad_reduce"], _REQUEST_DEFAULTS["overlap_param_gather"])
         self._cuts: dict[tuple[object, ...], bool] = {}
+        self._m_rules: dict[tuple[str, int, int], bool] = {}
         self._cells: dict[tuple[object, ...], bool] = {}
 
     def cut_refuses(
@@ -517,12 +518,13 @@ class SearchFilter:
         etp: int,
         precision: str,
     ) -> bool:
-        key = (family.name, t, p, cp, d, v, m, first, last, offload, ep, etp, precision)
+        # the rules but m's, remembered for every m (a search tries each micro-batch size of a cut); then m's
+        key = (family.name, t, p, cp, d, v, first, last, offload, ep, etp, precision)
         got = self._cuts.get(key)
         if got is None:
             chunks = family.fixed_v if family.fixed_v is not None else v
             refused = _cut_refusal(
-                self.capabilities, family, p, chunks, m,
+                self.capabilities, family, p, chunks, None,
                 _chunk_layers(family, self.num_layers, p, chunks, first, last), offload, cp,
                 self.tp_comm_overlap and t > 1, precision, _REQUEST_DEFAULTS["fp8_swiglu_input"],
                 _REQUEST_DEFAULTS["moment_dtype"], (ep, etp, t, d), self.fp8_config,
@@ -531,7 +533,13 @@ class SearchFilter:
             if refused is None and self.shipped is not None:
                 refused = _model_plan_refusal(self.shipped, self.capabilities, ep, etp, t, cp, p)
             got = self._cuts[key] = refused is not None
-        return got
+        if got or p <= 1:
+            return got
+        m_key = (family.name, p, m)
+        m_refused = self._m_rules.get(m_key)
+        if m_refused is None:
+            m_refused = self._m_rules[m_key] = _m_refusal(self.capabilities, family, p, m) is not None
+        return m_refused
 
     def cell_refuses(
         self,
