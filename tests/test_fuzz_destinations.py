@@ -20,7 +20,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import IO
 import pytest
 
 from pplan.cli import EXIT_OUTPUT, EXIT_USAGE, INTERRUPTED
+from tests.processes import signal_group_once_held
 
 OLD = "the old contents, which must survive\n"
 LIMIT = 4096
@@ -115,17 +115,6 @@ def _case(rng: random.Random, folder: Path) -> Case:  # one branch per destinati
     return Case([*svg_cmd, str(svg)], EXIT_OUTPUT, line, stdout_file=False, limit=LIMIT, svg=svg, kept=[svg])
 
 
-def _caught(pid: int, signum: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except FileNotFoundError:
-        pass
-    return False
-
-
 def _launch(case: Case, folder: Path, signum: int | None, delay: float) -> tuple[int, str]:
     """Start the case as a shell would, signal its group after `delay` (once pplan holds the signal); its exit
     code and stderr."""
@@ -153,12 +142,7 @@ def _launch(case: Case, folder: Path, signum: int | None, delay: float) -> tuple
             start_new_session=True,
         )
     if signum is not None:
-        deadline = time.monotonic() + 60
-        while not _caught(proc.pid, signal.SIGTERM) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.0005)
-        time.sleep(delay)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
+        signal_group_once_held(proc, signum, delay)
     _, err = proc.communicate(timeout=300)
     return proc.returncode, err.decode("utf-8", "replace")
 

@@ -10,7 +10,6 @@ speak for. A run the signal reaches after its work is done may end normally: the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -25,20 +24,9 @@ from pathlib import Path
 import pytest
 
 from pplan.cli import INTERRUPTED
+from tests.processes import signal_group_once_held
 
 OLD = "the old contents, which must survive\n"
-
-
-def _caught(pid: int, signum: int) -> bool:
-    """Whether process `pid` handles `signum` itself (its SigCgt mask)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except FileNotFoundError:
-        pass
-    return False
 
 
 def _group_left(group: int) -> list[int]:
@@ -77,12 +65,7 @@ def interrupt(args: list[str], signum: int, delay: float, folder: Path, cache: s
             env={**os.environ, "PPLAN_CACHE_DIR": cache},
             start_new_session=True,
         )
-    deadline = time.monotonic() + 60
-    while not _caught(proc.pid, signal.SIGTERM) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.0005)
-    time.sleep(delay)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signum)
+    signal_group_once_held(proc, signum, delay)
     _, err = proc.communicate(timeout=300)
     deadline = time.monotonic() + 5
     while _group_left(proc.pid) and time.monotonic() < deadline:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal
 
 from pplan.cost.memory import ActivationPeaks, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
@@ -41,6 +42,8 @@ from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import Fitted, fitted
 from pplan.search.space import Candidate, Cut, SearchRequest, sharding_variants
 
+FITS: Literal["fits"] = "fits"
+"""`Query._frugal_verdict`: a frugal cell of the cut may fit."""
 ROUNDING_BYTES = 2**20
 """Slack for the bytes `Query.least_partial` computes in closed form instead of summing (each part is rounded up
 on its own in pplan.cost.memory): far above any rounding, far below a layer's activations."""
@@ -66,7 +69,6 @@ class Query(Filters):
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         # `cut_misses` of each cut but its micro-batch size: the largest b a frugal cell fits at, the least b none do
         self._frugal: dict[tuple[object, ...], tuple[float, float]] = {}
-        self._frugal_fits = False
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -357,18 +359,17 @@ class Query(Filters):
             return None
         if cut.b >= out_from:
             return []  # out of memory, its nearest misses kept at the smaller b
-        misses = self._cut_misses(cut, base)
-        if misses is None:
-            if self._frugal_fits:
-                self._frugal[shape] = (max(fits_up_to, cut.b), out_from)
-        else:
+        verdict = self._frugal_verdict(cut, base)
+        if isinstance(verdict, list):
             self._frugal[shape] = (fits_up_to, min(out_from, cut.b))
-        return misses
+            return verdict
+        if verdict == FITS:
+            self._frugal[shape] = (max(fits_up_to, cut.b), out_from)
+        return None
 
-    def _cut_misses(self, cut: Cut, base: int) -> list[Fitted] | None:
-        """`cut_misses` of a cut not yet known by another of its micro-batch sizes; `_frugal_fits` says whether a
-        None means that a frugal cell fits (rather than that no bound could be had)."""
-        self._frugal_fits = False
+    def _frugal_verdict(self, cut: Cut, base: int) -> list[Fitted] | Literal["fits"] | None:
+        """`cut_misses` of a cut not yet known by another of its micro-batch sizes: the frugal cells' bounds when
+        none fits, FITS when one may, None when no bound could be had."""
         modes = [recompute for _, recompute, n in cut.options if n is None]
         frugal = next((mode for mode in ("full", "selective", "none") if mode in modes), None)
         if frugal is None:
@@ -385,8 +386,7 @@ class Query(Filters):
             if fit.fits(self.req.headroom_fraction) or (
                 self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
             ):
-                self._frugal_fits = True
-                return None
+                return FITS
             misses.append(fit)
         return misses
 

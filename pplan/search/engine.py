@@ -158,8 +158,8 @@ class Engine:
     # The first queue
 
     def enumerate(self) -> None:
-        """Every cut of the space: lazily, one entry per cut (`push_cut`); else each cell that passes the filters,
-        placed in its chains (`place_cells`)."""
+        """Every cut of the space, one queue entry each (`push_cut`), but those the launcher refuses whole; their
+        cells are made when the cut comes to the front (`expand`)."""
         result = self.result
         for cut in enumerate_cuts(
             self.model, self.hw, self.req, self.query.seq, result.rejected, every_partial=False
