@@ -13,7 +13,7 @@ import pytest
 
 from pplan.cost.memory import plan_memory, plan_memory_totals, plan_static_totals
 from pplan.cost.pipeline import activation_peaks, tuned_lists
-from pplan.cost.steptime import step_time, sync_floor_s
+from pplan.cost.steptime import step_time, sync_floor, sync_floor_s
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import PlanRequest, make_plan
@@ -71,11 +71,29 @@ def test_data_parallel_floor_is_never_above_the_step(model_name: str, req: PlanR
     hw = H100 if hash(req) % 2 else A100
     plan = make_plan(model, req)
     step = step_time(model, hw, plan, split_p2p=False)
-    traffic, optimizer = sync_floor_s(model, hw, plan)
+    floor = sync_floor(model, hw, plan)
+    traffic, optimizer = sync_floor_s(floor, plan.num_microbatches)
     assert traffic + optimizer <= step.step_s * (1 + 1e-12)
     assert optimizer <= step.breakdown_s["optimizer"] * (1 + 1e-12)
     totals = plan_memory_totals(model, plan, activation_peaks(model, plan, hw), 0.15)
     assert all(s <= t for s, t in zip(plan_static_totals(model, plan), totals, strict=True))
+
+
+@pytest.mark.parametrize(("model_name", "req"), _random_plans(40, seed=22))
+def test_the_data_parallel_floor_reads_m_alone_of_the_micro_batch(model_name: str, req: PlanRequest) -> None:
+    """What lets the search share a cut's `sync_floor` between its micro-batch sizes: the floor of the same plan
+    with half the micro-batch size (twice the micro-batches), priced at its own m, is this plan's floor at that
+    m."""
+    model = load_model(model_name)
+    hw = H100 if hash(req) % 2 else A100
+    if req.micro_batch % 2:
+        req = replace(req, global_batch=req.global_batch * 2, micro_batch=req.micro_batch * 2)
+    plan = make_plan(model, req)
+    other = make_plan(model, replace(req, micro_batch=req.micro_batch // 2))
+    assert other.num_microbatches == 2 * plan.num_microbatches
+    mine = sync_floor_s(sync_floor(model, hw, plan), other.num_microbatches)
+    theirs = sync_floor_s(sync_floor(model, hw, other), other.num_microbatches)
+    assert mine == pytest.approx(theirs, rel=1e-12)
 
 
 @pytest.mark.parametrize(("model_name", "req"), _random_plans(60, seed=13))

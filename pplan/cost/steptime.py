@@ -132,6 +132,8 @@ class RankSync:
     """All of the step's DP traffic (m × per micro-batch for ZeRO-2/3, the same as `last_s` otherwise)."""
     gather_s: float
     """The updated parameters' all-gather after the optimizer (ZeRO-1/2)."""
+    per_microbatch_s: float = 0.0
+    """Of `step_s`, what each micro-batch adds (ZeRO-2/3; 0 below): `step_s` = m × this + a part m does not touch."""
 
 
 def rank_sync(
@@ -170,7 +172,10 @@ def _rank_sync(
     if experts:
         rest = rank_sync(hw, plan, params - experts, units, fp8=(fp8[0], 0.0))
         own = _expert_sync(hw, plan, experts, units, fp8[1])
-        return RankSync(rest.last_s + own.last_s, rest.step_s + own.step_s, rest.gather_s + own.gather_s)
+        return RankSync(
+            rest.last_s + own.last_s, rest.step_s + own.step_s, rest.gather_s + own.gather_s,
+            rest.per_microbatch_s + own.per_microbatch_s,
+        )  # fmt: skip
     n = plan.dp * plan.cp
     if n == 1:
         return RankSync(0.0, 0.0, 0.0)
@@ -212,11 +217,11 @@ def _sharded_sync(
         return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s, calls))
     m = plan.num_microbatches
     if plan.zero_stage == 2:
-        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s, calls))
+        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s, calls), scatter)
     gather = all_gather_s(link, weights, s, calls)
     if not plan.reshard_after_forward:
-        return RankSync(scatter + across, m * (scatter + gather) + across, 0.0)
-    return RankSync(scatter + gather + across, m * (scatter + 2 * gather) + across, 0.0)
+        return RankSync(scatter + across, m * (scatter + gather) + across, 0.0, scatter + gather)
+    return RankSync(scatter + gather + across, m * (scatter + 2 * gather) + across, 0.0, scatter + 2 * gather)
 
 
 DDP_BUCKET_PARAMS = 40_000_000
@@ -355,23 +360,38 @@ def sync_ranks(model: ModelSpec, plan: Plan) -> frozenset[SyncRank]:
     )
 
 
-def sync_floor_s(
+SyncFloor = tuple[tuple[tuple[float, float], ...], float]
+"""`sync_floor`: each rank's data-parallel traffic per step as (seconds per micro-batch, the rest), and the
+longest optimizer step."""
+
+
+def sync_floor(
     model: ModelSpec, hw: HardwareSpec, plan: Plan, ranks: frozenset[SyncRank] | None = None
-) -> tuple[float, float]:
-    """(max over ranks of the step's data-parallel traffic `RankSync.step_s`, max over ranks of the optimizer
-    step): what bounds the step without any pass time. With the traffic overlapped, exposed DP_r ≥ step_s_r − the
-    rank's passes and end_r ≥ its passes (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without,
-    exposed DP_r = step_s_r. Hence step ≥ max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan
-    bound (the search prices ZeRO-3's per-micro-batch gathers with it before costing a plan's passes). `ranks`:
-    the plan's `sync_ranks`, when at hand (the search shares them between the ZeRO stages, gradient dtypes and
-    sharding choices of a cut)."""
+) -> SyncFloor:
+    """What bounds the step without any pass time: with m micro-batches, max over ranks of the step's data-parallel
+    traffic (`RankSync.step_s` = m × its per-micro-batch part + the rest, `sync_floor_s`) and the longest optimizer
+    step. With the traffic overlapped, exposed DP_r ≥ step_s_r − the rank's passes and end_r ≥ its passes
+    (pplan.schedules.bounds), so end_r + exposed DP_r ≥ step_s_r; without, exposed DP_r = step_s_r. Hence step ≥
+    max(makespan, max_r step_s_r) + max_r optimizer_r, for any makespan bound (the search prices ZeRO-3's
+    per-micro-batch gathers with it before costing a plan's passes). Split by m so that a search shares it between
+    a cut's micro-batch sizes (nothing else in it reads m). `ranks`: the plan's `sync_ranks`, when at hand (the
+    search shares them between the ZeRO stages, gradient dtypes and sharding choices of a cut)."""
     if ranks is None:
         ranks = sync_ranks(model, plan)
-    traffic = max(
-        rank_sync(hw, plan, params, units, experts, fp8).step_s for params, experts, units, fp8 in ranks
-    )
+    m = plan.num_microbatches
+    traffic = []
+    for params, experts, units, fp8 in ranks:
+        sync = rank_sync(hw, plan, params, units, experts, fp8)
+        traffic.append((sync.per_microbatch_s, sync.step_s - m * sync.per_microbatch_s))
     optimizer = max(_optimizer_s(hw, plan, params, experts) for params, experts, _, _ in ranks)
-    return traffic, optimizer
+    return tuple(traffic), optimizer
+
+
+def sync_floor_s(floor: SyncFloor, m: int) -> tuple[float, float]:
+    """(max over ranks of the step's data-parallel traffic, the longest optimizer step) at m micro-batches
+    (`sync_floor`)."""
+    traffic, optimizer = floor
+    return max(m * per_microbatch + rest for per_microbatch, rest in traffic), optimizer
 
 
 def step_time_bound(

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
 
 from pplan.cost.memory import ActivationPeaks, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
-from pplan.cost.steptime import SyncRank, sync_floor_s, sync_ranks
+from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.frozen import changed
@@ -42,8 +41,6 @@ from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import Fitted, fitted
 from pplan.search.space import Candidate, Cut, SearchRequest, sharding_variants
 
-FITS: Literal["fits"] = "fits"
-"""`Query._frugal_verdict`: a frugal cell of the cut may fit."""
 ROUNDING_BYTES = 2**20
 """Slack for the bytes `Query.least_partial` computes in closed form instead of summing (each part is rounded up
 on its own in pplan.cost.memory): far above any rounding, far below a layer's activations."""
@@ -63,12 +60,13 @@ class Query(Filters):
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
-        self._sync_floors: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
-        # `cut_misses` of each cut but its micro-batch size: the largest b a frugal cell fits at, the least b none do
-        self._frugal: dict[tuple[object, ...], tuple[float, float]] = {}
+        # `stages_out` of each cut but its micro-batch size, per ZeRO stage: the largest b its frugal cell may fit
+        # at, the least b it does not
+        self._frugal: dict[tuple[tuple[object, ...], int], tuple[float, float]] = {}
 
     def cheap_bound(self, c: Candidate) -> float:
         """tokens / the free-hop makespan bound (pplan.schedules.bounds.zero_latency_makespan): no step is shorter.
@@ -280,16 +278,17 @@ class Query(Filters):
         (pplan.cost.steptime.sync_floor_s). It tells apart the cells of a cut that the cheap bound cannot: ZeRO-3
         gathers every unit's weights twice per micro-batch. `plan`: `c`'s plan, or one of it with another
         recompute (what a partial-recompute seed has: recompute moves no data-parallel bytes)."""
-        key = (*c.order[:-4], c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but the recompute
+        shape = (*c.order[:3], *c.order[4:-4])  # the cut but its micro-batch size, which only sets m here
+        key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but b and the recompute
         floor = self._sync_floors.get(key)
         if floor is None:
             plan = plan or self.plan(c)
-            cut = (*c.order[:-4], c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
+            cut = (*shape, c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
             ranks = self._sync_ranks.get(cut)
             if ranks is None:
                 ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
-            floor = self._sync_floors[key] = sync_floor_s(self.model, self.hw, plan, ranks)
-        traffic, optimizer = floor
+            floor = self._sync_floors[key] = sync_floor(self.model, self.hw, plan, ranks)
+        traffic, optimizer = sync_floor_s(floor, c.m)
         return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
 
     def sync_bound_with_variants(
@@ -336,10 +335,13 @@ class Query(Filters):
             peaks = self._peaks[key] = warmup_peaks(self.model, plan)
         return fitted(self.model, self.hw, plan, c, index, False, peaks)
 
-    def cut_misses(self, cut: Cut, base: int) -> list[Fitted] | None:
-        """The memory lower bounds (`fit`) of `cut`'s most frugal cells, one per ZeRO stage asked, when every one
-        is out of memory: then every configuration the cut holds or leads to is. None when one may fit, or when
-        the cut has no single most frugal cell to bound the others with.
+    def stages_out(
+        self, cut: Cut, base: int, dropped: tuple[bool, ...] | None = None
+    ) -> tuple[int, list[Fitted]] | None:
+        """How many of `cut`'s ZeRO stages, from the lowest asked up, hold no configuration that may fit: every
+        cell at such a stage, and every configuration it leads to, is out of memory. With the memory lower bounds
+        (`fit`) of those stages' most frugal cells, where computed (a stage known out by a smaller micro-batch of
+        the cut keeps its bound there). None when the cut has no single most frugal cell to bound the others with.
 
         For each ZeRO stage z, the frugal cell recomputes the most its options allow (every layer under `full`,
         else `selective`, else none) with the gradient dtype of fewest bytes (BF16 when asked: the cut lists it
@@ -348,47 +350,45 @@ class Query(Filters):
         and the bound on activations (what each rank holds at its first backward) does not fall with less
         recompute. Not used where that order is not the model's: an offload set (it excludes recompute of every
         layer), a tuned (auto) schedule (its lists are built for the memory they find), or ZeRO-3 whose gathered
-        weights may take less kept whole (`keeping_may_cost_less`, tried when the base is out of memory)."""
+        weights may take less kept whole (`keeping_may_cost_less`, tried when the base is out of memory). Stages
+        are looked at from the lowest up and the count stops at the first that may fit: no order between stages
+        is assumed. A stage whose every cell a filter drops (`dropped`, per cell) counts as out without a bound:
+        none of its cells is evaluated either way."""
         if cut.offload or cut.family.tuned:
+            return None
+        o = next((i for mode in ("full", "selective", "none") for i, (_, recompute, n) in enumerate(cut.options)
+                  if recompute == mode and n is None), None)  # fmt: skip
+        if o is None:
             return None
         # the same cut at another micro-batch size: the bound grows with b (what a rank holds at its first
         # backward is b × the micro-batches it holds then, whose share of m = B / (b·d) never rises as m falls)
         shape = (*cut.prefix[:3], *cut.prefix[4:])
-        fits_up_to, out_from = self._frugal.get(shape, (0, math.inf))
-        if cut.b <= fits_up_to:
-            return None
-        if cut.b >= out_from:
-            return []  # out of memory, its nearest misses kept at the smaller b
-        verdict = self._frugal_verdict(cut, base)
-        if isinstance(verdict, list):
-            self._frugal[shape] = (fits_up_to, min(out_from, cut.b))
-            return verdict
-        if verdict == FITS:
-            self._frugal[shape] = (max(fits_up_to, cut.b), out_from)
-        return None
-
-    def _frugal_verdict(self, cut: Cut, base: int) -> list[Fitted] | Literal["fits"] | None:
-        """`cut_misses` of a cut not yet known by another of its micro-batch sizes: the frugal cells' bounds when
-        none fits, FITS when one may, None when no bound could be had."""
-        modes = [recompute for _, recompute, n in cut.options if n is None]
-        frugal = next((mode for mode in ("full", "selective", "none") if mode in modes), None)
-        if frugal is None:
-            return None
-        o = next(i for i, (_, recompute, n) in enumerate(cut.options) if recompute == frugal and n is None)
-        misses = []
-        for z in reversed(range(len(cut.zeros))):  # the highest stage first: most often the one that fits
-            i = (o * len(cut.zeros) + z) * len(cut.grads)  # gradient dtype 0: the fewest bytes
-            cell = cut.cell(i)
-            try:
-                fit = self.fit(cell, base + i)
-            except PplanError:
-                return None
-            if fit.fits(self.req.headroom_fraction) or (
-                self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
+        misses: list[Fitted] = []
+        per_stage = len(cut.grads)
+        for z, zero in enumerate(cut.zeros):
+            if dropped is not None and all(
+                dropped[(o * len(cut.zeros) + z) * per_stage + g]
+                for o in range(len(cut.options))
+                for g in range(per_stage)
             ):
-                return FITS
-            misses.append(fit)
-        return misses
+                continue
+            fits_up_to, out_from = self._frugal.get((shape, zero), (0, math.inf))
+            if cut.b <= fits_up_to:
+                return z, misses
+            if cut.b < out_from:
+                i = (o * len(cut.zeros) + z) * len(cut.grads)  # gradient dtype 0: the fewest bytes
+                try:
+                    fit = self.fit(cut.cell(i), base + i)
+                except PplanError:
+                    return None if z == 0 else (z, misses)
+                if fit.fits(self.req.headroom_fraction) or (
+                    self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
+                ):
+                    self._frugal[shape, zero] = (max(fits_up_to, cut.b), out_from)
+                    return z, misses
+                self._frugal[shape, zero] = (fits_up_to, cut.b)
+                misses.append(fit)
+        return len(cut.zeros), misses
 
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""

@@ -99,8 +99,7 @@ class CutEntry(NamedTuple):
     """The enumeration index of its first cell."""
     lattice: Lattice
     filtered: bool = False
-    """A launcher's or the envelope's filters may drop some of its cells: expanded by placing every cell as the
-    enumeration would have (`place_cells`), not its heads alone."""
+    """A launcher's or the envelope's filters may drop some of its cells (`Engine.expand` places those they pass)."""
 
 
 class Engine:
@@ -126,11 +125,13 @@ class Engine:
         # enters the queue only once the twin fits (`fp32_twin`): made only then
         self.fp32_waiting: dict[int, tuple[int, Callable[[], Candidate]]] = {}
         self.admitted_fp32: set[int] = set()
-        # Without a launcher to filter cells, a cut's cells are placed lazily: only those that go straight to the
-        # queue (its heads, `Lattice`) at first, the rest when one of its cells is first out of memory
+        # A cut's cells are placed lazily: only those that go straight to the queue (its heads, `Lattice`, of the
+        # cells its launcher runs) at first, the rest when one of its cells is first out of memory
         # (`materialise`). Until then every other cell waits on a head, so what `Chains` would say of it is the
-        # lattice's own.
-        self.lazy = (launcher is None or not req.launcher) and req.max_extrapolation is None
+        # lattice's own. Not where the envelope filters cells (`eager`): every cell is placed as the enumeration
+        # would have (`place_cells`), each asked of the filter.
+        self.filtered = (launcher is not None and bool(req.launcher)) or req.max_extrapolation is not None
+        self.eager = req.max_extrapolation is not None
         self.lattices: dict[tuple[object, ...], Lattice] = {}
         self.unplaced: dict[int, tuple[Cut, int, Lattice]] = {}  # head index → its cut, first index, lattice
         self.misses: list[Missed] = []
@@ -166,7 +167,7 @@ class Engine:
         ):
             base = result.enumerated
             result.enumerated += len(cut)
-            if not self.lazy and self.query.cut_refused(cut, self.launcher):
+            if self.filtered and self.query.cut_refused(cut, self.launcher):
                 result.rejected[Rejection.LAUNCHER] += len(cut)  # every cell, counted as the cells would be
                 continue
             self.push_cut(cut, base)
@@ -177,12 +178,15 @@ class Engine:
         give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
         queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
         only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
-        lattice = self.lattices.get(cut.pattern) or self.lattices.setdefault(
-            cut.pattern, Lattice.of(cut, self.req)
-        )
+        lattice = self.lattice(cut)
         figure = max(self.query.cell_bound(cut, i) for i in lattice.option_heads)
-        entry = CutEntry(cut, base, lattice, not self.lazy)
+        entry = CutEntry(cut, base, lattice, self.filtered)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))
+
+    def lattice(self, cut: Cut, dropped: tuple[bool, ...] | None = None) -> Lattice:
+        """The lattice of `cut`'s pattern (of the cells a filter passes, `dropped`), made once per pattern."""
+        key = (cut.pattern, dropped)
+        return self.lattices.get(key) or self.lattices.setdefault(key, Lattice.of(cut, self.req, dropped))
 
     def place_cells(
         self, cut: Cut, base: int, last: tuple[Candidate, int] | None
@@ -357,15 +361,26 @@ class Engine:
         self.push(self.made, variant)
 
     def expand(self, entry: CutEntry) -> None:
-        """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound."""
+        """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound. The ZeRO stages
+        out of memory whatever their cells (`Query.stages_out`) are counted out first, and the cut goes on with the
+        stages left."""
         cut, base, lattice, filtered = entry
-        misses = self.query.cut_misses(cut, base)
-        if misses is not None:  # out of memory whatever its cells: none is made
-            self.all_out_of_memory(entry, misses)
-            return
-        if filtered:
+        refusals = self.query.cell_refusals(cut, self.launcher) if filtered else None
+        out = self.query.stages_out(cut, base, refusals)
+        if out is not None and out[0]:
+            self.stages_out_of_memory(entry, *out)
+            if out[0] == len(cut.zeros):
+                return
+            cut = replace(cut, zeros=cut.zeros[out[0] :])
+            lattice = self.lattice(cut)
+        if self.eager:
             self.place_cells(cut, base, None)  # an FP32 twin follows its BF16 cell within the cut
             return
+        if filtered:
+            refusals = self.query.cell_refusals(cut, self.launcher)
+            if any(refusals):
+                self.result.rejected[Rejection.LAUNCHER] += sum(refusals)
+                lattice = self.lattice(cut, refusals)
         for i in lattice.heads:
             cand = cut.cell(i)
             self.chains.place(base + i, cand)
@@ -376,15 +391,17 @@ class Engine:
                 self.fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
             self.unplaced[base + i] = (cut, base, lattice)
 
-    def all_out_of_memory(self, entry: CutEntry, misses: list[Fitted]) -> None:
-        """Every cell of `entry`'s cut is out of memory (`Query.cut_misses`): counted so, those a filter drops as
-        dropped, and the bounds of its most frugal cells kept among the nearest misses."""
-        dropped = self.dropped(entry)
+    def stages_out_of_memory(self, entry: CutEntry, stages: int, misses: list[Fitted]) -> None:
+        """Every cell of `entry`'s cut at its first `stages` ZeRO stages is out of memory (`Query.stages_out`):
+        counted so, those a filter drops as dropped, and the bounds of their most frugal cells kept among the
+        nearest misses. The cut's other cells keep the indices below its own (`expand`)."""
+        per_stage, dropped = len(entry.cut.grads), self.dropped(entry)
+        out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(entry.cut.zeros) < stages]
         kept = [fit for fit in misses if dropped[fit.index - entry.base] is None]
-        out = dropped.count(None)
-        self.result.rejected.update(reason for reason in dropped if reason is not None)
-        self.result.rejected[Rejection.MEMORY] += out - len(kept)  # `missed` counts the kept
-        self.result.bounded += out
+        passed = out.count(None)
+        self.result.rejected.update(reason for reason in out if reason is not None)
+        self.result.rejected[Rejection.MEMORY] += passed - len(kept)  # `missed` counts the kept
+        self.result.bounded += passed
         for fit in kept:
             self.missed(fit.index, fit)
 

@@ -123,12 +123,16 @@ class Lattice:
     """The first head of each recompute option among the heads: the cheap bound differs only between options."""
 
     @staticmethod
-    def of(cut: Cut, req: SearchRequest) -> Lattice:
+    def of(cut: Cut, req: SearchRequest, dropped: tuple[bool, ...] | None = None) -> Lattice:
+        """The lattice of `cut`'s pattern; with `dropped`, of its cells a filter passes (a cell that would wait on
+        a dropped one does not: what `Chains.place` does when its predecessor was never placed)."""
         chains = Chains(req.recompute)
         heads: list[int] = []
         twins: set[int] = set()
         last: tuple[Candidate, int] | None = None
         for i in range(len(cut)):
+            if dropped is not None and dropped[i]:
+                continue
             cand = cut.cell(i)
             if last is not None and fp32_twin(cand, i, *last):
                 twins.add(i)

@@ -463,6 +463,15 @@ class Cut:
         rc_index, recompute, n = self.options[o]
         return rc_index, recompute, n, self.zeros[z], self.grads[g]
 
+    def at(self, b: int, m: int) -> Cut:
+        """This cut with micro-batch size b and m micro-batches (`enumerate_cuts` makes each b's from b = 0)."""
+        prefix = self.prefix
+        return Cut(
+            self.family, self.t, self.p, self.cp, self.d, self.v, b, m, self.first_layers, self.last_layers,
+            self.most_layers, (*prefix[:3], b, *prefix[4:]), self.offload, self.options, self.zeros, self.grads,
+            self.ep, self.precision, self.etp,
+        )  # fmt: skip
+
     def cell(self, i: int) -> Candidate:
         rc_index, recompute, n, zero, grads = self.choices(i)
         order = (*self.prefix, rc_index, n or MAX_CHUNK_LAYERS, zero, GRAD_ORDER.index(grads))
@@ -534,6 +543,7 @@ def enumerate_cuts(
                 if req.global_batch % d:  # no micro-batch splits the batch over d replicas
                     rejected[Rejection.BATCH_SPLIT] += 1
                     continue
+                layouts = _pipelines(model, req, families, (t, cp, p, d), zeros, grads, every_partial)
                 for b in (
                     [req.micro_batch] if req.micro_batch is not None else divisors(req.global_batch // d)
                 ):
@@ -544,46 +554,57 @@ def enumerate_cuts(
                     if m < req.min_microbatches:
                         rejected[Rejection.FEW_MICROBATCHES] += 1
                         continue
-                    yield from _pipelines(
-                        model, req, families, (t, cp, p, d, b, m), zeros, grads, rejected, every_partial
-                    )
+                    for item in layouts:
+                        if isinstance(item, Rejection):
+                            rejected[item] += 1
+                        elif p > 1 and item[0].m_problem(p, m) is not None:
+                            rejected[Rejection.M_RULE] += 1
+                        else:
+                            rejected[Rejection.EP_SPLIT] += item[2]
+                            for cut in item[1]:
+                                yield cut.at(b, m)
+
+
+Layouts = list[Rejection | tuple[ScheduleFamily, list[Cut], int]]
+"""What `_pipelines` finds of a (t, cp, p, d), in enumeration order: each rejection, and each schedule family's
+and v's cuts with the expert splits they leave out (both only where the family's rule on m passes)."""
 
 
 def _pipelines(
     model: ModelSpec,
     req: SearchRequest,
     families: list[ScheduleFamily],
-    dims: tuple[int, int, int, int, int, int],
+    dims: tuple[int, int, int, int],
     zeros: tuple[int, ...],
     grads: tuple[GradDtype, ...],
-    rejected: Counter[Rejection],
     every_partial: bool,
-) -> Iterator[Cut]:
-    t, cp, p, d, b, m = dims
+) -> Layouts:
+    """The cuts of (t, cp, p, d) at b = m = 0 (each micro-batch size's are these with its b and m), and the rules
+    that break the others, in enumeration order: none of it reads b."""
+    t, cp, p, d = dims
     layers = model.num_layers
     eps = expert_parallel_options(model, req, t * cp * d)
     if not eps:
-        rejected[Rejection.EP_SPLIT] += 1
-        return
+        return [Rejection.EP_SPLIT]
+    out: Layouts = []
     expert_splits = [(ep, expert_tensor_options(model, req, t, ep, t * cp * d)) for ep in eps]
     offloads = [canonical_offload(offload) for offload in req.offload]
     for fam_index, fam in enumerate(families if p > 1 else families[:1]):
         fam_here = fam if p > 1 else without_pipeline()
         for v in _v_options(fam, req, layers, p) if p > 1 else [1]:
             if p > 1 and fam.p_problem(p) is not None:
-                rejected[Rejection.P_RULE] += 1
+                out.append(Rejection.P_RULE)
                 continue
             n_chunks = p if fam.placement == "dual" else p * v
             if n_chunks > MAX_PIPELINE_CHUNKS:
-                rejected[Rejection.PIPELINE_CAP] += 1
+                out.append(Rejection.PIPELINE_CAP)
                 continue
             splits = layer_splits(layers, n_chunks, req.empty_end_chunks) if p > 1 else [(None, None)]
             if not splits:
-                rejected[Rejection.LAYER_SPLIT] += 1
+                out.append(Rejection.LAYER_SPLIT)
                 continue
-            if p > 1 and fam.m_problem(p, m) is not None:
-                rejected[Rejection.M_RULE] += 1
-                continue
+            cuts: list[Cut] = []
+            no_etp = 0
             for split, (first, last) in enumerate(splits):
                 most = most_layers(layers, n_chunks, first, last)
                 options = _recompute_options(req, most, every_partial)
@@ -594,15 +615,16 @@ def _pipelines(
                         if not (offload and recompute == "full" and n is None)
                     )  # every layer a checkpoint: nothing to offload (PlanRequest refuses it)
                     for ep, etps in expert_splits:
-                        if not etps:
-                            rejected[Rejection.EP_SPLIT] += 1
+                        no_etp += not etps
                         for etp in etps:
                             for prec_index, precision in enumerate(req.precisions):
-                                yield Cut(
-                                    fam_here, t, p, cp, d, v, b, m, first, last, most,
-                                    (t, cp, p, b, fam_index, v, split, off_index, ep, etp, prec_index), offload,
+                                cuts.append(Cut(
+                                    fam_here, t, p, cp, d, v, 0, 0, first, last, most,
+                                    (t, cp, p, 0, fam_index, v, split, off_index, ep, etp, prec_index), offload,
                                     kept, zeros, grads, ep, precision, etp,
-                                )  # fmt: skip
+                                ))  # fmt: skip
+            out.append((fam, cuts, no_etp))
+    return out
 
 
 def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: int) -> list[int]:
