@@ -475,8 +475,9 @@ _REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(PlanReque
 
 
 class SearchFilter:
-    """What a search asks `launcher` of each configuration, split as the search enumerates: `cut_refuses` the rules
-    on what all configurations of one cut share (checked once per cut), `cell_refuses` those on one
+    """What a search asks `launcher` of each configuration, split as the search enumerates: `layout_refuses` the
+    rules on what all configurations of one cut share but m, checked once per cut for all its micro-batch sizes,
+    `m_refuses` the rule on m, `cell_refuses` those on one
     configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either is,
     exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, FP8
     caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key; what the
@@ -502,7 +503,7 @@ class SearchFilter:
         self._m_rules: dict[tuple[str, int, int], bool] = {}
         self._cells: dict[tuple[object, ...], bool] = {}
 
-    def cut_refuses(
+    def layout_refuses(
         self,
         family: ScheduleFamily,
         t: int,
@@ -510,7 +511,6 @@ class SearchFilter:
         cp: int,
         d: int,
         v: int,
-        m: int,
         first: int | None,
         last: int | None,
         offload: bool,
@@ -518,7 +518,8 @@ class SearchFilter:
         etp: int,
         precision: str,
     ) -> bool:
-        # the rules but m's, remembered for every m (a search tries each micro-batch size of a cut); then m's
+        """The rules on a cut but its rule on m (`m_refuses`), remembered for every m (a search tries each micro-batch
+        size of a cut)."""
         key = (family.name, t, p, cp, d, v, first, last, offload, ep, etp, precision)
         got = self._cuts.get(key)
         if got is None:
@@ -533,8 +534,10 @@ class SearchFilter:
             if refused is None and self.shipped is not None:
                 refused = _model_plan_refusal(self.shipped, self.capabilities, ep, etp, t, cp, p)
             got = self._cuts[key] = refused is not None
-        if got or p <= 1:
-            return got
+        return got
+
+    def m_refuses(self, family: ScheduleFamily, p: int, m: int) -> bool:
+        """The launcher's rule on a pipeline of p > 1 ranks running m micro-batches."""
         m_key = (family.name, p, m)
         m_refused = self._m_rules.get(m_key)
         if m_refused is None:

@@ -58,7 +58,7 @@ from pplan.search.space import (
     Cut,
     Rejection,
     SearchRequest,
-    enumerate_cuts,
+    enumerate_layouts,
     group_successors,
     sharding_variants,
 )
@@ -161,24 +161,34 @@ class Engine:
     def enumerate(self) -> None:
         """Every cut of the space, one queue entry each (`push_cut`), but those the launcher refuses whole; their
         cells are made when the cut comes to the front (`expand`)."""
-        result = self.result
-        for cut in enumerate_cuts(
-            self.model, self.hw, self.req, self.query.seq, result.rejected, every_partial=False
+        result, query = self.result, self.query
+        launcher = self.launcher if self.launcher is not None and self.req.launcher else None
+        # per layout (`enumerate_layouts`, by identity, kept alive here): its cells, whether its launcher
+        # refuses it at every m, its lattice
+        layouts: dict[int, tuple[Cut, int, bool, Lattice]] = {}
+        for layout, b, m in enumerate_layouts(
+            self.model, self.hw, self.req, query.seq, result.rejected, every_partial=False
         ):
+            known = layouts.get(id(layout))
+            if known is None:
+                refused = query.layout_refused(layout, launcher)
+                known = layouts[id(layout)] = (layout, len(layout), refused, self.lattice(layout))
+            _, size, refused, lattice = known
             base = result.enumerated
-            result.enumerated += len(cut)
-            if self.filtered and self.query.cut_refused(cut, self.launcher):
-                result.rejected[Rejection.LAUNCHER] += len(cut)  # every cell, counted as the cells would be
+            result.enumerated += size
+            if refused or (
+                launcher is not None and layout.p > 1 and launcher.m_refuses(layout.family, layout.p, m)
+            ):
+                result.rejected[Rejection.LAUNCHER] += size  # every cell, counted as the cells would be
                 continue
-            self.push_cut(cut, base)
+            self.push_cut(layout.at(b, m), base, lattice)
 
-    def push_cut(self, cut: Cut, base: int) -> None:
+    def push_cut(self, cut: Cut, base: int, lattice: Lattice) -> None:
         """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
         front (`expand`). The cheap bound differs only between recompute options, so the heads of each option
         give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
         queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
         only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
-        lattice = self.lattice(cut)
         figure = max(self.query.cell_bound(cut, i) for i in lattice.option_heads)
         entry = CutEntry(cut, base, lattice, self.filtered)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))

@@ -25,13 +25,16 @@ configuration's request)."""
 
 class LauncherFilter(Protocol):
     """What the launcher refuses, asked as the search enumerates (pplan.launchers.support.SearchFilter): the rules on
-    what every configuration of a cut shares, once per cut, and those on one configuration's ZeRO stage, sharding,
-    recompute and gradient dtype; a configuration is refused when either is."""
+    what every configuration of a cut shares (once for all its micro-batch sizes, then the rule on m), and those on
+    one configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either
+    is."""
 
-    def cut_refuses(
-        self, family: ScheduleFamily, t: int, p: int, cp: int, d: int, v: int, m: int, first: int | None,
+    def layout_refuses(
+        self, family: ScheduleFamily, t: int, p: int, cp: int, d: int, v: int, first: int | None,
         last: int | None, offload: bool, ep: int, etp: int, precision: str,
     ) -> bool: ...  # fmt: skip
+
+    def m_refuses(self, family: ScheduleFamily, p: int, m: int) -> bool: ...
 
     def cell_refuses(
         self, t: int, p: int, cp: int, d: int, ep: int, etp: int, zero: int, recompute: Recompute,
@@ -87,11 +90,21 @@ class Filters:
 
     def cut_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
         """Whether the query's launcher refuses every configuration of `c`'s cut."""
+        return self.layout_refused(c, launcher) or (
+            c.p > 1
+            and launcher is not None
+            and bool(self.req.launcher)
+            and launcher.m_refuses(c.family, c.p, c.m)
+        )
+
+    def layout_refused(self, c: Cut | Candidate, launcher: LauncherFilter | None) -> bool:
+        """Whether the query's launcher refuses every configuration of `c`'s cut, whatever its micro-batch size
+        (all but the launcher's rule on m, `LauncherFilter.m_refuses`)."""
         if not self.req.launcher or launcher is None:
             return False
         offload = c.offload if isinstance(c, Cut) else c.offload_modules
-        return launcher.cut_refuses(
-            c.family, c.t, c.p, c.cp, c.d, c.v, c.m, c.first_layers, c.last_layers, bool(offload), c.ep, c.etp,
+        return launcher.layout_refuses(
+            c.family, c.t, c.p, c.cp, c.d, c.v, c.first_layers, c.last_layers, bool(offload), c.ep, c.etp,
             c.precision,
         )  # fmt: skip
 

@@ -514,6 +514,20 @@ def enumerate_cuts(
     every_partial: bool = True,
 ) -> Iterator[Cut]:
     """`enumerate_candidates` a cut at a time: every cell of every cut, in the same order."""
+    for layout, b, m in enumerate_layouts(model, hw, req, seq, rejected, every_partial):
+        yield layout.at(b, m)
+
+
+def enumerate_layouts(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    seq: int,
+    rejected: Counter[Rejection],
+    every_partial: bool = True,
+) -> Iterator[tuple[Cut, int, int]]:
+    """`enumerate_cuts` as (the cut at b = m = 0, b, m): the same object for every b of a layout, so that what does
+    not read b is asked of it once (the cut is `layout.at(b, m)`)."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
     cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
     grads = tuple(sorted(req.grad_dtypes, key=GRAD_ORDER.index))  # BF16 first: pplan.search
@@ -561,8 +575,8 @@ def enumerate_cuts(
                             rejected[Rejection.M_RULE] += 1
                         else:
                             rejected[Rejection.EP_SPLIT] += item[2]
-                            for cut in item[1]:
-                                yield cut.at(b, m)
+                            for layout in item[1]:
+                                yield layout, b, m
 
 
 Layouts = list[Rejection | tuple[ScheduleFamily, list[Cut], int]]
