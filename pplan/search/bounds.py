@@ -39,6 +39,7 @@ from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, 
 from pplan.search.filters import Filters
 from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import Fitted, fitted
+from pplan.search.result import Missed, missed_by
 from pplan.search.space import Candidate, Cut, SearchRequest, sharding_variants
 
 ROUNDING_BYTES = 2**20
@@ -337,23 +338,25 @@ class Query(Filters):
 
     def stages_out(
         self, cut: Cut, base: int, dropped: tuple[bool, ...] | None = None
-    ) -> tuple[int, list[Fitted]] | None:
+    ) -> tuple[int, list[tuple[int, Missed]]] | None:
         """How many of `cut`'s ZeRO stages, from the lowest asked up, hold no configuration that may fit: every
-        cell at such a stage, and every configuration it leads to, is out of memory. With the memory lower bounds
-        (`fit`) of those stages' most frugal cells, where computed (a stage known out by a smaller micro-batch of
-        the cut keeps its bound there). None when the cut has no single most frugal cell to bound the others with.
+        cell at such a stage, and every configuration it leads to, is out of memory. With those stages' most
+        frugal cells as misses (by enumeration index), where looked at (a stage known out by a smaller
+        micro-batch of the cut keeps its miss there). None when the cut has no single most frugal cell to bound
+        the others with.
 
         For each ZeRO stage z, the frugal cell recomputes the most its options allow (every layer under `full`,
         else `selective`, else none) with the gradient dtype of fewest bytes (BF16 when asked: the cut lists it
         first). Every other cell at stage z (less recompute, a partial recompute made on demand, FP32 gradients,
         hybrid sharding over fewer GPUs) holds at least as many bytes on every rank: the static bytes do not fall
         and the bound on activations (what each rank holds at its first backward) does not fall with less
-        recompute. Not used where that order is not the model's: an offload set (it excludes recompute of every
-        layer), a tuned (auto) schedule (its lists are built for the memory they find), or ZeRO-3 whose gathered
-        weights may take less kept whole (`keeping_may_cost_less`, tried when the base is out of memory). Stages
-        are looked at from the lowest up and the count stops at the first that may fit: no order between stages
-        is assumed. A stage whose every cell a filter drops (`dropped`, per cell) counts as out without a bound:
-        none of its cells is evaluated either way."""
+        recompute. So the frugal cell's static bytes (`static_miss`, known for every b at once) or else its
+        memory lower bound (`fit`) decide the stage. Not used where that order is not the model's: an offload set
+        (it excludes recompute of every layer), a tuned (auto) schedule (its lists are built for the memory they
+        find), or ZeRO-3 whose gathered weights may take less kept whole (`keeping_may_cost_less`, tried when the
+        base is out of memory). Stages are looked at from the lowest up and the count stops at the first that may
+        fit: no order between stages is assumed. A stage whose every cell a filter drops (`dropped`, per cell)
+        counts as out unlooked at: none of its cells is evaluated either way."""
         if cut.offload or cut.family.tuned:
             return None
         o = next((i for mode in ("full", "selective", "none") for i, (_, recompute, n) in enumerate(cut.options)
@@ -363,12 +366,12 @@ class Query(Filters):
         # the same cut at another micro-batch size: the bound grows with b (what a rank holds at its first
         # backward is b × the micro-batches it holds then, whose share of m = B / (b·d) never rises as m falls)
         shape = (*cut.prefix[:3], *cut.prefix[4:])
-        misses: list[Fitted] = []
-        per_stage = len(cut.grads)
+        misses: list[tuple[int, Missed]] = []
+        per_stage, headroom = len(cut.grads), self.req.headroom_fraction
         for z, zero in enumerate(cut.zeros):
             if dropped is not None and all(
-                dropped[(o * len(cut.zeros) + z) * per_stage + g]
-                for o in range(len(cut.options))
+                dropped[(k * len(cut.zeros) + z) * per_stage + g]
+                for k in range(len(cut.options))
                 for g in range(per_stage)
             ):
                 continue
@@ -376,18 +379,27 @@ class Query(Filters):
             if cut.b <= fits_up_to:
                 return z, misses
             if cut.b < out_from:
-                i = (o * len(cut.zeros) + z) * len(cut.grads)  # gradient dtype 0: the fewest bytes
+                i = (o * len(cut.zeros) + z) * per_stage  # gradient dtype 0: the fewest bytes
+                cell = cut.cell(i)
                 try:
-                    fit = self.fit(cut.cell(i), base + i)
+                    static = self.static_miss(cell)
+                    fit = None if static is not None else self.fit(cell, base + i)
                 except PplanError:
                     return None if z == 0 else (z, misses)
-                if fit.fits(self.req.headroom_fraction) or (
+                if fit is None:
+                    assert static is not None
+                    self._frugal[shape, zero] = (fits_up_to, 0)  # at every b
+                    misses.append((base + i, missed_by(cell, *static, headroom, False)))
+                    continue
+                if fit.fits(headroom) or (
                     self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
                 ):
                     self._frugal[shape, zero] = (max(fits_up_to, cut.b), out_from)
                     return z, misses
                 self._frugal[shape, zero] = (fits_up_to, cut.b)
-                misses.append(fit)
+                misses.append(
+                    (base + i, missed_by(cell, fit.peak_bytes, fit.usable_bytes, headroom, fit.exact))
+                )
         return len(cut.zeros), misses
 
     def fit_exactly(self, item: Fitted) -> Fitted:

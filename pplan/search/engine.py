@@ -51,7 +51,7 @@ from pplan.search.prefetch import Prefetch
 from pplan.search.prefetch import available as prefetch_available
 from pplan.search.prefetch import start as start_child
 from pplan.search.rank import Fitted, Scored, distinct, score, throughput_bound
-from pplan.search.result import Missed, Ranked, Ranking, count_miss, nearest
+from pplan.search.result import Missed, Ranked, Ranking, count_miss, missed_by, nearest
 from pplan.search.space import (
     GRAD_ORDER,
     Candidate,
@@ -401,19 +401,17 @@ class Engine:
                 self.fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
             self.unplaced[base + i] = (cut, base, lattice)
 
-    def stages_out_of_memory(self, entry: CutEntry, stages: int, misses: list[Fitted]) -> None:
+    def stages_out_of_memory(self, entry: CutEntry, stages: int, misses: list[tuple[int, Missed]]) -> None:
         """Every cell of `entry`'s cut at its first `stages` ZeRO stages is out of memory (`Query.stages_out`):
-        counted so, those a filter drops as dropped, and the bounds of their most frugal cells kept among the
-        nearest misses. The cut's other cells keep the indices below its own (`expand`)."""
+        counted so, those a filter drops as dropped, and their most frugal cells (by index) kept among the nearest
+        misses. The cut's other cells keep the indices below its own (`expand`)."""
         per_stage, dropped = len(entry.cut.grads), self.dropped(entry)
         out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(entry.cut.zeros) < stages]
-        kept = [fit for fit in misses if dropped[fit.index - entry.base] is None]
         passed = out.count(None)
         self.result.rejected.update(reason for reason in out if reason is not None)
-        self.result.rejected[Rejection.MEMORY] += passed - len(kept)  # `missed` counts the kept
+        self.result.rejected[Rejection.MEMORY] += passed
         self.result.bounded += passed
-        for fit in kept:
-            self.missed(fit.index, fit)
+        self.misses += [miss for index, miss in misses if dropped[index - entry.base] is None]
 
     def dropped(self, entry: CutEntry) -> list[Rejection | None]:
         """Why a filter drops each of `entry`'s cells (its launcher, the envelope), as `place_cells` would; None
@@ -454,8 +452,7 @@ class Engine:
         result.rejected[Rejection.MEMORY] += 1
         result.bounded += 1
         if index not in self.admitted_fp32 and not is_variant(head):
-            need, usable = static[0] + static[1] * self.req.headroom_fraction, static[1]
-            self.misses.append((need / usable, need, usable, False, head))
+            self.misses.append(missed_by(head, *static, self.req.headroom_fraction, False))
         self.out_of_memory(index, head, static=True)
 
     def out_of_memory(

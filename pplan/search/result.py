@@ -69,11 +69,18 @@ def count_miss(
     configuration admitted because its BF16 twin fits is no miss of the cut; nor is a sharding variant,
     whose base's miss is kept)."""
     result.rejected[Rejection.MEMORY] += 1
-    if twin_fits:
-        return
-    usable = fit.usable_bytes
-    need = fit.peak_bytes + usable * headroom_fraction
-    misses.append((need / usable, need, usable, fit.exact, fit.candidate))
+    if not twin_fits:
+        misses.append(
+            missed_by(fit.candidate, fit.peak_bytes, fit.usable_bytes, headroom_fraction, fit.exact)
+        )
+
+
+def missed_by(
+    cand: Candidate, peak_bytes: float, usable_bytes: int, headroom_fraction: float, exact: bool
+) -> Missed:
+    """`cand` out of memory, needing `peak_bytes` (exact, or a lower bound) of `usable_bytes`, plus the headroom."""
+    need = peak_bytes + usable_bytes * headroom_fraction
+    return need / usable_bytes, need, usable_bytes, exact, cand
 
 
 def nearest(misses: list[Missed]) -> list[Miss]:
