@@ -370,12 +370,18 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> 
         and isinstance(plan, Shape)
         and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS
     ):
-        plan = changed(plan, ep=1, etp=1, expert_comm_overlap=False)
+        plan = _without_experts(plan)
     return _layer_pass_times(model, hw, plan)
 
 
 _NO_EXPERTS = (1, 1, False)
 """A shape's (ep, etp, expert_comm_overlap) at their defaults."""
+
+
+@lru_cache(maxsize=8192)
+def _without_experts(shape: Shape) -> Shape:
+    """`shape` with (ep, etp, expert_comm_overlap) at their defaults (remembered: a shape's hash is kept)."""
+    return changed(shape, ep=1, etp=1, expert_comm_overlap=False)
 
 
 @lru_cache(maxsize=8192)

@@ -217,7 +217,9 @@ def _sharded_sync(
         return RankSync(scatter + across, scatter + across, all_gather_s(link, weights, s, calls))
     m = plan.num_microbatches
     if plan.zero_stage == 2:
-        return RankSync(scatter + across, m * scatter + across, all_gather_s(link, weights, s, calls), scatter)
+        return RankSync(
+            scatter + across, m * scatter + across, all_gather_s(link, weights, s, calls), scatter
+        )
     gather = all_gather_s(link, weights, s, calls)
     if not plan.reshard_after_forward:
         return RankSync(scatter + across, m * (scatter + gather) + across, 0.0, scatter + gather)

@@ -107,7 +107,7 @@ class Query(Filters):
         remember: bool = True,
     ) -> float:
         cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-        bound = self._bounds.get(cut)
+        bound = self._bounds.get(cut) if remember else None
         if bound is None:
             # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
             # the same shape otherwise, so families share their layer times

@@ -100,6 +100,8 @@ class CutEntry(NamedTuple):
     lattice: Lattice
     filtered: bool = False
     """A launcher's or the envelope's filters may drop some of its cells (`Engine.expand` places those they pass)."""
+    refusals: tuple[bool, ...] = ()
+    """Filtered: whether the launcher refuses each of its cells (`Query.cell_refusals`)."""
 
 
 class Engine:
@@ -165,15 +167,16 @@ class Engine:
         launcher = self.launcher if self.launcher is not None and self.req.launcher else None
         # per layout (`enumerate_layouts`, by identity, kept alive here): its cells, whether its launcher
         # refuses it at every m, its lattice
-        layouts: dict[int, tuple[Cut, int, bool, Lattice]] = {}
+        layouts: dict[int, tuple[Cut, int, bool, Lattice, tuple[bool, ...]]] = {}
         for layout, b, m in enumerate_layouts(
             self.model, self.hw, self.req, query.seq, result.rejected, every_partial=False
         ):
             known = layouts.get(id(layout))
             if known is None:
                 refused = query.layout_refused(layout, launcher)
-                known = layouts[id(layout)] = (layout, len(layout), refused, self.lattice(layout))
-            _, size, refused, lattice = known
+                refusals = query.cell_refusals(layout, self.launcher) if self.filtered else ()
+                known = layouts[id(layout)] = (layout, len(layout), refused, self.lattice(layout), refusals)
+            _, size, refused, lattice, refusals = known
             base = result.enumerated
             result.enumerated += size
             if refused or (
@@ -181,16 +184,21 @@ class Engine:
             ):
                 result.rejected[Rejection.LAUNCHER] += size  # every cell, counted as the cells would be
                 continue
-            self.push_cut(layout.at(b, m), base, lattice)
+            self.push_cut(layout.at(b, m), base, lattice, refusals)
 
-    def push_cut(self, cut: Cut, base: int, lattice: Lattice) -> None:
+    def push_cut(self, cut: Cut, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()) -> None:
         """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
         front (`expand`). The cheap bound differs only between recompute options, so the heads of each option
         give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
         queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
         only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
-        figure = max(self.query.cell_bound(cut, i) for i in lattice.option_heads)
-        entry = CutEntry(cut, base, lattice, self.filtered)
+        heads = lattice.option_heads
+        figure = (
+            self.query.cell_bound(cut, heads[0])
+            if len(heads) == 1
+            else max(self.query.cell_bound(cut, i) for i in heads)
+        )
+        entry = CutEntry(cut, base, lattice, self.filtered, refusals)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))
 
     def lattice(self, cut: Cut, dropped: tuple[bool, ...] | None = None) -> Lattice:
@@ -337,7 +345,7 @@ class Engine:
             return False
         rejected = self.result.rejected
         if self.req.max_extrapolation is None:  # the launcher's refusals alone, counted without a cell made
-            refused = sum(self.query.cell_refusals(entry.cut, self.launcher))
+            refused = sum(entry.refusals)
             if not refused:
                 return False
             rejected[Rejection.LAUNCHER] += refused
@@ -374,23 +382,21 @@ class Engine:
         """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound. The ZeRO stages
         out of memory whatever their cells (`Query.stages_out`) are counted out first, and the cut goes on with the
         stages left."""
-        cut, base, lattice, filtered = entry
-        refusals = self.query.cell_refusals(cut, self.launcher) if filtered else None
-        out = self.query.stages_out(cut, base, refusals)
+        cut, base, lattice, filtered, refusals = entry
+        out = self.query.stages_out(cut, base, refusals if filtered else None)
         if out is not None and out[0]:
             self.stages_out_of_memory(entry, *out)
             if out[0] == len(cut.zeros):
                 return
             cut = replace(cut, zeros=cut.zeros[out[0] :])
             lattice = self.lattice(cut)
+            refusals = self.query.cell_refusals(cut, self.launcher) if filtered else ()
         if self.eager:
             self.place_cells(cut, base, None)  # an FP32 twin follows its BF16 cell within the cut
             return
-        if filtered:
-            refusals = self.query.cell_refusals(cut, self.launcher)
-            if any(refusals):
-                self.result.rejected[Rejection.LAUNCHER] += sum(refusals)
-                lattice = self.lattice(cut, refusals)
+        if any(refusals):
+            self.result.rejected[Rejection.LAUNCHER] += sum(refusals)
+            lattice = self.lattice(cut, refusals)
         for i in lattice.heads:
             cand = cut.cell(i)
             self.chains.place(base + i, cand)
@@ -416,10 +422,9 @@ class Engine:
     def dropped(self, entry: CutEntry) -> list[Rejection | None]:
         """Why a filter drops each of `entry`'s cells (its launcher, the envelope), as `place_cells` would; None
         for a cell none drops."""
-        cut, launcher = entry.cut, self.launcher
+        cut, launcher, refusals = entry.cut, self.launcher, entry.refusals
         if not entry.filtered:
             return [None] * len(cut)
-        refusals = self.query.cell_refusals(cut, launcher)
         if self.req.max_extrapolation is None:
             return [Rejection.LAUNCHER if refused else None for refused in refusals]
         return [
