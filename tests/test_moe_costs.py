@@ -277,3 +277,39 @@ def test_a_dense_layer_reads_no_expert_field(model: ModelSpec) -> None:
         assert layer_pass_times(dense, H100, shape) == with_offload(
             dense, H100, shape, _layer_compute_times(dense, H100, shape)
         )
+
+
+@pytest.mark.parametrize("model_name", ["deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-120b"])
+def test_a_routed_layer_shares_all_but_its_all_to_alls_across_ep(model_name: str) -> None:
+    """`layer_pass_times` prices a routed layer at ep > 1 (or with its all-to-all overlapped) as the same shape at
+    ep = 1 with the all-to-all items swapped in (their overlap and full recompute re-applied): bit for bit the
+    figure computed from the shape as given, every item in place, for each split, precision, recompute, offload
+    and context split sampled."""
+    model = load_model(model_name)
+    assert model.moe is not None
+    experts_n = model.moe.num_experts
+    cases: list[tuple[int, int, int, int, bool, Recompute, tuple[OffloadModule, ...], Precision]] = [
+        (1, 1, 8, 1, False, "none", (), "bf16"),
+        (2, 1, 4, 2, True, "none", (), "bf16"),
+        (1, 2, 8, 1, True, "full", (), "fp8"),
+        (4, 1, 2, 4, False, "full", (), "bf16"),
+        (2, 2, 8, 1, False, "none", ("qkv_linear",), "fp8"),
+        (1, 1, 4, 1, True, "none", ("qkv_linear",), "bf16"),
+    ]
+    checked = 0
+    for t, cp, ep, etp, overlap, recompute, offload, precision in cases:
+        if experts_n % ep or model.moe.expert_ffn_hidden_size % etp or model.num_attention_heads % t:
+            continue
+        shape = Shape(
+            t, cp, 4096, 2, t > 1, True, recompute, "itemised", offload_modules=offload, ep=ep, etp=etp,
+            expert_comm_overlap=overlap, precision=precision, splits_backward=True,
+        )  # fmt: skip
+        got = layer_pass_times(model, H100, shape)
+        assert got == with_offload(model, H100, shape, _layer_compute_times(model, H100, shape))
+        assert (got.f_s, got.i_s, got.w_s) == (
+            sum(x for _, x in got.f),
+            sum(x for _, x in got.i),
+            sum(x for _, x in got.w),
+        )
+        checked += 1
+    assert checked >= 4

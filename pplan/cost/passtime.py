@@ -386,7 +386,38 @@ def _without_experts(shape: Shape) -> Shape:
 
 @lru_cache(maxsize=8192)
 def _layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    if (
+        model.moe is not None
+        and isinstance(plan, Shape)
+        and (plan.ep > 1 or plan.expert_comm_overlap)
+        and plan.recompute != "selective"
+    ):
+        # the expert all-to-alls are the one item ep and their overlap change (pplan.cost.experts): a search's
+        # many ep of one shape share the rest
+        alone = _layer_compute_times(
+            model, hw, changed(plan, ep=1, expert_comm_overlap=False, recompute="none")
+        )
+        times = _with_expert_comm(alone, expert_comm(model, hw, plan), plan.expert_comm_overlap)
+        return with_offload(model, hw, plan, _full_recompute(times) if plan.recompute == "full" else times)
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
+
+
+def _with_expert_comm(times: PassTimes, comm: ExpertComm, overlap: bool) -> PassTimes:
+    """A routed layer's `times` (without recompute) with its F and I expert all-to-all items those of `comm`,
+    behind the items before them when `overlap` (`_layer_compute_times`' items, in the same order)."""
+
+    def swapped(items: tuple[tuple[str, float], ...], a2a: float) -> tuple[tuple[str, float], ...]:
+        at = next(k for k, (name, _) in enumerate(items) if name == "ep-comm")
+        if overlap:
+            a2a = max(0.0, a2a - sum(x for _, x in items[:at]))
+        return (*items[:at], ("ep-comm", a2a), *items[at + 1 :])
+
+    return PassTimes(swapped(times.f, comm.forward_s), swapped(times.i, comm.backward_s), times.w)
+
+
+def _full_recompute(base: PassTimes) -> PassTimes:
+    """`base` with full recompute: I re-runs the forward."""
+    return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
 
 
 def offload_copy_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
@@ -409,6 +440,7 @@ def with_offload(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, times: 
     )
 
 
+@lru_cache(maxsize=8192)
 def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU, without activation offload."""
     bf16_rate, attn_rate, hbm_rate, overhead = _rates(hw)
@@ -497,7 +529,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
 
     base = PassTimes(items("F"), items("I"), items("W"))
     if plan.recompute == "full":
-        return PassTimes(base.f, (*base.i, ("recompute", base.f_s)), base.w)
+        return _full_recompute(base)
     if plan.recompute == "selective":
         module_s = {
             "core_attn": dict(base.f).get("attention", 0.0)
