@@ -1,6 +1,6 @@
 """The micro-batch axis: every size that divides the local batch is tried (not only 1, 2, 4, 8), and the two
 facts the search prunes the larger ones with hold: a cut's most frugal cells bound every cell's memory from
-below (`Query.cut_misses`), and the cheap bound never rises with more recompute (`Engine.push_cut`)."""
+below (`Query.stages_out`), and the cheap bound never rises with more recompute (`Engine.push_cut`)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _exact_totals(query: Query, cut: Cut, i: int) -> list[tuple[int, ...]]:
 def test_the_frugal_cells_bound_every_cells_memory(seed: int) -> None:
     """For each ZeRO stage of a cut, the cell recomputing the most with the fewest gradient bytes has a memory
     bound, per rank, no higher than the exact memory of any cell at that stage (less recompute, partial
-    recompute, FP32 gradients, hybrid sharding): what lets `cut_misses` drop a whole cut."""
+    recompute, FP32 gradients, hybrid sharding): what lets `stages_out` drop a whole ZeRO stage of a cut."""
     req = SearchRequest(gpus=64, global_batch=768, max_vp=2, schedules=("1f1b", "interleaved-1f1b", "zb-h1"))
     query, cuts = _sample_cuts("llama3-70b", req, 12, seed)
     checked = 0
@@ -165,7 +165,7 @@ def test_530b_on_5128_a100s_runs_three_sequences_per_micro_batch() -> None:
 
 @pytest.mark.parametrize("schedule", ["1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "gpipe"])
 def test_the_memory_bound_grows_with_the_micro_batch(schedule: str) -> None:
-    """What `cut_misses` remembers across micro-batch sizes: at fixed t, p, cp, d, v, layer split, recompute and
+    """What `stages_out` remembers across micro-batch sizes: at fixed t, p, cp, d, v, layer split, recompute and
     ZeRO stage, each rank's memory bound (what it holds at its first backward) never falls as b grows and m =
     B / (b·d) falls with it."""
     model = load_model("llama3-8b")
@@ -189,3 +189,64 @@ def test_the_memory_bound_grows_with_the_micro_batch(schedule: str) -> None:
         assert len(bounds) > 3, key
         for (_, smaller), (_, larger) in itertools.pairwise(bounds):
             assert all(a <= b for a, b in zip(smaller, larger, strict=True)), key
+
+
+def _stage_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[int, int]]:
+    """What `Query.stages_out` answers during a search: (ZeRO stages out, stages asked) per expanded cut."""
+    seen: Counter[tuple[int, int]] = Counter()
+    original = Query.stages_out
+
+    def counted(self: Query, cut: Cut, base: int, dropped: tuple[bool, ...] | None = None) -> object:
+        got = original(self, cut, base, dropped)
+        if got is not None:
+            seen[got[0], len(cut.zeros)] += 1
+        return got
+
+    monkeypatch.setattr(Query, "stages_out", counted)
+    return seen
+
+
+A100_40 = load_hardware("a100-sxm-40gb")
+
+
+@pytest.mark.parametrize(
+    ("model_name", "launcher", "req"),
+    [
+        (
+            "gpt-7.5b", "megatron",
+            SearchRequest(gpus=8, global_batch=12, top_n=6, max_vp=2, schedules=("1f1b", "interleaved-1f1b"),
+                          launcher="megatron", prefetch=False),
+        ),
+        pytest.param(
+            "gpt-7.5b", None, SearchRequest(gpus=8, global_batch=24, top_n=8, prefetch=False),
+            marks=pytest.mark.acceptance,
+        ),
+        pytest.param(
+            "qwen3-30b-a3b", "megatron",
+            SearchRequest(gpus=16, global_batch=48, seq_len=4096, top_n=8, max_vp=2, launcher="megatron",
+                          prefetch=False),
+            marks=pytest.mark.acceptance,
+        ),
+    ],
+)  # fmt: skip
+def test_dropping_the_zero_stages_that_cannot_fit_keeps_the_brute_force_top_n(
+    model_name: str, launcher: str | None, req: SearchRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 40 GB A100s a 7.5B's ZeRO-0 and ZeRO-1 hold too much on most cuts (and a routed 30B's up to every stage):
+    the search drops those stages of a cut at once (`Query.stages_out`, the cut going on with the rest) and its
+    top N is still the brute force's, with and without Megatron-LM's filter."""
+    from pplan.launchers.support import SearchFilter, request_unsupported_reason
+
+    model = load_model(model_name)
+    seen = _stage_counts(monkeypatch)
+    shown = SearchFilter(launcher, model, req.tp_comm_overlap, req.recompute_modules) if launcher else None
+    found = search(model, A100_40, req, launcher=shown)
+    assert any(0 < out < stages for out, stages in seen)  # cuts went on with the stages left
+    reason = (
+        (lambda name, r, m: request_unsupported_reason(name, r, m, model.num_layers, model))
+        if launcher
+        else None
+    )
+    reference, _ = distinct(brute_force(model, A100_40, req, reason), req.top_n)
+    seq = Query(model, A100_40, req).seq
+    assert [r.request for r in found.candidates] == [s.candidate.request(req, seq) for s in reference]
