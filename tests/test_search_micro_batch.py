@@ -214,7 +214,7 @@ A100_40 = load_hardware("a100-sxm-40gb")
     [
         (
             "gpt-7.5b", "megatron",
-            SearchRequest(gpus=8, global_batch=12, top_n=6, max_vp=2, schedules=("1f1b", "interleaved-1f1b"),
+            SearchRequest(gpus=8, global_batch=8, top_n=6, max_vp=2, schedules=("1f1b", "interleaved-1f1b"),
                           launcher="megatron", prefetch=False),
         ),
         pytest.param(
