@@ -423,8 +423,10 @@ class Cut:
     only when asked (the search builds most cuts' few first cells only).
 
     Read-only once made, but not a frozen dataclass: a frozen `__init__` stores each field through
-    `object.__setattr__`, about ten times the plain stores, and a search makes every cut of the space (31,578 for
-    DeepSeek-V3 on 2,048 GPUs) while it makes only a few of their cells. Not hashable (nothing keys on a cut)."""
+    `object.__setattr__`, about ten times the plain stores, and a search makes every cut its launcher may run
+    (48,472 of DeepSeek-V3's 168,334 on 2,048 GPUs) while it makes only a few of their cells. The enumeration
+    makes each layout once at b = m = 0 and each micro-batch size's cut from it (`at`). Not hashable (nothing
+    keys on a cut)."""
 
     family: ScheduleFamily
     t: int
