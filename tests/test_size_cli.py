@@ -95,8 +95,14 @@ def test_a_gpu_range_nothing_fits_is_one_line_on_gpus_exit_2(capsys: pytest.Capt
     ],
 )
 def test_bad_input_is_one_line_exit_2(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], flag: str
 ) -> None:
+    """Each refused before any count is swept (the sweep is the command's work: seconds)."""
+
+    def no_sweep(*_: object) -> None:
+        raise AssertionError("swept before refusing the input")
+
+    monkeypatch.setattr("pplan.sizing.sweep.sweep", no_sweep)
     base = ["size", "--model", "llama3-8b", "--jobs", "1"]
     if "--hardware" not in args:
         base += ["--hardware", "h100-sxm-80gb"]

@@ -337,6 +337,15 @@ def size(
     for spec in specs:
         counts[spec.name], stop_early = gpu_counts(gpus, spec.gpus_per_node)
     price_list = prices(price, specs)
+    all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
+    all_prices.update(dict(price_list))
+    if budget is not None and set(all_prices) != {s.name for s in specs}:
+        missing = sorted({s.name for s in specs} - set(all_prices))
+        raise ConfigError(
+            "--budget",
+            f"needs a price for every hardware; none for {', '.join(missing)}",
+            "add --price NAME=USD",
+        )
     workers = jobs or len(os.sched_getaffinity(0))
     template = SearchRequest(
         gpus=1, global_batch=1, seq_len=seq, precisions=precisions, launcher=launcher,
@@ -358,15 +367,6 @@ def size(
             "give larger counts (--gpus LOW..HIGH), more memory per GPU (--hardware), or a shorter --seq-len",
         )
     deadline_s = days * DAY_S if days is not None else None
-    all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
-    all_prices.update(dict(price_list))
-    if budget is not None and set(all_prices) != {s.name for s in specs}:
-        missing = sorted({s.name for s in specs} - set(all_prices))
-        raise ConfigError(
-            "--budget",
-            f"needs a price for every hardware; none for {', '.join(missing)}",
-            "add --price NAME=USD",
-        )
     doc = SizeDocument(
         inputs=SizeInputs(
             model=model_spec.name, hardware=[s.name for s in specs],
