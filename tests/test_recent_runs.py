@@ -37,6 +37,7 @@ def rows() -> tuple[RecentRow, ...]:
     )
 
 
+@pytest.mark.xdist_group("recent_rows")  # one worker computes the `rows` fixture for all of them
 def test_every_row_is_predicted_or_refused_in_one_line(rows: tuple[RecentRow, ...]) -> None:
     data = load_recent_runs()
     assert len(rows) == sum(len(s["rows"]) for s in data["sets"]) == 258
@@ -66,6 +67,7 @@ def _row(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     raise KeyError(row_id)
 
 
+@pytest.mark.xdist_group("recent_rows")  # one worker computes the `rows` fixture for all of them
 def test_a_prediction_is_the_plan_its_source_states(rows: tuple[RecentRow, ...]) -> None:
     """Each predicted row's plan label carries the published t, p, cp, ep and d = GPUs / (t·p·cp)."""
     data = load_recent_runs()
@@ -97,11 +99,13 @@ def test_a_tflops_only_row_is_timed_with_nemos_flop_count() -> None:
     assert got.published_s == pytest.approx(flops / (row["gpus"] * 1671e12))
 
 
+@pytest.mark.xdist_group("recent_rows")  # one worker computes the `rows` fixture for all of them
 def test_missing_profiles_are_named(rows: tuple[RecentRow, ...]) -> None:
     reasons = {r.refused for r in rows if r.refused is not None}
     assert "no hardware profile for the H100 SXM 96GB HBM2e" in reasons
 
 
+@pytest.mark.xdist_group("recent_rows")  # one worker computes the `rows` fixture for all of them
 @pytest.mark.parametrize("axis", list(AXES))
 def test_each_axis_figure_is_the_mean_of_its_counted_rows(rows: tuple[RecentRow, ...], axis: str) -> None:
     groups = group(rows, axis)
@@ -129,6 +133,7 @@ def _touches_a_fit(data: dict[str, Any]) -> bool:
     return any(r["hardware"] in fitted and not r["moe"] and not r["uncertain"] for r in data["rows"])
 
 
+@pytest.mark.xdist_group("recent_rows")  # one worker computes the `rows` fixture for all of them
 def test_leaving_a_set_out_changes_only_what_its_fits_touch(rows: tuple[RecentRow, ...]) -> None:
     """A set with no counted dense run on a fitted GPU keeps its in-sample figures exactly; a set that has such
     runs moves the fit it takes part in, so its GB200 or B200 rows change while its other GPUs' rows do not."""
