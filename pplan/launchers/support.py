@@ -476,12 +476,11 @@ _REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(PlanReque
 
 class SearchFilter:
     """What a search asks `launcher` of each configuration, split as the search enumerates: `layout_refuses` the
-    rules on what all configurations of one cut share but m, checked once per cut for all its micro-batch sizes,
-    `m_refuses` the rule on m, `cell_refuses` those on one
-    configuration's ZeRO stage, sharding, recompute and gradient dtype; a configuration is refused when either is,
-    exactly when `request_unsupported_reason` refuses its request (the search's requests leave the overlaps, FP8
-    caching and gathers and the moments at PlanRequest's defaults). Both answers are remembered per key; what the
-    launcher's declaration and the model fix is read once here."""
+    rules on what all configurations of one cut share but m (once for all its micro-batch sizes), `m_refuses` the
+    rule on m, `cell_refuses` those on one configuration's ZeRO stage, sharding, recompute and gradient dtype; a
+    configuration is refused when any is, exactly when `request_unsupported_reason` refuses its request (the
+    search's requests leave the overlaps, FP8 caching and gathers and the moments at PlanRequest's defaults). The
+    answers are remembered per key; what the launcher's declaration and the model fix is read once here."""
 
     def __init__(
         self,

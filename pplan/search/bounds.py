@@ -367,7 +367,7 @@ class Query(Filters):
         # backward is b × the micro-batches it holds then, whose share of m = B / (b·d) never rises as m falls)
         shape = (*cut.prefix[:3], *cut.prefix[4:])
         misses: list[tuple[int, Missed]] = []
-        per_stage, headroom = len(cut.grads), self.req.headroom_fraction
+        per_stage = len(cut.grads)
         for z, zero in enumerate(cut.zeros):
             if dropped is not None and all(
                 dropped[(k * len(cut.zeros) + z) * per_stage + g]
@@ -380,27 +380,29 @@ class Query(Filters):
                 return z, misses
             if cut.b < out_from:
                 i = (o * len(cut.zeros) + z) * per_stage  # gradient dtype 0: the fewest bytes
-                cell = cut.cell(i)
                 try:
-                    static = self.static_miss(cell)
-                    fit = None if static is not None else self.fit(cell, base + i)
+                    miss = self._frugal_miss(cut.cell(i), base + i)
                 except PplanError:
                     return None if z == 0 else (z, misses)
-                if fit is None:
-                    assert static is not None
-                    self._frugal[shape, zero] = (fits_up_to, 0)  # at every b
-                    misses.append((base + i, missed_by(cell, *static, headroom, False)))
-                    continue
-                if fit.fits(headroom) or (
-                    self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)
-                ):
+                if miss is None:
                     self._frugal[shape, zero] = (max(fits_up_to, cut.b), out_from)
                     return z, misses
-                self._frugal[shape, zero] = (fits_up_to, cut.b)
-                misses.append(
-                    (base + i, missed_by(cell, fit.peak_bytes, fit.usable_bytes, headroom, fit.exact))
-                )
+                missed, every_b = miss
+                self._frugal[shape, zero] = (fits_up_to, 0 if every_b else cut.b)
+                misses.append((base + i, missed))
         return len(cut.zeros), misses
+
+    def _frugal_miss(self, cell: Candidate, index: int) -> tuple[Missed, bool] | None:
+        """`stages_out` of one frugal cell: None when it may fit; else its miss, and whether it is out at every
+        micro-batch size (its static bytes alone overflow) rather than from its own b up (its memory bound)."""
+        headroom = self.req.headroom_fraction
+        static = self.static_miss(cell)
+        if static is not None:
+            return missed_by(cell, *static, headroom, False), True
+        fit = self.fit(cell, index)
+        if fit.fits(headroom) or (self.req.keep_gathered and keeping_may_cost_less(self.model, fit.plan)):
+            return None
+        return missed_by(cell, fit.peak_bytes, fit.usable_bytes, headroom, fit.exact), False
 
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""

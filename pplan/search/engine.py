@@ -383,7 +383,7 @@ class Engine:
         out of memory whatever their cells (`Query.stages_out`) are counted out first, and the cut goes on with the
         stages left."""
         cut, base, lattice, filtered, refusals = entry
-        out = self.query.stages_out(cut, base, refusals if filtered else None)
+        out = self.query.stages_out(cut, base, refusals or None)
         if out is not None and out[0]:
             self.stages_out_of_memory(entry, *out)
             if out[0] == len(cut.zeros):
