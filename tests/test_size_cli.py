@@ -154,3 +154,23 @@ def test_the_readme_size_output_is_what_the_command_prints(
     res = run_pplan(capsys, *shlex.split(command)[1:])
     assert res.code == 0, res.err
     assert_shown_in_order(shown, res.out)
+
+
+@pytest.mark.parametrize("which", ["--model", "--hardware"])
+def test_the_svg_never_overwrites_an_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, which: str
+) -> None:
+    """`--svg` naming the model or a hardware file is refused before any work, and the file is left as it was
+    (it used to be replaced by the chart)."""
+    from pplan.profiles.catalog import profile_source
+
+    bundled = {"--model": ("models", "llama3-8b"), "--hardware": ("hardware", "h100-sxm-80gb")}[which]
+    victim = tmp_path / "victim.toml"
+    victim.write_text(profile_source(*bundled), encoding="utf-8")
+    before = victim.read_bytes()
+    args = ["size", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--train-tokens", "1e12"]
+    args[args.index(which) + 1] = str(victim) if which == "--model" else f"a100-sxm-80gb,{victim}"
+    res = run_pplan(capsys, *args, "--jobs", "1", "--gpus", "8,16", "--svg", str(victim))
+    assert res.code == 2, res.err
+    assert "--svg" in res.err and "input" in res.err and len(res.err.strip().splitlines()) == 1
+    assert victim.read_bytes() == before

@@ -18,7 +18,7 @@ import typer
 from pplan.cli import printable
 from pplan.cli.app import app, console, err_console, json_text
 from pplan.cli.commandline import explain_command
-from pplan.cli.files import FORCE_HELP, check_outputs, write_output
+from pplan.cli.files import FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import DEFAULT_MODEL, ModelOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, comma_list
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
@@ -312,8 +312,9 @@ def size(
             f"{max_global_batch_tokens:,} is below --global-batch-tokens {global_batch_tokens:,}",
             "give a ceiling at or above the starting batch",
         )
-    check_outputs({"--svg": svg}, force=force)
     names = [n.strip() for n in hardware.split(",") if n.strip()]
+    read = {"--model": input_path(model)} | {f"--hardware {n}": input_path(n) for n in names}
+    check_outputs({"--svg": svg}, read, force=force)
     if not names or len(set(names)) != len(names):
         raise ConfigError(
             "--hardware",
