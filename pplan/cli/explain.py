@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,28 +14,12 @@ from pplan.cli.options import (
     DEFAULT_GPUS,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
-    DEFAULT_RECOMPUTE_MODULES_TEXT,
-    ActivationModelOpt,
-    GlobalBatchOpt,
-    GpusOpt,
-    GradDtypeOpt,
     HardwareOpt,
-    JitterOpt,
     ModelOpt,
-    OffloadModulesOpt,
     PassDurationsOpt,
-    RecomputeLayersOpt,
-    RecomputeMethodOpt,
-    RecomputeModulesOpt,
-    RecomputeOpt,
-    SeqLenOpt,
-    StackOpt,
-    TpCommOverlapOpt,
     defaulted,
-    setting_option,
 )
-from pplan.cli.options import offload_modules as parse_offload_modules
-from pplan.cli.options import recompute_modules as parse_recompute_modules
+from pplan.cli.signature import explain_parameters, request_values, with_settings
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
 from pplan.profiles.stacks import stack_for_launcher
@@ -53,95 +37,82 @@ DEFAULT_SCHEDULE = "1f1b"
 EXAMPLE_OPTIONS = ("model", "hardware", "gpus", "global_batch", "micro_batch", "tp", "pp", "schedule")
 """The options of pplan's default example; those left at their defaults are printed as assumptions."""
 
+DistributedOptimizerOpt = Annotated[
+    bool,
+    typer.Option(
+        "--distributed-optimizer", rich_help_panel="Memory knobs", help="Shard optimizer states over d (ZeRO-1)."
+    ),
+]
+TrainTokensOpt = Annotated[
+    float | None,
+    typer.Option(rich_help_panel="Query", help="Token budget to report the time to train, e.g. 15e12."),
+]
+CsvOpt = Annotated[
+    Path | None,
+    typer.Option(
+        rich_help_panel="Output",
+        help="Also write the plan's per-rank action lists as torch's _load_csv compute-only CSV (for "
+        "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan).",
+    ),
+]
+PlanSvgOpt = Annotated[
+    Path | None,
+    typer.Option(
+        rich_help_panel="Output",
+        help="Also write a picture of the plan as an SVG file: memory per stage against the usable memory, "
+        "where the step time goes, and the pipeline timeline.",
+    ),
+]
+ForceOpt = Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)]
+AllStagesOpt = Annotated[bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")]
+ExplainJsonOpt = Annotated[
+    bool, typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.explain/2 JSON document.")
+]
+ExplainFormatOpt = Annotated[
+    Launcher | None,
+    typer.Option(
+        "--format",
+        rich_help_panel="Output",
+        help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
+        "instead of tables.",
+    ),
+]
+
+
+
+EXPLAIN_ORDER = (
+    "ctx", "model", "hardware", "gpus", "global_batch", "seq_len", "tp", "pp", "vp", "cp", "ep", "etp", "precision",
+    "fp8_param_gather", "fp8_swiglu_input", "moment_dtype", "micro_batch", "schedule", "memory_limit",
+    "memory_headroom", "recompute", "recompute_layers", "recompute_method", "recompute_modules", "offload_modules",
+    "sequence_parallel", "flash_attention", "distributed_optimizer", "zero_stage", "grad_dtype", "activation_model",
+    "first_stage_layers", "last_stage_layers", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
+    "shard_group", "reshard_after_forward", "stack", "tp_comm_overlap", "jitter", "optimizer_offload_fraction",
+    "train_tokens", "pass_durations", "csv", "svg", "force", "all_stages", "as_json", "launcher_format",
+)  # fmt: skip
+"""explain's options in `--help` order (pplan.cli.signature: a setting not named here ends its panel)."""
+
+EXPLAIN_DEFAULTS = {
+    "tp": DEFAULT_TP, "pp": DEFAULT_PP, "gpus": DEFAULT_GPUS, "global_batch": DEFAULT_GLOBAL_BATCH, "stack": None,
+}  # fmt: skip
+"""pplan's default example where it is not the settings' defaults; the stack defaults to the launcher's."""
+
 
 @app.command()
+@with_settings(explain_parameters(EXPLAIN_DEFAULTS), EXPLAIN_ORDER)
 def explain(
     ctx: typer.Context,
     model: ModelOpt = DEFAULT_MODEL,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    gpus: GpusOpt = DEFAULT_GPUS,
-    global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
-    seq_len: SeqLenOpt = None,
-    tp: Annotated[int, setting_option("tp")] = DEFAULT_TP,
-    pp: Annotated[int, setting_option("pp")] = DEFAULT_PP,
-    vp: Annotated[int | None, setting_option("vp")] = None,
-    cp: Annotated[int, setting_option("cp")] = 1,
-    ep: Annotated[int, setting_option("ep")] = 1,
-    etp: Annotated[int, setting_option("etp")] = 1,
-    precision: Annotated[str, setting_option("precision")] = "bf16",
-    fp8_param_gather: Annotated[bool, setting_option("fp8_param_gather")] = False,
-    fp8_swiglu_input: Annotated[bool, setting_option("fp8_swiglu_input")] = False,
-    moment_dtype: Annotated[str, setting_option("moment_dtype")] = "fp32",
-    micro_batch: Annotated[int, setting_option("micro_batch")] = DEFAULT_MICRO_BATCH,
-    schedule: Annotated[str, setting_option("schedule")] = DEFAULT_SCHEDULE,
-    memory_limit: Annotated[int | None, setting_option("memory_limit")] = None,
-    headroom: Annotated[float, setting_option("memory_headroom")] = 0.0,
-    recompute: RecomputeOpt = "none",
-    recompute_layers: RecomputeLayersOpt = None,
-    recompute_method: RecomputeMethodOpt = "uniform",
-    recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
-    offload_modules: OffloadModulesOpt = None,
-    sequence_parallel: Annotated[bool, setting_option("sequence_parallel")] = True,
-    flash_attention: Annotated[bool, setting_option("flash_attention")] = True,
-    distributed_optimizer: Annotated[
-        bool,
-        typer.Option(
-            "--distributed-optimizer",
-            rich_help_panel="Memory knobs",
-            help="Shard optimizer states over d (ZeRO-1).",
-        ),
-    ] = False,
-    zero_stage: Annotated[int, setting_option("zero_stage")] = 0,
-    grad_dtype: GradDtypeOpt = "fp32",
-    activation_model: ActivationModelOpt = "itemised",
-    first_stage_layers: Annotated[int | None, setting_option("first_stage_layers")] = None,
-    last_stage_layers: Annotated[int | None, setting_option("last_stage_layers")] = None,
-    overlap_grad_reduce: Annotated[bool, setting_option("overlap_grad_reduce")] = True,
-    overlap_param_gather: Annotated[bool, setting_option("overlap_param_gather")] = True,
-    overlap_p2p_comm: Annotated[bool, setting_option("overlap_p2p_comm")] = True,
-    shard_group: Annotated[int | None, setting_option("shard_group")] = None,
-    reshard_after_forward: Annotated[bool, setting_option("reshard_after_forward")] = True,
-    stack: StackOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = False,
-    jitter: JitterOpt = 0.0,
-    optimizer_offload_fraction: Annotated[float, setting_option("optimizer_offload_fraction")] = 0.0,
-    train_tokens: Annotated[
-        float | None,
-        typer.Option(rich_help_panel="Query", help="Token budget to report the time to train, e.g. 15e12."),
-    ] = None,
+    distributed_optimizer: DistributedOptimizerOpt = False,
+    train_tokens: TrainTokensOpt = None,
     pass_durations: PassDurationsOpt = "analytic",
-    csv: Annotated[
-        Path | None,
-        typer.Option(
-            rich_help_panel="Output",
-            help="Also write the plan's per-rank action lists as torch's _load_csv compute-only CSV (for "
-            "_PipelineScheduleRuntime; with --schedule auto, the lists built for this plan).",
-        ),
-    ] = None,
-    svg: Annotated[
-        Path | None,
-        typer.Option(
-            rich_help_panel="Output",
-            help="Also write a picture of the plan as an SVG file: memory per stage against the usable memory, "
-            "where the step time goes, and the pipeline timeline.",
-        ),
-    ] = None,
-    force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
-    all_stages: Annotated[
-        bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.explain/2 JSON document.")
-    ] = False,
-    launcher_format: Annotated[
-        Launcher | None,
-        typer.Option(
-            "--format",
-            rich_help_panel="Output",
-            help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
-            "instead of tables.",
-        ),
-    ] = None,
+    csv: CsvOpt = None,
+    svg: PlanSvgOpt = None,
+    force: ForceOpt = False,
+    all_stages: AllStagesOpt = False,
+    as_json: ExplainJsonOpt = False,
+    launcher_format: ExplainFormatOpt = None,
+    **settings: Any,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
     from pplan import launchers  # the core loads only when a command runs, not for --help
@@ -151,52 +122,17 @@ def explain(
     from pplan.render.explain import render_explain
     from pplan.schedules import schedule_family, to_torch_csv
 
-    used = defaulted(ctx, EXAMPLE_OPTIONS, locals())
+    used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
+    zero_stage, schedule = settings["zero_stage"], settings["schedule"]
     if distributed_optimizer and zero_stage not in (0, 1):
         raise ConfigError(
             "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
         )
+    stack = settings["stack"] or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None)
     request = PlanRequest(
-        gpus=gpus,
-        global_batch=global_batch,
-        micro_batch=micro_batch,
-        tp=tp,
-        pp=pp,
-        vp=vp,
-        cp=cp,
-        ep=ep,
-        etp=etp,
-        precision=precision,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
-        fp8_param_gather=fp8_param_gather,
-        fp8_swiglu_input=fp8_swiglu_input,
-        moment_dtype=moment_dtype,  # type: ignore[arg-type]  # PlanRequest checks it (one-line error)
-        schedule=schedule,
-        memory_limit=memory_limit,
-        memory_headroom=headroom,
-        jitter=jitter,
-        optimizer_offload_fraction=optimizer_offload_fraction,
-        seq_len=seq_len,
-        recompute=recompute,
-        recompute_layers=recompute_layers,
-        recompute_method=recompute_method,
-        recompute_modules=parse_recompute_modules(recompute_modules),
-        sequence_parallel=sequence_parallel,
-        flash_attention=flash_attention,
-        zero_stage=1 if distributed_optimizer else zero_stage,
-        grad_dtype=grad_dtype,
-        activation_model=activation_model,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        overlap_grad_reduce=overlap_grad_reduce,
-        overlap_param_gather=overlap_param_gather,
-        offload_modules=parse_offload_modules(offload_modules),
-        shard_group=shard_group,
-        reshard_after_forward=reshard_after_forward,
-        overlap_p2p_comm=overlap_p2p_comm,
-        tp_comm_overlap=tp_comm_overlap,
-        stack=stack or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None),
+        **request_values(settings) | {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
     )
-    if headroom and (memory_limit is not None or not schedule_family(schedule).tuned):
+    if request.memory_headroom and (request.memory_limit is not None or not schedule_family(schedule).tuned):
         raise ConfigError(
             "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
             "add --schedule auto and drop --memory-limit, or drop --headroom",

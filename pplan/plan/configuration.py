@@ -27,6 +27,7 @@ from pplan.plan.knobs import (
     RecomputeModule,
 )
 from pplan.plan.layout import Layout, check_end_layers, make_layout
+from pplan.plan.records import plan_constructor
 from pplan.plan.settings import SETTING, SETTINGS
 from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
@@ -683,46 +684,7 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers, model)
     _check_pipeline(kind, p, m, per_step)
     recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
-    return Plan(
-        tp=t,
-        pp=p,
-        dp=d,
-        vp=v,
-        cp=cp,
-        kind=kind,
-        micro_batch=req.micro_batch,
-        num_microbatches=m,
-        global_batch=req.global_batch,
-        seq_len=seq_len,
-        recompute=req.recompute,
-        recompute_layers=recompute_layers,
-        recompute_method=req.recompute_method if recompute_layers is not None else "uniform",
-        recompute_modules=_canonical_modules(req.recompute_modules) if req.recompute == "selective" else (),
-        sequence_parallel=req.sequence_parallel and t > 1,
-        flash_attention=req.flash_attention,
-        zero_stage=req.zero_stage,
-        grad_dtype=req.grad_dtype,
-        activation_model=req.activation_model,
-        layout=layout,
-        overlap_grad_reduce=req.overlap_grad_reduce,
-        overlap_param_gather=req.overlap_param_gather,
-        offload_modules=canonical_offload(req.offload_modules),
-        shard_group=shard_group,
-        reshard_after_forward=req.reshard_after_forward,
-        stack=req.stack,
-        overlap_p2p_comm=req.overlap_p2p_comm,
-        tp_comm_overlap=req.tp_comm_overlap and t > 1,
-        ep=req.ep,
-        etp=req.etp,
-        precision=req.precision,
-        fp8_param_gather=req.fp8_param_gather,
-        fp8_swiglu_input=req.fp8_swiglu_input,
-        moment_dtype=req.moment_dtype,
-        memory_limit=req.memory_limit,
-        memory_headroom=req.memory_headroom if kind.tuned else 0.0,
-        jitter=req.jitter,
-        optimizer_offload_fraction=req.optimizer_offload_fraction,
-    )
+    return _plan_from(req, kind, t, p, v, cp, d, m, seq_len, layout, shard_group, recompute_layers)
 
 
 def check_optimizer_offload(req: PlanRequest) -> None:
@@ -928,3 +890,9 @@ def check_offload(
 def _canonical_modules(modules: tuple[RecomputeModule, ...]) -> tuple[RecomputeModule, ...]:
     """The modules once each, in the order `RecomputeModule` lists them."""
     return tuple(m for m in get_args(RecomputeModule) if m in modules)
+
+
+_plan_from = plan_constructor(
+    Plan, {"canonical_offload": canonical_offload, "canonical_modules": _canonical_modules}
+)
+"""`Plan` from a validated request and what `make_plan` derived, one keyword per setting (pplan.plan.records)."""

@@ -45,6 +45,7 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
+from pplan.plan.records import request_constructor
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
@@ -274,19 +275,11 @@ class Candidate:
         """GPUs of one model replica, t·p·cp (the smaller wins a tie)."""
         return self.t * self.p * self.cp
 
-    def request(self, req: SearchRequest, seq_len: int) -> PlanRequest:
-        return PlanRequest(
-            gpus=req.gpus, global_batch=req.global_batch, micro_batch=self.b, tp=self.t, pp=self.p,
-            vp=self.v if self.family.fixed_v is None else None, cp=self.cp, schedule=self.family.name,
-            seq_len=seq_len, recompute=self.recompute, zero_stage=self.zero, grad_dtype=self.grad_dtype,
-            recompute_layers=self.recompute_layers, recompute_method="block" if self.recompute_layers else "uniform",
-            recompute_modules=req.recompute_modules if self.recompute == "selective" else DEFAULT_RECOMPUTE_MODULES,
-            first_stage_layers=self.first_layers, last_stage_layers=self.last_layers,
-            offload_modules=self.offload_modules, shard_group=self.shard_group, reshard_after_forward=self.reshard,
-            stack=req.stack, tp_comm_overlap=req.tp_comm_overlap, ep=self.ep, etp=self.etp, precision=self.precision,
-            jitter=req.jitter,
-            memory_headroom=req.headroom_fraction if self.family.tuned else 0.0,
-        )  # fmt: skip
+    def request(self, q: SearchRequest, seq_len: int) -> PlanRequest:
+        """The `PlanRequest` of this configuration under search request `q` at sequence length `seq_len`: one
+        keyword per setting the search sets, generated from the settings declaration (pplan.plan.records) and
+        put in this method's place below the class."""
+        raise NotImplementedError
 
     @property
     def sharding_order(self) -> tuple[int, int]:
@@ -305,6 +298,11 @@ class Candidate:
             + ("" if self.reshard else " keep-gathered")
             + (f" precision={self.precision}" if self.precision != "bf16" else "")
         )
+
+
+Candidate.request = request_constructor(  # type: ignore[method-assign]
+    PlanRequest, {"DEFAULT_RECOMPUTE_MODULES": DEFAULT_RECOMPUTE_MODULES}
+)
 
 
 def node_shard_group(t: int, d: int, cp: int, gpus_per_node: int) -> int | None:
