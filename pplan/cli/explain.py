@@ -40,7 +40,9 @@ EXAMPLE_OPTIONS = ("model", "hardware", "gpus", "global_batch", "micro_batch", "
 DistributedOptimizerOpt = Annotated[
     bool,
     typer.Option(
-        "--distributed-optimizer", rich_help_panel="Memory knobs", help="Shard optimizer states over d (ZeRO-1)."
+        "--distributed-optimizer",
+        rich_help_panel="Memory knobs",
+        help="Shard optimizer states over d (ZeRO-1).",
     ),
 ]
 TrainTokensOpt = Annotated[
@@ -77,7 +79,6 @@ ExplainFormatOpt = Annotated[
         "instead of tables.",
     ),
 ]
-
 
 
 EXPLAIN_ORDER = (
@@ -128,9 +129,12 @@ def explain(
         raise ConfigError(
             "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
         )
-    stack = settings["stack"] or stack_for_launcher(launcher_format.split("@")[0] if launcher_format else None)
+    stack = settings["stack"] or stack_for_launcher(
+        launcher_format.split("@")[0] if launcher_format else None
+    )
     request = PlanRequest(
-        **request_values(settings) | {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
+        **request_values(settings)
+        | {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
     )
     if request.memory_headroom and (request.memory_limit is not None or not schedule_family(schedule).tuned):
         raise ConfigError(

@@ -6,7 +6,7 @@ import math
 import sys
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Literal, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -17,29 +17,13 @@ from pplan.cli.options import (
     DEFAULT_GPUS,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
-    DEFAULT_RECOMPUTE_MODULES_TEXT,
-    GRAD_DTYPE_CHOICES,
-    RECOMPUTE_CHOICES,
-    GlobalBatchOpt,
-    GpusOpt,
     HardwareOpt,
-    JitterOpt,
     ModelOpt,
-    OffloadModulesOpt,
-    RecomputeModulesOpt,
-    SeqLenOpt,
-    StackOpt,
-    TpCommOverlapOpt,
-    comma_list,
 )
-from pplan.cli.options import offload_modules as parse_offload_modules
-from pplan.cli.options import recompute_modules as parse_recompute_modules
+from pplan.cli.signature import search_parameters, search_values, with_settings
 from pplan.errors import ConfigError
 from pplan.launchers.names import LAUNCHERS, Launcher
-from pplan.model.precision import Precision
-from pplan.plan.knobs import GradDtype, Recompute
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
-from pplan.schedules import SCHEDULE_NAMES
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
     from pplan.plan.configuration import PlanRequest
@@ -52,171 +36,118 @@ Format = Literal["table", "json", Launcher]
 settings."""
 
 
+MaxVpOpt = Annotated[
+    int, typer.Option(rich_help_panel="Plan axes", help="Largest v to try for interleaved schedules.")
+]
+PartialRecomputeOpt = Annotated[
+    bool,
+    typer.Option(
+        rich_help_panel="Memory knobs",
+        help="With full recompute among the modes: also try the first N layers of every chunk (Megatron-LM "
+        "--recompute-method block), the least N that fits.",
+    ),
+]
+EmptyEndChunksOpt = Annotated[
+    bool,
+    typer.Option(
+        rich_help_panel="Search",
+        help="Also try layer splits whose first or last chunk holds only the embedding or the loss, where a "
+        "cut has no other split (e.g. DeepSeek-V3's 61 layers over 4 × 8 chunks). More cuts: a slower search.",
+    ),
+]
+HybridShardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--hybrid-shard/--no-hybrid-shard",
+        rich_help_panel="Memory knobs",
+        help="With ZeRO ≥ 1: also try sharding over one node's data-parallel GPUs, replicated across nodes "
+        "(HSDP; explain --shard-group), where full sharding fits.",
+    ),
+]
+KeepGatheredOpt = Annotated[
+    bool,
+    typer.Option(
+        rich_help_panel="Memory knobs",
+        help="With ZeRO-3: also try keeping the gathered weights from forward to backward (explain "
+        "--no-reshard-after-forward), where resharding fits.",
+    ),
+]
+MinMicrobatchesOpt = Annotated[int, typer.Option(rich_help_panel="Search", help="Smallest m to accept.")]
+LauncherOpt = Annotated[
+    Launcher | None,
+    typer.Option(
+        rich_help_panel="Stack",
+        help="Keep only what this launcher can run (default: the launcher of --stack, Megatron-LM).",
+    ),
+]
+IncludeUnrunnableOpt = Annotated[
+    bool,
+    typer.Option(
+        rich_help_panel="Search",
+        help="Also rank plans the stack's launcher does not run as planned (schedules or knobs no real "
+        "stack has); by default only plans it runs are ranked.",
+    ),
+]
+ShowCommandsOpt = Annotated[
+    bool,
+    typer.Option(
+        rich_help_panel="Output",
+        help="Print the `pplan explain` line of every shown plan, not only the first.",
+    ),
+]
+MaxExtrapolationOpt = Annotated[
+    int | None,
+    typer.Option(
+        rich_help_panel="Search",
+        help="Keep only plans outside the calibrated envelope on at most this many axes (0: inside it; "
+        "explain names the axes).",
+    ),
+]
+CrossNodeTpOpt = Annotated[
+    bool, typer.Option(rich_help_panel="Search", help="Let t exceed the GPUs per node.")
+]
+TopOpt = Annotated[
+    int, typer.Option("--top", rich_help_panel="Output", help="How many configurations to show.")
+]
+FormatOpt = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        rich_help_panel="Output",
+        help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}.",
+    ),
+]
+
+RECOMMEND_ORDER = (
+    "model", "hardware", "gpus", "global_batch", "seq_len", "tp", "pp", "cp", "ep", "etp", "precisions", "vp",
+    "max_vp", "micro_batch", "schedules", "recompute", "zero_stages", "grad_dtypes", "offload", "partial_recompute",
+    "recompute_modules", "empty_end_chunks", "hybrid_sharding", "keep_gathered", "min_microbatches",
+    "headroom_fraction", "launcher", "include_unrunnable", "show_commands", "stack", "tp_comm_overlap", "jitter",
+    "max_extrapolation", "allow_cross_node_tp", "top_n", "output",
+)  # fmt: skip
+"""recommend's options in `--help` order (pplan.cli.signature: a setting not named here ends its panel)."""
+
+
 @app.command()
+@with_settings(search_parameters({"gpus": DEFAULT_GPUS, "global_batch": DEFAULT_GLOBAL_BATCH, "stack": None}),
+               RECOMMEND_ORDER)  # fmt: skip
 def recommend(
     model: ModelOpt = DEFAULT_MODEL,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    gpus: GpusOpt = DEFAULT_GPUS,
-    global_batch: GlobalBatchOpt = DEFAULT_GLOBAL_BATCH,
-    seq_len: SeqLenOpt = None,
-    tp: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the tensor-parallel degree.")
-    ] = None,
-    pp: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the pipeline ranks.")
-    ] = None,
-    cp: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the context-parallel degree.")
-    ] = None,
-    ep: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="Routed models: fix the expert-parallel degree (default: every divisor that fits).",
-        ),
-    ] = None,
-    etp: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="Routed models: fix the expert tensor-parallel degree (default: 1 and t, each expert whole or "
-            "split over the tensor-parallel ranks).",
-        ),
-    ] = None,
-    precision: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8 (default bf16 only).",
-        ),
-    ] = "bf16",
-    vp: Annotated[
-        int | None,
-        typer.Option(rich_help_panel="Plan axes", help="Fix the chunks per rank (interleaved schedules)."),
-    ] = None,
-    max_vp: Annotated[
-        int, typer.Option(rich_help_panel="Plan axes", help="Largest v to try for interleaved schedules.")
-    ] = 8,
-    micro_batch: Annotated[
-        int | None, typer.Option(rich_help_panel="Plan axes", help="Fix the micro-batch size.")
-    ] = None,
-    schedule: Annotated[
-        str | None,
-        typer.Option(
-            rich_help_panel="Plan axes",
-            help="Comma list of schedules to consider (default: all but gpipe, looped-bfs).",
-        ),
-    ] = None,
-    recompute: Annotated[
-        str | None,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help=f"Comma list of {', '.join(RECOMPUTE_CHOICES)} (default: all).",
-        ),
-    ] = None,
-    zero_stage: Annotated[
-        str | None,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="Comma list of ZeRO stages to consider (default 0,1,2,3: those the launcher runs).",
-        ),
-    ] = None,
-    grad_dtype: Annotated[
-        str | None,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="Comma list of gradient dtypes, fp32 (18 B/param) and bf16 (16) (default: both).",
-        ),
-    ] = None,
-    offload_modules: OffloadModulesOpt = None,
-    partial_recompute: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="With full recompute among the modes: also try the first N layers of every chunk (Megatron-LM "
-            "--recompute-method block), the least N that fits.",
-        ),
-    ] = True,
-    recompute_modules: RecomputeModulesOpt = DEFAULT_RECOMPUTE_MODULES_TEXT,
-    empty_end_chunks: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Search",
-            help="Also try layer splits whose first or last chunk holds only the embedding or the loss, where a "
-            "cut has no other split (e.g. DeepSeek-V3's 61 layers over 4 × 8 chunks). More cuts: a slower search.",
-        ),
-    ] = False,
-    hybrid_shard: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="With ZeRO ≥ 1: also try sharding over one node's data-parallel GPUs, replicated across nodes "
-            "(HSDP; explain --shard-group), where full sharding fits.",
-        ),
-    ] = True,
-    keep_gathered: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="With ZeRO-3: also try keeping the gathered weights from forward to backward (explain "
-            "--no-reshard-after-forward), where resharding fits.",
-        ),
-    ] = True,
-    min_microbatches: Annotated[
-        int, typer.Option(rich_help_panel="Search", help="Smallest m to accept.")
-    ] = 1,
-    headroom: Annotated[
-        float,
-        typer.Option(
-            rich_help_panel="Memory knobs",
-            help="Fraction of usable HBM to keep free on every stage, e.g. 0.1.",
-        ),
-    ] = 0.0,
-    launcher: Annotated[
-        Launcher | None,
-        typer.Option(
-            rich_help_panel="Stack",
-            help="Keep only what this launcher can run (default: the launcher of --stack, Megatron-LM).",
-        ),
-    ] = None,
-    include_unrunnable: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Search",
-            help="Also rank plans the stack's launcher does not run as planned (schedules or knobs no real "
-            "stack has); by default only plans it runs are ranked.",
-        ),
-    ] = False,
-    show_commands: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="Output",
-            help="Print the `pplan explain` line of every shown plan, not only the first.",
-        ),
-    ] = False,
-    stack: StackOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = False,
-    jitter: JitterOpt = 0.0,
-    max_extrapolation: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="Search",
-            help="Keep only plans outside the calibrated envelope on at most this many axes (0: inside it; "
-            "explain names the axes).",
-        ),
-    ] = None,
-    allow_cross_node_tp: Annotated[
-        bool, typer.Option(rich_help_panel="Search", help="Let t exceed the GPUs per node.")
-    ] = False,
-    top: Annotated[int, typer.Option(rich_help_panel="Output", help="How many configurations to show.")] = 10,
-    output: Annotated[
-        Format,
-        typer.Option(
-            "--format",
-            rich_help_panel="Output",
-            help=f"table, json or a launcher's settings: {', '.join(LAUNCHERS)}.",
-        ),
-    ] = "table",
+    max_vp: MaxVpOpt = 8,
+    partial_recompute: PartialRecomputeOpt = True,
+    empty_end_chunks: EmptyEndChunksOpt = False,
+    hybrid_sharding: HybridShardOpt = True,
+    keep_gathered: KeepGatheredOpt = True,
+    min_microbatches: MinMicrobatchesOpt = 1,
+    launcher: LauncherOpt = None,
+    include_unrunnable: IncludeUnrunnableOpt = False,
+    show_commands: ShowCommandsOpt = False,
+    max_extrapolation: MaxExtrapolationOpt = None,
+    allow_cross_node_tp: CrossNodeTpOpt = False,
+    top_n: TopOpt = 10,
+    output: FormatOpt = "table",
+    **searched: Any,
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
     from pplan.plan.configuration import check_precision
@@ -228,27 +159,18 @@ def recommend(
         launcher = output  # emit only what that launcher can run
     derived = launcher is None and not include_unrunnable
     if derived:
-        launcher = cast(Launcher | None, launcher_for_stack(stack or DEFAULT_STACK))  # rank what runs
-    zeros = comma_list("--zero-stage", zero_stage, ("0", "1", "2", "3"))
+        launcher = cast(
+            Launcher | None, launcher_for_stack(searched["stack"] or DEFAULT_STACK)
+        )  # rank what runs
     if max_extrapolation is not None and max_extrapolation < 0:
         raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
+    values = search_values(searched)
+    values["stack"] = values["stack"] or stack_for_launcher(launcher)
     request = SearchRequest(
-        gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vp=vp, max_vp=max_vp,
-        micro_batch=micro_batch,
-        schedules=comma_list("--schedule", schedule, SCHEDULE_NAMES),
-        recompute=cast(tuple[Recompute, ...], comma_list("--recompute", recompute, RECOMPUTE_CHOICES) or RECOMPUTE_CHOICES),
-        zero_stages=tuple(int(z) for z in zeros) if zeros else (0, 1, 2, 3),
-        grad_dtypes=cast(tuple[GradDtype, ...], comma_list("--grad-dtype", grad_dtype, GRAD_DTYPE_CHOICES) or ("fp32", "bf16")),
-        min_microbatches=min_microbatches, headroom_fraction=headroom,
-        launcher=launcher, allow_cross_node_tp=allow_cross_node_tp, top_n=top,
-        split_p2p=output == "json",  # only the JSON shows the step-time breakdown
-        offload=((), parse_offload_modules(offload_modules)) if offload_modules else ((),),
-        partial_recompute=partial_recompute, recompute_modules=parse_recompute_modules(recompute_modules),
-        empty_end_chunks=empty_end_chunks,
-        hybrid_sharding=hybrid_shard, keep_gathered=keep_gathered,
-        stack=stack or stack_for_launcher(launcher), max_extrapolation=max_extrapolation,
-        tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp, jitter=jitter,
-        precisions=cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision))),
+        **values, max_vp=max_vp, partial_recompute=partial_recompute, empty_end_chunks=empty_end_chunks,
+        hybrid_sharding=hybrid_sharding, keep_gathered=keep_gathered, min_microbatches=min_microbatches,
+        launcher=launcher, max_extrapolation=max_extrapolation, allow_cross_node_tp=allow_cross_node_tp,
+        top_n=top_n, split_p2p=output == "json",  # only the JSON shows the step-time breakdown
     )  # fmt: skip
 
     model_spec = load_model(model)

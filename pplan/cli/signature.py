@@ -63,7 +63,9 @@ def _parameter(name: str, kind: object, option: Any, default: object) -> inspect
 def _option(s: Setting, help_text: str | None = None, concern: str | None = None) -> Any:
     flags = f"{s.flag}/--no-{s.flag[2:]}" if s.default is True else s.flag
     return typer.Option(
-        flags, rich_help_panel=PANELS[concern or s.concern], help=help_text or s.help  # type: ignore[index]
+        flags,
+        rich_help_panel=PANELS[concern or s.concern],
+        help=help_text or s.help,  # type: ignore[index]
     )
 
 
@@ -120,7 +122,9 @@ def with_settings(settings: list[inspect.Parameter], order: Sequence[str]) -> Ca
 
     def wrap(command: F) -> F:
         own = inspect.signature(command, eval_str=True).parameters.values()
-        params = {p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.kind != p.VAR_KEYWORD}
+        params = {
+            p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.kind != p.VAR_KEYWORD
+        }
         params |= {p.name: p for p in settings}
         command.__signature__ = inspect.Signature(_ordered(params, order))  # type: ignore[attr-defined]
         return command
