@@ -255,7 +255,7 @@ class _WithDummy(PlanRequest):
     dummy_knob: int = 0
 
 
-DUMMY = Setting("dummy_knob", "memory", 0, "--dummy-knob", "A knob nothing maps.", "dummy_knob", "cut")
+DUMMY = Setting("dummy_knob", "memory", 0, "--dummy-knob", "A knob nothing maps.", "dummy_knob", "c.dummy_knob")
 
 
 def test_a_field_added_without_a_declaration_fails() -> None:
@@ -295,3 +295,30 @@ def test_every_concern_has_settings_and_a_help_panel() -> None:
     from pplan.plan.settings import CONCERNS
 
     assert set(PANELS) == set(CONCERNS) == {s.concern for s in SETTINGS}
+
+
+def test_a_declared_setting_is_carried_by_the_generated_copies() -> None:
+    """The copies are generated from the declaration: a new setting reaches `Plan` (copied, or by its declared
+    expression), a search configuration's request and a published run's request without another edit."""
+    from pplan.plan.records import plan_source, request_source, settings_read
+
+    derived = dataclasses.replace(DUMMY, plan="req.dummy_knob * 2")
+    assert "dummy_knob=req.dummy_knob,\n" in plan_source((*SETTINGS, DUMMY))
+    assert "dummy_knob=req.dummy_knob * 2,\n" in plan_source((*SETTINGS, derived))
+    assert "dummy_knob=c.dummy_knob,\n" in request_source((*SETTINGS, DUMMY))
+    assert "dummy_knob" not in plan_source() + request_source()
+    # a published row states settings by name, as text or JSON values; the first source that states one wins
+    read = settings_read({"tp": "2", "precision": "FP8", "ep": None}, {"ep": 4, "tp": 8, "sequence_parallel": 0})
+    assert read == {"tp": 2, "precision": "fp8", "ep": 4, "sequence_parallel": False}
+
+
+def test_a_search_for_a_plan_asks_its_question_on_its_stack() -> None:
+    """`search_for`: the GPUs, batch, sequence, stack and TP overlap of the request, its precision, and the knobs."""
+    from pplan.search.space import search_for
+
+    req = PlanRequest(gpus=64, global_batch=128, tp=2, seq_len=4096, stack="torchtitan", tp_comm_overlap=True,
+                      precision="fp8", jitter=0.01)  # fmt: skip
+    got = search_for(req, top_n=3)
+    assert (got.gpus, got.global_batch, got.seq_len, got.stack) == (64, 128, 4096, "torchtitan")
+    assert got.tp_comm_overlap and got.precisions == ("fp8",) and got.top_n == 3
+    assert got.tp is None and got.jitter == 0.0  # the cut and the model's allowances are the search's own

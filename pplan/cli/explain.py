@@ -27,7 +27,7 @@ from pplan.profiles.stacks import stack_for_launcher
 if TYPE_CHECKING:
     from pplan.cost.pipeline import PipelineRun
     from pplan.documents.explain import ExplainReport
-    from pplan.plan.configuration import Plan
+    from pplan.plan.configuration import Plan, PlanRequest
     from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 DEFAULT_TP = 8
@@ -118,25 +118,16 @@ def explain(
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
     from pplan import launchers  # the core loads only when a command runs, not for --help
     from pplan.explain import check_train_tokens, explain_with_run
-    from pplan.plan.configuration import PlanRequest, make_plan
+    from pplan.plan.configuration import make_plan
     from pplan.profiles.catalog import load_hardware, load_model
     from pplan.render.explain import render_explain
     from pplan.schedules import schedule_family, to_torch_csv
 
     used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
-    zero_stage, schedule = settings["zero_stage"], settings["schedule"]
-    if distributed_optimizer and zero_stage not in (0, 1):
-        raise ConfigError(
-            "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
-        )
-    stack = settings["stack"] or stack_for_launcher(
-        launcher_format.split("@")[0] if launcher_format else None
-    )
-    request = PlanRequest(
-        **request_values(settings)
-        | {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
-    )
-    if request.memory_headroom and (request.memory_limit is not None or not schedule_family(schedule).tuned):
+    request = _request(settings, distributed_optimizer, launcher_format)
+    if request.memory_headroom and (
+        request.memory_limit is not None or not schedule_family(request.schedule).tuned
+    ):
         raise ConfigError(
             "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
             "add --schedule auto and drop --memory-limit, or drop --headroom",
@@ -179,6 +170,21 @@ def explain(
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
+
+
+def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: Launcher | None) -> PlanRequest:
+    """The plan request of explain's setting options: `--distributed-optimizer` is ZeRO-1, the stack defaults to
+    the `--format` launcher's."""
+    from pplan.plan.configuration import PlanRequest
+
+    zero_stage = settings["zero_stage"]
+    if distributed_optimizer and zero_stage not in (0, 1):
+        raise ConfigError(
+            "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
+        )
+    stack = settings["stack"] or stack_for_launcher(launcher.split("@")[0] if launcher else None)
+    changes = {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
+    return PlanRequest(**request_values(settings) | changes)
 
 
 def _check_csv_size(plan: Plan) -> None:

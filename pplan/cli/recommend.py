@@ -20,7 +20,7 @@ from pplan.cli.options import (
     HardwareOpt,
     ModelOpt,
 )
-from pplan.cli.signature import search_parameters, search_values, with_settings
+from pplan.cli.signature import knob_parameters, search_parameters, search_values, with_settings
 from pplan.errors import ConfigError
 from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
@@ -118,6 +118,21 @@ FormatOpt = Annotated[
     ),
 ]
 
+SEARCH_KNOBS: dict[str, tuple[object, object]] = {
+    "max_vp": (MaxVpOpt, 8),
+    "partial_recompute": (PartialRecomputeOpt, True),
+    "empty_end_chunks": (EmptyEndChunksOpt, False),
+    "hybrid_sharding": (HybridShardOpt, True),
+    "keep_gathered": (KeepGatheredOpt, True),
+    "min_microbatches": (MinMicrobatchesOpt, 1),
+    "allow_cross_node_tp": (CrossNodeTpOpt, False),
+    "top_n": (TopOpt, 10),
+}
+"""recommend's options that are `SearchRequest` fields of the same name but no plan setting: how far and how the
+search looks (type and option, default)."""
+SEARCH_DEFAULTS = {"gpus": DEFAULT_GPUS, "global_batch": DEFAULT_GLOBAL_BATCH, "stack": None}
+"""pplan's default example where it is not the settings' defaults; the stack defaults to the launcher's."""
+
 RECOMMEND_ORDER = (
     "model", "hardware", "gpus", "global_batch", "seq_len", "tp", "pp", "cp", "ep", "etp", "precisions", "vp",
     "max_vp", "micro_batch", "schedules", "recompute", "zero_stages", "grad_dtypes", "offload", "partial_recompute",
@@ -129,23 +144,14 @@ RECOMMEND_ORDER = (
 
 
 @app.command()
-@with_settings(search_parameters({"gpus": DEFAULT_GPUS, "global_batch": DEFAULT_GLOBAL_BATCH, "stack": None}),
-               RECOMMEND_ORDER)  # fmt: skip
+@with_settings([*search_parameters(SEARCH_DEFAULTS), *knob_parameters(SEARCH_KNOBS)], RECOMMEND_ORDER)
 def recommend(
     model: ModelOpt = DEFAULT_MODEL,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    max_vp: MaxVpOpt = 8,
-    partial_recompute: PartialRecomputeOpt = True,
-    empty_end_chunks: EmptyEndChunksOpt = False,
-    hybrid_sharding: HybridShardOpt = True,
-    keep_gathered: KeepGatheredOpt = True,
-    min_microbatches: MinMicrobatchesOpt = 1,
     launcher: LauncherOpt = None,
     include_unrunnable: IncludeUnrunnableOpt = False,
     show_commands: ShowCommandsOpt = False,
     max_extrapolation: MaxExtrapolationOpt = None,
-    allow_cross_node_tp: CrossNodeTpOpt = False,
-    top_n: TopOpt = 10,
     output: FormatOpt = "table",
     **searched: Any,
 ) -> None:
@@ -166,12 +172,10 @@ def recommend(
         raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
     values = search_values(searched)
     values["stack"] = values["stack"] or stack_for_launcher(launcher)
+    knobs = {name: searched[name] for name in SEARCH_KNOBS}
     request = SearchRequest(
-        **values, max_vp=max_vp, partial_recompute=partial_recompute, empty_end_chunks=empty_end_chunks,
-        hybrid_sharding=hybrid_sharding, keep_gathered=keep_gathered, min_microbatches=min_microbatches,
-        launcher=launcher, max_extrapolation=max_extrapolation, allow_cross_node_tp=allow_cross_node_tp,
-        top_n=top_n, split_p2p=output == "json",  # only the JSON shows the step-time breakdown
-    )  # fmt: skip
+        **values, **knobs, launcher=launcher, max_extrapolation=max_extrapolation, split_p2p=output == "json"
+    )  # the step-time breakdown only the JSON shows
 
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)

@@ -96,6 +96,14 @@ def search_parameters(defaults: Mapping[str, object]) -> list[inspect.Parameter]
     return params
 
 
+def knob_parameters(knobs: Mapping[str, tuple[object, object]]) -> list[inspect.Parameter]:
+    """Options a command passes on by name with the settings (`name: (Annotated type and option, default)`)."""
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for name, (kind, default) in knobs.items()
+    ]
+
+
 def _panel(param: inspect.Parameter) -> str | None:
     for meta in get_args(param.annotation)[1:]:
         panel = getattr(meta, "rich_help_panel", None)

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import get_args
+from typing import Any, get_args
 
 from pplan.errors import ConfigError
 from pplan.frozen import changed
@@ -46,6 +46,7 @@ from pplan.plan.knobs import (
     RecomputeModule,
 )
 from pplan.plan.records import request_constructor
+from pplan.plan.settings import SETTINGS
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
@@ -198,6 +199,22 @@ class SearchRequest:
             raise ConfigError("--precision", "no precision to try", "e.g. --precision bf16,fp8")
         for precision in self.precisions:
             check_choice("--precision", precision, get_args(Precision))
+
+
+_SAME_QUESTION = tuple(
+    (s.name, s.search.field)
+    for s in SETTINGS
+    if s.search is not None and s.search.form == "same" and s.concern in ("query", "stack")
+)
+"""The settings that pose a search's question on a stack (GPUs, batch, sequence, the stack and its switches): the
+same in a plan's request and in the search for its peers (pplan.plan.settings)."""
+
+
+def search_for(req: PlanRequest, **knobs: Any) -> SearchRequest:
+    """The search for the plans that answer `req`'s question on `req`'s stack, at `req`'s GEMM precision, with the
+    search `knobs` given (a launcher, how many to rank)."""
+    same = {field: getattr(req, name) for name, field in _SAME_QUESTION}
+    return SearchRequest(**same, precisions=(req.precision,), **knobs)
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.plan.knobs import ActivationModel, Recompute
+from pplan.plan.records import settings_read
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family
 
@@ -170,6 +171,11 @@ def _mean(values: Iterable[float]) -> float:
     return sum(listed) / len(listed)
 
 
+_DERIVED_HERE = frozenset({"vp", "schedule", "seq_len", "recompute", "sequence_parallel", "activation_model"})
+"""What `request` derives (the schedule from v) or is given (the setting and activation model compared); the rest
+of a configuration's settings are read by name from it and the set's assumptions."""
+
+
 def request(
     config: dict[str, Any],
     assumed: dict[str, Any],
@@ -180,22 +186,11 @@ def request(
     """The plan of one Table 3 configuration under one setting and activation model `model`."""
     vp = config["vp"]
     family = megatron_family(vp)
+    read = settings_read(config, assumed, skip=_DERIVED_HERE)
     return PlanRequest(
-        gpus=int(config["gpus"]),
-        global_batch=int(config["global_batch"]),
-        micro_batch=int(config["micro_batch"]),
-        tp=int(config["tp"]),
-        pp=int(config["pp"]),
-        vp=vp if family.fixed_v is None else None,
-        schedule=family.name,
-        seq_len=None,
-        recompute=recompute,
-        sequence_parallel=sequence_parallel,
-        flash_attention=bool(assumed["flash_attention"]),
-        zero_stage=int(assumed["zero_stage"]),
-        grad_dtype=assumed["grad_dtype"],
-        activation_model=model,
-    )
+        **read, vp=vp if family.fixed_v is None else None, schedule=family.name, recompute=recompute,
+        sequence_parallel=sequence_parallel, activation_model=model,
+    )  # fmt: skip
 
 
 def first_stage(model: ModelSpec, plan: Plan, hardware: HardwareSpec) -> FirstStage:

@@ -23,7 +23,7 @@ from pplan.plan.configuration import PlanRequest
 from pplan.plan.knobs import Recompute
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.recommend import recommendations
-from pplan.search import SearchRequest
+from pplan.search.space import search_for
 from pplan.validation.published import fastest_micro_batch, row_model, row_request, tunes_micro_batch
 
 TOP = 5
@@ -95,7 +95,6 @@ def practice_rows(
     rows: list[PracticeRow] = []
     if data.get("kind") == "layer":  # one layer's passes: no configuration to search for
         return rows
-    seq = int(data["stated"]["seq_len"])
     for row in data["rows"]:
         model = row_model(data, row, load_model)
         run = row_request(data, row, model, hardware)
@@ -103,16 +102,7 @@ def practice_rows(
         found = recommendations(
             model,
             hardware,
-            SearchRequest(
-                gpus=base.gpus,
-                global_batch=base.global_batch,
-                seq_len=seq,
-                launcher="megatron",
-                top_n=24,
-                max_extrapolation=0,
-                tp_comm_overlap=base.tp_comm_overlap,
-                precisions=(base.precision,),
-            ),
+            search_for(base, launcher="megatron", top_n=24, max_extrapolation=0),
             launcher=SearchFilter("megatron", model, base.tp_comm_overlap),
         )
         if not found.candidates:

@@ -31,6 +31,7 @@ from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.plan.knobs import Recompute
+from pplan.plan.records import settings_read
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
@@ -121,40 +122,26 @@ def tunes_micro_batch(row: dict[str, Any], assumed: dict[str, Any]) -> bool:
     return "micro_batch" not in row and str(assumed.get("micro_batch", "")).startswith(TUNED)
 
 
+_DERIVED_HERE = frozenset({"micro_batch", "vp", "schedule", "seq_len", "recompute", "stack"})
+"""A published run's settings `run_request` derives itself (a tuned micro-batch, the schedule from v, the
+set's sequence, the recompute mode's spellings, the stack asked for); the rest are read by name."""
+
+
 def run_request(
     row: dict[str, Any], stated: dict[str, Any], assumed: dict[str, Any], stack: StackName = DEFAULT_STACK
 ) -> PlanRequest:
     """The plan request of one published run: its own settings, its set's stated ones and the set's assumptions
     (a tuned micro-batch, `fastest_micro_batch`'s to choose, is 1 here)."""
-    pp = int(row["pp"])
     vp = row.get("vp")
     family = megatron_family(vp)
-    return PlanRequest(
-        gpus=int(row["gpus"]),
-        global_batch=int(row["global_batch"]),
-        micro_batch=1
-        if tunes_micro_batch(row, assumed)
-        else int(row.get("micro_batch", assumed.get("micro_batch", 1))),
-        tp=int(row["tp"]),
-        pp=pp,
-        vp=vp if family.fixed_v is None else None,
-        cp=int(row.get("cp", 1)),
-        ep=int(row.get("ep", 1)),
-        schedule=family.name,
-        seq_len=int(stated["seq_len"]),
-        recompute=_recompute(row, stated, assumed),
-        sequence_parallel=bool(row.get("sequence_parallel", assumed.get("sequence_parallel", True))),
-        flash_attention=bool(assumed.get("flash_attention", True)),
-        zero_stage=int(assumed.get("zero_stage", 0)),
-        grad_dtype=assumed.get("grad_dtype", "fp32"),
-        overlap_grad_reduce=bool(assumed.get("overlap_grad_reduce", True)),
-        overlap_param_gather=bool(assumed.get("overlap_param_gather", True)),
-        overlap_p2p_comm=bool(_setting("overlap_p2p_comm", True, row, stated, assumed)),
-        tp_comm_overlap=bool(_setting("tp_comm_overlap", False, row, stated, assumed)) and int(row["tp"]) > 1,
-        fp8_param_gather=bool(_setting("fp8_param_gather", False, row, stated, assumed)),
-        stack=stack,
-        precision=str(stated.get("precision", "bf16")).lower(),  # type: ignore[arg-type]  # checked by PlanRequest
+    read = settings_read(row, stated, assumed, skip=_DERIVED_HERE)
+    micro_batch = (
+        1 if tunes_micro_batch(row, assumed) else int(row.get("micro_batch", assumed.get("micro_batch", 1)))
     )
+    return PlanRequest(
+        **read, micro_batch=micro_batch, vp=vp if family.fixed_v is None else None, schedule=family.name,
+        seq_len=int(stated["seq_len"]), recompute=_recompute(row, stated, assumed), stack=stack,
+    )  # fmt: skip
 
 
 def row_request(
@@ -247,12 +234,9 @@ def _validate_layers(data: dict[str, Any], load_model: ModelLoader, hardware: Ha
     rows = []
     for row in data["rows"]:
         t = int(stated["tensor_parallel"])
-        req = PlanRequest(
-            gpus=t, global_batch=int(stated["micro_batch"]), micro_batch=int(stated["micro_batch"]), tp=t,
-            seq_len=int(stated["seq_len"]), recompute=row["recompute"],
-            sequence_parallel=bool(row["sequence_parallel"]), flash_attention=bool(stated["flash_attention"]),
-            stack=data["stack"],
-        )  # fmt: skip
+        # one layer on t GPUs, one micro-batch a step: the row's and the experiment's settings by name
+        read = settings_read(row, stated)
+        req = PlanRequest(**read, gpus=t, global_batch=read["micro_batch"], tp=t, stack=data["stack"])
         times = layer_pass_times(model, hardware, make_plan(model, req).shape)
         for name, published, predicted in (
             ("forward", row["forward_ms"], times.f_s),

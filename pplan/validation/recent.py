@@ -35,12 +35,12 @@ from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.plan.knobs import Recompute
+from pplan.plan.records import settings_read
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
-from pplan.search import SearchRequest
 from pplan.search.knobs import peak_bytes
-from pplan.search.space import layer_splits
+from pplan.search.space import layer_splits, search_for
 from pplan.validation.published import fastest_micro_batch, golden_section_min
 
 ModelLoader = Callable[[str], ModelSpec]
@@ -127,6 +127,11 @@ def _published_s(data: dict[str, Any], row: dict[str, Any], model: ModelSpec) ->
     return float(flops / (row["gpus"] * row["published_tflops_per_gpu"] * 1e12))
 
 
+_DERIVED_HERE = frozenset({"vp", "schedule", "recompute", "zero_stage", "tp_comm_overlap", "stack"})
+"""A recent run's settings `_base_request` derives from what the row states (the schedule from v and DualPipe,
+the recompute mode's spellings, ZeRO from FSDP, TP overlap from the stack); the rest are read by name."""
+
+
 def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanRequest, list[str]]:
     """The request from what the row states, with the assumptions that need no model (module docstring)."""
     assumed = []
@@ -145,25 +150,11 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
         recompute = row["recompute"]
     elif row["recompute"] == "rmsnorm":  # DeepSeek-V3: RMSNorm and MLA's up-projections recomputed
         recompute, modules = "selective", {"recompute_modules": ("layernorm", "mla_up_proj")}
+    stated = row | {"micro_batch": row["micro_batch"] or None, "etp": row["etp"] or None}  # 0: not stated
     req = PlanRequest(
-        gpus=row["gpus"],
-        global_batch=row["global_batch"],
-        micro_batch=row["micro_batch"] or 1,
-        tp=row["tp"],
-        pp=row["pp"],
-        vp=vp if family.fixed_v is None and vp and vp > 1 else None,
-        cp=row["cp"],
-        ep=row["ep"],
-        etp=row["etp"] or 1,
-        schedule=family.name,
-        seq_len=row["seq_len"],
-        recompute=recompute,
-        zero_stage=zero,
-        tp_comm_overlap=tp_overlap,
-        stack=data["pplan_stack"],
-        precision=row["precision"],
-        **modules,
-    )
+        **settings_read(stated, skip=_DERIVED_HERE) | modules, vp=vp if family.fixed_v is None and vp and vp > 1 else None,
+        schedule=family.name, recompute=recompute, zero_stage=zero, tp_comm_overlap=tp_overlap, stack=data["pplan_stack"],
+    )  # fmt: skip
     return req, assumed
 
 
@@ -466,16 +457,7 @@ def rank_published(
     found = recommendations(
         model,
         hardware,
-        SearchRequest(
-            gpus=req.gpus,
-            global_batch=req.global_batch,
-            seq_len=req.seq_len,
-            launcher=launcher,
-            top_n=top_n,
-            stack=req.stack,
-            tp_comm_overlap=req.tp_comm_overlap,
-            precisions=(req.precision,),
-        ),
+        search_for(req, launcher=launcher, top_n=top_n),
         launcher=SearchFilter(launcher, model, req.tp_comm_overlap),
     )
     tokens = [c.report.performance.tokens_per_s for c in found.candidates if c.report.performance]
