@@ -21,7 +21,13 @@ COMMANDS = ("explain", "recommend", "size")
 
 def _help(command: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "TERM", "COLUMNS", "LINES"}}
-    env |= {"COLUMNS": "120", "LINES": "50", "NO_COLOR": "1", "TERM": "dumb", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
+    env |= {
+        "COLUMNS": "120",
+        "LINES": "50",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+        "_TYPER_FORCE_DISABLE_TERMINAL": "1",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "pplan", command, "--help"],
         capture_output=True, text=True, env=env, timeout=120, check=False,
@@ -37,4 +43,6 @@ def test_help_text_is_unchanged(command: str) -> None:
     if UPDATE:
         path.write_text(text, encoding="utf-8")
     assert "--help" in text and len(text.splitlines()) > 20
-    assert text == path.read_text(encoding="utf-8"), f"`pplan {command} --help` changed; read the diff, then update"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"`pplan {command} --help` changed; read the diff, then update"
+    )

@@ -255,7 +255,9 @@ class _WithDummy(PlanRequest):
     dummy_knob: int = 0
 
 
-DUMMY = Setting("dummy_knob", "memory", 0, "--dummy-knob", "A knob nothing maps.", "dummy_knob", "c.dummy_knob")
+DUMMY = Setting(
+    "dummy_knob", "memory", 0, "--dummy-knob", "A knob nothing maps.", "dummy_knob", "c.dummy_knob"
+)
 
 
 def test_a_field_added_without_a_declaration_fails() -> None:
@@ -308,7 +310,9 @@ def test_a_declared_setting_is_carried_by_the_generated_copies() -> None:
     assert "dummy_knob=c.dummy_knob,\n" in request_source((*SETTINGS, DUMMY))
     assert "dummy_knob" not in plan_source() + request_source()
     # a published row states settings by name, as text or JSON values; the first source that states one wins
-    read = settings_read({"tp": "2", "precision": "FP8", "ep": None}, {"ep": 4, "tp": 8, "sequence_parallel": 0})
+    read = settings_read(
+        {"tp": "2", "precision": "FP8", "ep": None}, {"ep": 4, "tp": 8, "sequence_parallel": 0}
+    )
     assert read == {"tp": 2, "precision": "fp8", "ep": 4, "sequence_parallel": False}
 
 

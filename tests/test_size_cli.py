@@ -164,9 +164,13 @@ def test_the_svg_never_overwrites_an_input(
     (it used to be replaced by the chart)."""
     from pplan.profiles.catalog import profile_source
 
-    bundled = {"--model": ("models", "llama3-8b"), "--hardware": ("hardware", "h100-sxm-80gb")}[which]
+    source = (
+        profile_source("models", "llama3-8b")
+        if which == "--model"
+        else profile_source("hardware", "h100-sxm-80gb")
+    )
     victim = tmp_path / "victim.toml"
-    victim.write_text(profile_source(*bundled), encoding="utf-8")
+    victim.write_text(source, encoding="utf-8")
     before = victim.read_bytes()
     args = ["size", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--train-tokens", "1e12"]
     args[args.index(which) + 1] = str(victim) if which == "--model" else f"a100-sxm-80gb,{victim}"

@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar, get_args
 import typer
 
 from pplan.cli.options import PANELS, comma_list, offload_modules, recompute_modules
-from pplan.plan.settings import SETTINGS, Setting
+from pplan.plan.settings import SETTINGS, Concern, Setting
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,13 +60,9 @@ def _parameter(name: str, kind: object, option: Any, default: object) -> inspect
     )
 
 
-def _option(s: Setting, help_text: str | None = None, concern: str | None = None) -> Any:
+def _option(s: Setting, help_text: str | None = None, concern: Concern | None = None) -> Any:
     flags = f"{s.flag}/--no-{s.flag[2:]}" if s.default is True else s.flag
-    return typer.Option(
-        flags,
-        rich_help_panel=PANELS[concern or s.concern],
-        help=help_text or s.help,  # type: ignore[index]
-    )
+    return typer.Option(flags, rich_help_panel=PANELS[concern or s.concern], help=help_text or s.help)
 
 
 def explain_parameters(defaults: Mapping[str, object]) -> list[inspect.Parameter]:

@@ -684,7 +684,8 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
     layout = make_layout(kind, model.num_layers, p, v, req.first_stage_layers, req.last_stage_layers, model)
     _check_pipeline(kind, p, m, per_step)
     recompute_layers = _recompute_layers(req, max(c.layers for c in layout.chunks))
-    return _plan_from(req, kind, t, p, v, cp, d, m, seq_len, layout, shard_group, recompute_layers)
+    plan: Plan = _plan_from(req, kind, t, p, v, cp, d, m, seq_len, layout, shard_group, recompute_layers)
+    return plan
 
 
 def check_optimizer_offload(req: PlanRequest) -> None:
