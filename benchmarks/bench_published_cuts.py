@@ -21,7 +21,7 @@ from typing import Any
 
 from pplan.documents.compare import compare_terms
 from pplan.explain import explain
-from pplan.plan.configuration import PlanRequest
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.validation.recent import PublishedRank, predict_row, rank_published, row_model

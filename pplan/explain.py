@@ -53,8 +53,9 @@ from pplan.documents.explain import (
 from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
-from pplan.plan.configuration import Plan, PlanRequest, check_precision, make_plan
+from pplan.plan.configuration import Plan, check_precision, make_plan
 from pplan.plan.knobs import DurationModel
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms

@@ -27,7 +27,7 @@ from pplan.documents.explain import ExplainReport
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
-from pplan.plan.configuration import PlanRequest
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, search
 from pplan.search.knobs import knob_notes

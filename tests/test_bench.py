@@ -19,7 +19,7 @@ import pytest
 from pplan.bench.analysis import BUBBLE_TOLERANCE, BenchResult, analyse
 from pplan.bench.config import BenchConfig
 from pplan.model.activations import itemised_layer
-from pplan.plan.configuration import Shape
+from pplan.plan.shape import Shape
 
 pytestmark = pytest.mark.acceptance
 

@@ -32,8 +32,9 @@ from pplan.launchers.names import LAUNCHERS
 from pplan.launchers.support import RUN_CHECKED, SEARCH_TORCHTITAN_ZERO, request_unsupported_reason
 from pplan.launchers.torchtitan import torchtitan_args, torchtitan_overrides
 from pplan.model.precision import Precision
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import GradDtype, MomentDtype
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.stacks import LAUNCHER_STACKS, launcher_for_stack, stack_for_launcher
 from pplan.schedules import FAMILIES

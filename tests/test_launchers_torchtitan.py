@@ -28,7 +28,8 @@ from pplan.launchers.support import (
     unsupported_reason,
 )
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.specs import ModelSpec
 from pplan.schedules import schedule_family

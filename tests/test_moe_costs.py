@@ -17,8 +17,10 @@ from pplan.cost.memory import bytes_per_param, plan_rank_expert_params
 from pplan.cost.passtime import _layer_compute_times, layer_pass_times, with_offload
 from pplan.model.flops import ATTENTION_CORE, kv_elements_per_token, layer_flops
 from pplan.model.precision import Precision
-from pplan.plan.configuration import PlanRequest, Shape, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import OffloadModule, Recompute
+from pplan.plan.request import PlanRequest
+from pplan.plan.shape import Shape
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import ModelSpec
 

@@ -10,7 +10,8 @@ from pplan.cost.pipeline import activation_peaks, chunk_activation_bytes
 from pplan.errors import ConfigError
 from pplan.explain import explain
 from pplan.model import activations as act
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import SearchRequest, search
 

@@ -11,7 +11,8 @@ import pytest
 from pplan.cost.memory import plan_gathered_weights_bytes
 from pplan.cost.steptime import step_time
 from pplan.explain import explain
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.specs import PodSpec
 from pplan.recommend import recommendations

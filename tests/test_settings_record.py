@@ -17,7 +17,8 @@ from pplan.cli.commandline import explain_command
 from pplan.errors import ConfigError
 from pplan.explain import _plan_out
 from pplan.plan import settings as settings_module
-from pplan.plan.configuration import Plan, PlanRequest, make_plan
+from pplan.plan.configuration import Plan, make_plan
+from pplan.plan.request import PlanRequest
 from pplan.plan.settings import SETTING, SETTINGS, Setting
 from pplan.profiles.catalog import load_model
 from pplan.schedules import schedule_family
@@ -190,7 +191,7 @@ def read_back(
         seen.append(PlanRequest(**kwargs))
         raise ConfigError("read back", "stop here")
 
-    monkeypatch.setattr("pplan.plan.configuration.PlanRequest", capture)
+    monkeypatch.setattr("pplan.plan.request.PlanRequest", capture)
     result = run_pplan(capsys, *line.split()[1:])
     monkeypatch.undo()
     return seen[0] if seen else result.err.strip()

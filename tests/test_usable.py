@@ -12,7 +12,8 @@ from pplan.cost.memory import plan_memory_totals
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import communicators, plan_communicators, usable_bytes, usable_memory
 from pplan.explain import explain
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from tests.cli_run import run_pplan
 

@@ -20,7 +20,7 @@ from typing import Any
 from pplan.bench.analysis import BenchResult
 from pplan.cost.passtime import layer_pass_times
 from pplan.errors import ConfigError
-from pplan.plan.configuration import Shape
+from pplan.plan.shape import Shape
 from pplan.profiles.specs import HardwareSpec
 
 

@@ -37,7 +37,8 @@ from pplan.cost.passtime import (
 )
 from pplan.errors import ConfigError
 from pplan.model.activations import itemised_layer
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 Kind = Literal["gemm", "attention", "memory-bound", "logits", "loss", "embedding", "launch"]

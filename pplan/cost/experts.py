@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s
-from pplan.plan.configuration import LayerSetting
+from pplan.plan.shape import LayerSetting
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 ACT_BYTES = 2

@@ -46,8 +46,9 @@ from pplan.model.params import (
     position_table_rows,
 )
 from pplan.model.precision import WEIGHT_CACHE_BYTES, is_fp8_linear
-from pplan.plan.configuration import Plan, Shape
+from pplan.plan.configuration import Plan
 from pplan.plan.layout import Chunk, Layout
+from pplan.plan.shape import Shape
 from pplan.profiles.specs import ModelSpec
 
 WEIGHT_BYTES = 2

@@ -70,9 +70,10 @@ from pplan.model.flops import (
     mtp_projection_flops,
 )
 from pplan.model.precision import CAST_BYTES
-from pplan.plan.configuration import LayerSetting, Plan, Shape
+from pplan.plan.configuration import Plan
 from pplan.plan.knobs import GradDtype
 from pplan.plan.layout import Chunk
+from pplan.plan.shape import LayerSetting, Shape
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
 

@@ -30,9 +30,10 @@ from pplan.cost.links import p2p_message_matrix
 from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.model import activations as act
-from pplan.plan.configuration import Plan, Shape
+from pplan.plan.configuration import Plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
+from pplan.plan.shape import Shape
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import blocks_p2p
 from pplan.schedules import Schedule, ScheduleFamily

@@ -55,7 +55,7 @@ from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_byt
 from pplan.profiles.specs import ModelSpec
 
 if TYPE_CHECKING:  # the plan's settings a layer reads; pplan.plan imports this module
-    from pplan.plan.configuration import LayerSetting
+    from pplan.plan.shape import LayerSetting
 
 ACT_BYTES = 2
 MASK_BYTES = 1

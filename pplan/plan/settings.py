@@ -1,6 +1,6 @@
 """One declaration per plan setting: its concern, default, choices, command-line flag and help, where the explain
 document shows it and where a search's plans take it from (`SETTINGS`, one `Setting` per field of
-`pplan.plan.configuration.PlanRequest`, in the order `pplan explain`'s command line spells them).
+`pplan.plan.request.PlanRequest`, in the order `pplan explain`'s command line spells them).
 
 What reads it: `PlanRequest` checks its counts and choices under the declared flags; the `pplan explain` command
 line a plan prints (`pplan.cli.commandline.explain_command`) is generated from it; `pplan explain` declares its
@@ -101,7 +101,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     """The values a choice takes (each item's, for a tuple of choices); empty for other settings."""
     count: bool = False
-    """An integer count, from 1 to `pplan.plan.configuration.COUNT_LIMITS[flag]` (None allowed where the default is
+    """An integer count, from 1 to `pplan.plan.request.COUNT_LIMITS[flag]` (None allowed where the default is
     None)."""
     printed: Printed = "changed"
     plan: str | None = ""

@@ -12,8 +12,8 @@ from functools import lru_cache
 from typing import Protocol
 
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
-from pplan.plan.configuration import PlanRequest
 from pplan.plan.knobs import Recompute
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.search.space import Candidate, Cut, Rejection, SearchRequest

@@ -27,7 +27,8 @@ from pplan.cost.pipeline import PipelineRun, activation_peaks
 from pplan.cost.steptime import step_time
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 
 _SHARDED = {1: "optimizer states", 2: "gradients", 3: "weights"}

@@ -28,15 +28,6 @@ from typing import Any, get_args
 from pplan.errors import ConfigError
 from pplan.frozen import changed
 from pplan.model.precision import Precision
-from pplan.plan.configuration import (
-    PlanRequest,
-    canonical_offload,
-    check_choice,
-    check_count,
-    check_fraction,
-    check_offload,
-    recompute_label,
-)
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     GradDtype,
@@ -46,6 +37,15 @@ from pplan.plan.knobs import (
     RecomputeModule,
 )
 from pplan.plan.records import request_constructor
+from pplan.plan.request import (
+    PlanRequest,
+    canonical_offload,
+    check_choice,
+    check_count,
+    check_fraction,
+    check_offload,
+    recompute_label,
+)
 from pplan.plan.settings import SETTINGS
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
@@ -56,7 +56,7 @@ GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
 """The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 MAX_CHUNK_LAYERS = 10**4
-"""More layers than any chunk has (pplan.plan.configuration.COUNT_LIMITS): "every layer" in `recompute_cost`."""
+"""More layers than any chunk has (pplan.plan.request.COUNT_LIMITS): "every layer" in `recompute_cost`."""
 
 
 class Rejection(StrEnum):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pplan.collector import collector_paused
 from pplan.explain import explain_with_run
 from pplan.model.params import total_params
-from pplan.plan.configuration import PlanRequest
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.search import Ranking, SearchRequest, search
 from pplan.sizing.costs import DEFAULT_PUE, RunCost, run_cost

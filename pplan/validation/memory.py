@@ -40,9 +40,10 @@ from pplan.cost.memory import RankMemory, plan_memory
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
-from pplan.plan.configuration import Plan, PlanRequest, make_plan
+from pplan.plan.configuration import Plan, make_plan
 from pplan.plan.knobs import ActivationModel, Recompute
 from pplan.plan.records import settings_read
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.schedules import megatron_family
 

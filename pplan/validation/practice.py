@@ -19,8 +19,8 @@ from typing import Any
 from pplan.errors import PplanError
 from pplan.explain import explain
 from pplan.launchers.support import SearchFilter
-from pplan.plan.configuration import PlanRequest
 from pplan.plan.knobs import Recompute
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.recommend import recommendations
 from pplan.search.space import search_for

@@ -29,9 +29,10 @@ from pplan.cost.passtime import layer_pass_times
 from pplan.cost.steptime import step_time, straggler_s
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import settings_read
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family

@@ -33,9 +33,10 @@ from typing import Any
 from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
-from pplan.plan.configuration import PlanRequest, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import settings_read
+from pplan.plan.request import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
 from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
