@@ -222,7 +222,8 @@ def bench(
     `--schedule auto` builds the schedule for the sleep times under --memory-limit (pplan.schedules.auto) and runs
     its lists through torch's runtime."""
     from pplan.bench.config import BenchConfig, require_torch  # the core loads only when a command runs
-    from pplan.documents.bench import CalibrationOut, bench_document
+    from pplan.bench.document import bench_document
+    from pplan.documents.bench import CalibrationOut
     from pplan.profiles.catalog import load_hardware
     from pplan.render.bench import both_svg, calibration_line, render_bench
 

@@ -3,8 +3,8 @@
 Inputs are checked before any work: durations finite and within `MAX_DURATION`, the problem within
 `MAX_PIPELINE_RANKS`, `MAX_STAGE_MICROBATCHES` (`schedule`) and `MAX_BUBBLE_WORK` (`bubble`), and the output
 files by `pplan.cli.files.check_outputs`; each refusal is one `ConfigError` naming the flag. The core simulates
-(`pplan.schedules.timeline.simulate`, `pplan.schedules.bubble.bubble_curves`), `pplan.documents.schedule` builds the
---json document and `pplan.render.schedule` draws what it is handed.
+(`pplan.schedules.timeline.simulate`, `pplan.schedules.bubble.bubble_curves`), `pplan.schedules.document_fields`
+gives the --json document's fields (`pplan.documents.schedule`) and `pplan.render.schedule` draws what it is handed.
 """
 
 from __future__ import annotations
@@ -140,10 +140,12 @@ def check_auto_size(pp: int, microbatches: int, vp: int | None, memory_limit: in
 
 
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
-    """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data."""
-    from pplan.documents.schedule import schedule_document
+    """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data: the
+    timeline's fields (`pplan.schedules.document_fields`) validated into the document."""
+    from pplan.documents.schedule import ScheduleDocument
+    from pplan.schedules.document_fields import schedule_fields
 
-    return schedule_document(timeline).model_dump(mode="json")
+    return ScheduleDocument.model_validate(schedule_fields(timeline)).model_dump(mode="json")
 
 
 @app.command()

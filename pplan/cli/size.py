@@ -276,7 +276,7 @@ def size(
     force: Annotated[bool, typer.Option("--force", rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
-    from pplan.documents.size import DAY_S, SizeDocument, SizeInputs, answers_document, point_document
+    from pplan.documents.size import SizeDocument, SizeInputs
     from pplan.explain import MAX_TRAIN_TOKENS
     from pplan.plan.configuration import check_precision
     from pplan.profiles.catalog import load_hardware, load_model
@@ -284,6 +284,7 @@ def size(
     from pplan.render.size_chart import size_svg, size_terminal
     from pplan.search import SearchRequest
     from pplan.sizing import answers
+    from pplan.sizing.document import DAY_S, answers_document, point_document
     from pplan.sizing.sweep import SizeQuery, sweep
 
     if train_tokens is None:
