@@ -1,6 +1,6 @@
 """`pplan recommend` as data, shaped like `explain` (pplan.explain): the search's exact top N (pplan.search), each
 explained in full with what its memory knobs buy (pplan.search.knobs), what the answer says beyond them, and the
-document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recommend` and renders.
+document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recommend_answer` and renders.
 
 - Runs on: the launchers that run a plan as planned (`pplan.launchers.support.runs_on`).
 - Tied: a plan whose predicted tokens/s reaches the lower end of the best plan's interval (the calibration runs'
@@ -30,7 +30,7 @@ from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, search
+from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations
 from pplan.search.knobs import knob_notes
 from pplan.search.space import Candidate
 
@@ -98,7 +98,7 @@ def recommendations(
     """The search's exact top `req.top_n`, each explained (`explained`; without the knob notes unless `knobs`).
     `progress(simulated)` is called per simulation. The cyclic garbage collector is paused meanwhile
     (pplan.collector)."""
-    found = search(model, hw, req, progress, launcher)
+    found = top_configurations(model, hw, req, progress, launcher)
     shown = [explained(model, hw, req, ranked, knobs) for ranked in found.candidates]
     return Recommendations(
         shown, found.rejected, found.closest_misses, found.enumerated, found.bounded, found.simulated
@@ -247,7 +247,7 @@ class Recommended:
     outside: Recommendation | None = None
 
 
-def recommend(
+def recommend_answer(
     model: ModelSpec,
     hw: HardwareSpec,
     request: SearchRequest,

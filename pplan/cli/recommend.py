@@ -277,10 +277,10 @@ def search(
     launcher: LauncherFilter | None,
     progress: Callable[[int], None] | None = None,
 ) -> Recommended:
-    """The whole answer: searched, explained, annotated (pplan.recommend.recommend)."""
-    from pplan.recommend import recommend
+    """The whole answer: searched, explained, annotated (pplan.recommend.recommend_answer)."""
+    from pplan.recommend import recommend_answer
 
-    return recommend(model, hw, request, launcher, progress)
+    return recommend_answer(model, hw, request, launcher, progress)
 
 
 def _launcher_filter(model: ModelSpec, request: SearchRequest, derived: bool) -> LauncherFilter | None:

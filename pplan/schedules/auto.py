@@ -64,6 +64,7 @@ from pplan.schedules.actions import Action, Kind, Schedule, make_schedule
 from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends
 from pplan.schedules.families.one_f_one_b import one_f_one_b
 from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
+from pplan.schedules.limits import MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.timeline import peak_in_flight
 
 AUTO_NAME = "auto"
@@ -83,15 +84,15 @@ OPTIMAL_FOR = "p = 2, m ≤ 3 and p ∈ {3, 4}, m = 2 (seeded random times, late
 """Where the tests find auto's makespan equal to the brute-force optimum over every valid order of every rank's
 list (no gap on any tested case)."""
 
-MAX_STAGE_MICROBATCHES = 16_384
-"""Most stage-micro-batches p·m the scheduler takes: it simulates each candidate it tries, so its time grows with
-p·m (about 0.2 s at p = 32, m = 256, benchmarks/bench_auto_schedule.py)."""
-
 
 def auto_m_problem(p: int, m: int) -> str | None:
-    """auto's rule on m, worded to follow its name (the registry's `m_problem`): p·m ≤ MAX_STAGE_MICROBATCHES."""
-    if p * m > MAX_STAGE_MICROBATCHES:
-        return f"builds lists for at most {MAX_STAGE_MICROBATCHES:,} stage-micro-batches p·m, got {p}·{m} = {p * m:,}"
+    """auto's rule on m, worded to follow its name (the registry's `m_problem`): p·m ≤
+    MAX_AUTO_STAGE_MICROBATCHES."""
+    if p * m > MAX_AUTO_STAGE_MICROBATCHES:
+        return (
+            f"builds lists for at most {MAX_AUTO_STAGE_MICROBATCHES:,} stage-micro-batches p·m, got {p}·{m} = "
+            f"{p * m:,}"
+        )
     return None
 
 

@@ -46,12 +46,12 @@ __all__ = [
     "Rejection",
     "SearchRequest",
     "brute_force",
-    "search",
+    "top_configurations",
 ]
 
 
 @collector_paused()
-def search(
+def top_configurations(
     model: ModelSpec,
     hw: HardwareSpec,
     req: SearchRequest,
@@ -71,7 +71,7 @@ def brute_force(
     model: ModelSpec, hw: HardwareSpec, req: SearchRequest, launcher_reason: LauncherReason | None = None
 ) -> list[Scored]:
     """Every enumerated configuration that fits, each simulated, in the documented order (no bound used): the
-    reference `search` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
+    reference `top_configurations` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):
