@@ -23,7 +23,8 @@ from pplan.compare import compare_terms
 from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.validation.recent import PublishedRank, predict_row, rank_published, row_model
 
 GAP_EXPLAINED = 0.10

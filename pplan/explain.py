@@ -55,7 +55,9 @@ from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import Plan, PlanRequest, check_precision, make_plan
 from pplan.plan.knobs import DurationModel
-from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.fields import GIB
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS

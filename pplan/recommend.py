@@ -29,7 +29,8 @@ from pplan.documents.recommend import ClosestMiss, RecommendCandidate, Recommend
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.configuration import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations
 from pplan.search.knobs import knob_notes
 from pplan.search.space import Candidate

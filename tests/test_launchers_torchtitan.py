@@ -30,7 +30,7 @@ from pplan.launchers.support import (
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import schedule_family
 from tests.cli_run import run_pplan
 from tests.launcher_panel import PANEL, ROUTED_PANEL, PanelPlan, panel_model

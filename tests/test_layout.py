@@ -16,7 +16,8 @@ NOT_IN_CORE = ("typer", "rich", "torch", "pplan.cli", "pplan.render", "pplan.ben
 SHAPE_IMPORTS = {
     "pplan.schedules.actions": ("Kind",),
     "pplan.bench.choices": ("DType", "Mode"),
-    "pplan.profiles.specs": ("HardwareSpec", "ModelSpec"),
+    "pplan.profiles.hardware_spec": ("HardwareSpec",),
+    "pplan.profiles.model_spec": ("ModelSpec",),
 }
 """What the document shapes (`pplan.documents`) import of pplan beyond each other: the choice types their fields
 take, and the input profiles `pplan schema` also prints (the registry)."""

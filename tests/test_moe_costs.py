@@ -20,7 +20,7 @@ from pplan.model.precision import Precision
 from pplan.plan.configuration import PlanRequest, Shape, make_plan
 from pplan.plan.knobs import OffloadModule, Recompute
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 DSV3 = load_model("deepseek-v3")
 OSS = load_model("gpt-oss-120b")

@@ -18,7 +18,7 @@ from pplan.model import activations as act
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.plan.knobs import OffloadModule
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import HardwareSpec
+from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.schedules.timeline import peak_in_flight
 from pplan.search import SearchRequest
 from tests.cli_run import run_pplan

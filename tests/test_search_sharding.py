@@ -13,7 +13,7 @@ from pplan.cost.steptime import step_time
 from pplan.explain import explain
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import PodSpec
+from pplan.profiles.hardware_spec import PodSpec
 from pplan.recommend import recommendations
 from pplan.schedules import schedule_family
 from pplan.search import SearchRequest, brute_force, top_configurations

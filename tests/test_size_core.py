@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import PowerSpec
+from pplan.profiles.hardware_spec import PowerSpec
 from pplan.recommend import awkward_batch, forced_model_parallel, recommendations
 from pplan.search import SearchRequest
 from pplan.sizing import answers

@@ -85,7 +85,7 @@ def fitted_profile_text(calibration: Calibration) -> str:
     from pydantic import ValidationError
 
     from pplan.bench.calibrate import hardware_toml
-    from pplan.profiles.specs import HardwareSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
 
     text = hardware_toml(calibration)
     try:

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from pplan.cost.pipeline import PipelineRun
     from pplan.documents.explain import ExplainReport
     from pplan.plan.configuration import Plan
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
 
 DEFAULT_TP = 8
 DEFAULT_PP = 4

@@ -43,7 +43,8 @@ from pplan.schedules import SCHEDULE_NAMES
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
     from pplan.plan.configuration import PlanRequest
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
     from pplan.recommend import Recommendation, Recommended
     from pplan.search import LauncherFilter, SearchRequest
 

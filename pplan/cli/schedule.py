@@ -32,7 +32,7 @@ from pplan.schedules.limits import (
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
 if TYPE_CHECKING:
-    from pplan.profiles.specs import StageDurationsSpec
+    from pplan.profiles.durations import StageDurationsSpec
 
 
 MAX_DURATION = 1e12

@@ -31,7 +31,7 @@ from pplan.sizing.policy import DEFAULT_BATCH_TOKENS, BatchPolicy, default_count
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
     from pplan.plan.configuration import PlanRequest
-    from pplan.profiles.specs import HardwareSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.sizing.sweep import PointTask, SizePoint
 
 DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"

@@ -33,7 +33,8 @@ from pplan.model import activations as act
 from pplan.plan.configuration import Plan, Shape
 from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import blocks_p2p
 from pplan.schedules import Schedule, ScheduleFamily
 from pplan.schedules.auto import AutoResult, auto_schedule

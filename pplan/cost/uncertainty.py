@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from pplan.model.params import total_params
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, StackName
 
 WIDENING_PER_REASON = 0.05

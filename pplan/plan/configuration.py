@@ -28,7 +28,9 @@ from pplan.plan.knobs import (
 )
 from pplan.plan.layout import Layout, check_end_layers, make_layout
 from pplan.plan.settings import SETTING, SETTINGS
-from pplan.profiles.specs import MAX_SEQ, HardwareSpec, ModelSpec
+from pplan.profiles.fields import MAX_SEQ
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pplan.errors import ConfigError
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.registry import ScheduleFamily
 
 

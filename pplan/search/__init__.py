@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pplan.collector import collector_paused
 from pplan.errors import PplanError
 from pplan.plan.configuration import check_expert_split
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.search.bounds import Query
 from pplan.search.engine import Engine
 from pplan.search.filters import LauncherFilter, LauncherReason, reason_refuses

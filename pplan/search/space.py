@@ -45,7 +45,8 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pplan.profiles.specs import HardwareSpec, PowerSpec
+    from pplan.profiles.hardware_spec import HardwareSpec, PowerSpec
 
 DEFAULT_PUE = 1.0
 """The IT load alone; a data centre adds its cooling and conversion losses with `--pue` (1.1-1.5 typical)."""

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 
 from pplan.documents.size import GoodputOut, SizeAnswersOut, SizeDocument, SizeInputs, SizePointOut
 from pplan.plan.configuration import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import awkward_batch, forced_model_parallel
 from pplan.sizing import answers
 from pplan.sizing.costs import prices_per_gpu_hour

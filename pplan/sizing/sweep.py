@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 
 from pplan.model.params import total_params
 from pplan.plan.configuration import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import Recommendations, recommendations
 from pplan.search import SearchRequest
 from pplan.sizing.costs import DEFAULT_PUE, RunCost, run_cost

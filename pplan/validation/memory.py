@@ -42,7 +42,8 @@ from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
 from pplan.plan.configuration import Plan, PlanRequest, make_plan
 from pplan.plan.knobs import ActivationModel, Recompute
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import megatron_family
 
 GIB = 2**30

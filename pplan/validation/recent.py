@@ -35,7 +35,8 @@ from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import PlanRequest, make_plan
 from pplan.plan.knobs import Recompute
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
 from pplan.search import SearchRequest
