@@ -35,7 +35,7 @@ from pplan.bench.components import Case, Component
 from pplan.bench.config import block_shape, scaled_model
 from pplan.bench.timing import Timer, add_device_options, write_record
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.validation.published import row_model
 
 README_ROWS = ("gpt-1.7b-readme", "gpt-7.1b-readme", "gpt-16b-readme", "gpt-32b-readme", "gpt-177b-readme")

@@ -3,7 +3,7 @@ runs): for every run pplan predicts and the collection does not flag uncertain, 
 hardware, GPUs, global batch, sequence, GEMM precision, stack and TP overlap, restricted to the launcher its stack
 runs (Megatron-LM for NVIDIA's, torchtitan for torchtitan's), and the published cut's rank and throughput gap to
 the search's best, both by pplan's own model; for every gap above 10 %, the two step-time terms that differ most
-between the two plans' `explain` reports (`pplan compare`'s terms, pplan.documents.compare.compare_terms). Runs
+between the two plans' `explain` reports (`pplan compare`'s terms, pplan.compare.compare_terms). Runs
 that ask the same query share one search. Prints figures; asserts nothing.
 
     python benchmarks/bench_published_cuts.py [--markdown | --summary] [--only SUBSTRING]
@@ -19,11 +19,12 @@ import statistics
 import time
 from typing import Any
 
-from pplan.documents.compare import compare_terms
+from pplan.compare import compare_terms
 from pplan.explain import explain
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.validation.recent import PublishedRank, predict_row, rank_published, row_model
 
 GAP_EXPLAINED = 0.10

@@ -56,7 +56,9 @@ from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import Plan, check_precision, make_plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.fields import GIB
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS

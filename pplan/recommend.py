@@ -1,6 +1,6 @@
 """`pplan recommend` as data, shaped like `explain` (pplan.explain): the search's exact top N (pplan.search), each
 explained in full with what its memory knobs buy (pplan.search.knobs), what the answer says beyond them, and the
-document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recommend` and renders.
+document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recommend_answer` and renders.
 
 - Runs on: the launchers that run a plan as planned (`pplan.launchers.support.runs_on`).
 - Tied: a plan whose predicted tokens/s reaches the lower end of the best plan's interval (the calibration runs'
@@ -8,15 +8,16 @@ document (`recommend_report`, "pplan.recommend/2"). The CLI parses, calls `recom
 - Safest tied: among the tied, the fewest axes outside the calibrated envelope, then the most launchers that run
   it, then the fewest non-default knobs (`knob_count`), then the rank.
 - Least GPUs: where nothing fits, the same query at whole-node counts doubling from the asked one, up to
-  `MAX_GPUS`: the first with a plan.
+  `MAX_GPUS` (also the most `pplan size` sweeps): the first with a plan.
 - A better batch: where the asked batch forces a model-parallel size the count would not otherwise need
-  (pplan.sizing.sweep.awkward_batch), the nearest batches below and above that do not; the best of each, shown
-  when it predicts `BETTER_BATCH_GAIN` more tokens/s.
+  (`awkward_batch`; `pplan size` marks such points too), the nearest batches below and above that do not; the
+  best of each, shown when it predicts `BETTER_BATCH_GAIN` more tokens/s.
 - Outside the envelope: where `--max-extrapolation` left nothing, the best plan without that filter.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,13 +29,14 @@ from pplan.documents.recommend import ClosestMiss, RecommendCandidate, Recommend
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, search
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
+from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations
 from pplan.search.knobs import knob_notes
 from pplan.search.space import Candidate
-from pplan.sizing.policy import MAX_GPUS
-from pplan.sizing.sweep import awkward_batch
 
+MAX_GPUS = 16_384
+"""The most GPUs pplan answers for: the least-GPUs climb stops here, and `pplan size` sweeps no further."""
 BETTER_BATCH_GAIN = 1.02
 """A nearby batch is suggested when its best plan predicts at least this much more tokens/s."""
 
@@ -70,16 +72,18 @@ class Recommendations:
     """Configurations whose schedule was simulated for the exact throughput."""
 
 
-def explained(model: ModelSpec, hw: HardwareSpec, req: SearchRequest, ranked: Ranked) -> Recommendation:
+def explained(
+    model: ModelSpec, hw: HardwareSpec, req: SearchRequest, ranked: Ranked, knobs: bool = True
+) -> Recommendation:
     """`ranked`'s `explain` (with the step-time breakdown's exposed P2P time apart from the bubble when the query
-    asks: one more simulation) and its knob notes."""
+    asks: one more simulation) and, when `knobs`, its knob notes."""
     request = ranked.request
     report, plan, run = explain_with_run(model, hw, request, with_sensitivity=False, split_p2p=False)
     if req.split_p2p:
         report = report.model_copy(
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
-    notes = knob_notes(model, hw, request, ranked.scored.fitted.peak_bytes, run)
+    notes = knob_notes(model, hw, request, ranked.scored.fitted.peak_bytes, run) if knobs else ()
     return Recommendation(ranked.candidate, request, report, notes)
 
 
@@ -90,14 +94,30 @@ def recommendations(
     req: SearchRequest,
     progress: Callable[[int], None] | None = None,
     launcher: LauncherFilter | None = None,
+    knobs: bool = True,
 ) -> Recommendations:
-    """The search's exact top `req.top_n`, each explained (`explained`). `progress(simulated)` is called per
-    simulation. The cyclic garbage collector is paused meanwhile (pplan.collector)."""
-    found = search(model, hw, req, progress, launcher)
-    shown = [explained(model, hw, req, ranked) for ranked in found.candidates]
+    """The search's exact top `req.top_n`, each explained (`explained`; without the knob notes unless `knobs`).
+    `progress(simulated)` is called per simulation. The cyclic garbage collector is paused meanwhile
+    (pplan.collector)."""
+    found = top_configurations(model, hw, req, progress, launcher)
+    shown = [explained(model, hw, req, ranked, knobs) for ranked in found.candidates]
     return Recommendations(
         shown, found.rejected, found.closest_misses, found.enumerated, found.bounded, found.simulated
     )
+
+
+def forced_model_parallel(gpus: int, global_batch: int) -> int:
+    """The least t·p·cp the batch forces on `gpus` GPUs: d = GPUs / (t·p·cp) must divide the batch's sequences, so
+    t·p·cp is a multiple of GPUs / gcd(GPUs, batch)."""
+    return gpus // math.gcd(gpus, global_batch)
+
+
+def awkward_batch(gpus: int, global_batch: int, gpus_per_node: int) -> bool:
+    """Whether the batch forces a model-parallel size the count would not otherwise need: a factor other than 2
+    (a 1.5× count with a power-of-two batch), or more than one node's GPUs."""
+    forced = forced_model_parallel(gpus, global_batch)
+    odd = forced // (forced & -forced)
+    return odd > 1 or forced > gpus_per_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +248,7 @@ class Recommended:
     outside: Recommendation | None = None
 
 
-def recommend(
+def recommend_answer(
     model: ModelSpec,
     hw: HardwareSpec,
     request: SearchRequest,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 
 @dataclass(frozen=True)

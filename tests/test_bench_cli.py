@@ -110,7 +110,7 @@ def test_without_torch_says_how_to_install(
 
 
 def slow_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
-    """The H100 profile with a peak of 10 TFLOP/s (the least a hardware profile accepts: pplan.profiles.specs'
+    """The H100 profile with a peak of 10 TFLOP/s (the least a hardware profile accepts: pplan.profiles.plausible's
     plausibility bounds): tiny blocks on a CPU (or a launch-bound GPU) then fit a GEMM efficiency far above the
     1e-5 they would against the H100's own peak."""
     text = run_pplan(capsys, "profiles", "hardware", "h100-sxm-80gb", "--source").out

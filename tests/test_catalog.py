@@ -13,7 +13,8 @@ import pytest
 from pplan.errors import ProfileError
 from pplan.model.params import total_params
 from pplan.profiles.catalog import list_profiles, load_hardware, load_model, profile_source
-from pplan.profiles.specs import GIB, ModelSpec
+from pplan.profiles.fields import GIB
+from pplan.profiles.model_spec import ModelSpec
 from tests.cli_run import run_pplan
 
 HARDWARE = {
@@ -380,7 +381,7 @@ def _efficiency_from(tmp_path: Path, body: str) -> Path:
 def test_efficiency_from_takes_the_named_profiles_figures_with_its_own_on_top(tmp_path: Path) -> None:
     h100 = load_hardware("h100-sxm-80gb").efficiency
     # one GH100 chip: one home for its fitted figures; the copies' own bandwidths differ from the figures the
-    # fit was made with, so they do not claim the calibration (pplan.profiles.specs: the fingerprint)
+    # fit was made with, so they do not claim the calibration (pplan.profiles.hardware_spec: the fingerprint)
     for name in ("h200-sxm-141gb", "h800-sxm-80gb"):
         copy = load_hardware(name).efficiency
         assert not copy.calibrated and copy.model_copy(update={"calibrated": True}) == h100

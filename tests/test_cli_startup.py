@@ -89,4 +89,4 @@ def test_probe_sees_a_command_run_import_the_core() -> None:
         timeout=60,
     ).stdout
     modules = json.loads(out.rstrip().rsplit("\n", 1)[1])
-    assert "pplan.profiles.specs" in modules
+    assert "pplan.profiles.model_spec" in modules

@@ -10,7 +10,7 @@ import pytest
 
 from pplan.collector import collector_paused
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.search import SearchRequest, search
+from pplan.search import SearchRequest, top_configurations
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ def test_what_the_pause_kept_is_frozen() -> None:
 def test_a_search_leaves_no_reference_cycle() -> None:
     gc.collect()
     gc.disable()  # the pause then neither freezes nor re-enables: what the search left is still collectable
-    result = search(
+    result = top_configurations(
         load_model("llama3-8b"), load_hardware("h100-sxm-80gb"), SearchRequest(gpus=8, global_batch=128)
     )
     assert result.candidates

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pplan.cli import main
-from pplan.documents.compare import compare_terms
+from pplan.compare import compare_terms
 from pplan.documents.explain import ExplainReport
 from tests.cli_run import run_pplan
 

@@ -32,7 +32,8 @@ from pplan.profiles.catalog import (
     load_stage_durations,
     profile_source,
 )
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from tests.cli_run import run_pplan
 from tests.regression_corpus import HF_LLAMA
 

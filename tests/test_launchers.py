@@ -18,7 +18,7 @@ from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_overrid
 from pplan.plan.configuration import Plan, make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import SCHEDULE_NAMES
 
 # Megatron-LM's parser options and choices come from its option table (core_v0.16.1, bundled with pplan);

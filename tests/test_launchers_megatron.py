@@ -24,7 +24,7 @@ from pplan.launchers.megatron_validate import (
 from pplan.plan.configuration import Plan, make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from tests.launcher_panel import PANEL, PanelPlan
 
 # Entries Megatron-LM refuses, and why: only 1F1B and interleaved 1F1B run (schedules.py), and a sharded plan

@@ -31,7 +31,7 @@ from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import schedule_family
 from tests.cli_run import run_pplan
 from tests.launcher_panel import PANEL, ROUTED_PANEL, PanelPlan, panel_model
@@ -1058,24 +1058,26 @@ def test_a_routed_search_shows_only_what_torchtitan_runs() -> None:
     etp = 1 forced too nothing, so the model-level rules are the search's too."""
     from pplan.launchers.support import SearchFilter
     from pplan.profiles.catalog import load_hardware
-    from pplan.search import SearchRequest, search
+    from pplan.search import SearchRequest, top_configurations
 
     model, hw = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm-80gb")
     reason = SearchFilter("torchtitan", model)
     base = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", top_n=5)
     split = SearchRequest(gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1)
     for request in (base, split):
-        shown = search(model, hw, request, launcher=reason).candidates
+        shown = top_configurations(model, hw, request, launcher=reason).candidates
         assert shown
         for rec in shown:
             assert "--parallelism.expert_parallel_degree" in launcher_text(
                 "torchtitan", model, make_plan(model, rec.request)
             )
-    assert {rec.request.etp for rec in search(model, hw, split, launcher=reason).candidates} == {2}
+    assert {rec.request.etp for rec in top_configurations(model, hw, split, launcher=reason).candidates} == {
+        2
+    }
     whole = SearchRequest(
         gpus=16, global_batch=128, launcher="torchtitan", stack="torchtitan", tp=2, ep=1, etp=1
     )
-    assert not search(model, hw, whole, launcher=reason).candidates
+    assert not top_configurations(model, hw, whole, launcher=reason).candidates
 
 
 def test_a_routed_search_for_0_2_shows_etp_t_beside_ep() -> None:
@@ -1083,7 +1085,7 @@ def test_a_routed_search_for_0_2_shows_etp_t_beside_ep() -> None:
     ParallelDims takes either), where 0.3.x shows only etp = 1; every plan shown is written with the plan's etp."""
     from pplan.launchers.support import SearchFilter
     from pplan.profiles.catalog import load_hardware
-    from pplan.search import SearchRequest, search
+    from pplan.search import SearchRequest, top_configurations
 
     model, hw = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm-80gb")
     shown: dict[str, set[int]] = {}
@@ -1091,7 +1093,7 @@ def test_a_routed_search_for_0_2_shows_etp_t_beside_ep() -> None:
         request = SearchRequest(
             gpus=8, global_batch=32, launcher=launcher, stack="torchtitan", tp=2, ep=2, top_n=50
         )
-        found = search(model, hw, request, launcher=SearchFilter(launcher, model)).candidates
+        found = top_configurations(model, hw, request, launcher=SearchFilter(launcher, model)).candidates
         assert found
         shown[launcher] = {rec.request.etp for rec in found}
         for rec in found[:5]:

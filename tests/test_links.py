@@ -15,7 +15,7 @@ from pplan.cost.steptime import step_time
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import PodSpec
+from pplan.profiles.hardware_spec import PodSpec
 
 A100 = load_hardware("a100-sxm-80gb")
 H100 = load_hardware("h100-sxm-80gb")

@@ -22,7 +22,7 @@ from pplan.plan.knobs import OffloadModule, Recompute
 from pplan.plan.request import PlanRequest
 from pplan.plan.shape import Shape
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 DSV3 = load_model("deepseek-v3")
 OSS = load_model("gpt-oss-120b")

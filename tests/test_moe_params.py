@@ -20,7 +20,7 @@ from pplan.model.params import (
     total_params,
 )
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 B = 1e9
 

@@ -19,7 +19,7 @@ from pplan.plan.configuration import Plan, make_plan
 from pplan.plan.knobs import OffloadModule
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import HardwareSpec
+from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.schedules.timeline import peak_in_flight
 from pplan.search import SearchRequest
 from tests.cli_run import run_pplan

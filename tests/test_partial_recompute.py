@@ -13,7 +13,7 @@ from pplan.model import activations as act
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.search import SearchRequest, search
+from pplan.search import SearchRequest, top_configurations
 
 LLAMA70 = load_model("llama3-70b")
 H100 = load_hardware("h100-sxm-80gb")
@@ -118,7 +118,7 @@ def test_search_finds_the_least_block_recompute_that_fits() -> None:
         if explain(LLAMA70, H100, PlanRequest(**{**base, "recompute": "full", "recompute_method": "block",  # type: ignore[arg-type]
                                                   "recompute_layers": n})).memory.fits
     )  # fmt: skip
-    best = search(LLAMA70, H100, req).candidates[0]
+    best = top_configurations(LLAMA70, H100, req).candidates[0]
     assert (best.request.recompute, best.request.recompute_layers) == ("full", least)
     assert best.request.recompute_method == "block"
 

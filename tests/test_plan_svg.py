@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pplan.cli.schedule import MAX_STAGE_MICROBATCHES
+from pplan.schedules.limits import MAX_STAGE_MICROBATCHES
 from tests.cli_run import CliResult, run_pplan
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -1,6 +1,6 @@
 """`efficiency.calibrated` follows the figures, never a copied flag: a hardware profile is calibrated only where its
 GPU, node, link and efficiency figures are those its efficiencies were fitted with (`efficiency.fingerprint`,
-`pplan.profiles.specs.calibration_fingerprint`). A copied or edited profile still loads, and explain, recommend and
+`pplan.profiles.hardware_spec.calibration_fingerprint`). A copied or edited profile still loads, and explain, recommend and
 `pplan profiles` then say it is not calibrated; its `[calibration]` error band, earned by other figures, is dropped.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 from pplan.bench.calibrate import Calibration, hardware_toml
 from pplan.profiles.catalog import load_hardware, profile_source
-from pplan.profiles.specs import HardwareSpec, calibration_fingerprint
+from pplan.profiles.hardware_spec import HardwareSpec, calibration_fingerprint
 from tests.cli_run import run_pplan
 
 H100_TOML = profile_source("hardware", "h100-sxm-80gb")

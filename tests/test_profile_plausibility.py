@@ -1,6 +1,6 @@
 """Hardware figures must be physically plausible: a value in the wrong unit is refused in one line naming the field,
 the value with its unit, the plausible range and, where it is 1,000× (1,024×, or 8× for bits) off, the likely unit
-and the value to write (`pplan.profiles.specs.PLAUSIBLE`). Every bundled profile passes, and so would GPUs a few
+and the value to write (`pplan.profiles.plausible.PLAUSIBLE`). Every bundled profile passes, and so would GPUs a few
 generations on. Also here: `pplan profiles` shows memory in GB (10^9 bytes), as every other command does.
 """
 
@@ -15,7 +15,9 @@ from pydantic import BaseModel
 
 from pplan.errors import ProfileError
 from pplan.profiles.catalog import list_profiles, load_hardware, profile_source
-from pplan.profiles.specs import GB, PLAUSIBLE, HardwareSpec, implausible_figures
+from pplan.profiles.fields import GB
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.plausible import PLAUSIBLE, implausible_figures
 from tests.cli_run import run_pplan
 
 H100_TOML = profile_source("hardware", "h100-sxm-80gb")

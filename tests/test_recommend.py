@@ -14,7 +14,7 @@ from pplan.explain import explain
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.recommend import Recommendations, recommendations
-from pplan.search import Rejection, SearchRequest, search
+from pplan.search import Rejection, SearchRequest, top_configurations
 from tests.cli_run import run_pplan
 
 H100 = load_hardware("h100-sxm-80gb")
@@ -105,7 +105,7 @@ def test_megatron_and_torchtitan_formats(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_rejections_account_for_every_configuration() -> None:
     model = load_model("llama3-70b")
-    res = search(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
+    res = top_configurations(model, H100, SearchRequest(gpus=256, global_batch=256, top_n=5))
     after_enumeration = (
         Rejection.DOMINATED, Rejection.HIGHER_STAGE, Rejection.MORE_RECOMPUTE, Rejection.MEMORY, Rejection.BOUND, Rejection.BELOW_TOP, Rejection.EQUIVALENT, Rejection.INVALID,
     )  # fmt: skip
@@ -118,8 +118,8 @@ def test_rejections_account_for_every_configuration() -> None:
 
 def test_search_is_deterministic() -> None:
     model = load_model("llama3-8b")
-    a = search(model, H100, SearchRequest(gpus=16, global_batch=64))
-    b = search(model, H100, SearchRequest(gpus=16, global_batch=64))
+    a = top_configurations(model, H100, SearchRequest(gpus=16, global_batch=64))
+    b = top_configurations(model, H100, SearchRequest(gpus=16, global_batch=64))
     assert [c.request for c in a.candidates] == [c.request for c in b.candidates]
 
 
@@ -143,7 +143,7 @@ def test_screening_keeps_the_brute_force_best() -> None:
             continue
         if rep.memory.fits and rep.performance:
             best = max(best, rep.performance.tokens_per_s)
-    found = search(model, H100, SearchRequest(gpus=gpus, global_batch=batch, schedules=("1f1b", "zbv"), micro_batch=None,
+    found = top_configurations(model, H100, SearchRequest(gpus=gpus, global_batch=batch, schedules=("1f1b", "zbv"), micro_batch=None,
                                               recompute=("none", "full"), zero_stages=(0, 1)))  # fmt: skip
     assert found.candidates
     top = found.candidates[0].scored

@@ -20,16 +20,14 @@ from hypothesis import strategies as st
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Action, Kind, Schedule, make_schedule
-from pplan.schedules.auto import (
-    AutoResult,
-    _first_gradient_s,
-    _neighbours,
-    _play,
-    _portfolio,
-    _problem,
-    auto_schedule,
+from pplan.schedules.auto import AutoResult, auto_schedule, memory_of
+from pplan.schedules.auto.greedy import play
+from pplan.schedules.auto.inputs import check_problem
+from pplan.schedules.auto.policies import (
     candidate_budget,
-    memory_of,
+    first_gradient_s,
+    neighbours,
+    portfolio,
     zb_h1_policy,
 )
 from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends
@@ -239,11 +237,11 @@ def _assert_builder_times_as_simulator(problems: Iterator[Case]) -> None:
     """The search ranks candidates by the builder's own makespan; the module claims it is the simulator's, for
     every policy (the portfolio and one policy's neighbours here), and that each stays within memory."""
     for p, m, k, f, i, w, latency_s in problems:
-        prob = _problem(p, m, k, f, i, w, latency_s)
-        policies = list(_portfolio(prob))
-        policies += list(_neighbours(prob, policies[(p * m) % len(policies)]))
+        prob = check_problem(p, m, k, f, i, w, latency_s)
+        policies = list(portfolio(prob))
+        policies += list(neighbours(prob, policies[(p * m) % len(policies)]))
         for pol in policies:
-            cand = _play(prob, pol)
+            cand = play(prob, pol)
             rows = [[Action(r, KINDS[c % 3], c // 3) for c in row] for r, row in enumerate(cand.rows)]
             schedule = make_schedule("x", p, 1, m, tuple(range(p)), rows)
             assert _played(schedule, f, i, w, latency_s).makespan == pytest.approx(cand.makespan_s, rel=1e-12)
@@ -267,8 +265,8 @@ def test_the_builder_times_every_policy_as_the_simulator_does_on_more_problems()
 def test_the_zb_h1_policy_rebuilds_zb_h1_exactly() -> None:
     for p in range(1, 7):
         for m in range(1, 13):
-            prob = _problem(p, m, p, 1.0, 1.2, 0.8, 0.1)
-            rows = _play(prob, zb_h1_policy(prob)).rows
+            prob = check_problem(p, m, p, 1.0, 1.2, 0.8, 0.1)
+            rows = play(prob, zb_h1_policy(prob)).rows
             want = tuple(
                 tuple(3 * a.microbatch + "FIW".index(a.kind) for a in row) for row in zb_h1(p, m).actions
             )
@@ -324,9 +322,9 @@ def test_an_activation_pays_the_hop_into_its_rank_and_a_gradient_the_hop_back() 
     # One micro-batch through 3 stages of F = I = W = 1 s: F0 F1 F2 I2 I1 I0 W0 in a chain with the hops
     # λ[0][1] = 0.1 and λ[1][2] = 0.4 forward, λ[2][1] = 0.6 and λ[1][0] = 0.3 back: 7 + 1.4 = 8.4 s.
     lat = [[0.0, 0.1, 0.2], [0.3, 0.0, 0.4], [0.5, 0.6, 0.0]]
-    prob = _problem(3, 1, 1, 1.0, 1.0, 1.0, lat)
+    prob = check_problem(3, 1, 1, 1.0, 1.0, 1.0, lat)
     assert prob.lat_f_in == (0.0, 0.1, 0.4) and prob.lat_i_in == (0.3, 0.6, 0.0)
-    arrival, ready = _first_gradient_s(prob)
+    arrival, ready = first_gradient_s(prob)
     assert arrival == pytest.approx((0.0, 1.1, 2.5)) and ready == pytest.approx((6.4, 5.1, 3.5))
     res = auto_schedule(3, 1, 1, 1.0, 1.0, 1.0, lat)
     assert res.makespan_s == pytest.approx(8.4, rel=1e-12)

@@ -9,8 +9,8 @@ from typing import NoReturn
 import pytest
 
 import pplan.cli.schedule as schedule_cli
-from pplan.cli.schedule import MAX_BUBBLE_WORK, MAX_STAGE_MICROBATCHES, bubble_work
-from pplan.schedules.limits import MAX_PIPELINE_RANKS
+from pplan.cli.schedule import bubble_work
+from pplan.schedules.limits import MAX_BUBBLE_WORK, MAX_PIPELINE_RANKS, MAX_STAGE_MICROBATCHES
 from tests.cli_run import CliResult, run_pplan
 
 

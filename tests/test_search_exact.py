@@ -21,7 +21,7 @@ from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import SCHEDULE_NAMES, schedule_family
 from pplan.schedules.timeline import peak_in_flight
-from pplan.search import SearchRequest, brute_force, search
+from pplan.search import SearchRequest, brute_force, top_configurations
 from pplan.search.rank import distinct, throughput_bound
 from pplan.search.space import Candidate, layer_splits
 
@@ -299,7 +299,7 @@ def _identity(c: Candidate) -> tuple[object, ...]:
 def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: SearchRequest) -> None:
     model = load_model(model_name)
     assert hw is H100 or hw is A100
-    found = search(model, hw, req)
+    found = top_configurations(model, hw, req)
     reference, _ = distinct(brute_force(model, hw, req), req.top_n)
     assert [_identity(r.candidate) for r in found.candidates] == [_identity(s.candidate) for s in reference]
     for rec, ref in zip(found.candidates, reference, strict=True):
@@ -317,14 +317,14 @@ def test_top_n_is_the_brute_force_top_n(model_name: str, hw: object, req: Search
 def test_pinning_an_axis_never_beats_the_unconstrained_best(axis: str) -> None:
     model = load_model("llama3-8b")
     base = SearchRequest(gpus=32, global_batch=128, top_n=1, split_p2p=False)
-    best = search(model, H100, base).candidates[0].scored
+    best = top_configurations(model, H100, base).candidates[0].scored
     values: dict[str, list[Any]] = {
         "tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8], "cp": [1, 2, 4], "micro_batch": [1, 2, 4],
         "schedules": [(n,) for n in ("1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev")],
         "recompute": [("none",), ("selective",), ("full",)],
     }  # fmt: skip
     for value in values[axis]:
-        pinned = search(model, H100, dataclasses.replace(base, **{axis: value}))
+        pinned = top_configurations(model, H100, dataclasses.replace(base, **{axis: value}))
         if pinned.candidates:
             got = pinned.candidates[0].scored
             assert got.tokens_per_s <= best.tokens_per_s * (1 + 1e-12), (axis, value)
@@ -381,7 +381,7 @@ def test_empty_end_chunks_are_tried_only_when_asked() -> None:
     assert 1 + 30 * 2 + 0 == 61 and 0 + 126 * 1 + 0 == 126
     model = load_model("llama3-8b")
     req = SearchRequest(gpus=16, global_batch=64, pp=2, vp=5, schedules=("interleaved-1f1b",), top_n=3)
-    assert not search(model, H100, req).candidates
-    found = search(model, H100, replace(req, empty_end_chunks=True))
+    assert not top_configurations(model, H100, req).candidates
+    found = top_configurations(model, H100, replace(req, empty_end_chunks=True))
     assert found.candidates
     assert all(c.request.first_stage_layers == 0 == c.request.last_stage_layers for c in found.candidates)

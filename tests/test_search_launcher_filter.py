@@ -11,7 +11,7 @@ import pytest
 
 from pplan.launchers.support import SearchFilter, request_unsupported_reason
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.search import Query, SearchRequest, brute_force, search
+from pplan.search import Query, SearchRequest, brute_force, top_configurations
 from pplan.search.rank import distinct
 from pplan.search.space import enumerate_candidates, enumerate_cuts
 
@@ -122,7 +122,7 @@ def test_a_filtered_search_keeps_the_brute_force_top_n(
     model_name: str, launcher: str, req: SearchRequest
 ) -> None:
     model = load_model(model_name)
-    found = search(model, H100, req, launcher=SearchFilter(launcher, model, req.tp_comm_overlap))
+    found = top_configurations(model, H100, req, launcher=SearchFilter(launcher, model, req.tp_comm_overlap))
     assert found.candidates
     reference, _ = distinct(
         brute_force(

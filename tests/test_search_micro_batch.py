@@ -14,7 +14,7 @@ import pytest
 from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.search import Query, SearchRequest, brute_force, search
+from pplan.search import Query, SearchRequest, brute_force, top_configurations
 from pplan.search.rank import distinct
 from pplan.search.space import Candidate, Cut, enumerate_cuts, sharding_variants
 
@@ -140,7 +140,7 @@ def test_top_n_over_odd_micro_batches_is_the_brute_force_top_n(model_name: str, 
     over every micro-batch size (the larger queries in the acceptance tier)."""
     model = load_model(model_name)
     hw = H100
-    found = search(model, hw, req)
+    found = top_configurations(model, hw, req)
     every = brute_force(model, hw, req)
     assert any(s.candidate.b not in (1, 2, 4, 8) for s in every)  # the new sizes are in the space compared
     reference, _ = distinct(every, req.top_n)
@@ -153,8 +153,8 @@ def test_530b_on_5128_a100s_runs_three_sequences_per_micro_batch() -> None:
     plan (the best b = 1 plan is the search pinned to it)."""
     model = load_model("gpt-529.6b")
     req = SearchRequest(gpus=5128, global_batch=1923, top_n=1, prefetch=False)
-    best = search(model, A100, req).candidates[0]
-    pinned = search(
+    best = top_configurations(model, A100, req).candidates[0]
+    pinned = top_configurations(
         model, A100, SearchRequest(gpus=5128, global_batch=1923, top_n=1, micro_batch=1, prefetch=False)
     )
     assert best.candidate.b == 3 and best.candidate.d == 641
@@ -240,7 +240,7 @@ def test_dropping_the_zero_stages_that_cannot_fit_keeps_the_brute_force_top_n(
     model = load_model(model_name)
     seen = _stage_counts(monkeypatch)
     shown = SearchFilter(launcher, model, req.tp_comm_overlap, req.recompute_modules) if launcher else None
-    found = search(model, A100_40, req, launcher=shown)
+    found = top_configurations(model, A100_40, req, launcher=shown)
     assert any(0 < out < stages for out, stages in seen)  # cuts went on with the stages left
     reason = (
         (lambda name, r, m: request_unsupported_reason(name, r, m, model.num_layers, model))

@@ -14,10 +14,10 @@ from pplan.explain import explain
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import PodSpec
+from pplan.profiles.hardware_spec import PodSpec
 from pplan.recommend import recommendations
 from pplan.schedules import schedule_family
-from pplan.search import SearchRequest, brute_force, search
+from pplan.search import SearchRequest, brute_force, top_configurations
 from pplan.search.lattice import keeping_may_cost_less
 from pplan.search.rank import distinct
 from pplan.search.space import Candidate, node_shard_group, sharding_variants
@@ -105,7 +105,7 @@ def test_zero_2_within_the_node_is_searched_after_zero_1_within_it_runs_out() ->
     req = SearchRequest(
         gpus=64, global_batch=1024, tp=2, pp=4, cp=4, micro_batch=1, schedules=("zbv",), top_n=3
     )
-    got = search(model, slow, req).candidates
+    got = top_configurations(model, slow, req).candidates
     want, _ = distinct(brute_force(model, slow, req), req.top_n)
     assert [c.request for c in got] == [s.candidate.request(req, model.seq_len) for s in want]
     in_node = explain(

@@ -163,14 +163,14 @@ def test_the_svg_never_overwrites_an_input(
     """`--svg` naming the model or a hardware file is refused before any work, and the file is left as it was
     (it used to be replaced by the chart)."""
     from pplan.profiles.catalog import profile_source
+    from pplan.profiles.kinds import ProfileKind
 
-    source = (
-        profile_source("models", "llama3-8b")
-        if which == "--model"
-        else profile_source("hardware", "h100-sxm-80gb")
-    )
+    bundled: dict[str, tuple[ProfileKind, str]] = {
+        "--model": ("models", "llama3-8b"),
+        "--hardware": ("hardware", "h100-sxm-80gb"),
+    }
     victim = tmp_path / "victim.toml"
-    victim.write_text(source, encoding="utf-8")
+    victim.write_text(profile_source(*bundled[which]), encoding="utf-8")
     before = victim.read_bytes()
     args = ["size", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--train-tokens", "1e12"]
     args[args.index(which) + 1] = str(victim) if which == "--model" else f"a100-sxm-80gb,{victim}"

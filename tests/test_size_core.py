@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from pplan.profiles.catalog import load_hardware, load_model
-from pplan.profiles.specs import PowerSpec
-from pplan.recommend import recommendations
+from pplan.profiles.hardware_spec import PowerSpec
+from pplan.recommend import awkward_batch, forced_model_parallel, recommendations
 from pplan.search import SearchRequest
 from pplan.sizing import answers
 from pplan.sizing.costs import run_cost
@@ -23,13 +23,7 @@ from pplan.sizing.goodput import (
     young_interval_s,
 )
 from pplan.sizing.policy import BatchPolicy, default_counts
-from pplan.sizing.sweep import (
-    SizePoint,
-    SizeQuery,
-    awkward_batch,
-    forced_model_parallel,
-    size_point,
-)
+from pplan.sizing.sweep import SizePoint, SizeQuery, size_point
 
 
 def test_gpu_hours_cost_and_energy_by_hand() -> None:

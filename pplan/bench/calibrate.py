@@ -21,7 +21,7 @@ from pplan.bench.analysis import BenchResult
 from pplan.cost.passtime import layer_pass_times
 from pplan.errors import ConfigError
 from pplan.plan.shape import Shape
-from pplan.profiles.specs import HardwareSpec
+from pplan.profiles.hardware_spec import HardwareSpec
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from pplan.errors import ConfigError
 from pplan.model.activations import itemised_layer
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 Kind = Literal["gemm", "attention", "memory-bound", "logits", "loss", "embedding", "launch"]
 Pass = Literal["F", "I", "W"]

@@ -20,7 +20,7 @@ from functools import cached_property
 from pplan.bench.choices import DType, Mode, Runtime
 from pplan.errors import ConfigError
 from pplan.profiles.catalog import load_model
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import Schedule, canonical_name, get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
 

@@ -85,7 +85,7 @@ def fitted_profile_text(calibration: Calibration) -> str:
     from pydantic import ValidationError
 
     from pplan.bench.calibrate import hardware_toml
-    from pplan.profiles.specs import HardwareSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
 
     text = hardware_toml(calibration)
     try:
@@ -222,7 +222,8 @@ def bench(
     `--schedule auto` builds the schedule for the sleep times under --memory-limit (pplan.schedules.auto) and runs
     its lists through torch's runtime."""
     from pplan.bench.config import BenchConfig, require_torch  # the core loads only when a command runs
-    from pplan.documents.bench import CalibrationOut, bench_document
+    from pplan.bench.document import bench_document
+    from pplan.documents.bench import CalibrationOut
     from pplan.profiles.catalog import load_hardware
     from pplan.render.bench import both_svg, calibration_line, render_bench
 

@@ -1,5 +1,5 @@
 """`pplan compare A.json B.json`: two `pplan explain --json` reports side by side, every step-time part, the
-throughput and the busiest stage's memory with B − A (pplan.documents.compare, drawn by pplan.render.compare)."""
+throughput and the busiest stage's memory with B − A (pplan.compare, drawn by pplan.render.compare)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def compare(
     b: Annotated[Path, typer.Argument(help="Plan B: a `pplan explain --json` report.", show_default=False)],
 ) -> None:
     """Two explained plans side by side: every step-time part, throughput and memory term, with B − A."""
-    from pplan.documents.compare import compare_terms, cut  # the core loads only when a command runs
+    from pplan.compare import compare_terms, cut  # the core loads only when a command runs
     from pplan.render.compare import compare_table
 
     report_a, report_b = _report(a, "A"), _report(b, "B")

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from pplan.documents.explain import ExplainReport
     from pplan.plan.configuration import Plan
     from pplan.plan.request import PlanRequest
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
 
 DEFAULT_TP = 8
 DEFAULT_PP = 4
@@ -190,7 +191,7 @@ def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: La
 
 def _check_csv_size(plan: Plan) -> None:
     """Refuse --csv for a schedule over `pplan schedule`'s cap on stage-micro-batches, before any work."""
-    from pplan.cli.schedule import MAX_STAGE_MICROBATCHES  # only when a CSV is asked for (start-up time)
+    from pplan.schedules.limits import MAX_STAGE_MICROBATCHES  # only when a CSV is asked for (start-up time)
 
     size = len(plan.placement) * plan.num_microbatches
     if size > MAX_STAGE_MICROBATCHES:
@@ -208,9 +209,9 @@ def _plan_picture(
     """The --svg picture (pplan.render.plan_svg): the report, and the plan's step simulated once more to keep its
     timeline (the run keeps only its summary), with the lists and durations the run played; over `pplan
     schedule`'s cap on stage-micro-batches the picture says so instead of drawing the timeline."""
-    from pplan.cli.schedule import MAX_STAGE_MICROBATCHES  # only when a picture is asked for (start-up time)
     from pplan.cost.pipeline import stage_inputs
     from pplan.render.plan_svg import plan_svg
+    from pplan.schedules.limits import MAX_STAGE_MICROBATCHES  # only when a picture is asked for (start-up)
     from pplan.schedules.timeline import Durations, simulate
 
     size = len(plan.placement) * plan.num_microbatches

@@ -11,7 +11,8 @@ from pplan.errors import ProfileError
 from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
 
 if TYPE_CHECKING:
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
 
 
 @app.command()
@@ -34,7 +35,8 @@ def profiles(
         list_profiles,
         profile_source,
     )
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
     from pplan.render.profiles import hardware_table, models_table, profile_detail
 
     kinds = PROFILE_KINDS if kind is None else (kind,)

@@ -27,7 +27,8 @@ from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
     from pplan.plan.request import PlanRequest
-    from pplan.profiles.specs import HardwareSpec, ModelSpec
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.profiles.model_spec import ModelSpec
     from pplan.recommend import Recommendation, Recommended
     from pplan.search import LauncherFilter, SearchRequest
 
@@ -203,10 +204,10 @@ def search(
     launcher: LauncherFilter | None,
     progress: Callable[[int], None] | None = None,
 ) -> Recommended:
-    """The whole answer: searched, explained, annotated (pplan.recommend.recommend)."""
-    from pplan.recommend import recommend
+    """The whole answer: searched, explained, annotated (pplan.recommend.recommend_answer)."""
+    from pplan.recommend import recommend_answer
 
-    return recommend(model, hw, request, launcher, progress)
+    return recommend_answer(model, hw, request, launcher, progress)
 
 
 def _launcher_filter(model: ModelSpec, request: SearchRequest, derived: bool) -> LauncherFilter | None:

@@ -1,10 +1,11 @@
 """`pplan schedule`: draw one schedule's simulated timeline; `pplan bubble`: bubble against m for several schedules.
 
 Inputs are checked before any work: durations finite and within `MAX_DURATION`, the problem within
-`MAX_PIPELINE_RANKS`, `MAX_STAGE_MICROBATCHES` (`schedule`) and `MAX_BUBBLE_WORK` (`bubble`), and the output
+`pplan.schedules.limits`' caps (`MAX_PIPELINE_RANKS`, `MAX_STAGE_MICROBATCHES` and, for auto,
+`MAX_AUTO_STAGE_MICROBATCHES` for `schedule`; `MAX_BUBBLE_WORK` for `bubble`), and the output
 files by `pplan.cli.files.check_outputs`; each refusal is one `ConfigError` naming the flag. The core simulates
-(`pplan.schedules.timeline.simulate`, `pplan.schedules.bubble.bubble_curves`), `pplan.documents.schedule` builds the
---json document and `pplan.render.schedule` draws what it is handed.
+(`pplan.schedules.timeline.simulate`, `pplan.schedules.bubble.bubble_curves`), `pplan.schedules.document_fields`
+gives the --json document's fields (`pplan.documents.schedule`) and `pplan.render.schedule` draws what it is handed.
 """
 
 from __future__ import annotations
@@ -21,23 +22,18 @@ from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, w
 from pplan.errors import ConfigError, PplanError, ProfileError
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
-from pplan.schedules.auto import MAX_STAGE_MICROBATCHES as MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
-from pplan.schedules.limits import MAX_PIPELINE_RANKS
+from pplan.schedules.limits import (
+    MAX_AUTO_STAGE_MICROBATCHES,
+    MAX_BUBBLE_WORK,
+    MAX_PIPELINE_RANKS,
+    MAX_STAGE_MICROBATCHES,
+)
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
 if TYPE_CHECKING:
-    from pplan.profiles.specs import StageDurationsSpec
+    from pplan.profiles.durations import StageDurationsSpec
 
-
-MAX_STAGE_MICROBATCHES = 50_000
-"""Most stage-micro-batches p·v·m one `pplan schedule` simulates, draws and exports (each is two or three
-actions: F and B, or F, I and W). At the cap, --json, --svg and --csv together take about 5 s and 400 MB; the
-explicit action list and the SVG (one rectangle per action) grow linearly with it."""
-
-MAX_BUBBLE_WORK = 300_000
-"""Most stage-micro-batches `pplan bubble` simulates over all its points: the sum over its schedules (v = 1, 2, 4,
-1, 1) and its m values of p·v·m. The default m values (p, 2p, ... 16p) fit up to p = 32 (about 3 s)."""
 
 MAX_DURATION = 1e12
 """Largest pass duration or hop latency `pplan schedule` takes, in whatever unit the durations are given (a
@@ -140,10 +136,12 @@ def check_auto_size(pp: int, microbatches: int, vp: int | None, memory_limit: in
 
 
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
-    """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data."""
-    from pplan.documents.schedule import schedule_document
+    """The `pplan schedule --json` document ("pplan.schedule/1", `pplan.documents.schedule`) as JSON data: the
+    timeline's fields (`pplan.schedules.document_fields`) validated into the document."""
+    from pplan.documents.schedule import ScheduleDocument
+    from pplan.schedules.document_fields import schedule_fields
 
-    return schedule_document(timeline).model_dump(mode="json")
+    return ScheduleDocument.model_validate(schedule_fields(timeline)).model_dump(mode="json")
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """`pplan size`: how many GPUs of which kind, how long, at what cost and energy, for a model and a token budget
-(pplan.sizing). Runs the sweep's points over the machine's cores, one `recommend` search each, with a progress
-bar; prints one table per hardware, the answers and the assumptions, or the `pplan.size/1` document."""
+(pplan.sizing). Parses the options, runs the sweep's points over the machine's cores, one `recommend` search each,
+with a progress bar, has `pplan.sizing.document` build the `pplan.size/1` document, and prints it or renders one
+table per hardware, the answers and the assumptions."""
 
 from __future__ import annotations
 
@@ -25,17 +26,13 @@ from pplan.launchers.names import Launcher
 from pplan.model.precision import Precision
 from pplan.profiles.stacks import stack_for_launcher
 from pplan.sizing.costs import DEFAULT_PUE
-from pplan.sizing.goodput import (
-    CHECKPOINT_BYTES_PER_PARAM,
-    INTERRUPTIONS_PER_GPU_HOUR,
-    RESTART_S,
-    GoodputInputs,
-)
-from pplan.sizing.policy import DEFAULT_BATCH_TOKENS, MAX_GPUS, STOP_EFFICIENCY, BatchPolicy, default_counts
+from pplan.sizing.goodput import INTERRUPTIONS_PER_GPU_HOUR, RESTART_S, GoodputInputs
+from pplan.sizing.policy import DEFAULT_BATCH_TOKENS, BatchPolicy, default_counts
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
-    from pplan.profiles.specs import HardwareSpec
-    from pplan.sizing.sweep import PointTask, SizePoint, SizeQuery
+    from pplan.plan.request import PlanRequest
+    from pplan.profiles.hardware_spec import HardwareSpec
+    from pplan.sizing.sweep import PointTask, SizePoint
 
 DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"
 EXIT_NO_ANSWER = 1
@@ -45,10 +42,12 @@ EXIT_NO_ANSWER = 1
 def gpu_counts(text: str | None, gpus_per_node: int) -> tuple[tuple[int, ...], bool]:
     """`--gpus` as counts and whether the sweep may stop early: a range `LOW..HIGH` (the default counts inside it,
     all of them), a comma list (exactly those), or nothing (the default counts from one node, stopping where
-    per-GPU throughput stops paying)."""
+    per-GPU throughput stops paying), up to `pplan.recommend.MAX_GPUS`."""
+    from pplan.recommend import MAX_GPUS
+
     fix = "e.g. --gpus 64..4096 or --gpus 256,512,1024"
     if text is None:
-        return default_counts(gpus_per_node), True
+        return default_counts(gpus_per_node, 1, MAX_GPUS), True
     try:
         if ".." in text:
             low_text, high_text = text.split("..", 1)
@@ -276,7 +275,6 @@ def size(
     force: Annotated[bool, typer.Option("--force", rich_help_panel="Output", help=FORCE_HELP)] = False,
 ) -> None:
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
-    from pplan.documents.size import DAY_S, SizeDocument, SizeInputs, answers_document, point_document
     from pplan.explain import MAX_TRAIN_TOKENS
     from pplan.plan.configuration import check_precision
     from pplan.profiles.catalog import load_hardware, load_model
@@ -284,6 +282,8 @@ def size(
     from pplan.render.size_chart import size_svg, size_terminal
     from pplan.search import SearchRequest
     from pplan.sizing import answers
+    from pplan.sizing.costs import prices_per_gpu_hour
+    from pplan.sizing.document import DAY_S, size_document
     from pplan.sizing.sweep import SizeQuery, sweep
 
     if train_tokens is None:
@@ -338,10 +338,9 @@ def size(
     for spec in specs:
         counts[spec.name], stop_early = gpu_counts(gpus, spec.gpus_per_node)
     price_list = prices(price, specs)
-    all_prices = {s.name: s.price_usd_per_gpu_hour for s in specs if s.price_usd_per_gpu_hour is not None}
-    all_prices.update(dict(price_list))
-    if budget is not None and set(all_prices) != {s.name for s in specs}:
-        missing = sorted({s.name for s in specs} - set(all_prices))
+    priced = prices_per_gpu_hour(specs, price_list)
+    if budget is not None and set(priced) != {s.name for s in specs}:
+        missing = sorted({s.name for s in specs} - set(priced))
         raise ConfigError(
             "--budget",
             f"needs a price for every hardware; none for {', '.join(missing)}",
@@ -367,26 +366,16 @@ def size(
             f"nothing fits {model_spec.name} at any count swept; at the largest, {_largest(points)}",
             "give larger counts (--gpus LOW..HIGH), more memory per GPU (--hardware), or a shorter --seq-len",
         )
-    deadline_s = days * DAY_S if days is not None else None
-    doc = SizeDocument(
-        inputs=SizeInputs(
-            model=model_spec.name, hardware=[s.name for s in specs],
-            gpus_per_node={s.name: s.gpus_per_node for s in specs}, train_tokens=train_tokens, seq_len=seq,
-            batch_policy=batch.describe(seq), deadline_days=days, budget_usd=budget,
-            prices_usd_per_gpu_hour=all_prices, pue=pue, interruptions_per_gpu_hour=interruptions_per_gpu_hour,
-            restart_s=restart_minutes * 60,
-        ),
-        assumptions=_assumptions(query, specs, stop_early),
-        points=[
-            point_document(
-                p, points,
-                explain_command(model, _hardware_arg(p, names, specs), p.request) if p.request else None,
-                next(s.gpus_per_node for s in specs if s.name == p.hardware),
-            )
-            for p in points
-        ],
-        answers=answers_document(points, deadline_s, budget),
+
+    def command(hardware_name: str, request: PlanRequest) -> str:
+        """The `pplan explain` line of a point's plan, with the --hardware and --model the user gave."""
+        return explain_command(model, _hardware_arg(hardware_name, names, specs), request)
+
+    doc = size_document(
+        model_spec, specs, query, points, deadline_days=days, budget_usd=budget, stop_early=stop_early,
+        command=command,
     )  # fmt: skip
+    deadline_s = days * DAY_S if days is not None else None
     if svg is not None:
         write_output(svg, size_svg(doc), "--svg", force)
     if as_json:
@@ -399,7 +388,7 @@ def size(
         if shown is not None and shown.request is not None:
             console.print("Every number of that plan, with its derivation:", style="bold")
             console.print(
-                "  " + explain_command(model, _hardware_arg(shown, names, specs), shown.request),
+                "  " + command(shown.hardware, shown.request),
                 soft_wrap=True,
                 markup=False,
                 highlight=False,
@@ -414,9 +403,9 @@ def size(
         raise typer.Exit(EXIT_NO_ANSWER)
 
 
-def _hardware_arg(point: SizePoint, names: list[str], specs: list[HardwareSpec]) -> str:
-    """What `--hardware` the explain line takes for the point's hardware (the name or file the user gave)."""
-    return next(n for n, s in zip(names, specs, strict=True) if s.name == point.hardware)
+def _hardware_arg(hardware_name: str, names: list[str], specs: list[HardwareSpec]) -> str:
+    """What `--hardware` the explain line takes for a hardware profile's name (the name or file the user gave)."""
+    return next(n for n, s in zip(names, specs, strict=True) if s.name == hardware_name)
 
 
 def _largest(points: list[SizePoint]) -> str:
@@ -432,40 +421,3 @@ def _shown(points: list[SizePoint], deadline_s: float | None) -> SizePoint | Non
     if deadline_s is not None:
         return answers.cheapest_meeting(points, deadline_s)
     return next(iter(answers.pareto(points)), None)
-
-
-def _assumptions(query: SizeQuery, specs: list[HardwareSpec], stop_early: bool) -> list[str]:
-    g = query.goodput
-    storage = (
-        f"{g.storage_bytes_per_s / 1e9:g} GB/s for the whole job (--storage-gb-per-s)"
-        if g.storage_bytes_per_s
-        else f"{g.storage_bytes_per_s_per_gpu / 1e6:.0f} MB/s per GPU of the job (Llama 3's storage: 2 TB/s "
-        "sustained for 16,384 GPUs, arXiv 2407.21783 §3.3.1; --storage-gb-per-s)"
-    )
-    out = [
-        query.batch.describe(query.seq_len),
-        "each point is recommend's exact best plan for its hardware, GPU count and batch (top 1 by pplan's model); "
-        "its explain line reproduces it",
-        f"interruptions: {g.interruptions_per_gpu_hour:.3g} per GPU-hour"
-        + (" (Llama 3 405B: 419 unexpected in 54 days on 16,384 H100s, arXiv 2407.21783 §3.3.4)"
-           if g.interruptions_per_gpu_hour == INTERRUPTIONS_PER_GPU_HOUR else " (--interruptions-per-gpu-hour)"),
-        f"checkpoints: {CHECKPOINT_BYTES_PER_PARAM} bytes per parameter (BF16 weights, FP32 master weights and "
-        f"Adam's two moments) written at {storage}, blocking, every √(2 · write · MTBF) of work (Young 1974); "
-        f"a restart takes {g.restart_s / 60:g} minutes (assumed; --restart-minutes) plus reading the checkpoint back",
-        "wall time = work · (1 + write/interval) / (1 − (restart + (interval + write)/2) / MTBF) (first order)",
-        f"energy at full board power plus each node's other parts, datasheet maxima (an upper bound), × PUE "
-        f"{query.pue:g}",
-    ]  # fmt: skip
-    unpowered = [s.name for s in specs if s.power is None]
-    if unpowered:
-        out.append(f"no energy for {', '.join(unpowered)}: its profile has no [power]")
-    prices_given = dict(query.prices)
-    unpriced = [s.name for s in specs if s.name not in prices_given and s.price_usd_per_gpu_hour is None]
-    if unpriced:
-        out.append(f"no cost for {', '.join(unpriced)}: no price (--price NAME=USD; pplan never guesses one)")
-    if stop_early:
-        out.append(
-            f"counts: whole nodes, powers of two and the 1.5× between, from one node; a hardware stops after the first "
-            f"count below {STOP_EFFICIENCY:.0%} of its best tokens/s per GPU, or with no plan past ones that fit"
-        )
-    return out

@@ -2,7 +2,7 @@
 the fit, with the errors, the means and the worst; with --memory, also pplan's memory model against published
 per-GPU memory.
 
-Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/3` block (`pplan.documents.validate`)
+Predicts each bundled set (`pplan.validation`), builds its `pplan.validate/3` block (`pplan.validation.document`)
 and prints it as tables (`pplan.render.validate`) or, with --json, the whole document. --memory adds to the
 step-time sets rather than replacing them, as --practice does: the terminal shows what the JSON document holds.
 """
@@ -49,13 +49,7 @@ def validate(
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
     # the core loads only when the command runs, not for --help
-    from pplan.documents.validate import (
-        ValidateDocument,
-        memory_document,
-        recent_document,
-        scaling_document,
-        validation_set_document,
-    )
+    from pplan.documents.validate import ValidateDocument
     from pplan.profiles.catalog import (
         load_hardware,
         load_model,
@@ -69,6 +63,12 @@ def validate(
         render_validation_set,
         scaling_table,
         summary_table,
+    )
+    from pplan.validation.document import (
+        memory_document,
+        recent_document,
+        scaling_document,
+        validation_set_document,
     )
     from pplan.validation.memory import validate_memory
     from pplan.validation.practice import practice_rows

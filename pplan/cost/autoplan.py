@@ -32,7 +32,8 @@ from pplan.cost.memory import (
 )
 from pplan.cost.usable import usable_bytes
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.auto import AutoResult
 
 

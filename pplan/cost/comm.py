@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pplan.cost.memory import GRAD_BYTES, gathered_weight_bytes
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS
 
 ACT_BYTES = 2

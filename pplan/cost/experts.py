@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from pplan.cost.links import GroupShape, all_gather_s
 from pplan.plan.shape import LayerSetting
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 ACT_BYTES = 2
 ROUTER_BYTES = (16, 16)

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pplan.profiles.specs import GB, HardwareSpec, LinkSpec
+from pplan.profiles.fields import GB
+from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from pplan.model.precision import WEIGHT_CACHE_BYTES, is_fp8_linear
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Chunk, Layout
 from pplan.plan.shape import Shape
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 WEIGHT_BYTES = 2
 FP8_WEIGHT_BYTES = 1

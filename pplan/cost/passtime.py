@@ -74,7 +74,8 @@ from pplan.plan.configuration import Plan
 from pplan.plan.knobs import GradDtype
 from pplan.plan.layout import Chunk
 from pplan.plan.shape import LayerSetting, Shape
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}

@@ -34,7 +34,8 @@ from pplan.plan.configuration import Plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
 from pplan.plan.shape import Shape
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import blocks_p2p
 from pplan.schedules import Schedule, ScheduleFamily
 from pplan.schedules.auto import AutoResult, auto_schedule

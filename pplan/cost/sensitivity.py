@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import Schedule
 
 STEP = 0.10

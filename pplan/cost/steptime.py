@@ -75,7 +75,8 @@ from pplan.errors import ConfigError
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
-from pplan.profiles.specs import HardwareSpec, LinkSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules.actions import Schedule
 from pplan.schedules.bounds import makespan_lower_bound, memory_limited_ends

@@ -1,7 +1,7 @@
 """How far a predicted step time can be trusted: an interval from the calibration errors, widened and explained where
 the plan leaves the calibrated envelope.
 
-The hardware profile's `[calibration]` (pplan.profiles.specs.CalibrationSpec, derived by `pplan validate --fit`)
+The hardware profile's `[calibration]` (pplan.profiles.hardware_spec.CalibrationSpec, derived by `pplan validate --fit`)
 records the 10th and 90th percentiles e_lo ≤ 0 ≤ e_hi of (predicted − published) / published over the public runs
 on that GPU type, each predicted with the efficiency fitted without its set, and the envelope of those runs. With
 published = predicted / (1 + e), the measured step of a plan like those runs lies in
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from pplan.model.params import total_params
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, StackName
 
 WIDENING_PER_REASON = 0.05

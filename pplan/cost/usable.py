@@ -16,7 +16,9 @@ from functools import lru_cache
 
 from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
-from pplan.profiles.specs import GIB, HardwareSpec, ModelSpec
+from pplan.profiles.fields import GIB
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
 from pplan.documents.size import SizeDocument
 from pplan.documents.validate import ValidateDocument
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 DOCUMENTS: dict[str, type[Out]] = {
     "explain": ExplainReport,

@@ -1,5 +1,6 @@
 """The versioned JSON shape of `pplan schedule --json` ("pplan.schedule/1"): one simulated step of one schedule,
-its summary figures and every action's start and end; and `schedule_fields`, how a `Timeline` fills it.
+its summary figures and every action's start and end. The shape only: `pplan.schedules.document_fields` gives a
+`Timeline`'s fields by key.
 
 The same block, with the bench's own keys after it, is the measured and the predicted step of `pplan.bench/1`.
 Times are in the unit the durations were given in (ms in the bench). Compatibility: fields are only ever added
@@ -8,14 +9,10 @@ within a major version; a rename or removal bumps the number.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from pplan.documents.base import SCHEMA_KEY, Out
 from pplan.schedules.actions import Kind
-from pplan.schedules.bubble import in_window_fraction_of_ideal
-from pplan.schedules.timeline import Timeline
 
 SCHEDULE_SCHEMA = "pplan.schedule/1"
 
@@ -62,42 +59,3 @@ class ScheduleDocument(Out):
     """Activations and gradients sent between ranks per step."""
     actions: list[list[TimedAction]]
     """Per rank, its passes in the order it runs them (which is time order)."""
-
-
-def schedule_fields(timeline: Timeline) -> dict[str, Any]:
-    """The `pplan.schedule/1` fields of `timeline`, by key (validate them into `ScheduleDocument`, or into a
-    document that extends it)."""
-    sched = timeline.schedule
-    return {
-        "schedule": sched.name,
-        "pp": sched.p,
-        "vp": sched.v,
-        "microbatches": sched.m,
-        "makespan": timeline.makespan,
-        "bubble_fraction_of_step": timeline.bubble_fraction_of_step,
-        "bubble_fraction_of_ideal": timeline.bubble_fraction_of_ideal,
-        "bubble_in_window_fraction_of_ideal": in_window_fraction_of_ideal(timeline),
-        "busy_per_rank": list(timeline.busy_per_rank),
-        "peak_in_flight_microbatches": list(timeline.peak_in_flight_per_rank),
-        "peak_in_flight_per_stage": list(timeline.peak_in_flight_per_stage),
-        "p2p_messages_per_step": timeline.p2p_messages,
-        "actions": [
-            [
-                {
-                    "action": str(a),
-                    "stage": a.stage,
-                    "kind": a.kind,
-                    "microbatch": a.microbatch,
-                    "start": t0,
-                    "end": t1,
-                }
-                for a, t0, t1 in timeline.intervals(rank)
-            ]
-            for rank in range(sched.p)
-        ],
-    }
-
-
-def schedule_document(timeline: Timeline) -> ScheduleDocument:
-    """The `pplan schedule --json` document of `timeline`."""
-    return ScheduleDocument.model_validate(schedule_fields(timeline))

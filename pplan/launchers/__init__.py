@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pplan.launchers import torchtitan as torchtitan
     from pplan.launchers import torchtitan_models as torchtitan_models
     from pplan.plan.configuration import Plan
-    from pplan.profiles.specs import ModelSpec
+    from pplan.profiles.model_spec import ModelSpec
 
 __all__ = ["LAUNCHERS", "Launcher", "launcher_text"]
 

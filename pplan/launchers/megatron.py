@@ -42,7 +42,7 @@ from pplan.launchers.capabilities import MEGATRON
 from pplan.launchers.support import check_supported, plan_summary
 from pplan.model.params import position_table_rows
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.text import escaped
 
 MAKE_VOCAB_DIVISIBLE_BY = 128

@@ -118,7 +118,7 @@ from pplan.launchers.torchtitan_models import (
 from pplan.plan.configuration import Plan
 from pplan.plan.knobs import DEFAULT_RECOMPUTE_MODULES, Recompute, RecomputeModule
 from pplan.plan.request import PlanRequest, recompute_label
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
 

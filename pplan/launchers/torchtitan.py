@@ -55,7 +55,7 @@ from pplan.launchers.torchtitan_models import (
     shipped_model,
 )
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.text import escaped
 from pplan.schedules import ScheduleFamily
 

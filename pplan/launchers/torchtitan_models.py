@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 TORCHTITAN_RELEASE = "torchtitan 0.3.0"
 """The release whose names the default `torchtitan` output uses (PyPI, github.com/pytorch/torchtitan)."""

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from pplan.model.itemised import Itemised
 from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_bytes_per_element
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 if TYPE_CHECKING:  # the plan's settings a layer reads; pplan.plan imports this module
     from pplan.plan.shape import LayerSetting

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pplan.model.itemised import Itemised
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 
 PassFlops = Itemised
 """FLOPs of one pass, itemised as (name, flops) pairs."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pplan.errors import ConfigError
-from pplan.profiles.specs import ModelSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.registry import ScheduleFamily
 
 
@@ -30,7 +30,7 @@ class Chunk:
     has_output: bool
     dense_layers: int = 0
     """Of a routed model's `layers`, those with the dense MLP (0 for a dense model, whose layers are all of the
-    one kind its spec describes; pplan.profiles.specs.ModelSpec.dense_layers_in)."""
+    one kind its spec describes; pplan.profiles.model_spec.ModelSpec.dense_layers_in)."""
 
     @property
     def routed_layers(self) -> int:

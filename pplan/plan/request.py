@@ -23,7 +23,7 @@ from pplan.plan.knobs import (
     RecomputeModule,
 )
 from pplan.plan.settings import SETTING, SETTINGS
-from pplan.profiles.specs import MAX_SEQ
+from pplan.profiles.fields import MAX_SEQ
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 
 _COUNTS: tuple[tuple[str, str], ...] = tuple((s.name, s.flag) for s in SETTINGS if s.count)

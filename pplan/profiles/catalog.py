@@ -31,9 +31,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pplan.errors import ProfileError
+from pplan.profiles.durations import StageDurationsSpec
+from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.hf_config import model_spec_from_hf_config
 from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
-from pplan.profiles.specs import HardwareSpec, ModelSpec, StageDurationsSpec, spec_problems
+from pplan.profiles.model_spec import ModelSpec
+from pplan.profiles.problems import spec_problems
 from pplan.profiles.text import escaped, safe_name, shortened
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons

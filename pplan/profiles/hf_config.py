@@ -24,7 +24,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from pplan.errors import ProfileError
-from pplan.profiles.specs import MlpKind, ModelSpec, NormKind, PositionKind, SlidingLayers, spec_problems
+from pplan.profiles.model_spec import MlpKind, ModelSpec, NormKind, PositionKind, SlidingLayers
+from pplan.profiles.problems import spec_problems
 from pplan.profiles.text import safe_name
 
 BiasRule = Literal["config", "qkv-only", "all", "none"]

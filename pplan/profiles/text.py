@@ -3,7 +3,7 @@ text pplan derives from inputs it does not validate (a config.json's folder, a p
 
 Every string a profile carries is printed somewhere: in tables (rich, which reads `[...]` as markup), in the
 comment lines of launcher settings users paste into shell scripts, in SVG and in JSON. So strings are checked once,
-where a profile is validated (`pplan.profiles.specs`), and none can add a line or a terminal escape sequence:
+where a profile is validated (`pplan.profiles.fields`), and none can add a line or a terminal escape sequence:
 
 - a name (`NAME_MAX_CHARS`, one line) is letters, digits, spaces and `_ . + - / ( ) , : @ #` only: no `[`/`]`
   (rich markup), no `$`, backtick, quote, backslash, `;`, `&`, `|`, `<`, `>`, `*`, `?`, `!`, `{`/`}` or `~` (shell

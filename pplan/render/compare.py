@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from pplan.documents.compare import Term
+from pplan.compare import Term
 from pplan.profiles.text import escaped
 
 _FORMATS = {"s": "{:.4g}", "GB": "{:.2f}", "tokens/s": "{:,.0f}", "%": "{:.2f}"}

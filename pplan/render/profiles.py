@@ -17,7 +17,9 @@ from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResul
 from rich.measure import Measurement
 from rich.table import Table
 
-from pplan.profiles.specs import GB, HardwareSpec, ModelSpec
+from pplan.profiles.fields import GB
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 _NONE = "—"
 _SpecT = TypeVar("_SpecT", HardwareSpec, ModelSpec)

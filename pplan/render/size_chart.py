@@ -75,7 +75,7 @@ def _series(points: Sequence[SizePointOut], hardware: str) -> list[SizePointOut]
 
 
 def _label(point: SizePointOut) -> str:
-    """The document's "hardware × GPUs" label (`pplan.documents.size.label`)."""
+    """The document's "hardware × GPUs" label (`pplan.sizing.document.label`)."""
     return f"{point.hardware} × {point.gpus}"
 
 

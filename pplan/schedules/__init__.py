@@ -5,7 +5,8 @@ module per family (`families/`: gpipe, one_f_one_b, interleaved, zero_bubble, zb
 (`registry`: names, rules, closed forms, launchers), the rules on p, v and m (`rules`), the published closed-form
 bubbles (`closed_forms`), the caps on a pipeline's size (`limits`), the simulator (`timeline`: when each action
 runs), its summary at any m at a cost independent of m (`periodic/`), proven makespan lower bounds (`bounds`),
-bubble-against-m curves (`bubble`) and the torch CSV export (`torch_csv`).
+bubble-against-m curves (`bubble`), the torch CSV export (`torch_csv`) and a simulated step as the
+`pplan.schedule/1` document's fields (`document_fields`).
 Drawing lives in `pplan.render.schedule`. Pure: no I/O, no rich, no torch.
 """
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 from pplan.errors import ConfigError
 from pplan.schedules.actions import Schedule, dual_placement, loop_placement, v_placement
-from pplan.schedules.auto import AUTO_NAME, MAX_STAGE_MICROBATCHES, auto_m_problem, auto_schedule
+from pplan.schedules.auto import AUTO_NAME, auto_m_problem, auto_schedule
 from pplan.schedules.families.dualpipe import (
     dualpipe,
     dualpipe_m_problem,
@@ -53,6 +53,7 @@ from pplan.schedules.families.interleaved import (
 from pplan.schedules.families.one_f_one_b import one_f_one_b
 from pplan.schedules.families.zbv import zbv
 from pplan.schedules.families.zero_bubble import zb_h1, zb_h2
+from pplan.schedules.limits import MAX_AUTO_STAGE_MICROBATCHES
 from pplan.schedules.rules import MRule, PRule, any_m, any_p, need_positive, need_v
 
 Generator = Callable[[int, int, int | None], Schedule]
@@ -426,7 +427,7 @@ FAMILIES: dict[str, ScheduleFamily] = {
             _auto_bubble, _one_each,
             aliases=("zb-auto",),
             m_problem=auto_m_problem,
-            m_rule=f"p·m ≤ {MAX_STAGE_MICROBATCHES:,}",
+            m_rule=f"p·m ≤ {MAX_AUTO_STAGE_MICROBATCHES:,}",
             searched_by_default=False,
             why_not_megatron=_NOT_ON_MEGATRON,
             why_not_torch="torch has no class for it: its lists run through torch's _PipelineScheduleRuntime from "

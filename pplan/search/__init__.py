@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pplan.collector import collector_paused
 from pplan.errors import PplanError
 from pplan.plan.configuration import check_expert_split
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.search.bounds import Query
 from pplan.search.engine import Engine
 from pplan.search.filters import LauncherFilter, LauncherReason, reason_refuses
@@ -46,12 +47,12 @@ __all__ = [
     "Rejection",
     "SearchRequest",
     "brute_force",
-    "search",
+    "top_configurations",
 ]
 
 
 @collector_paused()
-def search(
+def top_configurations(
     model: ModelSpec,
     hw: HardwareSpec,
     req: SearchRequest,
@@ -71,7 +72,7 @@ def brute_force(
     model: ModelSpec, hw: HardwareSpec, req: SearchRequest, launcher_reason: LauncherReason | None = None
 ) -> list[Scored]:
     """Every enumerated configuration that fits, each simulated, in the documented order (no bound used): the
-    reference `search` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
+    reference `top_configurations` is tested and benchmarked against. `distinct(result, n)[0]` is the top n."""
     state = Query(model, hw, req)
     scored: list[Scored] = []
     for index, cand in enumerate(enumerate_candidates(model, hw, req, state.seq, Counter())):

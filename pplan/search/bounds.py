@@ -34,7 +34,8 @@ from pplan.plan.configuration import Plan, make_plan, with_sharding
 from pplan.plan.knobs import Recompute
 from pplan.plan.layout import make_layout
 from pplan.plan.shape import Shape
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.schedules.bounds import RankCoefficients, zero_latency_coefficients, zero_latency_makespan
 from pplan.search.filters import Filters

@@ -34,7 +34,8 @@ from pplan.cost.steptime import plan_tails, sync_hidden
 from pplan.errors import PplanError
 from pplan.frozen import changed
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.periodic import PROVIDERS, StructureKey, structure_key
 from pplan.search.bounds import BOUND_SLACK, Query
 from pplan.search.filters import LauncherFilter

@@ -14,7 +14,8 @@ from typing import Protocol
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.plan.knobs import Recompute
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily
 from pplan.search.space import Candidate, Cut, Rejection, SearchRequest
 

@@ -29,7 +29,8 @@ from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import make_plan
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 
 _SHARDED = {1: "optimizer states", 2: "gradients", 3: "weights"}
 

@@ -26,7 +26,8 @@ from pplan.cost.pipeline import activation_peaks, warmup_peaks
 from pplan.cost.steptime import RankTail, step_time, step_time_bound
 from pplan.cost.usable import usable_bytes
 from pplan.plan.configuration import Plan
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.search.space import Candidate
 
 EQUIVALENT_RELATIVE = 1e-3

@@ -47,7 +47,8 @@ from pplan.plan.request import (
     recompute_label,
 )
 from pplan.plan.settings import SETTINGS
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import DEFAULT_SCHEDULES, ScheduleFamily, schedule_family, without_pipeline
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS
@@ -663,7 +664,7 @@ def expert_parallel_options(model: ModelSpec, req: SearchRequest, stage_ranks: i
     t·cp·d ranks (megatron-core folds ep onto them), or the one asked; 1 for a dense model."""
     if model.moe is None:
         return [1]
-    if req.ep is not None:  # it divides the experts (`search` checks it)
+    if req.ep is not None:  # it divides the experts (`top_configurations` checks it)
         return [req.ep] if stage_ranks % req.ep == 0 else []
     return [e for e in divisors(model.moe.num_experts) if stage_ranks % e == 0]
 

@@ -14,10 +14,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pplan.profiles.specs import PowerSpec
+    from collections.abc import Sequence
+
+    from pplan.profiles.hardware_spec import HardwareSpec, PowerSpec
 
 DEFAULT_PUE = 1.0
 """The IT load alone; a data centre adds its cooling and conversion losses with `--pue` (1.1-1.5 typical)."""
+
+
+def prices_per_gpu_hour(
+    hardware: Sequence[HardwareSpec], given: Sequence[tuple[str, float]]
+) -> dict[str, float]:
+    """The price per GPU-hour of each hardware that has one: its profile's, replaced by a `given` (name, USD) pair
+    (`--price`); a hardware with neither has no price."""
+    prices = {s.name: s.price_usd_per_gpu_hour for s in hardware if s.price_usd_per_gpu_hour is not None}
+    prices.update(dict(given))
+    return prices
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 arithmetic, no search: the command line's options read these without loading the core.
 
 GPU counts (`default_counts`): whole nodes, the powers of two times the node size and the 1.5× counts between them
-(8, 12, 16, 24, ... on 8-GPU nodes), from one node up to `MAX_GPUS`.
+(8, 12, 16, 24, ... on 8-GPU nodes), within the range asked (`pplan size` caps it at `pplan.recommend.MAX_GPUS`).
 
 Batch policy (`BatchPolicy`): a fixed global batch in tokens at every count, or one that grows in proportion to the
 GPU count from the smallest count's batch up to a ceiling (`max_tokens`); either is a whole number of sequences.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_GPUS = 16_384
 STOP_EFFICIENCY = 0.5
 """A hardware's sweep stops after the first count whose tokens/s per GPU is below half the best per-GPU figure."""
 DEFAULT_BATCH_TOKENS = 4 * 2**20
@@ -48,7 +47,7 @@ class BatchPolicy:
         )
 
 
-def default_counts(gpus_per_node: int, low: int = 1, high: int = MAX_GPUS) -> tuple[int, ...]:
+def default_counts(gpus_per_node: int, low: int, high: int) -> tuple[int, ...]:
     """Whole nodes: node × 2^k and node × 3 · 2^(k−1) between, within [low, high] (module docstring)."""
     out: set[int] = set()
     k = 0

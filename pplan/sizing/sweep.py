@@ -5,8 +5,9 @@ The sweep of one hardware stops climbing once per-GPU throughput stops paying (`
 tokens/s per GPU has fallen below `STOP_EFFICIENCY` of the best per-GPU figure seen, or after a count with no plan
 beyond the counts that have one.
 
-Each point is `recommend`'s search for its hardware, GPU count and batch with one answer (`top_n` 1: the exact best
-by pplan's own model), and from its plan: the step time and its interval, the failure-free work time for the
+Each point is `recommend`'s answer for its hardware, GPU count and batch with one plan (`top_n` 1: the exact best
+by pplan's own model), searched and explained as `recommend` does (`pplan.recommend.recommendations`, without the
+knob notes), and from its plan: the step time and its interval, the failure-free work time for the
 token budget, the wall time with interruptions (pplan.sizing.goodput), GPU-hours, cost and energy
 (pplan.sizing.costs). A count where nothing fits says why in one line.
 """
@@ -17,12 +18,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from pplan.collector import collector_paused
-from pplan.explain import explain_with_run
 from pplan.model.params import total_params
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
-from pplan.search import Ranking, SearchRequest, search
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
+from pplan.recommend import Recommendations, recommendations
+from pplan.search import SearchRequest
 from pplan.sizing.costs import DEFAULT_PUE, RunCost, run_cost
 from pplan.sizing.goodput import CHECKPOINT_BYTES_PER_PARAM, Goodput, GoodputInputs, goodput
 from pplan.sizing.policy import STOP_EFFICIENCY, BatchPolicy
@@ -79,7 +80,7 @@ class SizePoint:
         return self.tokens_per_s / self.gpus
 
 
-def why_nothing(result: Ranking) -> str:
+def why_nothing(result: Recommendations) -> str:
     """One line: why a search found no plan (the nearest memory miss, else the commonest structural rejection)."""
     if result.closest_misses:
         miss = min(result.closest_misses, key=lambda m: m.need_bytes / m.usable_bytes)
@@ -94,20 +95,6 @@ def why_nothing(result: Ranking) -> str:
     return "no configuration"
 
 
-def forced_model_parallel(gpus: int, global_batch: int) -> int:
-    """The least t·p·cp the batch forces on `gpus` GPUs: d = GPUs / (t·p·cp) must divide the batch's sequences, so
-    t·p·cp is a multiple of GPUs / gcd(GPUs, batch)."""
-    return gpus // math.gcd(gpus, global_batch)
-
-
-def awkward_batch(gpus: int, global_batch: int, gpus_per_node: int) -> bool:
-    """Whether the batch forces a model-parallel size the count would not otherwise need: a factor other than 2
-    (a 1.5× count with a power-of-two batch), or more than one node's GPUs."""
-    forced = forced_model_parallel(gpus, global_batch)
-    odd = forced // (forced & -forced)
-    return odd > 1 or forced > gpus_per_node
-
-
 def checkpoint_bytes(model: ModelSpec) -> float:
     """Bytes one checkpoint writes (`CHECKPOINT_BYTES_PER_PARAM` per unique parameter)."""
     return float(total_params(model) * CHECKPOINT_BYTES_PER_PARAM)
@@ -117,17 +104,15 @@ def size_point(
     model: ModelSpec, hardware: HardwareSpec, gpus: int, global_batch: int, query: SizeQuery
 ) -> SizePoint:
     """The best plan at `gpus` GPUs and `global_batch` sequences, and the run it makes (module docstring)."""
-    request = replace(query.search, gpus=gpus, global_batch=global_batch, top_n=1, seq_len=query.seq_len)
+    request = replace(
+        query.search, gpus=gpus, global_batch=global_batch, top_n=1, seq_len=query.seq_len, split_p2p=False
+    )
     head = SizePoint(hardware=hardware.name, gpus=gpus, global_batch=global_batch, request=None)
-    with collector_paused():  # the search and the explanation of its best (pplan.collector)
-        result = search(model, hardware, request)
-        if not result.candidates:
-            return replace(head, reason=why_nothing(result))
-        best = result.candidates[0]
-        report, _, _ = explain_with_run(
-            model, hardware, best.request, with_sensitivity=False, split_p2p=False
-        )
-    perf = report.performance
+    found = recommendations(model, hardware, request, knobs=False)
+    if not found.candidates:
+        return replace(head, reason=why_nothing(found))
+    best = found.candidates[0]
+    perf = best.report.performance
     assert perf is not None  # the search ranks by it
     tokens_per_step = global_batch * query.seq_len
     steps = math.ceil(query.train_tokens / tokens_per_step)

@@ -44,7 +44,8 @@ from pplan.plan.configuration import Plan, make_plan
 from pplan.plan.knobs import ActivationModel, Recompute
 from pplan.plan.records import settings_read
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import megatron_family
 
 GIB = 2**30

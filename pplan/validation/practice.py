@@ -21,7 +21,8 @@ from pplan.explain import explain
 from pplan.launchers.support import SearchFilter
 from pplan.plan.knobs import Recompute
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations
 from pplan.search.space import search_for
 from pplan.validation.published import fastest_micro_batch, row_model, row_request, tunes_micro_batch

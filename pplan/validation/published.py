@@ -33,7 +33,8 @@ from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import settings_read
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import megatron_family
 from pplan.search.knobs import peak_bytes
@@ -368,7 +369,7 @@ PERCENTILES = (0.1, 0.9)
 def calibration_figures(
     sets: Sequence[dict[str, Any]], checks: Sequence[SetCheck], load_model: ModelLoader
 ) -> dict[str, dict[str, Any]]:
-    """Per GPU type, the `[calibration]` section its profile carries (pplan.profiles.specs.CalibrationSpec): the
+    """Per GPU type, the `[calibration]` section its profile carries (pplan.profiles.hardware_spec.CalibrationSpec): the
     10th and 90th percentiles of the leave-one-set-out errors of its end-to-end runs, and the envelope (ranges of
     t, p, cp, ZeRO stage, model size, sequence, GPUs, schedules, stacks) of those runs."""
     out: dict[str, dict[str, Any]] = {}

@@ -37,7 +37,8 @@ from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import settings_read
 from pplan.plan.request import PlanRequest
-from pplan.profiles.specs import HardwareSpec, ModelSpec
+from pplan.profiles.hardware_spec import HardwareSpec
+from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
 from pplan.search.knobs import peak_bytes
