@@ -73,14 +73,24 @@ def explain_parameters(defaults: Mapping[str, object]) -> list[inspect.Parameter
     ]
 
 
-def search_parameters(defaults: Mapping[str, object]) -> list[inspect.Parameter]:
-    """One option per setting recommend takes, named as its `SearchRequest` field (`pplan.plan.settings.Search`):
-    a fixed value (optional), a comma list (text), or explain's option; defaults but those in `defaults`."""
+def search_parameters(
+    defaults: Mapping[str, object],
+    only: Sequence[str] | None = None,
+    panels: Mapping[str, tuple[str, str]] | None = None,
+) -> list[inspect.Parameter]:
+    """One option per setting recommend takes (those named in `only`, else all), named as its `SearchRequest` field
+    (`pplan.plan.settings.Search`): a fixed value (optional), a comma list (text), or explain's option; defaults
+    but those in `defaults`; a command of its own gives some (setting name: panel, help) in `panels`."""
     params = []
     for s in SEARCHED:
+        if only is not None and s.name not in only:
+            continue
         form = s.search
         assert form is not None
         option = _option(s, form.help, form.concern)
+        if panels and s.name in panels:
+            panel, help_text = panels[s.name]
+            option = typer.Option(s.flag, rich_help_panel=panel, help=help_text)
         if form.form == "fix":
             params.append(_parameter(form.field, int | None, option, None))
         elif form.form == "list":
@@ -152,12 +162,14 @@ def request_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def search_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """recommend's setting options as `SearchRequest`'s keywords; a list not given is left to the request's
-    default."""
+    """The setting options among `values` (keyed by `SearchRequest` field, as `search_parameters` names them) as
+    `SearchRequest`'s keywords; a list not given is left to the request's default."""
     out: dict[str, Any] = {}
     for s in SEARCHED:
         form = s.search
         assert form is not None
+        if form.field not in values:
+            continue
         value = values[form.field]
         if form.form == "list":
             items = comma_list(s.flag, value, form.item_choices(s))

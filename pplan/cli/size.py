@@ -12,7 +12,7 @@ import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,10 +20,10 @@ from pplan.cli import printable
 from pplan.cli.app import app, console, err_console, json_text
 from pplan.cli.commandline import explain_command
 from pplan.cli.files import FORCE_HELP, check_outputs, input_path, write_output
-from pplan.cli.options import DEFAULT_MODEL, ModelOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, comma_list
+from pplan.cli.options import DEFAULT_MODEL, ModelOpt
+from pplan.cli.signature import search_parameters, search_values, with_settings
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
-from pplan.model.precision import Precision
 from pplan.profiles.stacks import stack_for_launcher
 from pplan.sizing.costs import DEFAULT_PUE
 from pplan.sizing.goodput import INTERRUPTIONS_PER_GPU_HOUR, RESTART_S, GoodputInputs
@@ -163,7 +163,19 @@ class _Runner:
             self.bar.update(self.task, completed=self.done, description=f"sizing: {self.done} points")
 
 
+SIZE_ORDER = (
+    "model", "train_tokens", "hardware", "gpus", "days", "budget", "global_batch_tokens", "max_global_batch_tokens",
+    "seq_len", "precisions", "launcher", "stack", "tp_comm_overlap", "price", "pue", "interruptions_per_gpu_hour",
+    "storage_gb_per_s", "restart_minutes", "jobs", "as_json", "svg", "force",
+)  # fmt: skip
+"""size's options in `--help` order (pplan.cli.signature)."""
+SIZE_PLAN_SETTINGS = ("seq_len", "precision", "stack", "tp_comm_overlap")
+"""The plan settings every point's search takes from the command line (the rest are each point's own)."""
+SIZE_PANELS = {"precision": ("Plans", "GEMM precisions to try, a comma list of bf16, fp8, mxfp8.")}
+
+
 @app.command()
+@with_settings(search_parameters({"stack": None}, SIZE_PLAN_SETTINGS, SIZE_PANELS), SIZE_ORDER)
 def size(
     model: ModelOpt = DEFAULT_MODEL,
     train_tokens: Annotated[
@@ -213,18 +225,9 @@ def size(
             help="Let the batch grow with the GPU count up to this many tokens (default: fixed).",
         ),
     ] = None,
-    seq_len: SeqLenOpt = None,
-    precision: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Plans", help="GEMM precisions to try, a comma list of bf16, fp8, mxfp8."
-        ),
-    ] = "bf16",
     launcher: Annotated[
         Launcher | None, typer.Option(rich_help_panel="Plans", help="Keep only plans this launcher runs.")
     ] = None,
-    stack: StackOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = False,
     price: Annotated[
         str | None,
         typer.Option(
@@ -273,6 +276,7 @@ def size(
         typer.Option(rich_help_panel="Output", help="Also write the time and cost chart as an SVG file."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", rich_help_panel="Output", help=FORCE_HELP)] = False,
+    **plans: Any,
 ) -> None:
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
     from pplan.explain import MAX_TRAIN_TOKENS
@@ -323,15 +327,15 @@ def size(
         )
     specs = [load_hardware(n) for n in names]
     model_spec = load_model(model)
-    seq = seq_len or model_spec.seq_len
+    searched = search_values(plans)
+    seq = searched.pop("seq_len") or model_spec.seq_len
     if global_batch_tokens < seq:
         raise ConfigError(
             "--global-batch-tokens", f"{global_batch_tokens:,} tokens is less than one sequence of {seq:,}",
             f"give at least {seq:,}",
         )  # fmt: skip
-    precisions = cast(tuple[Precision, ...], comma_list("--precision", precision, get_args(Precision)))
     for spec in specs:
-        for asked in precisions:
+        for asked in searched["precisions"]:
             check_precision(spec, asked)
     counts: dict[str, tuple[int, ...]] = {}
     stop_early = True
@@ -347,10 +351,10 @@ def size(
             "add --price NAME=USD",
         )
     workers = jobs or len(os.sched_getaffinity(0))
+    searched["stack"] = searched["stack"] or stack_for_launcher(launcher)
     template = SearchRequest(
-        gpus=1, global_batch=1, seq_len=seq, precisions=precisions, launcher=launcher,
-        stack=stack or stack_for_launcher(launcher), tp_comm_overlap=tp_comm_overlap, prefetch=workers == 1,
-    )  # fmt: skip
+        **searched, gpus=1, global_batch=1, seq_len=seq, launcher=launcher, prefetch=workers == 1
+    )
     batch = BatchPolicy(global_batch_tokens, max_global_batch_tokens)
     goodput_inputs = GoodputInputs(
         interruptions_per_gpu_hour=interruptions_per_gpu_hour,
