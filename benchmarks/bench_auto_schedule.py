@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pplan.cost.pipeline import stage_inputs
 from pplan.errors import PplanError
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules.auto import AutoResult, auto_schedule, memory_of
 from pplan.schedules.bubble import in_window_fraction_of_ideal

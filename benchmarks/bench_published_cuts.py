@@ -21,7 +21,7 @@ from typing import Any
 
 from pplan.compare import compare_terms
 from pplan.explain import explain
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_recent_runs
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

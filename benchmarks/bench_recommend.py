@@ -105,7 +105,7 @@ def _plan_id(plan: dict[str, object]) -> tuple[object, ...]:
 
 def _brute_top(q: Query, n: int) -> tuple[list[tuple[object, ...]], int, float]:
     from pplan.launchers.support import request_unsupported_reason
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
     from pplan.profiles.catalog import load_hardware, load_model
     from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
     from pplan.search import SearchRequest, brute_force

@@ -53,9 +53,9 @@ from pplan.documents.explain import (
 from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
-from pplan.plan.configuration import Plan, check_precision, make_plan
+from pplan.plan.configuration import check_precision, make_plan
 from pplan.plan.knobs import DurationModel
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

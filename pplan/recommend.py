@@ -28,7 +28,7 @@ from pplan.documents.explain import ExplainReport
 from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations

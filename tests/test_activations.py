@@ -8,7 +8,7 @@ import pytest
 
 from pplan.model.activations import itemised_layer, korthikanti_layer, output_end
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_model
 
 GPT3 = load_model("gpt3-175b")

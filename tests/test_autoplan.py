@@ -25,7 +25,7 @@ from pplan.errors import ConfigError
 from pplan.explain import explain
 from pplan.model import activations as act
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import get_schedule, to_torch_csv
 from pplan.schedules.auto import auto_schedule

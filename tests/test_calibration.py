@@ -16,7 +16,7 @@ from pplan.model.flops import model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
 from pplan.validation.published import (
     JITTER_GRID,

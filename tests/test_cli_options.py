@@ -12,7 +12,7 @@ import pytest
 from pplan.cli.options import DEFAULT_GLOBAL_BATCH, DEFAULT_GPUS, DEFAULT_HARDWARE, DEFAULT_MODEL
 from pplan.errors import ConfigError
 from pplan.plan.knobs import ActivationModel, GradDtype, Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.search import SearchRequest
 from tests.cli_run import run_pplan
 

@@ -132,7 +132,7 @@ def test_the_cudnn_attention_core_matches_its_measured_rate() -> None:
 
     from pplan.cost.passtime import layer_pass_times
     from pplan.plan.configuration import make_plan
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
 
     cases = _cases()
     cudnn = [r for r in _record("attention-inner10.json")["attention"] if r["backend"] == "cudnn"]

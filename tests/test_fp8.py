@@ -12,8 +12,8 @@ from pplan.cost.passtime import layer_pass_times
 from pplan.errors import ConfigError
 from pplan.model.activations import layer_activations
 from pplan.model.precision import Precision
-from pplan.plan.configuration import Plan, check_precision, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import check_precision, make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 
 LLAMA = load_model("llama3-8b")

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from pplan.frozen import changed
-from pplan.plan.configuration import SHARDING_FIELDS, make_plan, with_sharding
+from pplan.plan.configuration import make_plan
 from pplan.plan.layout import Layout
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import SHARDING_FIELDS, PlanRequest, with_sharding
 from pplan.profiles.catalog import load_model
 from pplan.schedules import schedule_family
 from pplan.search.space import Candidate

@@ -16,8 +16,8 @@ from pplan.errors import ConfigError
 from pplan.explain import explain
 from pplan.launchers.megatron import megatron_args
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
-from pplan.plan.configuration import Plan, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from tests.cli_run import run_pplan
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pplan.errors import PplanError, ProfileError
 from pplan.explain import explain
 from pplan.model.params import total_params
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import (
     MAX_FILE_BYTES,
     MAX_NESTING,

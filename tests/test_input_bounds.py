@@ -17,7 +17,7 @@ import pytest
 
 from pplan.errors import ConfigError, PplanError, ProfileError
 from pplan.explain import explain
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, profile_source
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS
 from tests.cli_run import run_pplan

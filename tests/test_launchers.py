@@ -15,8 +15,8 @@ from pplan.launchers.megatron import megatron_args, megatron_notes, megatron_tex
 from pplan.launchers.megatron_validate import option_table
 from pplan.launchers.support import LAUNCHERS, request_unsupported_reason, supports, unsupported_reason
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_overrides, torchtitan_toml
-from pplan.plan.configuration import Plan, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import SCHEDULE_NAMES

@@ -34,7 +34,7 @@ from pplan.launchers.torchtitan import torchtitan_args, torchtitan_overrides
 from pplan.model.precision import Precision
 from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import GradDtype, MomentDtype
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.stacks import LAUNCHER_STACKS, launcher_for_stack, stack_for_launcher
 from pplan.schedules import FAMILIES

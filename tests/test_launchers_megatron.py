@@ -21,8 +21,8 @@ from pplan.launchers.megatron_validate import (
     padded_vocab_size,
     validate_megatron,
 )
-from pplan.plan.configuration import Plan, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.model_spec import ModelSpec
 from tests.launcher_panel import PANEL, PanelPlan

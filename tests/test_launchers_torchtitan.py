@@ -29,7 +29,7 @@ from pplan.launchers.support import (
 )
 from pplan.launchers.torchtitan import data_parallel_degrees, torchtitan_args
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import schedule_family

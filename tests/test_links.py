@@ -13,7 +13,7 @@ from pplan.cost.passtime import chunk_pass_times
 from pplan.cost.pipeline import stage_inputs
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.hardware_spec import PodSpec
 

@@ -8,7 +8,7 @@ from pplan.cost.memory import bytes_per_param, plan_rank_params
 from pplan.explain import explain
 from pplan.model.params import total_params
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 
 LLAMA = load_model("llama3-70b")

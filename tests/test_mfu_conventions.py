@@ -10,7 +10,7 @@ import pytest
 from pplan.cost.steptime import step_time
 from pplan.model.flops import model_flops_per_step
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 
 

@@ -19,7 +19,7 @@ from pplan.model.flops import ATTENTION_CORE, kv_elements_per_token, layer_flops
 from pplan.model.precision import Precision
 from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import OffloadModule, Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.plan.shape import Shape
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.model_spec import ModelSpec

@@ -20,7 +20,7 @@ from pplan.errors import ProfileError
 from pplan.launchers.megatron import megatron_text
 from pplan.launchers.torchtitan import torchtitan_text
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import list_profiles, load_hardware, load_model, profile_source
 from pplan.profiles.text import escaped, name_problem, safe_name
 from pplan.render import svg

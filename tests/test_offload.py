@@ -15,9 +15,9 @@ from pplan.explain import explain
 from pplan.launchers.megatron import megatron_args, megatron_env
 from pplan.launchers.megatron_validate import validate_megatron
 from pplan.model import activations as act
-from pplan.plan.configuration import Plan, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import OffloadModule
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.schedules.timeline import peak_in_flight

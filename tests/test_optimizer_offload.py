@@ -19,8 +19,8 @@ from pplan.launchers.capabilities import MEGATRON, TORCHTITAN, TORCHTITAN_02
 from pplan.launchers.megatron import megatron_args, megatron_env, megatron_notes
 from pplan.launchers.megatron_validate import option_table, validate_megatron
 from pplan.launchers.torchtitan import torchtitan_text
-from pplan.plan.configuration import Plan, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import STACKS
 from tests.cli_run import run_pplan

@@ -11,7 +11,7 @@ from pplan.errors import ConfigError
 from pplan.explain import explain
 from pplan.model import activations as act
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import SearchRequest, top_configurations
 

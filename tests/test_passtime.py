@@ -18,9 +18,9 @@ from pplan.cost.passtime import (
 )
 from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
-from pplan.plan.configuration import Plan, make_plan
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import StackName
 

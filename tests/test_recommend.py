@@ -11,7 +11,7 @@ import pytest
 
 from pplan.errors import PplanError
 from pplan.explain import explain
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.recommend import Recommendations, recommendations
 from pplan.search import Rejection, SearchRequest, top_configurations

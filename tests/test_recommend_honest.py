@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pplan.launchers.support import runs_on
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.recommend import microbatches
 from tests.cli_run import run_pplan

@@ -10,7 +10,7 @@ import pytest
 from pplan.errors import ConfigError
 from pplan.plan.configuration import make_plan
 from pplan.plan.layout import make_layout, split_layers, uneven_ends
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_model
 from pplan.schedules import FAMILIES, SCHEDULE_NAMES, ScheduleFamily, canonical_name, schedule_family
 from pplan.schedules.closed_forms import bubble_fractions

@@ -17,7 +17,7 @@ from pplan.cost.steptime import step_time, sync_floor, sync_floor_s
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import SCHEDULE_NAMES, schedule_family
 from pplan.schedules.timeline import peak_in_flight

@@ -12,7 +12,7 @@ from pplan.cost.memory import plan_gathered_weights_bytes
 from pplan.cost.steptime import step_time
 from pplan.explain import explain
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.hardware_spec import PodSpec
 from pplan.recommend import recommendations

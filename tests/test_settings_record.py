@@ -17,8 +17,8 @@ from pplan.cli.commandline import explain_command
 from pplan.errors import ConfigError
 from pplan.explain import _plan_out
 from pplan.plan import settings as settings_module
-from pplan.plan.configuration import Plan, make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.configuration import make_plan
+from pplan.plan.records import Plan, PlanRequest
 from pplan.plan.settings import SETTING, SETTINGS, Setting
 from pplan.profiles.catalog import load_model
 from pplan.schedules import schedule_family
@@ -75,7 +75,8 @@ SAMPLES: dict[str, tuple[str, dict[str, Any], object]] = {
     "optimizer_offload_fraction": (DENSE, {"zero_stage": 1, "optimizer_offload_fraction": 0.5}, None),
 }  # fmt: skip
 """One plan per setting with that setting off its default (and what it needs with it), and the value the explain
-document shows, written from the request (layer splits worked by hand). A new setting needs a sample here."""
+document shows, written from the request (layer splits worked by hand). A setting that needs others to take effect, or
+is a count, needs one here (`sample` makes the rest)."""
 
 PLAN_DERIVED = {"gpus", "schedule", "first_stage_layers", "last_stage_layers"}
 """Settings the plan derives rather than stores (`Plan.gpus` = t·p·d·cp, `Plan.schedule` the family's name, the first
@@ -114,8 +115,25 @@ def default_problems(request_type: type = PlanRequest, settings: tuple[Setting, 
     return problems
 
 
-def _request(name: str, request_type: type[PlanRequest] = PlanRequest) -> tuple[str, PlanRequest]:
-    model, changes, _ = SAMPLES[name]
+def sample(setting: Setting) -> tuple[str, dict[str, Any], object] | None:
+    """`SAMPLES`' entry, or for a setting that needs no other to take effect, one made from its declaration: a
+    boolean flipped, a choice's first other value, shown (where the document shows it under its own name) as
+    asked."""
+    if setting.name in SAMPLES:
+        return SAMPLES[setting.name]
+    if isinstance(setting.default, bool):
+        value: object = not setting.default
+    elif setting.choices and not isinstance(setting.default, tuple):
+        value = next(c for c in setting.choices if c != setting.default)
+    else:
+        return None
+    return DENSE, {setting.name: value}, value if setting.shown == setting.name else None
+
+
+def _request(setting: Setting, request_type: type[PlanRequest] = PlanRequest) -> tuple[str, PlanRequest]:
+    found = sample(setting)
+    assert found is not None
+    model, changes, _ = found
     return model, request_type(**{**BASE, **changes})
 
 
@@ -127,14 +145,15 @@ def _shown(document: object, path: str) -> object:
 
 def plan_problem(setting: Setting, request_type: type[PlanRequest] = PlanRequest) -> str | None:
     """What is wrong with the sample of `setting` through `make_plan` and the explain document's plan block."""
-    if setting.name not in SAMPLES:
+    found = sample(setting)
+    if found is None:
         return f"{setting.name}: no sample (add one to SAMPLES)"
-    model, request = _request(setting.name, request_type)
+    model, request = _request(setting, request_type)
     plan = make_plan(load_model(model), request)
     value = getattr(request, setting.name)
     if setting.name not in PLAN_DERIVED and getattr(plan, setting.name, None) != value:
         return f"{setting.name}: make_plan gives {getattr(plan, setting.name, None)!r}, asked {value!r}"
-    expected = SAMPLES[setting.name][2]
+    expected = found[2]
     if setting.shown is None:
         return (
             None if expected is None else f"{setting.name}: declared not shown, sample expects {expected!r}"
@@ -191,7 +210,7 @@ def read_back(
         seen.append(PlanRequest(**kwargs))
         raise ConfigError("read back", "stop here")
 
-    monkeypatch.setattr("pplan.plan.request.PlanRequest", capture)
+    monkeypatch.setattr("pplan.plan.records.PlanRequest", capture)
     result = run_pplan(capsys, *line.split()[1:])
     monkeypatch.undo()
     return seen[0] if seen else result.err.strip()
@@ -207,7 +226,9 @@ def test_every_request_field_is_declared_once_with_its_default_and_choices() -> 
 
 
 def test_every_setting_has_a_sample() -> None:
-    assert sorted(SAMPLES) == sorted(SETTING)
+    """Each setting has a sample written by hand, or needs none (a boolean or a choice alone takes effect)."""
+    assert not set(SAMPLES) - set(SETTING)
+    assert [s.name for s in SETTINGS if sample(s) is None] == []
 
 
 @pytest.mark.parametrize("name", list(SETTING))
@@ -223,7 +244,7 @@ def test_the_search_maps_what_it_searches_and_leaves_the_rest() -> None:
 def test_the_explain_command_line_reads_back_as_the_request(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    model, request = _request(name)
+    model, request = _request(SETTING[name])
     line = explain_command(model, "h100-sxm-80gb", request)
     setting = SETTING[name]
     if setting.is_printed(request):
@@ -303,7 +324,7 @@ def test_every_concern_has_settings_and_a_help_panel() -> None:
 def test_a_declared_setting_is_carried_by_the_generated_copies() -> None:
     """The copies are generated from the declaration: a new setting reaches `Plan` (copied, or by its declared
     expression), a search configuration's request and a published run's request without another edit."""
-    from pplan.plan.records import plan_source, request_source, settings_read
+    from pplan.plan.copies import plan_source, request_source, settings_read
 
     derived = dataclasses.replace(DUMMY, plan="req.dummy_knob * 2")
     assert "dummy_knob=req.dummy_knob,\n" in plan_source((*SETTINGS, DUMMY))

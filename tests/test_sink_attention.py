@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from pplan.explain import explain
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.stacks import STACKS
 

@@ -97,7 +97,7 @@ def test_default_counts_are_whole_nodes_doubling_with_the_1_5x_between() -> None
 
 
 def _point(hw: str, gpus: int, days: float, tps_per_gpu: float, usd: float | None) -> SizePoint:
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
 
     wall = days * 86_400
     return SizePoint(

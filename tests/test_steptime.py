@@ -12,7 +12,7 @@ from pplan.cost.passtime import layer_pass_times
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from tests.cli_run import run_pplan
 

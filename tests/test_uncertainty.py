@@ -16,7 +16,7 @@ from pplan.cost.uncertainty import (
     step_interval,
 )
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
 from pplan.recommend import recommendations
 from pplan.search import SearchRequest, brute_force

@@ -37,7 +37,7 @@ from pplan.documents.explain import ExplainReport
 from pplan.explain import explain
 from pplan.model.params import params_per_layer, total_params
 from pplan.plan.layout import make_layout
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.schedules import FAMILIES
 from pplan.schedules.closed_forms import bubble_fractions

@@ -13,7 +13,7 @@ from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import usable_bytes
 from pplan.explain import explain
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.recommend import recommendations
 from pplan.search import SearchRequest

@@ -38,7 +38,7 @@ from pplan.cost.passtime import (
 from pplan.errors import ConfigError
 from pplan.model.activations import itemised_layer
 from pplan.plan.configuration import make_plan
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pplan.plan.settings import SETTINGS
 
 if TYPE_CHECKING:
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
 
 
 def shell_word(text: str) -> str:

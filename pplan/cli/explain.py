@@ -27,8 +27,7 @@ from pplan.profiles.stacks import stack_for_launcher
 if TYPE_CHECKING:
     from pplan.cost.pipeline import PipelineRun
     from pplan.documents.explain import ExplainReport
-    from pplan.plan.configuration import Plan
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import Plan, PlanRequest
     from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.profiles.model_spec import ModelSpec
 
@@ -177,7 +176,7 @@ def explain(
 def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: Launcher | None) -> PlanRequest:
     """The plan request of explain's setting options: `--distributed-optimizer` is ZeRO-1, the stack defaults to
     the `--format` launcher's."""
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
 
     zero_stage = settings["zero_stage"]
     if distributed_optimizer and zero_stage not in (0, 1):

@@ -26,7 +26,7 @@ from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
     from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.profiles.model_spec import ModelSpec
     from pplan.recommend import Recommendation, Recommended

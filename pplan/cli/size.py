@@ -30,7 +30,7 @@ from pplan.sizing.goodput import INTERRUPTIONS_PER_GPU_HOUR, RESTART_S, GoodputI
 from pplan.sizing.policy import DEFAULT_BATCH_TOKENS, BatchPolicy, default_counts
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
-    from pplan.plan.request import PlanRequest
+    from pplan.plan.records import PlanRequest
     from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.sizing.sweep import PointTask, SizePoint
 

@@ -31,7 +31,7 @@ from pplan.cost.memory import (
     with_fragmentation,
 )
 from pplan.cost.usable import usable_bytes
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.auto import AutoResult

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.cost.memory import GRAD_BYTES, gathered_weight_bytes
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS
 

@@ -46,8 +46,8 @@ from pplan.model.params import (
     position_table_rows,
 )
 from pplan.model.precision import WEIGHT_CACHE_BYTES, is_fp8_linear
-from pplan.plan.configuration import Plan
 from pplan.plan.layout import Chunk, Layout
+from pplan.plan.records import Plan
 from pplan.plan.shape import Shape
 from pplan.profiles.model_spec import ModelSpec
 

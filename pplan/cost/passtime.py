@@ -70,9 +70,9 @@ from pplan.model.flops import (
     mtp_projection_flops,
 )
 from pplan.model.precision import CAST_BYTES
-from pplan.plan.configuration import Plan
 from pplan.plan.knobs import GradDtype
 from pplan.plan.layout import Chunk
+from pplan.plan.records import Plan
 from pplan.plan.shape import LayerSetting, Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

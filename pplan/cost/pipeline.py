@@ -30,9 +30,9 @@ from pplan.cost.links import p2p_message_matrix
 from pplan.cost.memory import ActivationPeaks
 from pplan.cost.passtime import PassTimes, chunk_pass_times
 from pplan.model import activations as act
-from pplan.plan.configuration import Plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
+from pplan.plan.records import Plan
 from pplan.plan.shape import Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

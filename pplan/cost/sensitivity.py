@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pplan.cost.steptime import step_time
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import Schedule

@@ -73,8 +73,8 @@ from pplan.cost.pipeline import (
 )
 from pplan.errors import ConfigError
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
-from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, blocks_p2p

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pplan.model.params import total_params
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, StackName

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pplan.plan.configuration import Plan
 from pplan.plan.layout import Layout
+from pplan.plan.records import Plan
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pplan.launchers import support as support
     from pplan.launchers import torchtitan as torchtitan
     from pplan.launchers import torchtitan_models as torchtitan_models
-    from pplan.plan.configuration import Plan
+    from pplan.plan.records import Plan
     from pplan.profiles.model_spec import ModelSpec
 
 __all__ = ["LAUNCHERS", "Launcher", "launcher_text"]

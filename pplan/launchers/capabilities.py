@@ -47,7 +47,7 @@ selective recompute of some modules."""
 
 
 def recompute_kind(label: str) -> RecomputeKind:
-    """The kind of a recompute label (`pplan.plan.request.recompute_label`)."""
+    """The kind of a recompute label (`pplan.plan.rules.recompute_label`)."""
     if label.startswith("full("):
         return "full(N)"
     if label.startswith("selective"):

@@ -41,7 +41,7 @@ from pplan.errors import ConfigError
 from pplan.launchers.capabilities import MEGATRON
 from pplan.launchers.support import check_supported, plan_summary
 from pplan.model.params import position_table_rows
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.text import escaped
 

@@ -115,9 +115,9 @@ from pplan.launchers.torchtitan_models import (
     shipped_name,
     unshipped_detail,
 )
-from pplan.plan.configuration import Plan
 from pplan.plan.knobs import DEFAULT_RECOMPUTE_MODULES, Recompute, RecomputeModule
-from pplan.plan.request import PlanRequest, recompute_label
+from pplan.plan.records import Plan, PlanRequest
+from pplan.plan.rules import recompute_label
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid
@@ -249,7 +249,7 @@ def _refusal(
     fp8_param_gather: bool = False,
 ) -> Refusal | None:
     """`overlap`: (overlap_grad_reduce, overlap_param_gather) of the plan or request; `recompute` its policy
-    (`pplan.plan.request.recompute_label`);
+    (`pplan.plan.rules.recompute_label`);
     `grad_dtype` its gradient dtype; `offload` whether it offloads activations to host memory; `shard_group` its
     hybrid-sharding group S (None: all d·cp), `cp` its context-parallel size, `reshard_after_forward` ZeRO-3's
     resharding, `tp_comm_overlap` whether its tensor-parallel collectives overlap its GEMMs, `precision` its GEMM

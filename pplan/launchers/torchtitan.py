@@ -54,7 +54,7 @@ from pplan.launchers.torchtitan_models import (
     TorchtitanVersion,
     shipped_model,
 )
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.text import escaped
 from pplan.schedules import ScheduleFamily

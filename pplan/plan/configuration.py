@@ -8,226 +8,20 @@ m = B / (b·d) is Megatron-LM's (`num_microbatches_calculator.py` asserts B % (b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from pplan.errors import ConfigError
-from pplan.frozen import changed_underived
-from pplan.model.precision import Precision
+from pplan.plan.copies import plan_constructor
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     MODEL_RECOMPUTE_MODULES,
-    ActivationModel,
-    GradDtype,
-    MomentDtype,
-    OffloadModule,
-    Recompute,
-    RecomputeMethod,
-    RecomputeModule,
 )
-from pplan.plan.layout import Layout, check_end_layers, make_layout
-from pplan.plan.records import plan_constructor
-from pplan.plan.request import (
-    PlanRequest,
-    canonical_modules,
-    canonical_offload,
-    recompute_label,
-)
-from pplan.plan.shape import Shape
+from pplan.plan.layout import check_end_layers, make_layout
+from pplan.plan.records import Plan, PlanRequest
+from pplan.plan.rules import canonical_modules, canonical_offload
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
-from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName
-from pplan.schedules import Schedule, ScheduleFamily, get_schedule, schedule_family
+from pplan.profiles.stacks import STACKS
+from pplan.schedules import ScheduleFamily, schedule_family
 from pplan.schedules.rules import nearest_valid, need_p
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A validated configuration with its derived quantities."""
-
-    tp: int
-    pp: int
-    dp: int
-    vp: int
-    cp: int
-    kind: ScheduleFamily
-    """The schedule family's record (pplan.schedules.registry)."""
-    micro_batch: int
-    num_microbatches: int
-    global_batch: int
-    seq_len: int
-    recompute: Recompute
-    recompute_layers: int | None
-    """Full recompute: N of `recompute_method`; None when every layer is its own checkpoint (N = 1, uniform)."""
-    recompute_method: RecomputeMethod
-    recompute_modules: tuple[RecomputeModule, ...]
-    """Selective recompute: the modules re-run, in canonical order; empty otherwise."""
-    sequence_parallel: bool
-    """Effective: requested and t > 1."""
-    flash_attention: bool
-    zero_stage: int
-    grad_dtype: GradDtype
-    activation_model: ActivationModel
-    layout: Layout
-    overlap_grad_reduce: bool
-    """Gradient synchronisation runs behind the last backward passes (Megatron --overlap-grad-reduce)."""
-    overlap_param_gather: bool
-    """The distributed optimizer's parameter all-gather runs behind the next forward (--overlap-param-gather)."""
-    offload_modules: tuple[OffloadModule, ...] = ()
-    """Activation offload: the modules whose saved inputs go to host memory, in canonical order; empty: off."""
-    shard_group: int | None = None
-    """Hybrid sharding (HSDP, ZeRO ≥ 1): the S GPUs each sharded state is divided over, S < d·cp; None when the
-    states are sharded over all d·cp data-parallel GPUs (a request for S = d·cp is stored as None)."""
-    reshard_after_forward: bool = True
-    """ZeRO-3: gathered weights are freed after each unit's forward and gathered again for its backward."""
-    stack: StackName = DEFAULT_STACK
-    """The software stack (pplan.profiles.stacks)."""
-    overlap_p2p_comm: bool = True
-    """Megatron's interleaved schedule overlaps its pipeline sends (else they block, pplan.profiles.stacks)."""
-    tp_comm_overlap: bool = False
-    """Tensor-parallel collectives overlap the GEMMs they feed or follow (effective: asked for and t > 1)."""
-    ep: int = 1
-    """Expert parallel: ranks the routed experts are split over (1 for a dense model)."""
-    etp: int = 1
-    """Expert tensor parallel: ranks each routed expert's matrices are split over."""
-    precision: Precision = "bf16"
-    """GEMM precision of the layers' Linears (pplan.model.precision)."""
-    fp8_param_gather: bool = False
-    """The FP8 Linears' weights are kept in FP8 only (no BF16 copy)."""
-    fp8_swiglu_input: bool = False
-    """The routed experts' SwiGLU input is kept in FP8 for the backward."""
-    moment_dtype: MomentDtype = "fp32"
-    """Adam's moments' dtype (optimizer bytes per parameter: 12 with FP32, 8 with BF16)."""
-    memory_limit: int | None = None
-    """auto only: K, the most micro-batches in flight per stage, as asked (None: derived from memory,
-    pplan.cost.autoplan)."""
-    memory_headroom: float = 0.0
-    """auto only, derived K: the fraction of usable memory it leaves free."""
-    jitter: float = 0.0
-    """Coefficient of variation of each rank's work per step (the straggler allowance, pplan.cost.steptime)."""
-    optimizer_offload_fraction: float = 0.0
-    """ZeRO-1: the fraction of the rank's optimizer states in host memory, updated by the CPU (0: none)."""
-
-    @property
-    def expert_dp(self) -> int:
-        """Expert data parallel: copies of each expert shard among one stage's t·cp·d ranks, t·cp·d / (ep·etp)
-        (megatron-core's expert decomposition of the same ranks)."""
-        return self.tp * self.cp * self.dp // (self.ep * self.etp)
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.dp * self.cp
-
-    @property
-    def shards(self) -> int:
-        """GPUs the sharded states are divided over: the shard group S, or all d·cp data-parallel GPUs."""
-        return self.shard_group if self.shard_group is not None else self.dp * self.cp
-
-    @property
-    def shard_replicas(self) -> int:
-        """Copies of each shard across the data-parallel GPUs: (d·cp)/S (1 without hybrid sharding)."""
-        return self.dp * self.cp // self.shards
-
-    shape: Shape = field(init=False, repr=False, compare=False)
-    """What one layer's activations and pass times depend on, as a hashable record (derived from the fields)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "shape",
-            Shape(
-                self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel, self.flash_attention,
-                self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
-                self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
-                self.etp, self.kind.overlaps_expert_comm, self.precision, self.fp8_swiglu_input,
-            ),
-        )  # fmt: skip
-
-    @property
-    def splits_backward(self) -> bool:
-        """The schedule runs W apart from I (zero-bubble families)."""
-        return self.kind.splits_backward
-
-    @property
-    def expert_comm_overlap(self) -> bool:
-        """The schedule hides the expert all-to-all behind paired passes (DualPipe, DualPipeV)."""
-        return self.kind.overlaps_expert_comm
-
-    def recomputed_layers(self, chunk_layers: int) -> int:
-        """Layers of a chunk of `chunk_layers` whose whole forward is re-run in the backward (full recompute):
-        all of them, or the first N with the block method (Megatron-LM checks `layer < recompute_num_layers`
-        within each chunk)."""
-        if self.recompute != "full":
-            return 0
-        if self.recompute_method == "block" and self.recompute_layers is not None:
-            return min(self.recompute_layers, chunk_layers)
-        return chunk_layers
-
-    @property
-    def recompute_group(self) -> int:
-        """Layers per checkpoint under full recompute (uniform method: N; block: 1)."""
-        if self.recompute == "full" and self.recompute_method == "uniform" and self.recompute_layers:
-            return self.recompute_layers
-        return 1
-
-    @property
-    def recompute_label(self) -> str:
-        """The recompute policy in one phrase (`recompute_label`)."""
-        return recompute_label(
-            self.recompute, self.recompute_layers, self.recompute_method, self.recompute_modules
-        )
-
-    @property
-    def placement(self) -> tuple[int, ...]:
-        """The pipeline rank holding each virtual stage of the schedule."""
-        return self.kind.stage_ranks(self.pp, self.vp)
-
-    @property
-    def chains(self) -> tuple[tuple[int, ...], ...]:
-        """The stage sequences micro-batches flow along (two for DualPipe)."""
-        return self.kind.chains(self.pp, self.vp)
-
-    @property
-    def stage_chunks(self) -> tuple[int, ...]:
-        """The model chunk each virtual stage runs (DualPipe's up stage p + k runs chunk k)."""
-        n = len(self.layout.chunks)
-        return tuple(s % n for s in range(len(self.placement)))
-
-    def stages_of(self, rank: int) -> tuple[int, ...]:
-        """The virtual stages rank `rank` holds, in increasing order."""
-        return self.kind.rank_stages(self.pp, self.vp)[rank]
-
-    @property
-    def microbatches_per_stage(self) -> int:
-        """Micro-batches through each virtual stage per step (m, or m/2 per DualPipe direction)."""
-        return self.num_microbatches // len(self.chains)
-
-    @property
-    def generator_v(self) -> int | None:
-        """v as the schedule generator takes it (pplan.schedules.get_schedule)."""
-        return self.kind.generator_v(self.vp)
-
-    def explicit_schedule(self) -> Schedule:
-        """The per-rank action lists (O(p·v·m) to build: for drawings and exports, not for planning). A tuned
-        family's (auto's) are its lists for unit times; the plan's own are pplan.cost.pipeline.tuned_lists."""
-        return get_schedule(self.kind.name, self.pp, self.num_microbatches, self.generator_v)
-
-    @property
-    def schedule(self) -> str:
-        return self.kind.name
-
-
-SHARDING_FIELDS = frozenset({"zero_stage", "grad_dtype", "shard_group", "reshard_after_forward"})
-"""A plan's data-parallel state: the ZeRO stage, gradient dtype and sharding choices. `Plan.shape` reads none of
-them (`with_sharding`)."""
-
-
-def with_sharding(plan: Plan, **changes: Any) -> Plan:
-    """`changed(plan, **changes)` for changes to `SHARDING_FIELDS` only: the copy keeps `plan.shape` (none of its
-    fields changes) instead of deriving it again. The search copies plans across those choices thousands of
-    times."""
-    assert changes.keys() <= SHARDING_FIELDS, changes.keys() - SHARDING_FIELDS
-    return changed_underived(plan, **changes)
 
 
 def _divisors_near(n: int, target: int) -> list[int]:
@@ -485,4 +279,4 @@ def _recompute_layers(req: PlanRequest, most_layers: int) -> int | None:
 _plan_from = plan_constructor(
     Plan, {"canonical_offload": canonical_offload, "canonical_modules": canonical_modules}
 )
-"""`Plan` from a validated request and what `make_plan` derived, one keyword per setting (pplan.plan.records)."""
+"""`Plan` from a validated request and what `make_plan` derived, one keyword per setting (pplan.plan.copies)."""

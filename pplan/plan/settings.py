@@ -1,6 +1,6 @@
 """One declaration per plan setting: its concern, default, choices, command-line flag and help, where the explain
 document shows it and where a search's plans take it from (`SETTINGS`, one `Setting` per field of
-`pplan.plan.request.PlanRequest`, in the order `pplan explain`'s command line spells them).
+`pplan.plan.records.PlanRequest`, in the order `pplan explain`'s command line spells them).
 
 What reads it: `PlanRequest` checks its counts and choices under the declared flags; the `pplan explain` command
 line a plan prints (`pplan.cli.commandline.explain_command`) is generated from it; `pplan explain` declares its
@@ -81,7 +81,7 @@ class Search:
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One plan setting, declared once; what the copies of a plan's settings are generated from
-    (`pplan.plan.records`: `Plan` from `PlanRequest`, a search configuration's request; `pplan.cli.signature`:
+    (`pplan.plan.copies`: `Plan` from `PlanRequest`, a search configuration's request; `pplan.cli.signature`:
     the options of `explain` and `recommend`)."""
 
     name: str
@@ -101,7 +101,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     """The values a choice takes (each item's, for a tuple of choices); empty for other settings."""
     count: bool = False
-    """An integer count, from 1 to `pplan.plan.request.COUNT_LIMITS[flag]` (None allowed where the default is
+    """An integer count, from 1 to `pplan.plan.rules.COUNT_LIMITS[flag]` (None allowed where the default is
     None)."""
     printed: Printed = "changed"
     plan: str | None = ""

@@ -30,9 +30,10 @@ from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.model.flops import layer_kinds
 from pplan.model.precision import Precision
-from pplan.plan.configuration import Plan, make_plan, with_sharding
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.layout import make_layout
+from pplan.plan.records import Plan, with_sharding
 from pplan.plan.shape import Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec

@@ -33,7 +33,7 @@ from typing import NamedTuple
 from pplan.cost.steptime import plan_tails, sync_hidden
 from pplan.errors import PplanError
 from pplan.frozen import changed
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.periodic import PROVIDERS, StructureKey, structure_key

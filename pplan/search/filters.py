@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pplan.cost.uncertainty import Extrapolation, envelope_misses
 from pplan.plan.knobs import Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pplan.cost.memory import plan_gathered_weights_bytes
-from pplan.plan.configuration import Plan, with_sharding
+from pplan.plan.records import Plan, with_sharding
 from pplan.profiles.model_spec import ModelSpec
 from pplan.search.space import MAX_CHUNK_LAYERS, Candidate, Cut, Rejection, SearchRequest
 

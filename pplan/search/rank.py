@@ -25,7 +25,7 @@ from pplan.cost.memory import ActivationPeaks, plan_memory_totals
 from pplan.cost.pipeline import activation_peaks, warmup_peaks
 from pplan.cost.steptime import RankTail, step_time, step_time_bound
 from pplan.cost.usable import usable_bytes
-from pplan.plan.configuration import Plan
+from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.search.space import Candidate

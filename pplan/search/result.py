@@ -9,7 +9,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.search.rank import Fitted, Scored
 from pplan.search.space import Candidate, Rejection
 

@@ -28,6 +28,7 @@ from typing import Any, get_args
 from pplan.errors import ConfigError
 from pplan.frozen import changed
 from pplan.model.precision import Precision
+from pplan.plan.copies import request_constructor
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     GradDtype,
@@ -36,9 +37,8 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
-from pplan.plan.records import request_constructor
-from pplan.plan.request import (
-    PlanRequest,
+from pplan.plan.records import PlanRequest
+from pplan.plan.rules import (
     canonical_offload,
     check_choice,
     check_count,
@@ -57,7 +57,7 @@ GRAD_ORDER: tuple[GradDtype, ...] = ("bf16", "fp32")
 """The order a configuration's gradient dtypes are enumerated in: the FP32 twin waits behind the BF16 one."""
 CONTEXT_PARALLEL = (1, 2, 4, 8)
 MAX_CHUNK_LAYERS = 10**4
-"""More layers than any chunk has (pplan.plan.request.COUNT_LIMITS): "every layer" in `recompute_cost`."""
+"""More layers than any chunk has (pplan.plan.rules.COUNT_LIMITS): "every layer" in `recompute_cost`."""
 
 
 class Rejection(StrEnum):
@@ -295,7 +295,7 @@ class Candidate:
 
     def request(self, q: SearchRequest, seq_len: int) -> PlanRequest:
         """The `PlanRequest` of this configuration under search request `q` at sequence length `seq_len`: one
-        keyword per setting the search sets, generated from the settings declaration (pplan.plan.records) and
+        keyword per setting the search sets, generated from the settings declaration (pplan.plan.copies) and
         put in this method's place below the class."""
         raise NotImplementedError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pplan.documents.size import GoodputOut, SizeAnswersOut, SizeDocument, SizeInputs, SizePointOut
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import awkward_batch, forced_model_parallel

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pplan.model.params import total_params
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import Recommendations, recommendations

@@ -40,10 +40,10 @@ from pplan.cost.memory import RankMemory, plan_memory
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
-from pplan.plan.configuration import Plan, make_plan
+from pplan.plan.configuration import make_plan
+from pplan.plan.copies import settings_read
 from pplan.plan.knobs import ActivationModel, Recompute
-from pplan.plan.records import settings_read
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import megatron_family

@@ -20,7 +20,7 @@ from pplan.errors import PplanError
 from pplan.explain import explain
 from pplan.launchers.support import SearchFilter
 from pplan.plan.knobs import Recompute
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations

@@ -30,9 +30,9 @@ from pplan.cost.steptime import step_time, straggler_s
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
 from pplan.plan.configuration import make_plan
+from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute
-from pplan.plan.records import settings_read
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName

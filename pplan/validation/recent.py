@@ -34,9 +34,9 @@ from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import make_plan
+from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute
-from pplan.plan.records import settings_read
-from pplan.plan.request import PlanRequest
+from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations
