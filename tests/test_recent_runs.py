@@ -267,3 +267,38 @@ def test_a_published_cut_is_ranked_against_recommends_best() -> None:
     assert ranked.published_tokens_per_s == pytest.approx(report.performance.tokens_per_s, rel=1e-9)
     assert (ranked.rank == 1) == (ranked.gap <= 0)
     assert ranked.best_tokens_per_s > 0 and ranked.best.startswith("t")
+
+
+def test_bridge_runs_carry_their_release_recipe_under_setting_names() -> None:
+    """scripts/import_bridge_recipes.py matched each Megatron-Bridge run to its release's workload: its cut is the
+    run's (at most the micro- or global batch differs, a variant's), and every knob is a pplan setting's name or one
+    of the recipe knobs pplan does not price yet; only the priced ones reach the request (`RECIPE_APPLIED`)."""
+    import json
+    from pathlib import Path
+
+    from pplan.plan.settings import SETTING
+    from pplan.validation.recent import RECIPE_APPLIED, applied_recipe
+
+    data = json.loads(
+        (Path(__file__).parents[1] / "pplan/validation/recent_runs.json").read_text(encoding="utf-8")
+    )
+    bridge = next(s for s in data["sets"] if s["name"] == "megatron-bridge-performance-summary")
+    with_recipe = [r for r in bridge["rows"] if "recipe" in r]
+    assert len(with_recipe) >= 100
+    unpriced = {
+        "cuda_graph_scope", "cross_entropy_fusion", "manual_gc", "moe_dispatcher", "moe_ep_overlap",
+        "moe_permute_fusion", "moe_router_fusion", "moe_fused_grouped_mlp", "moe_shared_expert_overlap",
+        "moe_force_balance", "moe_capacity_factor", "moe_rank_capacity_factor", "moe_paged_stash", "moe_deepep_sms",
+        "moe_hybridep_sms",
+    }  # fmt: skip
+    provenance = {"source", "cut_misses", "megatron_core", "transformer_engine"}
+    for row in with_recipe:
+        recipe = row["recipe"]
+        assert recipe["cut_misses"] <= 2, row["id"]
+        assert set(recipe) - provenance <= set(SETTING) | unpriced, row["id"]
+        assert set(applied_recipe(row)) <= RECIPE_APPLIED <= set(SETTING)
+    assert {r["recipe"].get("moe_dispatcher") for r in with_recipe if r["moe"]} >= {
+        "alltoall",
+        "hybridep",
+        "deepep",
+    }

@@ -134,6 +134,18 @@ _DERIVED_HERE = frozenset({"vp", "schedule", "recompute", "zero_stage", "tp_comm
 the recompute mode's spellings, ZeRO from FSDP, TP overlap from the stack); the rest are read by name."""
 
 
+RECIPE_APPLIED: frozenset[str] = frozenset()
+"""The settings a Megatron-Bridge run takes from its release's recipe (`recipe` in recent_runs.json, written by
+scripts/import_bridge_recipes.py from each release's own benchmark harness): those pplan models. The recipe's
+other knobs are kept in the data, under the names pplan gives its settings, until pplan prices them."""
+
+
+def applied_recipe(row: dict[str, Any]) -> dict[str, Any]:
+    """The knobs of `row`'s release recipe that pplan applies (`RECIPE_APPLIED`); empty for a run without one."""
+    recipe = row.get("recipe") or {}
+    return {k: v for k, v in recipe.items() if k in RECIPE_APPLIED and v is not None}
+
+
 def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanRequest, list[str]]:
     """The request from what the row states, with the assumptions that need no model (module docstring)."""
     assumed = []
@@ -153,8 +165,11 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
     elif row["recompute"] == "rmsnorm":  # DeepSeek-V3: RMSNorm and MLA's up-projections recomputed
         recompute, modules = "selective", {"recompute_modules": ("layernorm", "mla_up_proj")}
     stated = row | {"micro_batch": row["micro_batch"] or None, "etp": row["etp"] or None}  # 0: not stated
+    recipe = applied_recipe(row)
+    if recipe:
+        assumed.append("its release's recipe: " + ", ".join(f"{k} {v}" for k, v in sorted(recipe.items())))
     req = PlanRequest(
-        **settings_read(stated, skip=_DERIVED_HERE) | modules, vp=vp if family.fixed_v is None and vp and vp > 1 else None,
+        **settings_read(stated, recipe, skip=_DERIVED_HERE) | modules, vp=vp if family.fixed_v is None and vp and vp > 1 else None,
         schedule=family.name, recompute=recompute, zero_stage=zero, tp_comm_overlap=tp_overlap, stack=data["pplan_stack"],
     )  # fmt: skip
     return req, assumed
