@@ -237,3 +237,22 @@ def test_the_api_refuses_what_the_cli_refuses() -> None:
     with pytest.raises(ConfigError) as err:
         SearchRequest(gpus=64, global_batch=64, tp=0)
     assert err.value.field == "--tp"
+
+
+def test_the_internal_error_names_pplan_code_not_a_folder_called_pplan() -> None:
+    """A clone is often called `pplan`: a frame of code outside the package (a test, under `…/pplan/tests/`) is not
+    where the error happened. `_where` keeps the innermost frame of the package's own folder."""
+    import os
+
+    from pplan.cli import _where
+    from pplan.plan.rules import check_count
+
+    scope: dict[str, object] = {"check_count": check_count}
+    fake = os.path.join(os.sep, "home", "me", "pplan", "tests", "test_x.py")
+    exec(compile("def caller():\n    check_count('--tp', 0)\n", fake, "exec"), scope)
+    try:
+        scope["caller"]()  # type: ignore[operator]
+    except Exception as err:
+        assert _where(err) == "pplan.plan.rules:check_count"
+    else:
+        raise AssertionError("check_count accepted 0")

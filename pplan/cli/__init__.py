@@ -145,13 +145,20 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The folder of the pplan package itself (not any folder named pplan above it: a clone is often called pplan)."""
+
+
 def _where(err: BaseException) -> str:
     """The innermost pplan function the exception passed through, as module:function."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if f"{os.sep}pplan{os.sep}" in f.filename]
+    prefix = _PACKAGE_DIR + os.sep
+    frames = [
+        f for f in traceback.extract_tb(err.__traceback__) if os.path.abspath(f.filename).startswith(prefix)
+    ]
     if not frames:
         return "pplan"
     frame = frames[-1]
-    module = frame.filename.rsplit(f"{os.sep}pplan{os.sep}", 1)[1].removesuffix(".py").replace(os.sep, ".")
+    module = os.path.abspath(frame.filename).removeprefix(prefix).removesuffix(".py").replace(os.sep, ".")
     return f"pplan.{module}:{frame.name}"
 
 
