@@ -59,6 +59,7 @@ from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
+from pplan.profiles.releases import release_of, releases
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS
@@ -552,6 +553,22 @@ def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: boo
     )
 
 
+def _release_words(plan: Plan) -> list[str]:
+    """Which release of the plan's stack is priced: the one named, or none (the stack's rules, fitted across its
+    releases' runs) with the releases pplan knows."""
+    known = releases(plan.stack)
+    if not known:
+        return []
+    if plan.release is None:
+        return [
+            f"stack release: none named, so {plan.stack}'s rules without a release's recipe knobs "
+            f"(--stack {plan.stack}@RELEASE prices one of {known[0].name} to {known[-1].name})"
+        ]
+    release = release_of(plan.stack, plan.release)
+    assert release is not None
+    return [f"stack release priced: {release.label}"]
+
+
 def _sink_attention_sentence(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest) -> str:
     """For a model with attention sinks on a stack that fuses them only from some release
     (`Stack.sink_attention_fused_from`): which core the plan is priced with, and the step of the other."""
@@ -670,6 +687,7 @@ def _assumptions(
             )
             + "; --stack to change it)"
         )
+        out += _release_words(plan)
     if plan.zero_stage and plan.shard_group is None:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
     elif plan.zero_stage:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 RUNS = Path(__file__).resolve().parent.parent / "pplan" / "validation" / "recent_runs.json"
+RELEASES = Path(__file__).resolve().parent.parent / "pplan" / "profiles" / "releases.json"
 
 RECIPE_MODELS = {
     "deepseek-v3": "deepseek_v3",
@@ -32,6 +33,8 @@ RECIPE_MODELS = {
     "llama3-405b": "llama31_405b",
 }
 GPUS = {"gb200-nvl72": "GB200", "b200-180gb": "B200", "h100-sxm-80gb": "H100"}
+PRECISIONS = {"bf16": "bf16", "fp8_cs": "fp8", "fp8_mx": "mxfp8"}
+"""The recipe precisions pplan prices (current-scaled FP8 as pplan's per-tensor `fp8`); the others are left out."""
 FP8_RECIPES = {"mx": "fp8_mx", "unstated": "fp8_cs", "current": "fp8_cs", "tensorwise": "fp8_cs", "blockwise": "fp8_sc"}
 CUT = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("micro_batch", "mbs"),
        ("global_batch", "gbs"))  # fmt: skip
@@ -147,6 +150,38 @@ def match(row: dict[str, Any], releases: dict[str, dict[str, Any]]) -> tuple[dic
     return release, best
 
 
+def release_table(recipes: dict[str, Any]) -> dict[str, Any]:
+    """Each release's versions and, per model, GPU and precision pplan has, the knobs of its default workload (the
+    published one where there is one, else the default config variant, else the first): what `--stack
+    megatron-bridge@RELEASE` defaults to."""
+    models = {v: k for k, v in RECIPE_MODELS.items()}
+    gpus = {v: k for k, v in GPUS.items()}
+    out = []
+    for release in recipes["releases"]:
+        table: dict[str, dict[str, Any]] = {}
+        ranked = sorted(
+            (w for w in release["workloads"] if w["settings"] is not None),
+            key=lambda w: (not w["published_in_performance_summary"], w["config_variant"] not in (None, "v2", "v1")),
+        )
+        for w in ranked:
+            model, gpu, precision = models.get(w["recipe_id"]), gpus.get(w["gpu"]), PRECISIONS.get(w["precision"])
+            if model and gpu and precision:
+                table.setdefault(f"{model} {gpu} {precision}", knobs(w["settings"]))
+        versions = release.get("versions") or {}
+        out.append({
+            "name": release["container"], "tag": release["bridge_tag"], "date": release.get("tag_date"),
+            "megatron_core": versions.get("megatron_core") or versions.get("megatron_core_pin"),
+            "transformer_engine": versions.get("transformer_engine") or versions.get("te_pin"),
+            "recipes": table,
+        })  # fmt: skip
+    return {
+        "about": "Megatron-Bridge releases (NeMo containers) and the knobs each release's benchmark recipe runs per "
+        "model, GPU and precision, under pplan's setting names; written by scripts/import_bridge_recipes.py from "
+        "each release's own harness (NVIDIA-NeMo/Megatron-Bridge tags v0.1.0rc3 to v0.6.0). Oldest first.",
+        "stacks": {"megatron-bridge": out},
+    }
+
+
 def main() -> None:
     recipes = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     releases = {r["container"]: r for r in recipes["releases"]}
@@ -172,6 +207,7 @@ def main() -> None:
             }
             matched += 1
     RUNS.write_text(json.dumps(runs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    RELEASES.write_text(json.dumps(release_table(recipes), separators=(",", ":"), ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{matched} runs matched to their release's recipe, {unmatched} not")
 
 

@@ -34,9 +34,11 @@ LIGHT = (
     "pplan.bench.choices",
     "pplan.launchers",
     "pplan.launchers.names",
+    "pplan.profiles.releases",
 )
 """What `--help` may import of pplan: the command line's own package, the errors, and the modules that hold the
-options' choices (each imports only `typing`)."""
+options' choices (each imports only `typing`, but the releases' table, whose knob names say which flags take `--no-`
+and which reads its data only when a release is asked for)."""
 
 LIGHT_PACKAGES = ("pplan.cli.", "pplan.schedules")
 """Packages `--help` may import whole: the command line, and the schedule registry (pure Python, no pydantic:

@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[str, dict[str, Any], object]] = {
     "moment_dtype": (DENSE, {"moment_dtype": "bf16"}, "bf16"),
     "memory_limit": (DENSE, {"pp": 2, "schedule": "auto", "memory_limit": 4}, None),
     "optimizer_offload_fraction": (DENSE, {"zero_stage": 1, "optimizer_offload_fraction": 0.5}, None),
+    "release": (DENSE, {"stack": "megatron-bridge", "release": "26.06"}, None),
 }  # fmt: skip
 """One plan per setting with that setting off its default (and what it needs with it), and the value the explain
 document shows, written from the request (layer splits worked by hand). A setting that needs others to take effect, or
@@ -172,7 +173,7 @@ def _search_requests() -> list[PlanRequest]:
     recompute of 2 layers per chunk, interleaved, ZeRO-3 with hybrid sharding, FP8, experts split; and a selective
     recompute under the automatic schedule (which takes the search's headroom)."""
     query = SearchRequest(
-        gpus=64, global_batch=128, recompute_modules=("core_attn", "mlp"), stack="torchtitan",
+        gpus=64, global_batch=128, recompute_modules=("core_attn", "mlp"), stack="megatron-bridge", release="26.06",
         tp_comm_overlap=True, jitter=0.01, headroom_fraction=0.1,
     )  # fmt: skip
     full = Candidate(

@@ -7,6 +7,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from pplan.plan.settings import SETTINGS
+from pplan.profiles.releases import RELEASE_KNOBS
 
 if TYPE_CHECKING:
     from pplan.plan.records import PlanRequest
@@ -24,7 +25,12 @@ def shell_word(text: str) -> str:
 
 def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
     """The `pplan explain` command line that shows `req` in full: each setting its declaration prints (always, or
-    where it differs from its default), in the declared order."""
+    where it differs from its default), in the declared order; with a release named, also every knob a release
+    sets (pplan.profiles.releases), so that explain prices what the plan holds, not the release's recipe."""
     args = ["pplan explain", f"--model {shell_word(model)}", f"--hardware {shell_word(hardware)}"]
-    args += [s.spelled(getattr(req, s.name)) for s in SETTINGS if s.is_printed(req)]
+    args += [
+        s.spelled(getattr(req, s.name))
+        for s in SETTINGS
+        if s.is_printed(req) or (req.release is not None and s.name in RELEASE_KNOBS)
+    ]
     return " ".join(args)

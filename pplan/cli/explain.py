@@ -136,6 +136,7 @@ def explain(
     check_train_tokens(train_tokens)
     model_spec = load_model(model)
     hardware_spec = load_hardware(hardware)
+    request, release_knobs = _with_release(ctx, request, model_spec, hardware_spec)
     if launcher_format is not None and svg is not None:
         raise ConfigError(
             "--svg", f"draws the explained plan, --format {launcher_format} prints launcher settings instead",
@@ -164,9 +165,11 @@ def explain(
         write_output(csv, to_torch_csv(lists), "--csv", force)
     if svg is not None:
         write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, report), "--svg", force)
+    notes = [release_knobs] if release_knobs else []
     if used:
-        note = "pplan's default example (pass the flag to change it): " + ", ".join(used)
-        report = report.model_copy(update={"assumptions": [note, *report.assumptions]})
+        notes.insert(0, "pplan's default example (pass the flag to change it): " + ", ".join(used))
+    if notes:
+        report = report.model_copy(update={"assumptions": [*notes, *report.assumptions]})
     if as_json:
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
@@ -183,9 +186,38 @@ def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: La
         raise ConfigError(
             "--distributed-optimizer", f"conflicts with --zero-stage {zero_stage}", "pass one of them"
         )
-    stack = settings["stack"] or stack_for_launcher(launcher.split("@")[0] if launcher else None)
+    values = request_values(settings)
+    stack = values["stack"] or stack_for_launcher(launcher.split("@")[0] if launcher else None)
     changes = {"zero_stage": 1 if distributed_optimizer else zero_stage, "stack": stack}
-    return PlanRequest(**request_values(settings) | changes)
+    return PlanRequest(**values | changes)
+
+
+def _with_release(
+    ctx: typer.Context, request: PlanRequest, model: ModelSpec, hardware: HardwareSpec
+) -> tuple[PlanRequest, str | None]:
+    """`request` with the knobs its stack release's recipe runs (pplan.profiles.releases) in place of the settings
+    the user left at their defaults, and the assumption saying which; unchanged for a stack without releases."""
+    from dataclasses import asdict, replace
+
+    from pplan.plan.settings import SETTING, SETTINGS
+    from pplan.profiles.releases import release_changes
+
+    if (
+        request.release is None
+    ):  # a release priced only when named (module docstring of pplan.profiles.releases)
+        return request, None
+    defaulted = [s.name for s in SETTINGS if _source(ctx, s.name) == "DEFAULT"]
+    changes = release_changes(asdict(request), defaulted, model.name, hardware.name, model.moe is not None)
+    if not changes:
+        return request, None
+    shown = ", ".join(f"{SETTING[k].spelled(v)}" for k, v in sorted(changes.items()))
+    note = f"{request.stack} {request.release}'s recipe knobs where no flag was given: {shown}"
+    return replace(request, **changes), note
+
+
+def _source(ctx: typer.Context, name: str) -> str | None:
+    source = ctx.get_parameter_source(name)
+    return source.name if source is not None else None
 
 
 def _check_csv_size(plan: Plan) -> None:

@@ -18,7 +18,9 @@ from typing import Annotated, Any, TypeVar, get_args
 import typer
 
 from pplan.cli.options import PANELS, comma_list, offload_modules, recompute_modules
+from pplan.errors import ConfigError
 from pplan.plan.settings import SETTINGS, Concern, Setting
+from pplan.profiles.releases import RELEASE_KNOBS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,8 +63,13 @@ def _parameter(name: str, kind: object, option: Any, default: object) -> inspect
 
 
 def _option(s: Setting, help_text: str | None = None, concern: Concern | None = None) -> Any:
-    flags = f"{s.flag}/--no-{s.flag[2:]}" if s.default is True else s.flag
-    return typer.Option(flags, rich_help_panel=PANELS[concern or s.concern], help=help_text or s.help)
+    """A setting's option: a boolean that defaults to true, or that a stack release may set, also takes `--no-…`
+    (the explain line of a plan with a release spells each such knob either way)."""
+    negatable = isinstance(s.default, bool) and (s.default or s.name in RELEASE_KNOBS)
+    flags = f"{s.flag}/--no-{s.flag[2:]}" if negatable else s.flag
+    return typer.Option(
+        flags, rich_help_panel=PANELS[concern or s.concern], help=help_text or s.help, metavar=s.metavar
+    )
 
 
 def explain_parameters(defaults: Mapping[str, object]) -> list[inspect.Parameter]:
@@ -156,9 +163,21 @@ def _text(s: Setting, value: Any) -> Any:
     return comma_list(s.flag, value, s.choices) or ()
 
 
+def _stack_release(out: dict[str, Any], stack: str, release: str) -> None:
+    """`--stack NAME@RELEASE` as the stack and its release (one of the two spellings, not both)."""
+    value = out.get(stack)
+    if isinstance(value, str) and "@" in value:
+        name, _, named = value.partition("@")
+        if out.get(release) not in (None, named):
+            raise ConfigError("--release", f"conflicts with --stack {value}", "give the release once")
+        out[stack], out[release] = name or None, named or None
+
+
 def request_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """explain's setting options as `PlanRequest`'s keywords."""
-    return {s.name: _text(s, values[s.name]) for s in SETTINGS}
+    out = {s.name: _text(s, values[s.name]) for s in SETTINGS}
+    _stack_release(out, "stack", "release")
+    return out
 
 
 def search_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,4 +198,5 @@ def search_values(values: Mapping[str, Any]) -> dict[str, Any]:
             out[form.field] = ((), _text(s, value)) if value else ((),)
         else:
             out[form.field] = _text(s, value)
+    _stack_release(out, "stack", "release")
     return out

@@ -124,6 +124,8 @@ class PlanRequest:
     jitter: float = 0.0
     """The coefficient of variation of each rank's work per step (clocks, thermals, the host, the network): the
     step waits for the slowest of its GPUs (pplan.cost.steptime `jitter_s`); 0, the default, adds nothing."""
+    release: str | None = None
+    """The stack's release priced (pplan.profiles.releases; None: its newest, where pplan has its releases)."""
     optimizer_offload_fraction: float = 0.0
     """ZeRO-1: the fraction f of each rank's optimizer states (FP32 master weights, Adam's moments) that live in host
     memory and are updated by the CPU (megatron-core 0.16 `HybridDeviceOptimizer`, Megatron-LM
@@ -191,6 +193,10 @@ class PlanRequest:
         )  # fmt: skip
         if self.optimizer_offload_fraction:
             check_optimizer_offload(self)
+        if self.release is not None:
+            from pplan.profiles.releases import release_of  # the release table loads only when one is named
+
+            release_of(self.stack, self.release)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +263,8 @@ class Plan:
     """auto only, derived K: the fraction of usable memory it leaves free."""
     jitter: float = 0.0
     """Coefficient of variation of each rank's work per step (the straggler allowance, pplan.cost.steptime)."""
+    release: str | None = None
+    """The stack's release priced, as asked (None: the newest, pplan.profiles.releases)."""
     optimizer_offload_fraction: float = 0.0
     """ZeRO-1: the fraction of the rank's optimizer states in host memory, updated by the CPU (0: none)."""
 

@@ -32,7 +32,7 @@ from pplan.plan.knobs import (
     RecomputeMethod,
     RecomputeModule,
 )
-from pplan.profiles.stacks import DEFAULT_STACK, STACK_NAMES, StackName
+from pplan.profiles.stacks import DEFAULT_STACK, STACK_NAMES
 
 Concern = Literal["query", "axes", "schedule", "precision", "memory", "stack", "model"]
 """What a setting is about: the question (GPUs, batch, sequence), how the model is cut (parallel axes and layer
@@ -115,6 +115,8 @@ class Setting:
     cli_type: object = None
     """The type of explain's option where it is not the one the default implies (a `Literal` of choices, an
     option that is optional on the command line)."""
+    metavar: str | None = None
+    """How `--help` shows the option's value where its type does not say it."""
 
     @property
     def searched(self) -> Searched:
@@ -280,9 +282,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "stack", "stack", DEFAULT_STACK, "--stack",
-        "Software stack whose overlap and fusion rules to apply: megatron-core, torchtitan or deepspeed (default: "
-        "the launcher's, megatron-core without one).",
-        "stack", "q.stack", choices=STACK_NAMES, search=Search("stack", "same"), cli_type=StackName | None,
+        "Software stack whose overlap and fusion rules to apply: megatron-core, megatron-bridge, torchtitan or "
+        "deepspeed (default: the launcher's, megatron-core without one); megatron-bridge@RELEASE (e.g. @26.06) "
+        "names a release: explain prices its recipe's knobs where no flag sets them.",
+        "stack", "q.stack", choices=STACK_NAMES, search=Search("stack", "same"), cli_type=str | None,
+        metavar="<megatron-core|megatron-bridge[@RELEASE]|torchtitan|deepspeed>",
     ),
     Setting(
         "ep", "axes", 1, "--ep", "Expert-parallel degree (routed models): experts split over ep ranks.", "ep",
@@ -373,6 +377,12 @@ SETTINGS: tuple[Setting, ...] = (
         "updated in host memory by the CPU (megatron-core's hybrid device optimizer, Megatron-LM "
         "--optimizer-cpu-offload --optimizer-offload-fraction; default 0: none).",
         None, None,
+    ),
+    Setting(
+        "release", "stack", None, "--release",
+        "The stack's release (megatron-bridge: a NeMo container, 25.09 to 26.08): explain prices its recipe's "
+        "knobs where no flag sets them; --stack NAME@RELEASE says the same.",
+        None, "q.release", search=Search("release", "same"), cli_type=str | None,
     ),
 )  # fmt: skip
 """Every setting of a plan, in the order `pplan explain`'s command line spells them (new ones go last)."""

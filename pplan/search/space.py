@@ -135,6 +135,8 @@ class SearchRequest:
     one gather per micro-batch instead of two) where resharding fits."""
     stack: StackName = DEFAULT_STACK
     """The software stack the plans run on (pplan.profiles.stacks)."""
+    release: str | None = None
+    """The stack's release priced (pplan.profiles.releases; None: its newest)."""
     tp_comm_overlap: bool = False
     """Plans with t > 1 overlap their tensor-parallel collectives with their GEMMs (the stack's switch)."""
     jitter: float = 0.0

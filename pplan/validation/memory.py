@@ -173,7 +173,9 @@ def _mean(values: Iterable[float]) -> float:
     return sum(listed) / len(listed)
 
 
-_DERIVED_HERE = frozenset({"vp", "schedule", "seq_len", "recompute", "sequence_parallel", "activation_model"})
+_DERIVED_HERE = frozenset(
+    {"vp", "schedule", "seq_len", "recompute", "sequence_parallel", "activation_model", "release"}
+)
 """What `request` derives (the schedule from v) or is given (the setting and activation model compared); the rest
 of a configuration's settings are read by name from it and the set's assumptions."""
 

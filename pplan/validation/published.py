@@ -124,9 +124,10 @@ def tunes_micro_batch(row: dict[str, Any], assumed: dict[str, Any]) -> bool:
     return "micro_batch" not in row and str(assumed.get("micro_batch", "")).startswith(TUNED)
 
 
-_DERIVED_HERE = frozenset({"micro_batch", "vp", "schedule", "seq_len", "recompute", "stack"})
+_DERIVED_HERE = frozenset({"micro_batch", "vp", "schedule", "seq_len", "recompute", "stack", "release"})
 """A published run's settings `run_request` derives itself (a tuned micro-batch, the schedule from v, the
-set's sequence, the recompute mode's spellings, the stack asked for); the rest are read by name."""
+set's sequence, the recompute mode's spellings, the stack asked for; a set's `release` is its source's, not a
+stack release pplan prices); the rest are read by name."""
 
 
 def run_request(
@@ -237,7 +238,7 @@ def _validate_layers(data: dict[str, Any], load_model: ModelLoader, hardware: Ha
     for row in data["rows"]:
         t = int(stated["tensor_parallel"])
         # one layer on t GPUs, one micro-batch a step: the row's and the experiment's settings by name
-        read = settings_read(row, stated)
+        read = settings_read(row, stated, skip=frozenset({"release"}))
         req = PlanRequest(**read, gpus=t, global_batch=read["micro_batch"], tp=t, stack=data["stack"])
         times = layer_pass_times(model, hardware, make_plan(model, req).shape)
         for name, published, predicted in (

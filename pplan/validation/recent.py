@@ -129,9 +129,12 @@ def _published_s(data: dict[str, Any], row: dict[str, Any], model: ModelSpec) ->
     return float(flops / (row["gpus"] * row["published_tflops_per_gpu"] * 1e12))
 
 
-_DERIVED_HERE = frozenset({"vp", "schedule", "recompute", "zero_stage", "tp_comm_overlap", "stack"})
+_DERIVED_HERE = frozenset(
+    {"vp", "schedule", "recompute", "zero_stage", "tp_comm_overlap", "stack", "release"}
+)
 """A recent run's settings `_base_request` derives from what the row states (the schedule from v and DualPipe,
-the recompute mode's spellings, ZeRO from FSDP, TP overlap from the stack); the rest are read by name."""
+the recompute mode's spellings, ZeRO from FSDP, TP overlap from the stack, the Megatron-Bridge release whose
+recipe the run carries); the rest are read by name."""
 
 
 RECIPE_APPLIED: frozenset[str] = frozenset()
@@ -171,6 +174,7 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
     req = PlanRequest(
         **settings_read(stated, recipe, skip=_DERIVED_HERE) | modules, vp=vp if family.fixed_v is None and vp and vp > 1 else None,
         schedule=family.name, recompute=recompute, zero_stage=zero, tp_comm_overlap=tp_overlap, stack=data["pplan_stack"],
+        release=row["release"].removeprefix("Megatron-Bridge ") if "recipe" in row else None,
     )  # fmt: skip
     return req, assumed
 

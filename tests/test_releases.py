@@ -1,0 +1,112 @@
+"""A stack's releases (pplan.profiles.releases, data written by scripts/import_bridge_recipes.py from each
+Megatron-Bridge release's benchmark harness): the releases known, the knobs a release's recipe runs, and `explain`
+pricing a named release's knobs where no flag sets them, said as an assumption, with recommend's lines reading
+back as the plan they rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from pplan.profiles.releases import RELEASE_KNOBS, release_defaults, release_of, releases
+from tests.cli_run import run_pplan
+
+EXPLAIN = (
+    "explain",
+    "--model",
+    "llama3-70b",
+    "--gpus",
+    "64",
+    "--global-batch",
+    "128",
+    "--tp",
+    "4",
+    "--pp",
+    "2",
+)
+
+
+def test_the_bridge_releases_are_the_nemo_containers_oldest_first() -> None:
+    # NVIDIA-NeMo/Megatron-Bridge docs/versions1.json: 25.09 (v0.1.0rc3) ... 26.08 (v0.6.0)
+    names = [r.name for r in releases("megatron-bridge")]
+    assert names == ["25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"]
+    assert release_of("megatron-bridge", None) is releases("megatron-bridge")[-1]
+    assert release_of("megatron-bridge", "26.06").tag == "v0.5.0"  # type: ignore[union-attr]
+    assert releases("megatron-core") == () and release_of("megatron-core", None) is None
+
+
+def test_a_release_recipe_is_the_published_one() -> None:
+    """bridge-recipes.md's table of MoE knobs per release: DeepSeek-V3 on GB200 in MXFP8 ran HybridEP with TE-scoped
+    graphs (attn, moe_router, moe_preprocess) in 26.04.01 and HybridEP, EP A2A overlap and full-iteration graphs in
+    26.06."""
+    before = release_defaults(
+        release_of("megatron-bridge", "26.04.01"), "deepseek-v3", "gb200-nvl72", "mxfp8", True
+    )  # type: ignore[arg-type]
+    after = release_defaults(
+        release_of("megatron-bridge", "26.06"), "deepseek-v3", "gb200-nvl72", "mxfp8", True
+    )  # type: ignore[arg-type]
+    assert before["moe_dispatcher"] == after["moe_dispatcher"] == "hybridep"
+    assert (
+        before["cuda_graph_scope"] == ["attn", "moe_preprocess", "moe_router"]
+        and not before["moe_ep_overlap"]
+    )
+    assert after["cuda_graph_scope"] == ["full_iteration"] and after["moe_ep_overlap"]
+    assert set(after) <= RELEASE_KNOBS
+
+
+def test_a_model_without_a_recipe_takes_the_release_s_common_knobs() -> None:
+    """No recipe for Mixtral: the most common value among the release's routed recipes on that GPU."""
+    release = release_of("megatron-bridge", "26.06")
+    assert release is not None
+    got = release_defaults(release, "mixtral-8x7b", "gb200-nvl72", "bf16", True)
+    routed = [
+        r for k, r in release.recipes.items() if k.split()[1] == "gb200-nvl72" and "moe_dispatcher" in r
+    ]
+    dispatchers = [r["moe_dispatcher"] for r in routed]
+    assert got["moe_dispatcher"] == max(set(dispatchers), key=dispatchers.count)
+
+
+def test_explain_prices_a_named_release_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_pplan(capsys, *EXPLAIN, "--stack", "megatron-bridge@26.06", "--precision", "fp8", "--zero-stage", "1",
+                    "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    notes = res.json()["assumptions"]
+    knobs = next(n for n in notes if n.startswith("megatron-bridge 26.06's recipe knobs"))
+    assert "--grad-dtype bf16" in knobs and "--fp8-param-gather" in knobs  # the 26.06 Llama 3 70B FP8 recipe
+    assert any(n.startswith("stack release priced: megatron-bridge 26.06 (v0.5.0") for n in notes)
+    again = run_pplan(capsys, *EXPLAIN, "--stack", "megatron-bridge", "--release", "26.06", "--precision", "fp8",
+                      "--zero-stage", "1", "--grad-dtype", "fp32", "--json")  # fmt: skip
+    knobs = next(n for n in again.json()["assumptions"] if "recipe knobs" in n)
+    assert "--grad-dtype" not in knobs  # a flag given wins over the release's knob
+    plain = run_pplan(capsys, *EXPLAIN, "--stack", "megatron-bridge", "--json")
+    assert not any("recipe knobs where no flag" in n for n in plain.json()["assumptions"])
+    assert any(n.startswith("stack release: none named") for n in plain.json()["assumptions"])
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--stack", "megatron-bridge@99.1"), "--stack"),
+        (("--stack", "torchtitan@26.06"), "--stack"),
+        (("--stack", "megatron-bridge@26.06", "--release", "26.04"), "--release"),
+    ],
+)
+def test_a_bad_release_is_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], flag: str
+) -> None:
+    res = run_pplan(capsys, *EXPLAIN, *args)
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and flag in res.err, res.err
+
+
+def test_recommend_carries_the_release_and_its_lines_read_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """recommend ranks with the release named but the knobs as given; its explain line spells every release knob,
+    so explain prices the plan recommend ranked, not the release's recipe."""
+    res = run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64",
+                    "--stack", "megatron-bridge@26.06", "--top", "1", "--format", "json")  # fmt: skip
+    assert res.code == 0, res.err
+    best = res.json()["candidates"][0]
+    line = best["explain_command"]
+    assert "--release 26.06" in line and "--no-fp8-param-gather" in line and "--moment-dtype fp32" in line
+    again = run_pplan(capsys, *line.split()[1:], "--json")
+    assert again.code == 0, again.err
+    assert not any("recipe knobs where no flag" in n for n in again.json()["assumptions"])
+    assert again.json()["performance"]["step_s"] == pytest.approx(best["performance"]["step_s"])
