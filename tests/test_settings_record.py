@@ -275,7 +275,12 @@ def test_explain_options_take_the_declared_defaults() -> None:
     by_flag = {opt: p for p in command.params for opt in p.opts}
     for s in SETTINGS:
         param = by_flag[s.flag]
-        if param.name in EXAMPLE_OPTIONS or s.name in ("stack", "recompute_modules", "offload_modules", "cuda_graph_scope"):
+        if param.name in EXAMPLE_OPTIONS or s.name in (
+            "stack",
+            "recompute_modules",
+            "offload_modules",
+            "cuda_graph_scope",
+        ):
             continue  # the stack defaults to the launcher's; module lists are parsed from text
         assert param.default == s.default, s.name
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, get_args
 
 from pplan.errors import ConfigError
 from pplan.plan.knobs import (
-    CudaGraphScope,
     DEFAULT_RECOMPUTE_MODULES,
     MOE_OFFLOAD_MODULES,
+    CudaGraphScope,
     OffloadModule,
     Recompute,
     RecomputeMethod,
@@ -86,7 +86,9 @@ def check_moe_knobs(scope: tuple[str, ...], capacity_factor: float | None, imbal
         )  # fmt: skip
     if capacity_factor is not None and not capacity_factor > 0:
         raise ConfigError(
-            "--moe-capacity-factor", f"must be above 0, got {capacity_factor:g}", "e.g. 1.0, or drop it (dropless)"
+            "--moe-capacity-factor",
+            f"must be above 0, got {capacity_factor:g}",
+            "e.g. 1.0, or drop it (dropless)",
         )
     if not imbalance >= 1:
         raise ConfigError(

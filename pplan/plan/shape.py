@@ -10,9 +10,9 @@ from typing import Any, Protocol
 from pplan.model.precision import Precision
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
+    ActivationModel,
     CudaGraphScope,
     MoeDispatcher,
-    ActivationModel,
     OffloadModule,
     Recompute,
     RecomputeModule,
