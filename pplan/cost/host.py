@@ -1,6 +1,7 @@
 """A routed layer's host side: kernels launched, device-host syncs, and what each CUDA-graph scope removes.
 
-Sources: ../shared/reference/moe-public-facts.md ("facts §n"). Per routed layer and micro-batch:
+Sources: "facts §n" is section n of the public MoE facts collected for issue 46 (each figure there with its
+primary source: repository file at a commit, release page, paper or maintainer comment, named beside it below). Per routed layer and micro-batch:
 
 - Kernels (facts §4, §2): about 151 per layer per micro-batch, forward and backward, for Qwen3-30B-A3B with
   HybridEP, permute and router fusion and router/preprocess graphs (463,348 kernels per step / (64 micro-batches ×

@@ -1,6 +1,7 @@
 """A routed layer's token dispatch and combine, by dispatcher and fabric; its grouped-GEMM efficiency and EP overlap.
 
-Sources: ../shared/reference/moe-public-facts.md (cited below as "facts §n"). Symbols per routed layer, per
+Sources: "facts §n" is section n of the public MoE facts collected for issue 46 (each figure there with its
+primary source: repository file at a commit, release page, paper or maintainer comment, named beside it below). Symbols per routed layer, per
 micro-batch, per GPU: n tokens the rank routes (`experts.routed_tokens`), h hidden, k experts per token, E routed
 experts, ep expert-parallel ranks, E_l = E/ep experts per rank, OF the overload factor (busiest rank's tokens over
 the balanced share: 1 with forced balancing, `MoeKnobs.overload`).
