@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pplan.cost import experts
+from pplan.cost import experts, host, moe_dispatch
 from pplan.cost.comm import (
     data_parallel_bytes_per_step,
     p2p_message_bytes,
@@ -304,6 +304,7 @@ def _experts_out(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> Expert
     nbytes = experts.dispatch_bytes(model, plan)
     layer = layer_pass_times(model, hardware, plan.shape)
     comm = experts.expert_comm(model, hardware, plan)
+    terms = host.host_terms(plan)
     group = experts.ep_group(plan)
     within = group.size * group.stride <= hardware.gpus_per_node
     link = hardware.intra_node.name if within else f"{hardware.intra_node.name} + {hardware.inter_node.name}"
@@ -331,8 +332,18 @@ def _experts_out(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> Expert
         a2a_forward_s=comm.forward_s,
         a2a_exposed_forward_s=dict(layer.f).get("ep-comm", 0.0),
         a2a_exposed_backward_s=dict(layer.i).get("ep-comm", 0.0),
-        overlap=EXPERT_OVERLAP[plan.expert_comm_overlap],
+        overlap=EXPERT_OVERLAP[plan.expert_comm_overlap]
+        if plan.expert_comm_overlap or not plan.moe_ep_overlap
+        else EP_OVERLAP_TEXT,
         stage_params=stage_params,
+        dispatcher=plan.moe_dispatcher,
+        copies_per_token=moe_dispatch.dispatch_copies(model, plan),
+        rows_per_expert=moe_dispatch.rows_per_expert(model, plan),
+        grouped_gemm_factor=moe_dispatch.grouped_efficiency(model, plan),
+        overload=plan.moe_knobs.overload,
+        eager_kernels=list(terms.eager),
+        syncs_per_forward=terms.syncs,
+        host_exposed_forward_s=dict(layer.f).get("host", 0.0),
     )
 
 
@@ -343,6 +354,11 @@ EXPERT_OVERLAP = {
     False: "none: the schedule runs one pass at a time, so the all-to-alls are on the critical path",
 }
 """How the expert all-to-all is hidden, by whether the schedule pairs passes (`Plan.expert_comm_overlap`)."""
+EP_OVERLAP_TEXT = (
+    "megatron-core's EP overlap (--overlap-moe-expert-parallel-comm): 37 % of the dispatch and combine runs behind "
+    "another micro-batch's compute, which loses the dispatcher's SMs meanwhile (pplan.cost.moe_dispatch)"
+)
+"""How the expert all-to-all is hidden under `moe_ep_overlap`."""
 
 
 def _precision_speedup(

@@ -38,12 +38,10 @@ def test_a_release_recipe_is_the_published_one() -> None:
     """bridge-recipes.md's table of MoE knobs per release: DeepSeek-V3 on GB200 in MXFP8 ran HybridEP with TE-scoped
     graphs (attn, moe_router, moe_preprocess) in 26.04.01 and HybridEP, EP A2A overlap and full-iteration graphs in
     26.06."""
-    before = release_defaults(
-        release_of("megatron-bridge", "26.04.01"), "deepseek-v3", "gb200-nvl72", "mxfp8", True
-    )  # type: ignore[arg-type]
-    after = release_defaults(
-        release_of("megatron-bridge", "26.06"), "deepseek-v3", "gb200-nvl72", "mxfp8", True
-    )  # type: ignore[arg-type]
+    old, new = release_of("megatron-bridge", "26.04.01"), release_of("megatron-bridge", "26.06")
+    assert old is not None and new is not None
+    before = release_defaults(old, "deepseek-v3", "gb200-nvl72", "mxfp8", True)
+    after = release_defaults(new, "deepseek-v3", "gb200-nvl72", "mxfp8", True)
     assert before["moe_dispatcher"] == after["moe_dispatcher"] == "hybridep"
     assert (
         before["cuda_graph_scope"] == ["attn", "moe_preprocess", "moe_router"]

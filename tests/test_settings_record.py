@@ -74,6 +74,15 @@ SAMPLES: dict[str, tuple[str, dict[str, Any], object]] = {
     "memory_limit": (DENSE, {"pp": 2, "schedule": "auto", "memory_limit": 4}, None),
     "optimizer_offload_fraction": (DENSE, {"zero_stage": 1, "optimizer_offload_fraction": 0.5}, None),
     "release": (DENSE, {"stack": "megatron-bridge", "release": "26.06"}, None),
+    "moe_dispatcher": (ROUTED, {"ep": 2, "moe_dispatcher": "hybridep"}, None),
+    "moe_ep_overlap": (ROUTED, {"ep": 2, "moe_ep_overlap": True}, None),
+    "cuda_graph_scope": (ROUTED, {"cuda_graph_scope": ("attn", "moe_router")}, None),
+    "moe_permute_fusion": (ROUTED, {"moe_permute_fusion": True}, None),
+    "moe_router_fusion": (ROUTED, {"moe_router_fusion": True}, None),
+    "moe_fused_grouped_mlp": (ROUTED, {"moe_fused_grouped_mlp": True}, None),
+    "moe_capacity_factor": (ROUTED, {"moe_capacity_factor": 1.5}, None),
+    "moe_force_balance": (ROUTED, {"moe_force_balance": True}, None),
+    "moe_imbalance": (ROUTED, {"moe_imbalance": 1.2}, None),
 }  # fmt: skip
 """One plan per setting with that setting off its default (and what it needs with it), and the value the explain
 document shows, written from the request (layer splits worked by hand). A setting that needs others to take effect, or
@@ -174,7 +183,9 @@ def _search_requests() -> list[PlanRequest]:
     recompute under the automatic schedule (which takes the search's headroom)."""
     query = SearchRequest(
         gpus=64, global_batch=128, recompute_modules=("core_attn", "mlp"), stack="megatron-bridge", release="26.06",
-        tp_comm_overlap=True, jitter=0.01, headroom_fraction=0.1,
+        tp_comm_overlap=True, jitter=0.01, headroom_fraction=0.1, moe_dispatcher="hybridep", moe_ep_overlap=True,
+        cuda_graph_scope=("full_iteration",), moe_permute_fusion=True, moe_router_fusion=True,
+        moe_fused_grouped_mlp=True, moe_capacity_factor=1.5, moe_force_balance=True, moe_imbalance=1.2,
     )  # fmt: skip
     full = Candidate(
         schedule_family("interleaved-1f1b"), 2, 2, 2, 8, 2, 2, 4, 5, 7, "full", 3, "bf16", 2, 8,
@@ -265,7 +276,12 @@ def test_explain_options_take_the_declared_defaults() -> None:
     by_flag = {opt: p for p in command.params for opt in p.opts}
     for s in SETTINGS:
         param = by_flag[s.flag]
-        if param.name in EXAMPLE_OPTIONS or s.name in ("stack", "recompute_modules", "offload_modules"):
+        if param.name in EXAMPLE_OPTIONS or s.name in (
+            "stack",
+            "recompute_modules",
+            "offload_modules",
+            "cuda_graph_scope",
+        ):
             continue  # the stack defaults to the launcher's; module lists are parsed from text
         assert param.default == s.default, s.name
 

@@ -31,6 +31,7 @@ def explain_command(model: str, hardware: str, req: PlanRequest) -> str:
     args += [
         s.spelled(getattr(req, s.name))
         for s in SETTINGS
-        if s.is_printed(req) or (req.release is not None and s.name in RELEASE_KNOBS)
+        if s.is_printed(req)
+        or (req.release is not None and s.name in RELEASE_KNOBS and getattr(req, s.name) is not None)
     ]
     return " ".join(args)

@@ -19,7 +19,7 @@ import typer
 
 from pplan.cli.options import PANELS, comma_list, offload_modules, recompute_modules
 from pplan.errors import ConfigError
-from pplan.plan.settings import SETTINGS, Concern, Setting
+from pplan.plan.settings import NONE, SETTINGS, Concern, Setting
 from pplan.profiles.releases import RELEASE_KNOBS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -157,6 +157,8 @@ def _text(s: Setting, value: Any) -> Any:
     """A module list's text as the core's tuple (other values as they are)."""
     if not isinstance(s.default, tuple):
         return value
+    if isinstance(value, str) and value.strip().lower() == NONE:
+        return ()
     parse = TEXT_PARSERS.get(s.name)
     if parse is not None:
         return parse(value)

@@ -97,6 +97,14 @@ class ExpertComm:
 
 
 def expert_comm(model: ModelSpec, hardware: HardwareSpec, plan: LayerSetting) -> ExpertComm:
+    """Dispatch and combine of one routed layer, by the plan's dispatcher (pplan.cost.moe_dispatch), before any
+    overlap."""
+    from pplan.cost.moe_dispatch import expert_comm_by_knobs  # it builds on this module
+
+    return expert_comm_by_knobs(model, hardware, plan)
+
+
+def alltoall_comm(model: ModelSpec, hardware: HardwareSpec, plan: LayerSetting) -> ExpertComm:
     """Dispatch and combine all-to-alls of one routed layer (module docstring)."""
     nbytes = dispatch_bytes(model, plan)
     a2a = all_to_all_s(hardware, ep_group(plan), nbytes)

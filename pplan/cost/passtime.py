@@ -55,9 +55,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from pplan.cost.experts import ROUTING_KERNELS, ExpertComm, expert_comm, expert_rows, routing_bytes
+from pplan.cost.experts import ExpertComm, expert_comm, expert_rows, routing_bytes
+from pplan.cost.host import exposed_host_s, host_terms, routed_kernels
 from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
 from pplan.cost.memory import GRAD_BYTES
+from pplan.cost.moe_dispatch import expert_gemm_s, exposed_comm
 from pplan.errors import ProfileError
 from pplan.frozen import changed
 from pplan.model.activations import fp8_cast_elements, offloaded_layer
@@ -73,7 +75,7 @@ from pplan.model.precision import CAST_BYTES
 from pplan.plan.knobs import GradDtype
 from pplan.plan.layout import Chunk
 from pplan.plan.records import Plan
-from pplan.plan.shape import LayerSetting, Shape
+from pplan.plan.shape import DEFAULT_MOE_KNOBS, LayerSetting, Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
@@ -370,7 +372,10 @@ def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> 
     if (
         model.moe is None
         and isinstance(plan, Shape)
-        and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS
+        and (
+            (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS
+            or plan.moe_knobs != DEFAULT_MOE_KNOBS
+        )
     ):
         plan = _without_experts(plan)
     return _layer_pass_times(model, hw, plan)
@@ -382,8 +387,9 @@ _NO_EXPERTS = (1, 1, False)
 
 @lru_cache(maxsize=8192)
 def _without_experts(shape: Shape) -> Shape:
-    """`shape` with (ep, etp, expert_comm_overlap) at their defaults (remembered: a shape's hash is kept)."""
-    return changed(shape, ep=1, etp=1, expert_comm_overlap=False)
+    """`shape` with (ep, etp, expert_comm_overlap) and the MoE knobs at their defaults (remembered: a shape's hash
+    is kept)."""
+    return changed(shape, ep=1, etp=1, expert_comm_overlap=False, moe_knobs=DEFAULT_MOE_KNOBS)
 
 
 @lru_cache(maxsize=8192)
@@ -399,22 +405,39 @@ def _layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
         alone = _layer_compute_times(
             model, hw, changed(plan, ep=1, expert_comm_overlap=False, recompute="none")
         )
-        times = _with_expert_comm(alone, expert_comm(model, hw, plan), plan.expert_comm_overlap)
+        experts = _expert_gemm(model, hw, plan)
+        times = _with_expert_comm(alone, expert_comm(model, hw, plan), plan, hw, experts)
         return with_offload(model, hw, plan, _full_recompute(times) if plan.recompute == "full" else times)
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
 
 
-def _with_expert_comm(times: PassTimes, comm: ExpertComm, overlap: bool) -> PassTimes:
-    """A routed layer's `times` (without recompute) with its F and I expert all-to-all items those of `comm`,
-    behind the items before them when `overlap` (`_layer_compute_times`' items, in the same order)."""
+def _with_expert_comm(
+    times: PassTimes,
+    comm: ExpertComm,
+    plan: LayerSetting,
+    hw: HardwareSpec,
+    experts: tuple[float, float, float],
+) -> PassTimes:
+    """A routed layer's `times` (without recompute) with its expert GEMM items `experts` and its F and I expert
+    all-to-all items those of `comm`, behind the items before them under DualPipe's pairing or EP overlap
+    (`_layer_compute_times`' items, in the same order)."""
 
-    def swapped(items: tuple[tuple[str, float], ...], a2a: float) -> tuple[tuple[str, float], ...]:
-        at = next(k for k, (name, _) in enumerate(items) if name == "ep-comm")
-        if overlap:
-            a2a = max(0.0, a2a - sum(x for _, x in items[:at]))
-        return (*items[:at], ("ep-comm", a2a), *items[at + 1 :])
+    def swapped(
+        items: tuple[tuple[str, float], ...], gemm: float, a2a: float | None
+    ) -> tuple[tuple[str, float], ...]:
+        out = tuple((name, gemm if name == "experts" else x) for name, x in items)
+        if a2a is None:
+            return out
+        at = next(k for k, (name, _) in enumerate(out) if name == "ep-comm")
+        before = sum(x for _, x in out[:at])
+        a2a = max(0.0, a2a - before) if plan.expert_comm_overlap else exposed_comm(a2a, before, hw, plan)
+        return (*out[:at], ("ep-comm", a2a), *out[at + 1 :])
 
-    return PassTimes(swapped(times.f, comm.forward_s), swapped(times.i, comm.backward_s), times.w)
+    return PassTimes(
+        swapped(times.f, experts[0], comm.forward_s),
+        swapped(times.i, experts[1], comm.backward_s),
+        swapped(times.w, experts[2], None),
+    )
 
 
 def _full_recompute(base: PassTimes) -> PassTimes:
@@ -505,7 +528,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
                 )
                 out.append(("attention", flops / attn_rate + tail + 2 * overhead))
         if routed is not None:
-            out.append(("experts", routed.gemm_s))
+            out.append(("experts", routed.gemm_s["FIW".index(kind)]))
         elem = {"F": fwd_elem_bytes + softmax_bytes, "I": bwd_elem_bytes + softmax_bwd_bytes, "W": 0.0}[kind]
         if elem:
             kernels = ELEMENTWISE_KERNELS[kind] + qk_kernels
@@ -521,12 +544,21 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             a2a = routed.comm.forward_s if kind == "F" else routed.comm.backward_s
             if plan.expert_comm_overlap:
                 a2a = max(0.0, a2a - sum(x for _, x in out))
+            else:  # megatron-core's EP overlap (pplan.cost.moe_dispatch)
+                a2a = exposed_comm(a2a, sum(x for _, x in out), hw, plan)
             out.append(("ep-comm", a2a))
         if kind != "W" and cp_step:
             rounds = (plan.cp - 1) * (1 if kind == "F" else 2)
             exposed = rounds * cp_step - dict(out).get("attention", 0.0)
             if exposed > 0:
                 out.append(("cp-comm", exposed))
+        if routed is not None and kind != "W":  # the host's launches and syncs (pplan.cost.host)
+            terms = host_terms(plan)
+            host = exposed_host_s(terms, sum(x for _, x in out), kind == "I") + (
+                terms.sync_s if kind == "F" else 0.0
+            )
+            if host:
+                out.append(("host", host))
         return tuple(out)
 
     base = PassTimes(items("F"), items("I"), items("W"))
@@ -549,7 +581,7 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
                 + gemm["F"].get("moe/shared_experts") / t / gemm_rate
             )
             module_s["mlp"] += (
-                shared + routed.gemm_s + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
+                shared + routed.gemm_s[0] + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
                 + routed.comm.forward_s
             )  # fmt: skip
             module_s["moe_act"] = routed.activation_bytes[0] / hbm_rate + overhead
@@ -654,7 +686,8 @@ class RoutedLayer:
     """What a routed layer adds per pass (pplan.cost.experts): grouped expert GEMMs, routing bytes and kernels
     (forward, backward), and the expert all-to-alls."""
 
-    gemm_s: float
+    gemm_s: tuple[float, float, float]
+    """The grouped expert GEMMs of F, I and W (pplan.cost.moe_dispatch `expert_gemm_s`)."""
     memory_bytes: tuple[float, float]
     """Routing and the experts' activation function, forward and backward."""
     activation_bytes: tuple[float, float]
@@ -670,16 +703,22 @@ def _routed_layer(
     moe = model.moe
     if moe is None:
         return None
-    overhead = hw.efficiency.kernel_overhead_us * 1e-6
-    flops = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f.get("moe/experts") / plan.tp
-    # grouped GEMMs reach grouped_gemm / matmul of what plain GEMMs of the same precision reach
-    grouped = hw.efficiency.grouped_gemm_fraction / hw.efficiency.matmul
-    gemm_s = flops / (linear_rate(hw, plan) * grouped) + 2 * overhead
+    gemm_s = _expert_gemm(model, hw, plan)
     inner = expert_rows(model, plan) * moe.expert_ffn_hidden_size / plan.etp * 2
     routing = routing_bytes(model, plan)
     activation = (act_tensors[0] * inner, act_tensors[1] * inner)
     memory = (routing[0] + activation[0], routing[1] + activation[1])
-    return RoutedLayer(gemm_s, memory, activation, ROUTING_KERNELS, expert_comm(model, hw, plan))
+    _, router, permute, _ = routed_kernels(plan)
+    kernels = (router[0] + permute[0], router[1] + permute[1])
+    return RoutedLayer(gemm_s, memory, activation, kernels, expert_comm(model, hw, plan))
+
+
+def _expert_gemm(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> tuple[float, float, float]:
+    """The routed experts' grouped GEMMs of F, I and W: grouped GEMMs reach grouped_gemm / matmul of what plain
+    GEMMs of the same precision reach, at large groups (pplan.cost.moe_dispatch `expert_gemm_s`)."""
+    flops = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f.get("moe/experts") / plan.tp
+    rate = linear_rate(hw, plan) * hw.efficiency.grouped_gemm_fraction / hw.efficiency.matmul
+    return expert_gemm_s(model, plan, flops, rate, hw.efficiency.kernel_overhead_us * 1e-6)
 
 
 @lru_cache(maxsize=8192)

@@ -286,6 +286,23 @@ class ExpertsOut(Out):
     stage_params: list[dict[str, float]]
     """Per pipeline rank, one GPU's parameters by part: attention, routed experts, router and shared experts,
     dense MLP, norms, model ends (embedding, output layer, multi-token prediction)."""
+    dispatcher: str = "alltoall"
+    """The token dispatcher (pplan.cost.moe_dispatch): alltoall, allgather, deepep, hybridep or ncclep."""
+    copies_per_token: float = 0.0
+    """Token copies one dispatch carries per routed token: k (NCCL all-to-all) or k_eff, the expected distinct
+    destination ranks (deduplicating dispatchers)."""
+    rows_per_expert: float = 0.0
+    """r = n·k·OF/E_l: rows each local expert's grouped GEMM takes per micro-batch on the busiest rank."""
+    grouped_gemm_factor: float = 1.0
+    """r/(r + r½): the grouped GEMM's efficiency relative to large groups."""
+    overload: float = 1.0
+    """OF: the busiest expert rank's tokens over the balanced share (1 with forced balancing)."""
+    eager_kernels: list[int] = Field(default_factory=list)
+    """Kernels per routed layer and micro-batch the host launches, forward and backward (outside CUDA graphs)."""
+    syncs_per_forward: int = 0
+    """Device-host syncs of the dispatch per routed layer's forward (none under a whole-step graph)."""
+    host_exposed_forward_s: float = 0.0
+    """What a routed layer's forward waits for the host (syncs, launches beyond GPU time), seconds."""
 
 
 class SensitivityOut(Out):

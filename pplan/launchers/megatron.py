@@ -261,8 +261,8 @@ def _expert_args(model: ModelSpec, plan: Plan) -> list[str]:
             "--expert-model-parallel-size", str(plan.ep),
             "--expert-tensor-parallel-size", str(plan.etp),
             "--moe-grouped-gemm",
-            "--moe-token-dispatcher-type", "alltoall",
         ]  # fmt: skip
+        args += moe_knob_args(plan)
         if moe.shared_expert_ffn_hidden_size:
             args += ["--moe-shared-expert-intermediate-size", str(moe.shared_expert_ffn_hidden_size)]
         if moe.first_dense_layers or moe.layer_frequency > 1:
@@ -282,6 +282,63 @@ def _expert_args(model: ModelSpec, plan: Plan) -> list[str]:
         args += ["--mtp-num-layers", str(model.mtp_layers)]
     if model.qk_norm:
         args.append("--qk-layernorm")
+    return args
+
+
+MOE_DISPATCHER_ARGS: dict[str, tuple[str, ...]] = {
+    "alltoall": ("--moe-token-dispatcher-type", "alltoall"),
+    "allgather": ("--moe-token-dispatcher-type", "allgather"),
+    "deepep": ("--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"),
+    "hybridep": ("--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "hybridep"),
+}
+"""The dispatchers megatron-core 0.16.1 has (`--moe-token-dispatcher-type` {allgather, alltoall, flex},
+`--moe-flex-dispatcher-backend` {deepep, hybridep}); NCCL EP is not among them (`moe_knob_refusal`)."""
+
+
+def moe_knob_refusal(plan: Plan) -> ConfigError | None:
+    """The MoE knob of `plan` megatron-core 0.16.1 has no flag for, as the error to raise; None when it has all."""
+    if plan.moe_dispatcher not in MOE_DISPATCHER_ARGS:
+        return ConfigError(
+            "--moe-dispatcher", f"megatron-core 0.16.1 has no {plan.moe_dispatcher} dispatcher "
+            "(--moe-flex-dispatcher-backend takes deepep or hybridep)", "use --moe-dispatcher hybridep or alltoall",
+        )  # fmt: skip
+    if plan.moe_fused_grouped_mlp:
+        return ConfigError(
+            "--moe-fused-grouped-mlp", "megatron-core 0.16.1 has no fused grouped MLP (Transformer Engine's CuTeDSL "
+            "kernels arrive with megatron-core 0.18)", "drop --moe-fused-grouped-mlp",
+        )  # fmt: skip
+    if "full_iteration" in plan.cuda_graph_scope:
+        return ConfigError(
+            "--cuda-graph-scope", "megatron-core 0.16.1 cannot capture a whole dropless step in one graph (0.18's "
+            "--cuda-graph-impl full_iteration with paged stash)", "use --cuda-graph-scope attn,moe_router,moe_preprocess",
+        )  # fmt: skip
+    return None
+
+
+def moe_knob_args(plan: Plan) -> list[str]:
+    """The MoE knobs as megatron-core 0.16.1 spells them: the dispatcher, `--overlap-moe-expert-parallel-comm`,
+    Transformer Engine CUDA graphs (`--cuda-graph-impl transformer_engine --cuda-graph-scope ...`; `full_layer` is
+    the local implementation's whole-layer graph), the fusions, the capacity factor and forced balancing. The
+    imbalance factor is pplan's assumption, no flag."""
+    refusal = moe_knob_refusal(plan)
+    if refusal is not None:
+        raise refusal
+    args = list(MOE_DISPATCHER_ARGS[plan.moe_dispatcher])
+    if plan.moe_ep_overlap:
+        args.append("--overlap-moe-expert-parallel-comm")
+    scope = plan.cuda_graph_scope
+    if "full_layer" in scope:
+        args += ["--cuda-graph-impl", "local"]
+    elif scope:
+        args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", *scope]
+    if plan.moe_permute_fusion:
+        args.append("--moe-permute-fusion")
+    if plan.moe_router_fusion:
+        args.append("--moe-router-fusion")
+    if plan.moe_capacity_factor is not None:
+        args += ["--moe-expert-capacity-factor", f"{plan.moe_capacity_factor:g}"]
+    if plan.moe_force_balance:
+        args.append("--moe-router-force-load-balancing")
     return args
 
 

@@ -258,8 +258,33 @@ def _expert_fields(plan: Plan, version: TorchtitanVersion, shard: int) -> list[_
     return out
 
 
+TORCHTITAN_MOE_DEFAULTS = {
+    "moe_dispatcher": "alltoall", "moe_ep_overlap": False, "cuda_graph_scope": (), "moe_permute_fusion": False,
+    "moe_router_fusion": False, "moe_fused_grouped_mlp": False, "moe_capacity_factor": None,
+    "moe_force_balance": False,
+}  # fmt: skip
+"""The MoE knobs as torchtitan runs them, the only values pplan writes for it: its expert parallelism's
+all-to-all, no EP overlap, no CUDA graphs (`--training.disable_cuda_graphs` with pipelining), its own permutation
+and router, dropless, natural routing (its DeepEP flavours and graph experiments are not written)."""
+
+
+def moe_knob_refusal(plan: Plan, launcher: str) -> ConfigError | None:
+    """The first MoE knob of `plan` off torchtitan's value (`TORCHTITAN_MOE_DEFAULTS`), as the error to raise."""
+    for name, value in TORCHTITAN_MOE_DEFAULTS.items():
+        if getattr(plan, name) != value:
+            flag = "--" + name.replace("_", "-")
+            return ConfigError(
+                flag, f"{launcher}: pplan writes torchtitan's own expert parallelism only ({name} {value!r})",
+                f"drop {flag}, or --launcher megatron",
+            )  # fmt: skip
+    return None
+
+
 def _shipped(model: ModelSpec, plan: Plan, launcher: str) -> ShippedModel:
     check_supported(launcher, plan, model)
+    knob = moe_knob_refusal(plan, launcher)
+    if knob is not None:
+        raise knob
     refused = capabilities_of(launcher).optimizer_offload.refusal(
         plan.optimizer_offload_fraction > 0, launcher
     )

@@ -83,7 +83,7 @@ def _converted(setting: Setting, value: Any) -> Any:
         return bool(value)
     if isinstance(default, tuple):
         return tuple(value)
-    if isinstance(default, float):
+    if isinstance(default, float) or isinstance(value, float):
         return float(value)
     if isinstance(default, int) or setting.count or (default is None and not isinstance(value, str)):
         return int(value)

@@ -41,3 +41,12 @@ ActivationModel = Literal["itemised", "korthikanti"]
 DurationModel = Literal["unit", "analytic"]
 """How the simulator prices a pass: `unit` (every F, B and W one unit, the textbook bubble) or `analytic` (the
 cost model's seconds)."""
+MoeDispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]
+"""megatron-core's token dispatcher of a routed layer (`--moe-token-dispatcher-type`; the flex dispatcher's backends
+`--moe-flex-dispatcher-backend deepep|hybridep`, and NCCL EP, which megatron-core 0.16.1 does not have): NCCL
+all-to-all of k copies per token, an all-gather of every token, or one of the deduplicating dispatch kernels
+(pplan.cost.moe_dispatch)."""
+CudaGraphScope = Literal["attn", "moe_router", "moe_preprocess", "full_layer", "full_iteration"]
+"""What CUDA graphs capture (megatron-core's `--cuda-graph-scope` with Transformer Engine graphs: the attention,
+the router, the dispatch preprocessing; `full_layer`: every whole layer, the legacy `--enable-cuda-graph`;
+`full_iteration`: the whole step, megatron-core 0.18's `--cuda-graph-impl full_iteration`); pplan.cost.host."""

@@ -16,7 +16,9 @@ from pplan.model.precision import Precision
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     ActivationModel,
+    CudaGraphScope,
     GradDtype,
+    MoeDispatcher,
     MomentDtype,
     OffloadModule,
     Recompute,
@@ -29,13 +31,14 @@ from pplan.plan.rules import (
     check_choice,
     check_count,
     check_fraction,
+    check_moe_knobs,
     check_offload,
     check_optimizer_offload,
     check_sharding,
     recompute_label,
 )
 from pplan.plan.settings import SETTING, SETTINGS
-from pplan.plan.shape import Shape
+from pplan.plan.shape import MoeKnobs, Shape
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
 from pplan.schedules import Schedule, ScheduleFamily, get_schedule
 
@@ -130,6 +133,25 @@ class PlanRequest:
     """ZeRO-1: the fraction f of each rank's optimizer states (FP32 master weights, Adam's moments) that live in host
     memory and are updated by the CPU (megatron-core 0.16 `HybridDeviceOptimizer`, Megatron-LM
     `--optimizer-cpu-offload --optimizer-offload-fraction f`); 0, the default, offloads none."""
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """Routed models: the token dispatcher (pplan.cost.moe_dispatch); dense layers ignore the MoE knobs."""
+    moe_ep_overlap: bool = False
+    """Routed models: the expert all-to-all overlapped with another micro-batch's compute (megatron-core
+    `--overlap-moe-expert-parallel-comm`; pplan.cost.moe_dispatch `EP_OVERLAP_HIDDEN`)."""
+    cuda_graph_scope: tuple[CudaGraphScope, ...] = ()
+    """Routed models: what CUDA graphs capture (pplan.cost.host); empty: nothing, every kernel launched eagerly."""
+    moe_permute_fusion: bool = False
+    """Routed models: fused (un)permutation kernels (megatron-core `--moe-permute-fusion`)."""
+    moe_router_fusion: bool = False
+    """Routed models: fused router kernels (megatron-core `--moe-router-fusion`)."""
+    moe_fused_grouped_mlp: bool = False
+    """Routed models: the experts' MLP as one fused, sync-free grouped kernel (Transformer Engine CuTeDSL)."""
+    moe_capacity_factor: float | None = None
+    """Routed models: tokens an expert takes at most, over the balanced share (None: dropless)."""
+    moe_force_balance: bool = False
+    """Routed models: every token routed evenly (benchmarks; `--moe-router-force-load-balancing`)."""
+    moe_imbalance: float = 1.0
+    """Routed models without forced balancing: the busiest expert rank's tokens over the mean (≥ 1)."""
 
     @property
     def recompute_label(self) -> str:
@@ -193,6 +215,7 @@ class PlanRequest:
         )  # fmt: skip
         if self.optimizer_offload_fraction:
             check_optimizer_offload(self)
+        check_moe_knobs(self.cuda_graph_scope, self.moe_capacity_factor, self.moe_imbalance)
         if self.release is not None:
             from pplan.profiles.releases import release_of  # the release table loads only when one is named
 
@@ -267,6 +290,24 @@ class Plan:
     """The stack's release priced, as asked (None: the newest, pplan.profiles.releases)."""
     optimizer_offload_fraction: float = 0.0
     """ZeRO-1: the fraction of the rank's optimizer states in host memory, updated by the CPU (0: none)."""
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """Routed models: the token dispatcher (pplan.cost.moe_dispatch)."""
+    moe_ep_overlap: bool = False
+    """Routed models: the expert all-to-all overlapped with another micro-batch's compute."""
+    cuda_graph_scope: tuple[CudaGraphScope, ...] = ()
+    """Routed models: what CUDA graphs capture (pplan.cost.host)."""
+    moe_permute_fusion: bool = False
+    """Routed models: fused (un)permutation kernels."""
+    moe_router_fusion: bool = False
+    """Routed models: fused router kernels."""
+    moe_fused_grouped_mlp: bool = False
+    """Routed models: fused, sync-free grouped MLP kernels."""
+    moe_capacity_factor: float | None = None
+    """Routed models: expert capacity over the balanced share (None: dropless)."""
+    moe_force_balance: bool = False
+    """Routed models: tokens routed evenly."""
+    moe_imbalance: float = 1.0
+    """Routed models, natural routing: the busiest expert rank's tokens over the mean."""
 
     @property
     def expert_dp(self) -> int:
@@ -300,6 +341,7 @@ class Plan:
                 self.recompute, self.activation_model, self.recompute_modules or DEFAULT_RECOMPUTE_MODULES,
                 self.offload_modules, self.stack, self.kind.splits_backward, self.tp_comm_overlap, self.ep,
                 self.etp, self.kind.overlaps_expert_comm, self.precision, self.fp8_swiglu_input,
+                MoeKnobs.of(self),
             ),
         )  # fmt: skip
 
@@ -307,6 +349,11 @@ class Plan:
     def splits_backward(self) -> bool:
         """The schedule runs W apart from I (zero-bubble families)."""
         return self.kind.splits_backward
+
+    @property
+    def moe_knobs(self) -> MoeKnobs:
+        """The routed layer's software knobs as one record (`Shape.moe_knobs`)."""
+        return self.shape.moe_knobs
 
     @property
     def expert_comm_overlap(self) -> bool:

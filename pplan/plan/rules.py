@@ -12,6 +12,7 @@ from pplan.errors import ConfigError
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     MOE_OFFLOAD_MODULES,
+    CudaGraphScope,
     OffloadModule,
     Recompute,
     RecomputeMethod,
@@ -66,6 +67,33 @@ def check_fraction(field: str, value: float) -> None:
     """One fraction a user gave: in [0, 1), else a ConfigError on `field` (`FRACTION_EXAMPLES`)."""
     if not 0 <= value < 1:
         raise ConfigError(field, f"must be a fraction in [0, 1), got {value:g}", FRACTION_EXAMPLES[field])
+
+
+WHOLE_GRAPH_SCOPES = ("full_layer", "full_iteration")
+"""CUDA-graph scopes that capture everything of their extent, so name no other scope beside them."""
+
+
+def check_moe_knobs(scope: tuple[str, ...], capacity_factor: float | None, imbalance: float) -> None:
+    """The MoE knobs a user gave: known graph scopes (a whole-layer or whole-step scope alone), a capacity factor
+    above 0, an imbalance factor of at least 1; else a ConfigError naming the flag."""
+    for item in scope:
+        check_choice("--cuda-graph-scope", item, get_args(CudaGraphScope))
+    whole = [item for item in scope if item in WHOLE_GRAPH_SCOPES]
+    if whole and len(set(scope)) > 1:
+        raise ConfigError(
+            "--cuda-graph-scope", f"{whole[0]} captures every kernel of its extent, beside {', '.join(scope)}",
+            f"use --cuda-graph-scope {whole[0]} alone",
+        )  # fmt: skip
+    if capacity_factor is not None and not capacity_factor > 0:
+        raise ConfigError(
+            "--moe-capacity-factor",
+            f"must be above 0, got {capacity_factor:g}",
+            "e.g. 1.0, or drop it (dropless)",
+        )
+    if not imbalance >= 1:
+        raise ConfigError(
+            "--moe-imbalance", f"the busiest rank over the mean is at least 1, got {imbalance:g}", "e.g. 1.1"
+        )
 
 
 def check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:

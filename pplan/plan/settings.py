@@ -25,7 +25,9 @@ from pplan.model.precision import Precision
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     ActivationModel,
+    CudaGraphScope,
     GradDtype,
+    MoeDispatcher,
     MomentDtype,
     OffloadModule,
     Recompute,
@@ -43,6 +45,9 @@ CONCERNS: tuple[Concern, ...] = get_args(Concern)
 Searched = Literal["cut", "query", "fixed"]
 """Where the plans a search tries take a setting from: each configuration's own (`cut`: the search varies it), the
 search request's (`query`: the same for every plan), or the default (`fixed`: the search never changes it)."""
+
+NONE = "none"
+"""How the command line spells an empty list of choices (`--cuda-graph-scope none`)."""
 
 Printed = Literal["always", "changed"] | Callable[[Any], bool]
 """When `pplan explain`'s command line spells a setting: always, when it differs from its default, or when the
@@ -131,7 +136,7 @@ class Setting:
         if isinstance(value, bool):
             return self.flag if value else f"--no-{self.flag[2:]}"
         if isinstance(value, tuple):
-            return f"{self.flag} {','.join(str(v) for v in value)}"
+            return f"{self.flag} {','.join(str(v) for v in value) or NONE}"
         if isinstance(value, float):
             return f"{self.flag} {value:g}"
         return f"{self.flag} {value}"
@@ -383,6 +388,59 @@ SETTINGS: tuple[Setting, ...] = (
         "The stack's release (megatron-bridge: a NeMo container, 25.09 to 26.08): explain prices its recipe's "
         "knobs where no flag sets them; --stack NAME@RELEASE says the same.",
         None, "q.release", search=Search("release", "same"), cli_type=str | None,
+    ),
+    Setting(
+        "moe_dispatcher", "stack", "alltoall", "--moe-dispatcher",
+        "Routed models: token dispatcher, alltoall (NCCL all-to-all, k copies per token), allgather, deepep, "
+        "hybridep or ncclep (deduplicating kernels: one copy per destination rank).",
+        None, "q.moe_dispatcher", choices=get_args(MoeDispatcher), cli_type=MoeDispatcher,
+        search=Search("moe_dispatcher", "same"),
+    ),
+    Setting(
+        "moe_ep_overlap", "stack", False, "--moe-ep-overlap",
+        "Routed models: overlap the expert all-to-all with another micro-batch's compute (megatron-core "
+        "--overlap-moe-expert-parallel-comm).",
+        None, "q.moe_ep_overlap", search=Search("moe_ep_overlap", "same"),
+    ),
+    Setting(
+        "cuda_graph_scope", "stack", (), "--cuda-graph-scope",
+        "Routed models: what CUDA graphs capture, a comma list of attn, moe_router, moe_preprocess, or full_layer, "
+        "or full_iteration (default: none, every kernel launched by the host).",
+        None, "q.cuda_graph_scope", choices=get_args(CudaGraphScope), search=Search("cuda_graph_scope", "same"),
+    ),
+    Setting(
+        "moe_permute_fusion", "stack", False, "--moe-permute-fusion",
+        "Routed models: fused token permutation kernels (megatron-core --moe-permute-fusion).",
+        None, "q.moe_permute_fusion", search=Search("moe_permute_fusion", "same"),
+    ),
+    Setting(
+        "moe_router_fusion", "stack", False, "--moe-router-fusion",
+        "Routed models: fused router score and top-k kernels (megatron-core --moe-router-fusion).",
+        None, "q.moe_router_fusion", search=Search("moe_router_fusion", "same"),
+    ),
+    Setting(
+        "moe_fused_grouped_mlp", "stack", False, "--moe-fused-grouped-mlp",
+        "Routed models: the experts' GEMMs, activation and quantisation as one fused, sync-free kernel (Transformer "
+        "Engine's CuTeDSL grouped MLP, megatron-core 0.18; no megatron-core 0.16.1 flag).",
+        None, "q.moe_fused_grouped_mlp", search=Search("moe_fused_grouped_mlp", "same"),
+    ),
+    Setting(
+        "moe_capacity_factor", "stack", None, "--moe-capacity-factor",
+        "Routed models: expert capacity factor, tokens over it dropped (megatron-core "
+        "--moe-expert-capacity-factor; default: dropless).",
+        None, "q.moe_capacity_factor", search=Search("moe_capacity_factor", "same"), cli_type=float | None,
+    ),
+    Setting(
+        "moe_force_balance", "stack", False, "--moe-force-balance",
+        "Routed models: route every token evenly (megatron-core --moe-router-force-load-balancing, benchmarks "
+        "only); otherwise the busiest rank carries --moe-imbalance times the mean.",
+        None, "q.moe_force_balance", search=Search("moe_force_balance", "same"),
+    ),
+    Setting(
+        "moe_imbalance", "stack", 1.0, "--moe-imbalance",
+        "Routed models without forced balancing: the busiest expert rank's tokens over the mean (the overload "
+        "factor; default 1.0: balanced).",
+        None, "q.moe_imbalance", search=Search("moe_imbalance", "same"),
     ),
 )  # fmt: skip
 """Every setting of a plan, in the order `pplan explain`'s command line spells them (new ones go last)."""

@@ -5,17 +5,59 @@ protocol of the settings the per-layer cost model reads (`LayerSetting`: a plan 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pplan.model.precision import Precision
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
     ActivationModel,
+    CudaGraphScope,
+    MoeDispatcher,
     OffloadModule,
     Recompute,
     RecomputeModule,
 )
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
+
+
+@dataclass(frozen=True, slots=True)
+class MoeKnobs:
+    """The knobs of a routed layer's software (pplan.plan.settings `moe_*`, `cuda_graph_scope`), as one hashable
+    record a layer's cost reads (pplan.cost.moe_dispatch, pplan.cost.host); dense layers ignore it."""
+
+    dispatcher: MoeDispatcher = "alltoall"
+    ep_overlap: bool = False
+    graph_scope: tuple[CudaGraphScope, ...] = ()
+    permute_fusion: bool = False
+    router_fusion: bool = False
+    fused_grouped_mlp: bool = False
+    capacity_factor: float | None = None
+    force_balance: bool = False
+    imbalance: float = 1.0
+
+    @staticmethod
+    def of(plan: Any) -> MoeKnobs:
+        """The knobs a plan (or request) holds in its `moe_*` and `cuda_graph_scope` fields."""
+        knobs = MoeKnobs(
+            plan.moe_dispatcher, plan.moe_ep_overlap, tuple(sorted(plan.cuda_graph_scope)), plan.moe_permute_fusion,
+            plan.moe_router_fusion, plan.moe_fused_grouped_mlp, plan.moe_capacity_factor, plan.moe_force_balance,
+            plan.moe_imbalance,
+        )  # fmt: skip
+        return DEFAULT_MOE_KNOBS if knobs == DEFAULT_MOE_KNOBS else knobs
+
+    @property
+    def overload(self) -> float:
+        """The busiest expert rank's tokens over the balanced share: 1 with forced balancing, else the imbalance
+        factor, capped by the capacity factor (tokens over capacity are dropped)."""
+        if self.force_balance:
+            return 1.0
+        if self.capacity_factor is not None:
+            return max(1.0, min(self.imbalance, self.capacity_factor))
+        return self.imbalance
+
+
+DEFAULT_MOE_KNOBS = MoeKnobs()
+"""The knobs at their defaults (what pplan priced before they were settings)."""
 
 
 class LayerSetting(Protocol):
@@ -59,6 +101,8 @@ class LayerSetting(Protocol):
     def precision(self) -> Precision: ...
     @property
     def fp8_swiglu_input(self) -> bool: ...
+    @property
+    def moe_knobs(self) -> MoeKnobs: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +137,8 @@ class Shape:
     """The Linears' GEMM precision and what they keep for the backward (pplan.model.precision)."""
     fp8_swiglu_input: bool = False
     """The routed experts' SwiGLU input is kept in FP8 too (DeepSeek-V3's framework)."""
+    moe_knobs: MoeKnobs = DEFAULT_MOE_KNOBS
+    """The routed layer's dispatcher, overlap, graphs, fusions and balancing (`MoeKnobs`)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     """The hash of the fields, computed once: shapes key the per-layer cost caches."""
 
@@ -105,7 +151,7 @@ class Shape:
                     self.tp, self.cp, self.seq_len, self.micro_batch, self.sequence_parallel,
                     self.flash_attention, self.recompute, self.activation_model, self.recompute_modules,
                     self.offload_modules, self.stack, self.splits_backward, self.tp_comm_overlap, self.ep,
-                    self.etp, self.expert_comm_overlap, self.precision, self.fp8_swiglu_input,
+                    self.etp, self.expert_comm_overlap, self.precision, self.fp8_swiglu_input, self.moe_knobs,
                 )
             ),
         )  # fmt: skip

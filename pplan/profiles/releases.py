@@ -26,11 +26,12 @@ RELEASE_KNOBS: frozenset[str] = frozenset(
         "grad_dtype", "moment_dtype", "fp8_param_gather", "tp_comm_overlap", "overlap_grad_reduce",
         "overlap_param_gather", "cuda_graph_scope", "cross_entropy_fusion", "moe_dispatcher", "moe_ep_overlap",
         "moe_permute_fusion", "moe_router_fusion", "moe_fused_grouped_mlp", "moe_shared_expert_overlap",
-        "moe_force_balance", "moe_capacity_factor", "moe_rank_capacity_factor", "moe_paged_stash",
+        "moe_force_balance", "moe_paged_stash",
     }
 )  # fmt: skip
 """The recipe knobs that are the stack's behaviour (what it overlaps, fuses, graphs and how it dispatches and
-reduces); a release sets those of them that are plan settings (pplan.plan.settings) where the user does not."""
+reduces); a release sets those of them that are plan settings (pplan.plan.settings) where the user does not. Not
+the capacity factor: dropping tokens is a training choice, the user's to make."""
 
 
 @dataclass(frozen=True, slots=True)

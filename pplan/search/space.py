@@ -31,7 +31,9 @@ from pplan.model.precision import Precision
 from pplan.plan.copies import request_constructor
 from pplan.plan.knobs import (
     DEFAULT_RECOMPUTE_MODULES,
+    CudaGraphScope,
     GradDtype,
+    MoeDispatcher,
     OffloadModule,
     Recompute,
     RecomputeMethod,
@@ -155,6 +157,19 @@ class SearchRequest:
     expert split like the dense layers, `expert_tensor_options`); dense models: 1."""
     precisions: tuple[Precision, ...] = ("bf16",)
     """GEMM precisions to try (BF16 unless asked: pplan.model.precision)."""
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """Routed models: the token dispatcher every plan uses (`PlanRequest.moe_dispatcher`)."""
+    moe_ep_overlap: bool = False
+    """Routed models: every plan overlaps its expert all-to-all (`PlanRequest.moe_ep_overlap`)."""
+    cuda_graph_scope: tuple[CudaGraphScope, ...] = ()
+    """What CUDA graphs capture in every plan (`PlanRequest.cuda_graph_scope`)."""
+    moe_permute_fusion: bool = False
+    moe_router_fusion: bool = False
+    moe_fused_grouped_mlp: bool = False
+    moe_capacity_factor: float | None = None
+    moe_force_balance: bool = False
+    moe_imbalance: float = 1.0
+    """The other MoE knobs every plan carries (`PlanRequest`'s fields of the same names)."""
 
     def __post_init__(self) -> None:
         """Refuse what no plan can have, naming the command-line flag (the API and the CLI refuse alike)."""

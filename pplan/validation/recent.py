@@ -137,7 +137,12 @@ the recompute mode's spellings, ZeRO from FSDP, TP overlap from the stack, the M
 recipe the run carries); the rest are read by name."""
 
 
-RECIPE_APPLIED: frozenset[str] = frozenset()
+RECIPE_APPLIED: frozenset[str] = frozenset(
+    {
+        "moe_dispatcher", "moe_ep_overlap", "cuda_graph_scope", "moe_permute_fusion", "moe_router_fusion",
+        "moe_fused_grouped_mlp", "moe_capacity_factor", "moe_force_balance",
+    }
+)  # fmt: skip
 """The settings a Megatron-Bridge run takes from its release's recipe (`recipe` in recent_runs.json, written by
 scripts/import_bridge_recipes.py from each release's own benchmark harness): those pplan models. The recipe's
 other knobs are kept in the data, under the names pplan gives its settings, until pplan prices them."""
