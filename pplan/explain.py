@@ -20,6 +20,7 @@ from pplan.cost.comm import (
 from pplan.cost.memory import (
     RankMemory,
     bytes_per_param,
+    fp8_any_layout,
     plan_gathered_fp8_params,
     plan_memory,
     rank_param_items,
@@ -183,7 +184,7 @@ def explain_with_run(
     timeline = run.summary
     usable = usable_memory(hardware, model, plan)
     fraction = hardware.memory.dynamic_fragmentation_fraction
-    ranks = plan_memory(model, plan, usable.usable_bytes, run.peaks, fraction)
+    ranks = plan_memory(model, plan, usable.usable_bytes, run.peaks, fraction, fp8_any_layout(hardware))
     bpp = bytes_per_param(plan)
     layer = act.layer_activations(model, plan)
     offloaded = act.offloaded_layer(model, plan.shape)

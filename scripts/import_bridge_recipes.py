@@ -35,7 +35,13 @@ RECIPE_MODELS = {
 GPUS = {"gb200-nvl72": "GB200", "b200-180gb": "B200", "h100-sxm-80gb": "H100"}
 PRECISIONS = {"bf16": "bf16", "fp8_cs": "fp8", "fp8_mx": "mxfp8"}
 """The recipe precisions pplan prices (current-scaled FP8 as pplan's per-tensor `fp8`); the others are left out."""
-FP8_RECIPES = {"mx": "fp8_mx", "unstated": "fp8_cs", "current": "fp8_cs", "tensorwise": "fp8_cs", "blockwise": "fp8_sc"}
+FP8_RECIPES = {
+    "mx": "fp8_mx",
+    "unstated": "fp8_cs",
+    "current": "fp8_cs",
+    "tensorwise": "fp8_cs",
+    "blockwise": "fp8_sc",
+}
 CUT = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("micro_batch", "mbs"),
        ("global_batch", "gbs"))  # fmt: skip
 
@@ -83,16 +89,34 @@ def _graph_scope(graph: dict[str, Any]) -> list[str]:
     return sorted(s for s in scope if s != "full") or ["full_layer"]
 
 
+def _grad_reduce_in_fp32(dp: dict[str, Any], prec: dict[str, Any]) -> bool:
+    """Whether gradients are reduced in FP32: the mixed-precision config's `grad_reduce_in_fp32` where the recipe
+    has one (Megatron-Bridge copies each of its fields onto the DDP config when the run starts,
+    `update_config_with_precision_overrides`, so it overrides the DDP config's value the file shows before
+    `validate()`), else the DDP config's."""
+    if "grad_reduce_in_fp32" in prec and prec["grad_reduce_in_fp32"] is not None:
+        return bool(prec["grad_reduce_in_fp32"])
+    return bool(dp.get("grad_reduce_in_fp32"))
+
+
 def knobs(settings: dict[str, Any]) -> dict[str, Any]:
     """A workload's settings under pplan's setting names."""
-    moe, graph, rc = settings.get("moe") or {}, settings.get("cuda_graph") or {}, settings.get("recompute") or {}
-    dp, prec, opt = settings.get("data_parallel") or {}, settings.get("precision") or {}, settings.get("optimizer") or {}
+    moe, graph, rc = (
+        settings.get("moe") or {},
+        settings.get("cuda_graph") or {},
+        settings.get("recompute") or {},
+    )
+    dp, prec, opt = (
+        settings.get("data_parallel") or {},
+        settings.get("precision") or {},
+        settings.get("optimizer") or {},
+    )
     overlap, misc = settings.get("comm_overlap") or {}, settings.get("fusions_and_misc") or {}
     par = settings.get("parallelism") or {}
     fsdp = bool(dp.get("use_megatron_fsdp"))
     out: dict[str, Any] = {
         "zero_stage": 3 if fsdp else (1 if dp.get("use_distributed_optimizer") else 0),
-        "grad_dtype": "fp32" if (dp.get("grad_reduce_in_fp32") or prec.get("grad_reduce_in_fp32")) else "bf16",
+        "grad_dtype": "fp32" if _grad_reduce_in_fp32(dp, prec) else "bf16",
         "moment_dtype": "bf16" if "bfloat16" in str(opt.get("exp_avg_dtype")) else "fp32",
         "fp8_param_gather": bool(prec.get("fp8_param_gather") or prec.get("fp8_param")),
         "tp_comm_overlap": bool(overlap.get("tp_comm_overlap")),
@@ -104,6 +128,7 @@ def knobs(settings: dict[str, Any]) -> dict[str, Any]:
         "recompute_method": rc.get("method"),
         "recompute_layers": rc.get("num_layers"),
         "offload_modules": list(rc.get("offload_modules") or []),
+        "offload_layers": rc.get("cpu_offloading_num_layers") if rc.get("cpu_offloading") else None,
         "cuda_graph_scope": _graph_scope(graph),
         "cross_entropy_fusion": bool(misc.get("cross_entropy_loss_fusion")),
         "manual_gc": bool(misc.get("manual_gc")),
@@ -126,7 +151,9 @@ def knobs(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def match(row: dict[str, Any], releases: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def match(
+    row: dict[str, Any], releases: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The release and workload a run ran, or None."""
     release = releases.get(row["release"].removeprefix("Megatron-Bridge ").strip())
     model = RECIPE_MODELS.get(row["model"])
@@ -161,10 +188,17 @@ def release_table(recipes: dict[str, Any]) -> dict[str, Any]:
         table: dict[str, dict[str, Any]] = {}
         ranked = sorted(
             (w for w in release["workloads"] if w["settings"] is not None),
-            key=lambda w: (not w["published_in_performance_summary"], w["config_variant"] not in (None, "v2", "v1")),
+            key=lambda w: (
+                not w["published_in_performance_summary"],
+                w["config_variant"] not in (None, "v2", "v1"),
+            ),
         )
         for w in ranked:
-            model, gpu, precision = models.get(w["recipe_id"]), gpus.get(w["gpu"]), PRECISIONS.get(w["precision"])
+            model, gpu, precision = (
+                models.get(w["recipe_id"]),
+                gpus.get(w["gpu"]),
+                PRECISIONS.get(w["precision"]),
+            )
             if model and gpu and precision:
                 table.setdefault(f"{model} {gpu} {precision}", knobs(w["settings"]))
         versions = release.get("versions") or {}
@@ -207,7 +241,9 @@ def main() -> None:
             }
             matched += 1
     RUNS.write_text(json.dumps(runs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    RELEASES.write_text(json.dumps(release_table(recipes), separators=(",", ":"), ensure_ascii=False) + "\n", encoding="utf-8")
+    RELEASES.write_text(
+        json.dumps(release_table(recipes), separators=(",", ":"), ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     print(f"{matched} runs matched to their release's recipe, {unmatched} not")
 
 

@@ -286,7 +286,7 @@ def test_bridge_runs_carry_their_release_recipe_under_setting_names() -> None:
     with_recipe = [r for r in bridge["rows"] if "recipe" in r]
     assert len(with_recipe) >= 100
     unpriced = {
-        "cuda_graph_scope", "cross_entropy_fusion", "manual_gc", "moe_dispatcher", "moe_ep_overlap",
+        "cuda_graph_scope", "cross_entropy_fusion", "manual_gc", "offload_layers", "moe_dispatcher", "moe_ep_overlap",
         "moe_permute_fusion", "moe_router_fusion", "moe_fused_grouped_mlp", "moe_shared_expert_overlap",
         "moe_force_balance", "moe_capacity_factor", "moe_rank_capacity_factor", "moe_paged_stash", "moe_deepep_sms",
         "moe_hybridep_sms",

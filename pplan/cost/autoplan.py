@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pplan.cost.memory import (
+    fp8_any_layout,
     plan_gathered_weights_bytes,
     plan_offload_buffer_bytes,
     plan_static_totals,
@@ -59,9 +60,9 @@ def memory_limits(
     working = plan_working_bytes(model, plan)
     out = []
     for static, a, gathered, buffer in zip(
-        plan_static_totals(model, plan),
+        plan_static_totals(model, plan, fp8_any_layout(hardware)),
         microbatch_bytes,
-        plan_gathered_weights_bytes(model, plan),
+        plan_gathered_weights_bytes(model, plan, fp8_any_layout(hardware)),
         plan_offload_buffer_bytes(model, plan),
         strict=True,
     ):

@@ -45,10 +45,11 @@ from pplan.model.params import (
     output_params,
     position_table_rows,
 )
-from pplan.model.precision import WEIGHT_CACHE_BYTES, is_fp8_linear
+from pplan.model.precision import PRIMARY_BYTES, is_fp8_linear, weight_copy_bytes
 from pplan.plan.layout import Chunk, Layout
 from pplan.plan.records import Plan
 from pplan.plan.shape import Shape
+from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 
 WEIGHT_BYTES = 2
@@ -194,40 +195,80 @@ class ActivationPeaks:
     (empty or zeros without offload)."""
 
 
+def fp8_any_layout(hw: HardwareSpec) -> bool:
+    """Whether `hw`'s FP8 GEMMs take any operand layout, so a per-tensor-scaled FP8 weight needs no transpose
+    (pplan.model.precision.ANY_LAYOUT_CACHE_BYTES): Blackwell, the GPUs with block-scaled FP8 tensor cores
+    (`gpu.block_scaled_fp8`; Transformer Engine's `is_non_tn_fp8_gemm_supported` is sm_100 on)."""
+    return hw.gpu.block_scaled_fp8
+
+
+def gathered_fp8_bytes(plan: Plan, any_layout: bool = False) -> float:
+    """Bytes a gathered ZeRO-3 unit holds per FP8 Linear parameter while it runs: its quantised copies
+    (`weight_copy_bytes`) gathered as FP8 primary weights (`fp8_param_gather`: Megatron-FSDP gathers the FP8
+    weight and makes the other layout from it), or the gathered BF16 weight and the copies cast from it (FSDP with
+    BF16 primary weights, torchtitan's float8 and Megatron without `fp8_param_gather`); 2 (BF16) under bf16."""
+    copies = weight_copy_bytes(plan.precision, any_layout)
+    if not copies:
+        return float(WEIGHT_BYTES)
+    return copies if plan.fp8_param_gather else WEIGHT_BYTES + copies
+
+
 def gathered_weights_bytes(model: ModelSpec, plan: Plan, rank: int = 0) -> int:
     """ZeRO-3 (FSDP) materialises one wrapped unit's full weights to run it and prefetches the next: the two
     largest units `rank` holds (a transformer layer; the embedding and the output layer are units of their own,
-    as torchtitan and Megatron-FSDP wrap them), in BF16 per tensor-parallel rank, beyond the shards; zero for
-    ZeRO-0/1/2. The output layer can outweigh a layer (Llama 3 8B: 525 M against 218 M parameters at t = 1)."""
+    as torchtitan and Megatron-FSDP wrap them), in BF16 per tensor-parallel rank (FP8 Linears: with their
+    quantised copies, `gathered_fp8_bytes`), beyond the shards; zero for ZeRO-0/1/2. The output layer can outweigh
+    a layer (Llama 3 8B: 525 M against 218 M parameters at t = 1)."""
     return plan_gathered_weights_bytes(model, plan)[rank]
 
 
-def plan_gathered_weights_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
-    """`gathered_weights_bytes` of every rank.
+def plan_gathered_weights_bytes(model: ModelSpec, plan: Plan, any_layout: bool = False) -> tuple[int, ...]:
+    """`gathered_weights_bytes` of every rank (`any_layout`: the GPU's FP8 GEMMs take any layout,
+    `fp8_any_layout`).
 
     Without resharding after the forward (`Plan.reshard_after_forward` False; FSDP2's
     `reshard_after_forward=False`, torchtitan's `fsdp_reshard_after_forward = "never"`), each unit keeps its
     gathered weights from its forward until its backward. Under pipelining some micro-batch is between its forward
-    and its backward on the rank for the whole step, so the model is the rank's whole weights (BF16, after TP)
-    gathered at once: 2·P_rank − 2·P_rank/S bytes beyond the shard `weights_bytes` already counts, instead of the
-    two-unit prefetch buffer (an upper bound without pipelining, where the first units are freed as the backward
-    passes them)."""
+    and its backward on the rank for the whole step, so the model is the rank's whole weights (BF16, after TP;
+    FP8 Linears at `gathered_fp8_bytes`) gathered at once, less the shard the static bytes already count, instead
+    of the two-unit prefetch buffer (an upper bound without pipelining, where the first units are freed as the
+    backward passes them)."""
     if plan.zero_stage < 3:
         return (0,) * plan.pp
+    per_fp8 = gathered_fp8_bytes(plan, any_layout)
     if not plan.reshard_after_forward:
         return tuple(
-            math.ceil(params * WEIGHT_BYTES) - math.ceil(params * WEIGHT_BYTES / plan.shards)
-            for params in plan_rank_params(model, plan)
+            math.ceil(params * WEIGHT_BYTES + fp8 * (per_fp8 - WEIGHT_BYTES))
+            - math.ceil(params * WEIGHT_BYTES / plan.shards)
+            for params, fp8 in zip(
+                plan_rank_params(model, plan), plan_fp8_linear_params(model, plan), strict=True
+            )
         )
-    return _gathered_per_rank(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp)
+    return _gathered_per_rank(
+        model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp, per_fp8
+    )
+
+
+def _unit_bytes(items: tuple[ParamItem, ...], t: int, ep: int, etp: int, per_fp8: float) -> float:
+    """Bytes of one gathered unit's weights: BF16, its FP8 Linears at `per_fp8` bytes a parameter."""
+    return sum(
+        item.per_rank(t, ep, etp) * (per_fp8 if is_fp8_linear(item.name) else WEIGHT_BYTES) for item in items
+    )
 
 
 @lru_cache(maxsize=4096)
 def _gathered_per_rank(
-    model: ModelSpec, t: int, pipeline_parallel: bool, layout: Layout, position_rows: int, ep: int, etp: int
+    model: ModelSpec,
+    t: int,
+    pipeline_parallel: bool,
+    layout: Layout,
+    position_rows: int,
+    ep: int,
+    etp: int,
+    per_fp8: float = WEIGHT_BYTES,
 ) -> tuple[int, ...]:
-    layer = sum(item.per_rank(t, ep, etp) for item in layer_params(model))
-    dense = sum(item.per_rank(t, ep, etp) for item in layer_params(model.dense_part))
+    layer = _unit_bytes(layer_params(model), t, ep, etp, per_fp8) / WEIGHT_BYTES
+    dense = _unit_bytes(layer_params(model.dense_part), t, ep, etp, per_fp8) / WEIGHT_BYTES
     out = []
     for held in layout.rank_chunks:
         units: list[float] = []
@@ -308,12 +349,37 @@ def plan_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
     return _layout_params(model, plan.tp, plan.pp > 1, plan.layout, _rows(model, plan), plan.ep, plan.etp)
 
 
-def plan_fp8_cache_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
-    """Per rank, the FP8 weight copies: its FP8 Linears' parameters × `WEIGHT_CACHE_BYTES` (0 under bf16)."""
-    per_param = WEIGHT_CACHE_BYTES[plan.precision]
+def plan_fp8_cache_bytes(model: ModelSpec, plan: Plan, any_layout: bool = False) -> tuple[int, ...]:
+    """Per rank, the FP8 weight copies kept through the step: its FP8 Linears' parameters × their copies' bytes
+    (`weight_copy_bytes`; `any_layout`: the GPU's FP8 GEMMs take any layout, `fp8_any_layout`); 0 under bf16.
+    Under ZeRO-3 no copy lasts the step (each exists while its layer's gathered weights do,
+    `gathered_fp8_bytes`): with FP8 primary weights the rank keeps their shards (`PRIMARY_BYTES` per parameter,
+    over the data-parallel shards, experts' over the expert data-parallel ranks), else nothing."""
+    per_param = weight_copy_bytes(plan.precision, any_layout)
     if not per_param:
         return (0,) * plan.pp
+    if plan.zero_stage >= 3:
+        if not plan.fp8_param_gather:
+            return (0,) * plan.pp
+        primary = PRIMARY_BYTES[plan.precision]
+        return tuple(
+            math.ceil(primary * (dense / plan.shards + experts / plan.expert_dp))
+            for dense, experts in plan_fp8_split(model, plan)
+        )
     return tuple(math.ceil(per_param * n) for n in plan_fp8_linear_params(model, plan))
+
+
+def plan_fp8_split(model: ModelSpec, plan: Plan) -> tuple[tuple[float, float], ...]:
+    """Per rank, (dense, routed-expert) parameters of its FP8 Linears (after tensor and expert parallelism; (0, 0)
+    under bf16)."""
+    if plan.precision == "bf16":
+        return ((0.0, 0.0),) * plan.pp
+    out = []
+    for items in _plan_param_items(model, plan):
+        fp8 = [(name, n) for name, n in items if is_fp8_linear(name)]
+        experts = sum(n for name, n in fp8 if is_expert_item(name))
+        out.append((sum(n for _, n in fp8) - experts, experts))
+    return tuple(out)
 
 
 def plan_fp8_linear_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
@@ -331,17 +397,19 @@ def plan_gathered_fp8_params(model: ModelSpec, plan: Plan) -> tuple[tuple[float,
     weights, 1 byte each; pplan.cost.steptime.rank_sync), (0, 0) otherwise."""
     if not plan.fp8_param_gather or plan.precision == "bf16":
         return ((0.0, 0.0),) * plan.pp
-    out = []
-    for items in _plan_param_items(model, plan):
-        fp8 = [(name, n) for name, n in items if is_fp8_linear(name)]
-        experts = sum(n for name, n in fp8 if is_expert_item(name))
-        out.append((sum(n for _, n in fp8) - experts, experts))
-    return tuple(out)
+    return plan_fp8_split(model, plan)
 
 
-def _bf16_weights_dropped(plan: Plan, fp8_params: float) -> int:
-    """BF16 weight bytes FP8 primary weights do away with (`fp8_param_gather`; ZeRO 0-2, unsharded weights)."""
-    return math.floor(fp8_params * WEIGHT_BYTES) if plan.fp8_param_gather else 0
+def _bf16_weights_dropped(plan: Plan, fp8_params: float, fp8_experts: float = 0.0) -> int:
+    """BF16 weight bytes FP8 primary weights do away with (`fp8_param_gather`): `fp8_params` FP8 Linear
+    parameters, `fp8_experts` of them routed experts' (their shards under ZeRO-3: over d·cp, the experts' over
+    the expert data-parallel ranks)."""
+    if not plan.fp8_param_gather:
+        return 0
+    if plan.zero_stage >= 3:
+        dense = fp8_params - fp8_experts
+        return math.floor(WEIGHT_BYTES * (dense / plan.shards + fp8_experts / plan.expert_dp))
+    return math.floor(fp8_params * WEIGHT_BYTES)
 
 
 def plan_rank_expert_params(model: ModelSpec, plan: Plan) -> tuple[float, ...]:
@@ -404,10 +472,16 @@ def with_fragmentation(dynamic: int, fraction: float) -> int:
 
 
 def plan_memory(
-    model: ModelSpec, plan: Plan, usable_bytes: int, peaks: ActivationPeaks, fragmentation_fraction: float
+    model: ModelSpec,
+    plan: Plan,
+    usable_bytes: int,
+    peaks: ActivationPeaks,
+    fragmentation_fraction: float,
+    any_layout: bool = False,
 ) -> tuple[RankMemory, ...]:
     """Memory of one GPU of every pipeline rank, given what its schedule keeps at the peak, the plan's usable
-    bytes (pplan.cost.usable) and the allocator's fragmentation as a fraction of the dynamic bytes."""
+    bytes (pplan.cost.usable), the allocator's fragmentation as a fraction of the dynamic bytes and whether the
+    GPU's FP8 GEMMs take any layout (`fp8_any_layout`)."""
     per_stage = peaks.in_flight_per_stage
     bpp = bytes_per_param(plan)
     working = _working_bytes(model, plan.shape, plan.recompute_group)
@@ -416,8 +490,9 @@ def plan_memory(
     layers = _rank_layers(plan.layout)
     stages = plan.kind.rank_stages(plan.pp, plan.vp)
     buffers = plan_offload_buffer_bytes(model, plan)
-    caches = plan_fp8_cache_bytes(model, plan)
-    dropped = [_bf16_weights_dropped(plan, n) for n in plan_fp8_linear_params(model, plan)]
+    caches = plan_fp8_cache_bytes(model, plan, any_layout)
+    dropped = [_bf16_weights_dropped(plan, d + e, e) for d, e in plan_fp8_split(model, plan)]
+    gathered_all = plan_gathered_weights_bytes(model, plan, any_layout)
     out = []
     for r in range(plan.pp):
         chunks = tuple(per_stage[s] for s in stages[r])
@@ -427,7 +502,7 @@ def plan_memory(
             chunks,
             peaks.in_flight_stage_units[r],
         )
-        gathered = gathered_weights_bytes(model, plan, r)
+        gathered = gathered_all[r]
         out.append(
             rank_memory(
                 *(
@@ -485,27 +560,28 @@ def _param_bytes(
     )
 
 
-def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
+def plan_static_totals(model: ModelSpec, plan: Plan, any_layout: bool = False) -> tuple[int, ...]:
     """Per rank, the bytes that do not depend on the micro-batch, the schedule or recompute: weights, gradients
     and optimizer states after sharding, plus the FP8 weight copies, less the BF16 weights FP8 primary weights
-    drop. Every term of `plan_memory_totals` beyond these is non-negative, so they bound it from below (the
-    search rejects whole cuts with it, pplan.search)."""
+    drop (`any_layout`: the GPU's FP8 GEMMs take any layout, `fp8_any_layout`). Every term of
+    `plan_memory_totals` beyond these is non-negative, so they bound it from below (the search rejects whole cuts
+    with it, pplan.search)."""
     bpp = bytes_per_param(plan)
     expert_bpp = bytes_per_param(plan, expert=True)
 
-    def total(params: float, experts: float, cache: int, fp8_params: float) -> int:
+    def total(params: float, experts: float, cache: int, fp8: tuple[float, float]) -> int:
         return (
             sum(_param_bytes(params, bpp, experts, expert_bpp))
             + cache
-            - _bf16_weights_dropped(plan, fp8_params)
+            - _bf16_weights_dropped(plan, fp8[0] + fp8[1], fp8[1])
         )
 
     ranks = tuple(
         zip(
             plan_rank_params(model, plan),
             plan_rank_expert_params(model, plan),
-            plan_fp8_cache_bytes(model, plan),
-            plan_fp8_linear_params(model, plan),
+            plan_fp8_cache_bytes(model, plan, any_layout),
+            plan_fp8_split(model, plan),
             strict=True,
         )
     )
@@ -514,19 +590,19 @@ def plan_static_totals(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
 
 
 def plan_memory_totals(
-    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float
+    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float, any_layout: bool = False
 ) -> tuple[int, ...]:
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
     thousands of plans against usable memory with it): `plan_static_totals` plus the dynamic bytes with the
-    allocator's fragmentation (`fraction`)."""
+    allocator's fragmentation (`fraction`; `any_layout`: the GPU's FP8 GEMMs take any layout)."""
     working = plan_working_bytes(model, plan)
     return tuple(
         static + with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
         for static, act_bytes, extra, gathered, buffer in zip(
-            plan_static_totals(model, plan),
+            plan_static_totals(model, plan, any_layout),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
-            plan_gathered_weights_bytes(model, plan),
+            plan_gathered_weights_bytes(model, plan, any_layout),
             plan_offload_buffer_bytes(model, plan),
             strict=True,
         )

@@ -13,9 +13,12 @@ block-scaled FP8 (one E8M0 scale per 32 elements, OCP Microscaling) on Blackwell
   32 elements); the norms' inputs, the attention core's q, k, v and the activation function's input stay BF16.
 - Weights: the BF16 weights stay (Megatron's default, the optimizer's FP32 master copy behind them), and each
   FP8 Linear's weight is also kept quantised for the step: a copy and its transpose on Hopper, whose FP8 GEMMs
-  take one layout only (2 bytes per parameter, `WEIGHT_CACHE_BYTES`), a row-wise and a column-wise copy with their
-  scales under MXFP8 (2 + 2/32). With FP8 primary weights (`fp8_param_gather`, Megatron-LM's
-  `--fp8-param-gather`) the BF16 copy of those weights goes, and the quantised copies are the weights.
+  take one layout only (2 bytes per parameter, `WEIGHT_CACHE_BYTES`), the copy alone on Blackwell, whose FP8 GEMMs
+  take any layout (1, `ANY_LAYOUT_CACHE_BYTES`), a row-wise and a column-wise copy with their scales under MXFP8
+  (2 + 2/32). With FP8 primary weights (`fp8_param_gather`, Megatron-LM's `--fp8-param-gather`) the BF16 copy of
+  those weights goes, and the quantised copies are the weights. Under ZeRO-3 (FSDP) no copy lasts the step: the
+  weights are sharded, as FP8 primary weights (`PRIMARY_BYTES`) with `fp8_param_gather`, and each layer's
+  quantised copies exist while its gathered weights do (pplan.cost.memory).
 - Optional, DeepSeek-V3's framework (report §3.3.2): the MoE SwiGLU's input kept in FP8 too (`fp8_swiglu_input`).
 - Casts: each FP8 GEMM input is quantised by a memory-bound cast (and transpose) kernel, read 2 bytes and write 2
   per element (`CAST_BYTES`), in the forward for the Linears' inputs and in the backward for their output
@@ -63,7 +66,24 @@ FP8_LINEAR_PARAMS = (
 SCALE_BYTES = {"bf16": 0.0, "fp8": 0.0, "mxfp8": 1 / 32}
 """Scale bytes per quantised element: none beyond a per-tensor scalar; one E8M0 byte per 32 under MXFP8."""
 WEIGHT_CACHE_BYTES = {"bf16": 0.0, "fp8": 2.0, "mxfp8": 2 + 2 / 32}
-"""Bytes per FP8 Linear parameter of the quantised weight copies kept through the step (module docstring)."""
+"""Bytes per FP8 Linear parameter of the quantised weight copies kept through the step (module docstring), on a GPU
+whose FP8 GEMMs take one layout only (Hopper)."""
+ANY_LAYOUT_CACHE_BYTES = {"bf16": 0.0, "fp8": 1.0, "mxfp8": 2 + 2 / 32}
+"""The same on a GPU whose FP8 GEMMs take any layout (Blackwell, sm_100: Transformer Engine ≥ 2.2's
+`is_non_tn_fp8_gemm_supported`, under which a per-tensor-scaled `Float8Tensor` keeps no transpose and serves the
+column-wise use from its row-wise data). MXFP8 keeps both copies everywhere: its scales run along one direction."""
+PRIMARY_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp8": 1 + 1 / 32}
+"""Bytes per parameter of an FP8 primary weight's shard under ZeRO-3 (Megatron-FSDP with `fp8_param_gather`):
+the row-wise FP8 data (MXFP8: and its scales); the other layout is made from the gathered weight when a layer
+runs (Megatron-Bridge's FSDP recipes set `keep_fp8_transpose_cache` False) and freed with it."""
+
+
+def weight_copy_bytes(precision: Precision, any_layout: bool = False) -> float:
+    """Bytes per FP8 Linear parameter of its quantised copies (`WEIGHT_CACHE_BYTES`, or `ANY_LAYOUT_CACHE_BYTES`
+    on a GPU whose FP8 GEMMs take any layout)."""
+    return (ANY_LAYOUT_CACHE_BYTES if any_layout else WEIGHT_CACHE_BYTES)[precision]
+
+
 CAST_BYTES = 4
 """HBM bytes per element of a cast to FP8 with its transpose: read 2 (BF16), write 1 + 1."""
 

@@ -204,11 +204,6 @@ class PlanRequest:
         ):
             if on and self.precision == "bf16":
                 raise ConfigError(flag, "applies to FP8 plans", "add --precision fp8, or drop it")
-        if self.fp8_param_gather and self.zero_stage == 3:
-            raise ConfigError(
-                "--fp8-param-gather", "pplan models FP8 primary weights with ZeRO 0-2 only",
-                "use --zero-stage 1 or 2, or drop --fp8-param-gather",
-            )  # fmt: skip
         check_offload(
             self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
             self.recompute_modules,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -95,25 +97,11 @@ def shown_stages(stages: list[StageMemory], all_stages: bool) -> list[StageMemor
 
 
 def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
-    """Per-stage memory in GB (10⁹ bytes), columns that are zero everywhere left out."""
+    """Per-stage memory in GB (10⁹ bytes), columns that are zero everywhere left out, never wider than
+    `TABLE_COLUMNS`: two decimals where they fit, else one decimal and no layers column, else whole GB (no figure
+    is cut); a stage that fits with less than `TIGHT_FRACTION` of usable memory free is marked tight."""
     mem = report.memory
     stages = shown_stages(mem.stages, all_stages)
-    table = Table(
-        title=f"Memory per GPU, GB (10⁹ bytes); usable {mem.usable_bytes / 1e9:.2f} GB",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-        collapse_padding=True,
-        caption="L layers; wts/grad/opt weights, gradients, optimizer states; fp8w FP8 weight copies (FP8 "
-        "plans); mb micro-batches in flight "
-        "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
-        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered weights (two units, or the rank's all with no reshard "
-        "after forward); offl activation offload in transit; "
-        "frag allocator fragmentation; "
-        "free headroom",
-        caption_justify="left",
-    )
     columns: list[tuple[str, Callable[[StageMemory], str]]] = [
         ("stage", lambda s: str(s.stage)),
         ("L", lambda s: str(s.layers)),
@@ -136,24 +124,67 @@ def memory_table(report: ExplainReport, all_stages: bool = False) -> Table:
     if any(s.fragmentation_bytes for s in stages):
         columns.append(("frag", lambda s: _g(s.fragmentation_bytes)))
     columns += [("total", lambda s: _g(s.total_bytes)), ("free", lambda s: _g(s.headroom_bytes))]
-    if len(columns) > WIDE_TABLE_COLUMNS:  # every knob at once: one decimal keeps the table in 80 columns
+    title = mem_title(mem.usable_bytes)
+    table = _memory_table(report, stages, columns, title)
+    for decimals, unit in ((1, "0.1 GB"), (0, "1 GB")):  # every knob at once, or hundreds of GB
+        if _width(table) <= TABLE_COLUMNS:
+            break
         columns = [
-            (n, _one_decimal(fmt) if n not in ("stage", "mb") else fmt) for n, fmt in columns if n != "L"
+            (n, _decimals(fmt, decimals) if n not in ("stage", "mb") else fmt)
+            for n, fmt in columns
+            if n != "L"
         ]
-        table.title = f"{table.title}; to 0.1 GB, layers per chunk above"
-    for name, _ in columns:
-        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-    table.add_column("fits", no_wrap=True, min_width=4)
-    for s in stages:
-        cells: list[str | Text] = [fmt(s) for _, fmt in columns]
-        cells.append(Text("yes", style="green") if s.fits else Text("NO", style="bold red"))
-        table.add_row(*cells)
-    if len(stages) < len(mem.stages):
-        table.caption = (
-            f"{len(mem.stages)} stages, {len(stages)} shown (--all-stages shows every one). "
-            + str(table.caption)
-        )
+        table = _memory_table(report, stages, columns, f"{title}; to {unit}, layers per chunk above")
     return table
+
+
+def _memory_table(
+    report: ExplainReport,
+    stages: list[StageMemory],
+    columns: list[tuple[str, Callable[[StageMemory], str]]],
+    title: str,
+) -> Table:
+    """The memory table of `stages` with `columns` (`memory_table`)."""
+    mem = report.memory
+    caption = (
+        "L layers; wts/grad/opt weights, gradients, optimizer states; fp8w FP8 weight copies (FP8 "
+        "plans); mb micro-batches in flight "
+        "(in units of the stage's layers); act their activations; ext embedding/output/logits buffers; "
+        "rcmp one recomputed checkpoint; gath ZeRO-3's gathered weights (two units, or the rank's all with no reshard "
+        "after forward); offl activation offload in transit; "
+        "frag allocator fragmentation; "
+        "free headroom"
+    )
+    if any(s.fits and s.headroom_bytes < TIGHT_FRACTION * mem.usable_bytes for s in stages):
+        caption += (
+            f"; tight: fits with less than {TIGHT_FRACTION:.0%} of usable memory free (within pplan's error)"
+        )
+    if len(stages) < len(mem.stages):
+        caption = f"{len(mem.stages)} stages, {len(stages)} shown (--all-stages shows every one). {caption}"
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+        caption=caption,
+        caption_justify="left",
+    )
+    rows = [[fmt(s) for _, fmt in columns] for s in stages]
+    for i, (name, _) in enumerate(columns):
+        widest = max([len(name), *(len(row[i]) for row in rows)])
+        table.add_column(name, justify="right", no_wrap=True, min_width=widest)
+    table.add_column("fits", no_wrap=True, min_width=5)
+    for s, row in zip(stages, rows, strict=True):
+        table.add_row(*row, _fits(s, mem.usable_bytes))
+    return table
+
+
+def _width(table: Table) -> int:
+    """Characters the widest row of `table` takes when nothing is cut."""
+    console = Console(width=10_000, file=io.StringIO())
+    return Measurement.get(console, console.options, table).maximum
 
 
 def usable_line(report: ExplainReport) -> Text:
@@ -181,14 +212,30 @@ def _g(n: float) -> str:
     return f"{n / 1e9:.2f}"
 
 
-WIDE_TABLE_COLUMNS = 12
-"""More memory columns than this (stage, layers, in flight and the byte columns) do not fit 80 characters at two
-decimals: then one decimal, and no layers column (the configuration lists the layers per chunk)."""
+TABLE_COLUMNS = 80
+"""The terminal width the memory table keeps within: where its figures at two decimals would not fit, one decimal
+and no layers column (the configuration lists the layers per chunk), then whole GB; no figure is ever cut."""
+TIGHT_FRACTION = 0.03
+"""A stage that fits with less than this fraction of its usable memory free is marked tight."""
 
 
-def _one_decimal(fmt: Callable[[StageMemory], str]) -> Callable[[StageMemory], str]:
-    """`fmt` (a two-decimal GB figure) to one decimal."""
-    return lambda s: f"{float(fmt(s)):.1f}"
+def mem_title(usable_bytes: int) -> str:
+    """The memory table's title."""
+    return f"Memory per GPU, GB (10⁹ bytes); usable {usable_bytes / 1e9:.2f} GB"
+
+
+def _decimals(fmt: Callable[[StageMemory], str], decimals: int) -> Callable[[StageMemory], str]:
+    """`fmt` (a two-decimal GB figure) to `decimals` decimals."""
+    return lambda s: f"{float(fmt(s)):.{decimals}f}"
+
+
+def _fits(s: StageMemory, usable_bytes: int) -> Text:
+    """The fits cell: yes, tight (fits with less than `TIGHT_FRACTION` of usable memory free) or NO."""
+    if not s.fits:
+        return Text("NO", style="bold red")
+    if s.headroom_bytes < TIGHT_FRACTION * usable_bytes:
+        return Text("tight", style="yellow")
+    return Text("yes", style="green")
 
 
 def _in_flight(s: StageMemory) -> str:

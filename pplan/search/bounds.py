@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from pplan.cost.memory import ActivationPeaks, plan_static_totals
+from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_static_totals
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
 from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
@@ -268,7 +268,7 @@ class Query(Filters):
         if (*key, c.zero, c.grad_dtype) in self._static_fit:
             return None
         plan = self.plan(c)
-        need = max(plan_static_totals(self.model, plan))
+        need = max(plan_static_totals(self.model, plan, fp8_any_layout(self.hw)))
         usable = usable_bytes(self.hw, self.model, plan)
         if need <= usable * (1 - self.req.headroom_fraction):
             self._static_fit.add((*key, c.zero, c.grad_dtype))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pplan.cost.memory import plan_memory_totals
+from pplan.cost.memory import fp8_any_layout, plan_memory_totals
 from pplan.cost.passtime import chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, activation_peaks
 from pplan.cost.steptime import step_time
@@ -43,7 +43,9 @@ def peak_bytes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest) -> tuple[in
     except PplanError:
         return None
     fraction = hw.memory.dynamic_fragmentation_fraction
-    need = max(plan_memory_totals(model, plan, activation_peaks(model, plan, hw), fraction))
+    need = max(
+        plan_memory_totals(model, plan, activation_peaks(model, plan, hw), fraction, fp8_any_layout(hw))
+    )
     return need, usable_bytes(hw, model, plan)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pplan.cost.memory import ActivationPeaks, plan_memory_totals
+from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_memory_totals
 from pplan.cost.pipeline import activation_peaks, warmup_peaks
 from pplan.cost.steptime import RankTail, step_time, step_time_bound
 from pplan.cost.usable import usable_bytes
@@ -100,7 +100,9 @@ def fitted(
     the plan's `warmup_peaks` (`exact` False) or `activation_peaks`, when already at hand."""
     if peaks is None:
         peaks = activation_peaks(model, plan, hw) if exact else warmup_peaks(model, plan)
-    totals = plan_memory_totals(model, plan, peaks, hw.memory.dynamic_fragmentation_fraction)
+    totals = plan_memory_totals(
+        model, plan, peaks, hw.memory.dynamic_fragmentation_fraction, fp8_any_layout(hw)
+    )
     return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 
 

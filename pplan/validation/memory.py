@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
-from pplan.cost.memory import RankMemory, plan_memory
+from pplan.cost.memory import RankMemory, fp8_any_layout, plan_memory
 from pplan.cost.pipeline import activation_peaks
 from pplan.cost.usable import usable_bytes
 from pplan.model.params import embedding_params, position_table_rows
@@ -201,7 +201,12 @@ def first_stage(model: ModelSpec, plan: Plan, hardware: HardwareSpec) -> FirstSt
     """What one GPU of `plan`'s first pipeline stage holds (module docstring)."""
     # the paper counts tensors, not the allocator's fragmentation: none is added here
     ranks = plan_memory(
-        model, plan, usable_bytes(hardware, model, plan), activation_peaks(model, plan, hardware), 0.0
+        model,
+        plan,
+        usable_bytes(hardware, model, plan),
+        activation_peaks(model, plan, hardware),
+        0.0,
+        fp8_any_layout(hardware),
     )
     first = ranks[0]
     per_param = (first.weights_bytes + first.grads_bytes + first.optimizer_bytes) / first.params

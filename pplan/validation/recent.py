@@ -35,7 +35,7 @@ from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
 from pplan.plan.configuration import make_plan
 from pplan.plan.copies import settings_read
-from pplan.plan.knobs import Recompute
+from pplan.plan.knobs import Recompute, RecomputeModule
 from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
@@ -139,19 +139,57 @@ recipe the run carries); the rest are read by name."""
 
 RECIPE_APPLIED: frozenset[str] = frozenset(
     {
+        "zero_stage", "grad_dtype", "moment_dtype", "fp8_param_gather", "recompute", "recompute_modules",
         "moe_dispatcher", "moe_ep_overlap", "cuda_graph_scope", "moe_permute_fusion", "moe_router_fusion",
         "moe_fused_grouped_mlp", "moe_capacity_factor", "moe_force_balance",
     }
 )  # fmt: skip
 """The settings a Megatron-Bridge run takes from its release's recipe (`recipe` in recent_runs.json, written by
-scripts/import_bridge_recipes.py from each release's own benchmark harness): those pplan models. The recipe's
-other knobs are kept in the data, under the names pplan gives its settings, until pplan prices them."""
+scripts/import_bridge_recipes.py from each release's own benchmark harness): those pplan models (the memory they
+hold, and what they cost in time: BF16 gradients halve the data-parallel reduce, recomputed modules re-run). The
+recipe's other knobs are kept in the data, under the names pplan gives its settings, until pplan prices them.
+FP8 primary weights (`fp8_param_gather`) apply to FP8 runs only: the recipes leave the flag set on some BF16
+workloads, where Megatron-LM has no FP8 weight to gather."""
 
 
 def applied_recipe(row: dict[str, Any]) -> dict[str, Any]:
-    """The knobs of `row`'s release recipe that pplan applies (`RECIPE_APPLIED`); empty for a run without one."""
+    """The knobs of `row`'s release recipe that pplan applies (`RECIPE_APPLIED`); empty for a run without one.
+    Recompute modules come with selective recompute only, and `fp8_param_gather` with FP8 runs only."""
     recipe = row.get("recipe") or {}
-    return {k: v for k, v in recipe.items() if k in RECIPE_APPLIED and v is not None}
+    out = {k: v for k, v in recipe.items() if k in RECIPE_APPLIED and v is not None}
+    if out.get("recompute") != "selective" or not out.get("recompute_modules"):
+        out.pop("recompute_modules", None)
+    if row["precision"] == "bf16":
+        out.pop("fp8_param_gather", None)
+    return out
+
+
+STACK_ASSUMED: dict[str, dict[str, Any]] = {
+    "nemo": {"grad_dtype": "bf16", "fp8_param_gather": True},
+    "deepseek": {"moment_dtype": "bf16", "fp8_swiglu_input": True, "fp8_param_gather": True},
+}
+"""What pplan assumes of a run without a release recipe, by its set's stack, printed per row:
+- NeMo (DGX Cloud benchmarks, NeMo performance summaries, long-context runs): NeMo 2's performance scripts
+  reduce gradients in BF16 (`grad_reduce_in_fp32` False) and their FP8 mixed precision gathers FP8 primary weights
+  (`fp8_param_gather`), as every Megatron-Bridge release from 25.09 on does (their harness was ported from those
+  scripts; recent_runs.json's recipes: every run reduces in BF16 and every FP8 run gathers FP8 weights);
+- DeepSeek-V3 (report §3.3.2–3.3.3, stated): Adam's moments in BF16, the MoE SwiGLU input cached in FP8;
+  assumed: FP8 primary weights, as Megatron-Core's DeepSeek-V3 recipes keep them. Gradients stay FP32 (stated).
+FP8-only settings are dropped for BF16 runs."""
+
+STACK_RECOMPUTE_MODEL = "deepseek-v3"
+"""The model whose stack recipes pplan falls back to when neither none nor selective (core_attn) recompute fits an
+unstated run: the earliest Megatron-Bridge recipe for it in the collection (`_recipe_modules`)."""
+
+
+def _stack_assumed(data: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """`STACK_ASSUMED` for `row`'s set, less what its precision has no use for."""
+    out = dict(STACK_ASSUMED.get(data["stack"], {}))
+    if row["precision"] == "bf16":
+        out = {k: v for k, v in out.items() if not k.startswith("fp8_")}
+    if not row["moe"]:
+        out.pop("fp8_swiglu_input", None)
+    return out
 
 
 def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanRequest, list[str]]:
@@ -163,25 +201,55 @@ def _base_request(data: dict[str, Any], row: dict[str, Any]) -> tuple[PlanReques
     tp_overlap = row["tp"] > 1 and (nvidia or row["async_tp"])
     if tp_overlap:
         assumed.append("TP overlap" if nvidia else "async TP")
+    recipe = applied_recipe(row)
     zero = 3 if row["fsdp"] else 1
     if row["fsdp"] is None:
-        assumed.append("ZeRO-1")
+        zero = recipe.get("zero_stage", zero)
+        if "zero_stage" not in recipe:
+            assumed.append("ZeRO-1")
     recompute: Recompute = "none"
     modules: dict[str, Any] = {}
     if row["recompute"] in ("full", "selective"):
         recompute = row["recompute"]
     elif row["recompute"] == "rmsnorm":  # DeepSeek-V3: RMSNorm and MLA's up-projections recomputed
         recompute, modules = "selective", {"recompute_modules": ("layernorm", "mla_up_proj")}
+    elif row["recompute"] is None and "recompute" in recipe:  # the recipe states it
+        recompute = recipe["recompute"]
+        if "recompute_modules" in recipe:
+            modules = {"recompute_modules": tuple(recipe["recompute_modules"])}
     stated = row | {"micro_batch": row["micro_batch"] or None, "etp": row["etp"] or None}  # 0: not stated
-    recipe = applied_recipe(row)
     if recipe:
         assumed.append("its release's recipe: " + ", ".join(f"{k} {v}" for k, v in sorted(recipe.items())))
+    stack = {} if recipe else _stack_assumed(data, row)
+    if stack:
+        assumed.append(
+            f"{data['stack']}'s recipes: " + ", ".join(f"{k} {v}" for k, v in sorted(stack.items()))
+        )
     req = PlanRequest(
-        **settings_read(stated, recipe, skip=_DERIVED_HERE) | modules, vp=vp if family.fixed_v is None and vp and vp > 1 else None,
+        **settings_read(stated, recipe, stack, skip=_DERIVED_HERE | {"recompute_modules"}) | modules,
+        vp=vp if family.fixed_v is None and vp and vp > 1 else None,
         schedule=family.name, recompute=recompute, zero_stage=zero, tp_comm_overlap=tp_overlap, stack=data["pplan_stack"],
         release=row["release"].removeprefix("Megatron-Bridge ") if "recipe" in row else None,
     )  # fmt: skip
     return req, assumed
+
+
+def recompute_stated(row: dict[str, Any]) -> bool:
+    """Whether the run's source or its release's recipe states its recompute (else pplan picks the least that
+    fits, `_least_recompute`)."""
+    return row["recompute"] is not None or "recompute" in applied_recipe(row)
+
+
+def _recipe_modules(collection: dict[str, Any] | None, model: str) -> tuple[RecomputeModule, ...] | None:
+    """The recompute modules of the earliest Megatron-Bridge release recipe for `model` in `collection` that
+    recomputes selectively (None: none does)."""
+    found = [
+        (row["release"], tuple(row["recipe"]["recompute_modules"]))
+        for data in (collection or {}).get("sets", [])
+        for row in data["rows"]
+        if row["model"] == model and (row.get("recipe") or {}).get("recompute_modules")
+    ]
+    return min(found)[1] if found else None
 
 
 def _layer_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> PlanRequest:
@@ -199,17 +267,25 @@ def _layer_split(model: ModelSpec, req: PlanRequest, assumed: list[str]) -> Plan
 
 
 def _least_recompute(
-    model: ModelSpec, hardware: HardwareSpec, req: PlanRequest, stated: bool, assumed: list[str]
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    req: PlanRequest,
+    stated: bool,
+    assumed: list[str],
+    stack_modules: tuple[RecomputeModule, ...] | None = None,
 ) -> tuple[PlanRequest, bool]:
     """`req` with the least recompute that fits when the row states none (none, else selective: the recipes are
     tuned for speed, and full recompute costs a third more compute, so a run whose source states none is not
-    taken to run it), and whether it fits."""
+    taken to run it; last, where given, selective recompute of the modules the stack's own recipes for the model
+    re-run, `stack_modules`), and whether it fits."""
     options = [req] if stated else [replace(req, recompute=r) for r in UNSTATED_RECOMPUTES]
+    if not stated and stack_modules:
+        options.append(replace(req, recompute="selective", recompute_modules=stack_modules))
     for option in options:
         memory = peak_bytes(model, hardware, option)
         if memory is not None and memory[0] <= memory[1]:
             if not stated:
-                assumed.append(f"recompute {option.recompute}")
+                assumed.append(f"recompute {option.recompute_label}")
             return option, True
     if not stated:
         assumed.append(f"recompute {req.recompute}")
@@ -217,9 +293,14 @@ def _least_recompute(
 
 
 def predict_row(
-    data: dict[str, Any], row: dict[str, Any], load_model: ModelLoader, load_hardware: HardwareLoader
+    data: dict[str, Any],
+    row: dict[str, Any],
+    load_model: ModelLoader,
+    load_hardware: HardwareLoader,
+    collection: dict[str, Any] | None = None,
 ) -> RecentRow:
-    """One row predicted at its published cut, or refused with the missing feature (module docstring)."""
+    """One row predicted at its published cut, or refused with the missing feature (module docstring); the
+    `collection` it belongs to gives the stack's recompute modules for a model (`_recipe_modules`)."""
     head = RecentRow(
         id=row["id"], set_name=data["name"], release=row["release"], stack=data["stack"],
         hardware=row["hardware"] or row["hardware_published"], model=row["model"] or row["model_published"],
@@ -241,7 +322,8 @@ def predict_row(
     try:
         req, assumed = _base_request(data, row)
         req = _layer_split(model, req, assumed)
-        req, fits = _least_recompute(model, hardware, req, row["recompute"] is not None, assumed)
+        modules = _recipe_modules(collection, row["model"]) if row["model"] == STACK_RECOMPUTE_MODEL else None
+        req, fits = _least_recompute(model, hardware, req, recompute_stated(row), assumed, modules)
         if row["micro_batch"] is None:
             req = fastest_micro_batch(model, hardware, req)
             assumed.append(f"b{req.micro_batch} (fastest)")
@@ -258,7 +340,7 @@ def predict_all(
 ) -> tuple[RecentRow, ...]:
     """Every row of every set, in the file's order."""
     return tuple(
-        predict_row(data, row, load_model, load_hardware)
+        predict_row(data, row, load_model, load_hardware, collection)
         for data in collection["sets"]
         for row in data["rows"]
     )
@@ -396,7 +478,7 @@ def fit_recent(
     base = load_hardware(hardware)
     priced = []
     for data, row in pairs:
-        got = predict_row(data, row, load_model, load_hardware)
+        got = predict_row(data, row, load_model, load_hardware, collection)
         if got.request is not None and got.published_s is not None:
             model = row_model(row, load_model)
             priced.append((data["name"], model, make_plan(model, got.request), got.published_s))
@@ -449,7 +531,7 @@ def leave_one_set_out(
         loader = _refitted_without(collection, data, load_model, load_hardware)
         for row, member in zip(data["rows"], members, strict=True):
             assert row["id"] == member.id, "rows must be predict_all's, in its order"
-            again = predict_row(data, row, load_model, loader) if loader else member
+            again = predict_row(data, row, load_model, loader, collection) if loader else member
             out.append(replace(member, left_out_s=again.predicted_s))
     return tuple(out)
 
