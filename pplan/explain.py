@@ -30,10 +30,12 @@ from pplan.cost.pipeline import PipelineRun, auto_plan, chunk_activation_bytes, 
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time, straggler_factor
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
-from pplan.cost.uncertainty import plan_interval
+from pplan.cost.uncertainty import plan_confidence, plan_interval
 from pplan.cost.usable import UsableMemory, usable_memory
 from pplan.documents.explain import (
+    BandFiguresOut,
     BytesPerParamOut,
+    CalibrationBandOut,
     ChunkPassTimes,
     CommunicationOut,
     Derivation,
@@ -89,12 +91,22 @@ def performance(
     st = step_time(model, hardware, plan, run, split_p2p)
     sens = sensitivities(model, hardware, plan, st.step_s, run.lists) if with_sensitivity else []
     interval = plan_interval(model, hardware, plan, st.step_s)
+    band = interval.confidence.band
     tokens = plan.global_batch * plan.seq_len
     return PerformanceOut(
         step_s=st.step_s,
         step_interval_s=(interval.low_s, interval.high_s),
         tokens_per_s_interval=(tokens / interval.high_s, tokens / interval.low_s),
         calibration_error_band=(interval.error_low, interval.error_high),
+        calibration_band=CalibrationBandOut(
+            group=band.group,
+            runs=band.runs,
+            left_out=BandFiguresOut(low=band.low, high=band.high, mape=band.mape),
+            in_sample=BandFiguresOut(
+                low=band.in_sample_low, high=band.in_sample_high, mape=band.in_sample_mape
+            ),
+        ),
+        confidence=interval.confidence.words,
         extrapolated=interval.extrapolated,
         extrapolation=[ExtrapolationOut(axis=x.axis, detail=x.detail) for x in interval.extrapolations],
         tokens_per_s=st.tokens_per_s,
@@ -110,7 +122,7 @@ def performance(
             else None
         ),
         breakdown_s=st.breakdown_s,
-        calibrated=hardware.efficiency.calibrated,
+        calibrated=interval.confidence.calibrated,
         train_tokens=train_tokens,
         time_to_train_s=train_tokens / st.tokens_per_s if train_tokens else None,
         sensitivity=[
@@ -660,7 +672,8 @@ def _assumptions(
         )
     if durations == "analytic":
         eff = hardware.efficiency
-        state = "calibrated" if eff.calibrated else "NOT yet calibrated against published runs"
+        conf = plan_confidence(model, hardware, plan)
+        state = "validated against published runs" if conf.calibrated else "NOT calibrated for this plan"
         attention = (
             f"{eff.attention_cudnn:.1%} plus {eff.attention_cudnn_fixed_us:g} µs per forward (2.5× backward) for "
             f"attention as cuDNN's fused attention, which {plan.stack} runs"
@@ -679,6 +692,7 @@ def _assumptions(
             f"{hardware.name}); pass --pass-durations unit for the textbook picture"
         )
         out.append(INTERVAL_ASSUMPTION)
+        out.append(f"confidence: {conf.words}")
         if blocks_p2p(plan.stack, plan.kind.name, plan.overlap_p2p_comm):
             out.append(
                 f"pipeline sends block the sender ({plan.stack}, {plan.kind.name}): each message's time is part of "
@@ -698,9 +712,9 @@ def _assumptions(
         out.append(
             f"software stack: {stack.name} ({stack.description}; "
             + (
-                "fitted to public runs"
-                if stack.calibrated
-                else "no public run fitted: its figures are assumed"
+                f"validated on {hardware.name} at {plan.precision}"
+                if conf.calibrated
+                else "its figures are not validated for this plan (confidence above)"
             )
             + "; --stack to change it)"
         )

@@ -84,7 +84,10 @@ def test_a_copied_h100_with_other_hbm_bandwidth_loads_uncalibrated(
     args = ("explain", "--model", "llama3-70b", "--hardware", path, "--gpus", "64", "--global-batch", "64")
     text = run_pplan(capsys, *args)
     assert text.code == 0, text.err
-    assert re.search(r"calibrated\s+NO", text.out) and "NOT yet calibrated" in text.out
+    assert (
+        re.search(r"confidence\s+NOT calibrated: h100-sxm-80gb", text.out)
+        and "NOT calibrated for this plan" in text.out
+    )
     doc = run_pplan(capsys, *args, "--json").json()
     assert doc["performance"]["calibrated"] is False
     assert "GPU" in [x["axis"] for x in doc["performance"]["extrapolation"]]

@@ -71,7 +71,8 @@ def test_ties_are_marked_and_the_safest_named(capsys: pytest.CaptureFixture[str]
     assert risk(doc["candidates"][safest - 1]) == min(risk(doc["candidates"][r - 1]) for r in tied)
     text = run_pplan(capsys, "recommend", *QUERY).out
     assert "≈2" in text and f"the safest bet among them: #{safest}" in " ".join(text.split())
-    assert "Calibrated: h100-sxm-80gb's and megatron-core's efficiencies are fitted" in " ".join(text.split())
+    words = best["confidence"]
+    assert words.startswith("Calibrated: ") and " ".join(words.split()) in " ".join(text.split())
 
 
 def test_show_commands_prints_each_plans_explain_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,14 +153,16 @@ def test_an_unknown_profile_gets_did_you_mean(
 
 
 def test_no_calibrated_answer_says_so_and_names_the_axes(capsys: pytest.CaptureFixture[str]) -> None:
-    """`--max-extrapolation 0` at 8k sequences: nothing is inside the envelope; the answer says there is no
-    calibrated answer and names the axes the best plan outside it leaves it on (as its own explain does)."""
-    res = run_pplan(capsys, "recommend", *QUERY, "--max-extrapolation", "0")
+    """`--max-extrapolation 0` at 32k sequences (2 validated H100 runs in that band): nothing is inside the
+    envelope; the answer says there is no calibrated answer and names the axes the best plan outside it leaves it
+    on (as its own explain does)."""
+    query = (*QUERY[:-1], "32768")
+    res = run_pplan(capsys, "recommend", *query, "--max-extrapolation", "0")
     assert res.code == 1
     text = " ".join(res.out.split())
     assert "there is no calibrated answer" in text
-    best = _doc(capsys, *QUERY, "--top", "1", "--include-unrunnable")["candidates"]
+    best = _doc(capsys, *query, "--top", "1", "--include-unrunnable")["candidates"]
     axes = {
-        x["axis"] for x in _doc(capsys, *QUERY, "--top", "1")["candidates"][0]["performance"]["extrapolation"]
+        x["axis"] for x in _doc(capsys, *query, "--top", "1")["candidates"][0]["performance"]["extrapolation"]
     }
     assert best and all(f"{axis}: " in text for axis in axes) and "sequence" in axes

@@ -12,12 +12,13 @@ from pplan.cost.uncertainty import (
     UNCALIBRATED_BAND,
     WIDENING_PER_REASON,
     extrapolations,
+    plan_confidence,
     plan_interval,
     step_interval,
 )
 from pplan.plan.configuration import make_plan
 from pplan.plan.records import PlanRequest
-from pplan.profiles.catalog import load_hardware, load_model, load_published_runs
+from pplan.profiles.catalog import load_confidence, load_hardware, load_model, load_published_runs
 from pplan.recommend import recommendations
 from pplan.search import SearchRequest, brute_force
 from pplan.search.rank import distinct
@@ -40,8 +41,17 @@ def _issue_plan() -> PlanRequest:
 def test_the_issue_405b_plan_is_marked_with_its_reasons() -> None:
     plan = make_plan(LLAMA405, _issue_plan())
     axes = [x.axis for x in extrapolations(LLAMA405, H100, plan)]
-    # H100 calibration: t ≤ 8, p ≤ 16, cp = 1, ZeRO ≤ 1, s 2,048-4,096, ≤ 6,144 GPUs, 1F1B / interleaved 1F1B
-    assert axes == ["p", "cp", "cp across nodes", "ZeRO", "sequence", "GPUs", "schedule"]
+    # the validated H100 runs (pplan validate and --recent): t ≤ 8, p ≤ 16, cp ≤ 32 (across nodes: NeMo's long
+    # sequences), ZeRO ≤ 1, ≤ 6,144 GPUs, 1F1B / interleaved 1F1B; 8k is validated
+    env = load_confidence().envelopes["h100-sxm-80gb"]
+    assert (env.pp_max, env.cp_max, env.cp_across_nodes, env.zero_max, env.gpus_max) == (
+        16,
+        32,
+        True,
+        1,
+        6144,
+    )
+    assert axes == ["p", "ZeRO", "GPUs", "schedule"]
 
 
 def test_interval_by_hand() -> None:
@@ -49,11 +59,11 @@ def test_interval_by_hand() -> None:
     plan = make_plan(LLAMA405, _issue_plan())
     step = step_time(LLAMA405, H100, plan).step_s
     got = plan_interval(LLAMA405, H100, plan, step)
-    cal = H100.calibration
-    assert cal is not None
+    conf = got.confidence
     k = len(got.extrapolations)
-    assert got.low_s == pytest.approx(step / (1 + cal.error_high) - k * WIDENING_PER_REASON * step)
-    assert got.high_s == pytest.approx(step / (1 + cal.error_low) + k * WIDENING_PER_REASON * step)
+    assert (conf.error_low, conf.error_high) == (min(0.0, conf.band.low), max(0.0, conf.band.high))
+    assert got.low_s == pytest.approx(step / (1 + conf.error_high) - k * WIDENING_PER_REASON * step)
+    assert got.high_s == pytest.approx(step / (1 + conf.error_low) + k * WIDENING_PER_REASON * step)
     assert got.low_s < step < got.high_s
 
 
@@ -61,22 +71,31 @@ def test_a_calibrated_plan_has_no_reasons_and_the_bare_band() -> None:
     # the NVIDIA GPT-3 175B run itself: inside the envelope
     plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, vp=12, schedule="interleaved-1f1b",
                                        zero_stage=1, seq_len=2048))  # fmt: skip
-    assert extrapolations(GPT3, H100, plan) == ()
-    got = step_interval(10.0, H100, ())
-    assert H100.calibration is not None
-    assert (got.low_s, got.high_s) == pytest.approx(
-        (10 / (1 + H100.calibration.error_high), 10 / (1 + H100.calibration.error_low))
-    )
+    conf = plan_confidence(GPT3, H100, plan)
+    assert conf.extrapolations == () and conf.calibrated
+    got = step_interval(10.0, conf)
+    assert (got.low_s, got.high_s) == pytest.approx((10 / (1 + conf.error_high), 10 / (1 + conf.error_low)))
 
 
 def test_an_uncalibrated_gpu_says_so() -> None:
-    b200 = load_hardware("b200-180gb")
+    # a100-sxm-40gb borrows the 80 GB part's efficiencies: no run was validated on it
+    a40 = load_hardware("a100-sxm-40gb")
     plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, seq_len=2048))
-    reasons = extrapolations(GPT3, b200, plan)
-    assert [x.axis for x in reasons] == ["GPU"]
-    got = step_interval(10.0, b200, reasons)
-    band = UNCALIBRATED_BAND
-    assert got.low_s == pytest.approx(10 / (1 + band) - WIDENING_PER_REASON * 10)
+    conf = plan_confidence(GPT3, a40, plan)
+    assert [x.axis for x in conf.extrapolations] == ["GPU"] and not conf.calibrated
+    assert conf.words.startswith("NOT calibrated: a100-sxm-40gb")
+    assert conf.error_low <= -UNCALIBRATED_BAND and conf.error_high >= UNCALIBRATED_BAND
+    got = step_interval(10.0, conf)
+    assert got.low_s == pytest.approx(10 / (1 + conf.error_high) - WIDENING_PER_REASON * 10)
+
+
+def test_a_profile_whose_figures_differ_from_the_validated_ones_is_not_calibrated() -> None:
+    edited = H100.with_efficiency(matmul=0.5)
+    plan = make_plan(GPT3, PlanRequest(gpus=512, global_batch=1024, tp=4, pp=8, seq_len=2048, zero_stage=1))
+    assert plan_confidence(GPT3, H100, plan).calibrated
+    conf = plan_confidence(GPT3, edited, plan)
+    assert not conf.calibrated and [x.axis for x in conf.extrapolations] == ["GPU"]
+    assert "not those its validated runs were predicted with" in conf.words
 
 
 def test_an_uncalibrated_stack_is_an_extrapolation() -> None:
@@ -95,7 +114,7 @@ def test_explain_json_carries_the_interval_and_reasons(capsys: pytest.CaptureFix
     low, high = perf["step_interval_s"]
     assert low < perf["step_s"] < high
     assert perf["extrapolated"] is True
-    assert [x["axis"] for x in perf["extrapolation"]][:3] == ["p", "cp", "cp across nodes"]
+    assert [x["axis"] for x in perf["extrapolation"]] == ["p", "ZeRO", "GPUs", "schedule"]
     tokens = 2048 * 8192
     assert perf["tokens_per_s_interval"] == pytest.approx([tokens / high, tokens / low])
 
@@ -142,11 +161,11 @@ def test_stack_follows_the_launcher_and_shows_in_the_plan(capsys: pytest.Capture
 
 
 def test_tp_overlap_is_an_extrapolation_only_where_no_calibration_run_overlapped() -> None:
-    # the H100 sets ran with tensor-parallel overlap (the Megatron-LM README states --tp-comm-overlap); the A100
-    # sets (2021-22 Megatron-LM) did not
+    # the H100 runs ran with tensor-parallel overlap (the Megatron-LM README states --tp-comm-overlap; NVIDIA's
+    # recipes); the A100 sets (2021-22 Megatron-LM) did not
     req = PlanRequest(gpus=64, global_batch=64, tp=8, pp=2, seq_len=2048, tp_comm_overlap=True)
     a100 = load_hardware("a100-sxm-80gb")
-    assert H100.calibration is not None and H100.calibration.tp_comm_overlap
-    assert a100.calibration is not None and not a100.calibration.tp_comm_overlap
+    envelopes = load_confidence().envelopes
+    assert envelopes["h100-sxm-80gb"].tp_comm_overlap and not envelopes["a100-sxm-80gb"].tp_comm_overlap
     assert "TP overlap" not in [x.axis for x in extrapolations(GPT3, H100, make_plan(GPT3, req))]
     assert "TP overlap" in [x.axis for x in extrapolations(GPT3, a100, make_plan(GPT3, req))]

@@ -23,7 +23,7 @@ from pplan.cli.options import (
 from pplan.cli.signature import knob_parameters, search_parameters, search_values, with_settings
 from pplan.errors import ConfigError
 from pplan.launchers.names import LAUNCHERS, Launcher
-from pplan.profiles.stacks import DEFAULT_STACK, STACKS, StackName, launcher_for_stack, stack_for_launcher
+from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
     from pplan.plan.records import PlanRequest
@@ -289,7 +289,8 @@ def _print_table(
         f"{answer.inputs.model} on {gpus:,} × {hw.name}, global batch {batch:,} × "
         f"{answer.inputs.seq_len:,} tokens: best {len(result.candidates)} by predicted tokens/s"
     )
-    status = _calibration_words(hw, request.stack)
+    best = result.candidates[0].report.performance if result.candidates else None
+    status = best.confidence if best is not None else ""
     console.print(render_recommend(result, title, answer.elapsed_s, console.width, answer.notes, status))
     if better is not None:
         gain = better[1].tokens_per_s / result.candidates[0].tokens_per_s - 1
@@ -336,16 +337,3 @@ def _outside_words(best: Recommendation, allowed: int | None) -> str:
         f"calibrated answer. The best outside it predicts {perf.tokens_per_s / 1e6:.3f} Mtok/s and leaves it on "
         f"{len(perf.extrapolation)}: {axes}."
     )
-
-
-def _calibration_words(hw: HardwareSpec, stack: StackName) -> str:
-    """Whether the plans' step times stand on fitted figures, in words."""
-    fitted_hw, fitted_stack = hw.efficiency.calibrated, STACKS[stack].calibrated
-    if fitted_hw and fitted_stack:
-        return (
-            f"Calibrated: {hw.name}'s and {stack}'s efficiencies are fitted to public runs (pplan validate)."
-        )
-    missing = [
-        what for what, ok in ((f"{hw.name}'s", fitted_hw), (f"the {stack} stack's", fitted_stack)) if not ok
-    ]
-    return f"NOT calibrated: {' and '.join(missing)} efficiencies are assumed, not fitted to public runs."

@@ -320,17 +320,44 @@ class ExtrapolationOut(Out):
     """The plan's value against the calibrated range."""
 
 
+class BandFiguresOut(Out):
+    low: float
+    """10th percentile of the runs' errors, (predicted − published) / published."""
+    high: float
+    """90th percentile."""
+    mape: float
+    """Mean absolute error."""
+
+
+class CalibrationBandOut(Out):
+    """The validated runs a plan's interval is read from (pplan.cost.uncertainty.Band)."""
+
+    group: str
+    """The runs, in words: their routing, then hardware, sequence band, precision and stack where enough remain."""
+    runs: int
+    left_out: BandFiguresOut
+    """Each run predicted with its own set left out of every fit: what the interval uses."""
+    in_sample: BandFiguresOut
+    """Each run predicted with fits made on every set."""
+
+
 class PerformanceOut(Out):
     step_s: float
     """Predicted wall-clock seconds per optimizer step."""
     step_interval_s: tuple[float, float]
-    """[low, high]: where the measured step should fall, from the calibration runs' leave-one-set-out errors (their
-    10th to 90th percentile, the hardware profile's [calibration]), widened for every extrapolation
+    """[low, high]: where the measured step should fall, from the leave-one-set-out errors of the validated runs
+    like the plan (their 10th to 90th percentile, `calibration_band`), widened for every extrapolation
     (pplan.cost.uncertainty)."""
     tokens_per_s_interval: tuple[float, float]
     """[low, high] tokens per second: the step interval's ends inverted."""
     calibration_error_band: tuple[float, float]
-    """[e_lo, e_hi]: the calibration runs' errors, (predicted − published) / published, before widening."""
+    """[e_lo, e_hi]: the band's errors, (predicted − published) / published, before widening (at least ±15 % on a
+    GPU type with no validated run)."""
+    calibration_band: CalibrationBandOut
+    """The validated runs the band is read from, in and out of sample."""
+    confidence: str
+    """What pplan says of this step time in one sentence: calibrated or not, on which runs, the band (the line
+    `explain`, `recommend` and `size` print)."""
     extrapolated: bool
     """The plan lies outside the calibrated envelope on at least one axis (`extrapolation`)."""
     extrapolation: list[ExtrapolationOut]
@@ -359,7 +386,8 @@ class PerformanceOut(Out):
     it repeats), tp_comm (exposed tensor-parallel), bubble, p2p (exposed point-to-point), dp_comm (exposed
     data-parallel), optimizer; sums to step_s."""
     calibrated: bool
-    """Whether the hardware profile's efficiencies were fitted to published runs."""
+    """Whether the plan's hardware has validated runs with its routing, precision and stack, its profile's figures
+    those they were predicted with (pplan.cost.uncertainty.confidence)."""
     train_tokens: float | None
     time_to_train_s: float | None
     """Days = time_to_train_s / 86400, for train_tokens at this throughput."""

@@ -84,6 +84,10 @@ class SizePointOut(Out):
     cost_usd: float | None
     energy_kwh: float | None
     calibrated: bool
+    """Whether the plan is calibrated (pplan.cost.uncertainty: validated runs on its hardware with its routing,
+    precision and stack)."""
+    confidence: str | None = None
+    """What pplan says of the plan's step time, the line `explain` prints (None: nothing fits)."""
 
 
 class SizeAnswersOut(Out):
@@ -92,9 +96,16 @@ class SizeAnswersOut(Out):
     knee: dict[str, int | None]
     """Per hardware: the largest count up to which each step up still returned half its GPUs' share."""
     fewest_gpus_meeting_deadline: dict[str, int | None] | None
-    """Per hardware, with a deadline: the smallest count that meets it."""
+    """Per hardware, with a deadline: the smallest count that meets it at the estimate."""
+    fewest_gpus_meeting_deadline_slow_end: dict[str, int | None] | None = None
+    """Per hardware, with a deadline: the smallest count that meets it at the interval's slow end (its wall time
+    from the step interval's high end)."""
+    uncalibrated: dict[str, str] = Field(default_factory=dict)
+    """Per hardware whose plans in the sweep are not calibrated: why, and the band its intervals use."""
     cheapest_meeting_deadline: str | None
     """With a deadline: "hardware × GPUs" of the least cost (GPU-hours without prices) that meets it."""
+    cheapest_meeting_deadline_slow_end: str | None = None
+    """The same at the interval's slow end."""
     fastest_within_budget: str | None
     """With a budget: "hardware × GPUs" of the least wall time within it."""
     nearest_miss: str | None

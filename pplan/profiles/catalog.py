@@ -24,6 +24,7 @@ import re
 import stat
 import sys
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pplan.errors import ProfileError
+from pplan.profiles.confidence import ConfidenceData
 from pplan.profiles.durations import StageDurationsSpec
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.hf_config import model_spec_from_hf_config
@@ -429,3 +431,11 @@ def load_recent_runs() -> dict[str, Any]:
     predicts."""
     resource = resources.files("pplan.validation") / "recent_runs.json"
     return json.loads(resource.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+@cache
+def load_confidence() -> ConfidenceData:
+    """The bundled confidence data (pplan/validation/confidence_bands.json, pplan.validation.bands): the runs
+    `pplan validate` scores with their errors, the bands per axis and the envelope per hardware. Read once."""
+    resource = resources.files("pplan.validation") / "confidence_bands.json"
+    return ConfidenceData.model_validate_json(resource.read_text(encoding="utf-8"))

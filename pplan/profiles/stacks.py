@@ -3,9 +3,10 @@
 The same plan runs at different speeds under different stacks because they overlap different communication with
 compute and fuse different kernels. A stack profile records the rules pplan's step-time model applies
 (pplan.cost.passtime, pplan.cost.steptime) and which public runs, if any, its figures were fitted to. The GEMM,
-attention and HBM efficiencies in a hardware profile are fitted with `megatron-core` (`pplan validate --fit`); a
-stack with `calibrated = False` reuses them, and pplan marks every prediction for it as extrapolated
-(pplan.cost.uncertainty) instead of pretending to know its speed.
+attention and HBM efficiencies in a hardware profile are fitted with `megatron-core` (`pplan validate --fit`) and,
+for Blackwell, with `megatron-bridge` (pplan.validation.recent.RECENT_FITS); a stack with `calibrated = False`
+reuses them. Whether a plan on a stack is calibrated is decided from the validated runs made with it on the
+plan's hardware, routing and precision (pplan.cost.uncertainty), not from this flag.
 
 Rules:
 - `fused_bias_dropout_add`, `p2p_scatter_gather`, `overlaps_grad_reduce`, `p2p_blocking`,
@@ -199,8 +200,13 @@ STACKS["megatron-bridge"] = replace(
     # support a layer (transformer_engine/pytorch attention backend selection); pplan validate --recent predicts
     # NVIDIA's 2024-26 NeMo and Megatron-Bridge runs with it
     attention_kernel="cudnn",
-    calibrated=False,
-    fitted_to=(),
+    # GB200's BF16 and FP8 and B200's FP8 GEMM efficiencies are fitted to the dense runs of these sets
+    calibrated=True,
+    fitted_to=(
+        "megatron-bridge-performance-summary",
+        "dgxc-benchmarking-25.04.01",
+        "nemo-docs-performance-summary-25.x-partial",
+    ),
 )
 DEFAULT_STACK: StackName = "megatron-core"
 STACK_LAUNCHERS: dict[StackName, str] = {

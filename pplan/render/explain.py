@@ -342,8 +342,9 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 "interval",
                 f"{perf.step_interval_s[0]:.3f}-{perf.step_interval_s[1]:.3f} s "
                 f"({perf.tokens_per_s_interval[0]:,.0f}-{perf.tokens_per_s_interval[1]:,.0f} tokens/s): the "
-                f"calibration runs' errors {perf.calibration_error_band[0]:+.1%} to "
-                f"{perf.calibration_error_band[1]:+.1%} (10th-90th percentile, leave one set out)"
+                f"errors of {perf.calibration_band.group} (n = {perf.calibration_band.runs}), "
+                f"{perf.calibration_error_band[0]:+.1%} to {perf.calibration_error_band[1]:+.1%} (10th-90th "
+                "percentile, each run's set left out of the fits)"
                 + (
                     f", widened for {len(perf.extrapolation)} extrapolation"
                     + ("s" if len(perf.extrapolation) > 1 else "")
@@ -371,14 +372,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                     f"{perf.train_tokens:.3g} tokens in {perf.time_to_train_s / 86400:,.1f} days",
                 )
             )
-        rows.append(
-            (
-                "calibrated",
-                "yes (efficiencies fitted to published runs; pplan validate)"
-                if perf.calibrated
-                else "NO: the profile's efficiencies are not fitted with this profile's figures (pplan validate)",
-            )
-        )
+        rows.append(("confidence", perf.confidence))
         for sens in perf.sensitivity[:3]:
             rows.append(
                 (

@@ -105,17 +105,31 @@ def answer_lines(doc: SizeDocument) -> list[str]:
         )
     days = doc.inputs.deadline_days
     if days is not None and a.fewest_gpus_meeting_deadline is not None:
+        slow = a.fewest_gpus_meeting_deadline_slow_end or {}
+
+        def count(n: int | None) -> str:
+            return f"{n:,}" if n else "none"
+
         fewest = ", ".join(
-            f"{hw} {n:,}" if n else f"{hw} none" for hw, n in a.fewest_gpus_meeting_deadline.items()
+            f"{hw} {count(n)} ({count(slow.get(hw))} at the interval's slow end"
+            + ("; NOT calibrated" if hw in a.uncalibrated else "")
+            + ")"
+            for hw, n in a.fewest_gpus_meeting_deadline.items()
         )
-        out.append(f"Fewest GPUs that train it within {days:g} days: {fewest}.")
+        out.append(f"Fewest GPUs that train it within {days:g} days, at the estimate: {fewest}.")
         if a.cheapest_meeting_deadline:
-            out.append(f"Cheapest within {days:g} days: {a.cheapest_meeting_deadline}.")
+            slow_cheapest = a.cheapest_meeting_deadline_slow_end or "none in the sweep"
+            out.append(
+                f"Cheapest within {days:g} days: {a.cheapest_meeting_deadline} ({slow_cheapest} at the interval's "
+                "slow end)."
+            )
         elif a.nearest_miss:
             out.append(f"No count in the sweep meets {days:g} days; nearest: {a.nearest_miss}.")
     if doc.inputs.budget_usd is not None:
         within = a.fastest_within_budget or "nothing in the sweep"
         out.append(f"Fastest within ${doc.inputs.budget_usd:,.0f}: {within}.")
+    for hw, words in a.uncalibrated.items():
+        out.append(f"{hw}: {words}")
     if a.pareto:
         what = "cost" if any(p.cost_usd is not None for p in doc.points) else "GPU-hours"
         shown = ", ".join(a.pareto[:PARETO_SHOWN])

@@ -2,7 +2,8 @@
 
 - least GPUs that fit: per hardware, the smallest count with a plan;
 - fewest GPUs that meet a deadline: per hardware, the smallest count whose wall time (interruptions included) is
-  within it;
+  within it, at the estimate and at the interval's slow end (the wall time from the step interval's high end);
+- uncalibrated: the hardware whose answering points are not calibrated (pplan.cost.uncertainty), each named;
 - cheapest that meets it: over every hardware, the least cost (GPU-hours where a point has no price);
 - fastest within a budget: the least wall time whose cost is within it;
 - the Pareto front of wall time against cost (GPU-hours without prices): the points no other point beats on both;
@@ -44,17 +45,36 @@ def least_fitting(points: Sequence[SizePoint]) -> dict[str, SizePoint | None]:
     return {hw: next(iter(fitted(ps)), None) for hw, ps in by_hardware(points).items()}
 
 
-def fewest_meeting(points: Sequence[SizePoint], deadline_s: float) -> dict[str, SizePoint | None]:
-    """Per hardware, the smallest count whose wall time is within `deadline_s`."""
+def fewest_meeting(
+    points: Sequence[SizePoint], deadline_s: float, slow_end: bool = False
+) -> dict[str, SizePoint | None]:
+    """Per hardware, the smallest count whose wall time is within `deadline_s` (`slow_end`: its wall time at the
+    interval's slow end)."""
     return {
-        hw: next((p for p in fitted(ps) if p.wall_s <= deadline_s), None)
+        hw: next((p for p in fitted(ps) if wall(p, slow_end) <= deadline_s), None)
         for hw, ps in by_hardware(points).items()
     }
 
 
-def cheapest_meeting(points: Sequence[SizePoint], deadline_s: float) -> SizePoint | None:
-    """The least-spend point within `deadline_s` (fewer GPUs on a tie)."""
-    meeting = [p for p in fitted(points) if p.wall_s <= deadline_s]
+def wall(point: SizePoint, slow_end: bool = False) -> float:
+    """A point's wall time: at the estimate, or at the interval's slow end."""
+    return point.wall_interval_s[1] if slow_end else point.wall_s
+
+
+def uncalibrated(points: Sequence[SizePoint]) -> dict[str, str]:
+    """Per hardware with a plan that is not calibrated, the first such point's confidence sentence."""
+    out: dict[str, str] = {}
+    for p in fitted(points):
+        if not p.calibrated and p.hardware not in out:
+            out[p.hardware] = p.confidence
+    return out
+
+
+def cheapest_meeting(
+    points: Sequence[SizePoint], deadline_s: float, slow_end: bool = False
+) -> SizePoint | None:
+    """The least-spend point within `deadline_s` (fewer GPUs on a tie; `slow_end`: at the interval's slow end)."""
+    meeting = [p for p in fitted(points) if wall(p, slow_end) <= deadline_s]
     return min(meeting, key=lambda p: (spend(p), p.gpus), default=None)
 
 

@@ -145,6 +145,7 @@ def point_document(
         cost_usd=cost.cost_usd if cost is not None else None,
         energy_kwh=cost.energy_kwh if cost is not None else None,
         calibrated=point.calibrated,
+        confidence=point.confidence if point.fits else None,
     )
 
 
@@ -158,6 +159,7 @@ def answers_document(
 ) -> SizeAnswersOut:
     """The answers block of `pplan.size/1` (pplan.sizing.answers)."""
     fewest = answers.fewest_meeting(points, deadline_s) if deadline_s is not None else None
+    slow = answers.fewest_meeting(points, deadline_s, slow_end=True) if deadline_s is not None else None
     cheapest = answers.cheapest_meeting(points, deadline_s) if deadline_s is not None else None
     miss = None
     if deadline_s is not None and cheapest is None:
@@ -173,7 +175,14 @@ def answers_document(
         fewest_gpus_meeting_deadline={hw: p.gpus if p else None for hw, p in fewest.items()}
         if fewest is not None
         else None,
+        fewest_gpus_meeting_deadline_slow_end={hw: p.gpus if p else None for hw, p in slow.items()}
+        if slow is not None
+        else None,
+        uncalibrated=answers.uncalibrated(points),
         cheapest_meeting_deadline=label(cheapest),
+        cheapest_meeting_deadline_slow_end=label(answers.cheapest_meeting(points, deadline_s, slow_end=True))
+        if deadline_s is not None
+        else None,
         fastest_within_budget=label(answers.fastest_within(points, budget)) if budget is not None else None,
         nearest_miss=miss,
         pareto=[label(p) or "" for p in answers.pareto(points)],

@@ -70,6 +70,8 @@ class SizePoint:
     wall_interval_s: tuple[float, float] = (math.nan, math.nan)
     cost: RunCost | None = None
     calibrated: bool = False
+    confidence: str = ""
+    """What pplan says of the plan's step time (pplan.cost.uncertainty.Confidence.words)."""
 
     @property
     def fits(self) -> bool:
@@ -140,6 +142,7 @@ def size_point(
         wall_interval_s=(wall_lo, wall_hi),
         cost=run_cost(gpus, hardware.gpus_per_node, work_s * overhead, price, hardware.power, query.pue),
         calibrated=perf.calibrated,
+        confidence=perf.confidence,
     )
 
 

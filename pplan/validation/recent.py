@@ -37,6 +37,7 @@ from pplan.plan.configuration import make_plan
 from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute, RecomputeModule
 from pplan.plan.records import PlanRequest
+from pplan.profiles.confidence import seq_band
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.recommend import recommendations
@@ -344,17 +345,6 @@ def predict_all(
         for data in collection["sets"]
         for row in data["rows"]
     )
-
-
-def seq_band(seq_len: int) -> str:
-    """The sequence band a run falls in (the report's axis)."""
-    if seq_len <= 4096:
-        return "≤ 4k"
-    if seq_len <= 8192:
-        return "8k"
-    if seq_len <= 32768:
-        return "16k–32k"
-    return "64k–1M"
 
 
 AXES: dict[str, Callable[[RecentRow], str]] = {
