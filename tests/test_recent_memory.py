@@ -16,16 +16,6 @@ from pplan.validation.recent import applied_recipe, predict_all, predict_row
 
 NOT_MODELLED = frozenset(
     {
-        # Llama 3 70B / 3.1 405B FP8 with Megatron-FSDP on GB200: the recipes offload the activations of 40 (70B)
-        # or 95 (405B) layers to the host (`cpu_offloading_num_layers`, recipe key `offload_layers`), which pplan
-        # does not model yet
-        "mb-26.04.01-DGX-GB200-LLAMA3_70B-FP8-64",
-        "mb-26.04-DGX-GB200-LLAMA3_70B-FP8-64",
-        "mb-26.02.01-DGX-GB200-LLAMA3_70B-FP8-64",
-        "mb-26.02-DGX-GB200-LLAMA3_70B-FP8-64",
-        "mb-25.09-DGX-GB200-LLAMA3_70B-FP8-64",
-        "mb-25.09-DGX-GB200-LLAMA3.1_405B-FP8-128",
-        "nemodocs-25.07-GB200-Llama-3.1-405B-FP8-128",
         # flagged uncertain: its micro-batch 2 is the other FP8 recipe's column; the MXFP8 recipe runs 1
         "mb-25.09-DGX-GB200-LLAMA3_70B-MXFP8-64-alt",
     }
@@ -40,11 +30,14 @@ SAMPLE = (
     ("dgxc-benchmarking-25.04.01", "dgxc-25.04.01-H100-DeepSeek-V3-671B-BF16-512"),
     ("nemo-docs-performance-summary-25.x-partial", "nemodocs-25.04-GB200-Llama-3-70B-FP8-64"),
     ("deepseek-v3-technical-report", "dsv3-report-H800-2048"),
+    ("megatron-bridge-performance-summary", "mb-26.04.01-DGX-GB200-LLAMA3_70B-FP8-64"),
+    ("nemo-docs-performance-summary-25.x-partial", "nemodocs-25.07-GB200-Llama-3.1-405B-FP8-128"),
 )
 """Runs that did not fit before the recipes' knobs and FP8 copies were modelled, one per mechanism: BF16
 gradients and FP8 primary weights (405B, 8B), Blackwell's transpose-free FP8 (405B GB200), recipe recompute modules
 (GPT-OSS, DeepSeek-V3), the stack's recompute (DGX Cloud DeepSeek-V3), ZeRO-3's sharded FP8 copies (70B FSDP),
-the report's stated precisions (DeepSeek-V3)."""
+the report's stated precisions (DeepSeek-V3), the recipe's layer offload and fused cross-entropy (Llama 3 70B FSDP
+at b2), the same cut's Megatron-Bridge offload for a NeMo run (405B FSDP)."""
 
 
 @pytest.mark.parametrize(("set_name", "run"), SAMPLE)

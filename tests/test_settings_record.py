@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[str, dict[str, Any], object]] = {
     "moment_dtype": (DENSE, {"moment_dtype": "bf16"}, "bf16"),
     "memory_limit": (DENSE, {"pp": 2, "schedule": "auto", "memory_limit": 4}, None),
     "optimizer_offload_fraction": (DENSE, {"zero_stage": 1, "optimizer_offload_fraction": 0.5}, None),
+    "offload_layers": (DENSE, {"pp": 1, "offload_layers": 2}, None),
     "release": (DENSE, {"stack": "megatron-bridge", "release": "26.06"}, None),
     "moe_dispatcher": (ROUTED, {"ep": 2, "moe_dispatcher": "hybridep"}, None),
     "moe_ep_overlap": (ROUTED, {"ep": 2, "moe_ep_overlap": True}, None),

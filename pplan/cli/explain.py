@@ -86,6 +86,7 @@ EXPLAIN_ORDER = (
     "ctx", "model", "hardware", "gpus", "global_batch", "seq_len", "tp", "pp", "vp", "cp", "ep", "etp", "precision",
     "fp8_param_gather", "fp8_swiglu_input", "moment_dtype", "micro_batch", "schedule", "memory_limit",
     "memory_headroom", "recompute", "recompute_layers", "recompute_method", "recompute_modules", "offload_modules",
+    "offload_layers",
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero_stage", "grad_dtype", "activation_model",
     "first_stage_layers", "last_stage_layers", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
     "shard_group", "reshard_after_forward", "stack", "tp_comm_overlap", "jitter", "optimizer_offload_fraction",

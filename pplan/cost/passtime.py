@@ -32,7 +32,9 @@ Per GPU, per micro-batch, per layer (symbols as in flops.py; t tensor parallel, 
   (latency + bytes / (bandwidth × efficiency)). megatron-core copies on their own CUDA streams (`d2h_stream`,
   `h2d_stream` in `pipeline_parallel/fine_grained_activation_offload.py`), overlapping compute, so what a layer's
   pass exposes is max(0, copy time − that pass's time for the layer without the copy) ("offload"); layers that
-  are full-recompute checkpoints save nothing and copy nothing.
+  are full-recompute checkpoints save nothing and copy nothing. Layer offload (--cpu-offloading-num-layers N)
+  copies each of the first N layers' whole activations, spread over the whole pass by Transformer Engine's
+  offload handler (`layer_offload_times`).
 Shape dependence: every GEMM kernel pays `kernel_overhead_us` on top of flops / (P · e_matmul), so the
 effective GEMM efficiency is e_matmul / (1 + overhead · P · e_matmul / flops): small micro-batches and thin
 tensor-parallel shards (fewer FLOPs per kernel) run further below peak.
@@ -62,7 +64,7 @@ from pplan.cost.memory import GRAD_BYTES
 from pplan.cost.moe_dispatch import expert_gemm_s, exposed_comm
 from pplan.errors import ProfileError
 from pplan.frozen import changed
-from pplan.model.activations import fp8_cast_elements, offloaded_layer
+from pplan.model.activations import fp8_cast_elements, layer_offload_bytes, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
     attention_keys,
@@ -813,7 +815,47 @@ def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[Pa
     """F, I, W per model chunk, in model order."""
     chunks = plan.layout.chunks
     recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
-    return layout_pass_times(model, hw, plan.shape, chunks, recomputed, plan.grad_dtype)
+    times = layout_pass_times(model, hw, plan.shape, chunks, recomputed, plan.grad_dtype)
+    if not plan.offload_layers:
+        return times
+    first = times[0].plus(
+        layer_offload_times(
+            model, hw, plan.shape, plan.offload_layers, chunks[0].layers, chunks[0].dense_layers
+        )
+    )
+    return (first, *times[1:])
+
+
+@lru_cache(maxsize=1024)
+def layer_offload_times(
+    model: ModelSpec, hw: HardwareSpec, shape: Shape, offloaded: int, layers: int, dense_layers: int = 0
+) -> PassTimes:
+    """The exposed copies of layer offload (p = 1, no recompute: pplan.plan.rules.check_layer_offload) on a chunk
+    of `layers` layers (a routed model's `dense_layers` dense ones first): each of the first N = `offloaded`
+    layers copies its whole activations (pplan.model.activations.layer_offload_bytes) device → host once its
+    forward ends, and back before its backward, over the `host_link`, c seconds a layer on one copy stream.
+    Transformer Engine's offload handler spreads the N copies over the whole pass (its `layer_window_map`: group
+    i's copy is waited for at layer ≈ (i + 1)·L/N), so with f and b the mean forward and backward of the L layers:
+    F exposes max(0, max(f + N·c, N·f + c) − L·f) (copy k starts when layer k ends, the copies run back to back,
+    the pass ends when the last lands), I exposes max(0, max(c − (L − N)·b, N·c − (L − 1)·b)) (the reloads, last
+    layer first, start with the backward and each must land before its layer's backward) ("offload")."""
+    link = hw.require_host_link("--offload-layers")
+    dense = min(offloaded, dense_layers)
+    copy = (
+        sum(
+            n * message_s(link, layer_offload_bytes(m, shape, 1))
+            for m, n in ((model, offloaded - dense), (model.dense_part, dense))
+            if n
+        )
+        / offloaded
+    )
+    kinds = ((model, layers - dense_layers), (model.dense_part, dense_layers))
+    f = sum(n * layer_pass_times(m, hw, shape).f_s for m, n in kinds if n) / layers
+    b = sum(n * layer_pass_times(m, hw, shape).i_s for m, n in kinds if n) / layers
+    n = offloaded
+    forward = max(0.0, max(f + n * copy, n * f + copy) - layers * f)
+    backward = max(0.0, copy - (layers - n) * b, n * copy - (layers - 1) * b)
+    return PassTimes((("offload", forward),), (("offload", backward),), ())
 
 
 @lru_cache(maxsize=8192)

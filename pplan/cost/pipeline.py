@@ -220,6 +220,7 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     unit_layers = model.num_layers / plan.pp
     if (
         not plan.offload_modules
+        and not plan.offload_layers
         and not any(c.dense_layers for c in plan.layout.chunks)
         and (plan.recompute != "full" or plan.recompute_layers is None or plan.recompute_method != "block")
     ):
@@ -287,9 +288,13 @@ def _layer_bytes(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
 
 def _host_bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
     """One micro-batch's offloaded bytes per model chunk: its layers that keep their activations (not
-    full-recompute checkpoints) × what one layer offloads (pplan.model.activations.offloaded_layer)."""
+    full-recompute checkpoints) × what one layer offloads (pplan.model.activations.offloaded_layer); under layer
+    offload (p = 1: one chunk) the whole activations of its first `offload_layers` layers."""
+    chunks = plan.layout.chunks
+    if plan.offload_layers:
+        return (act.layer_offload_bytes(model, plan.shape, plan.offload_layers, chunks[0].dense_layers),)
     per_layer = act.offloaded_layer(model, plan.shape).total_bytes
-    return tuple((c.layers - plan.recomputed_layers(c.layers)) * per_layer for c in plan.layout.chunks)
+    return tuple((c.layers - plan.recomputed_layers(c.layers)) * per_layer for c in chunks)
 
 
 def chunk_activation_bytes(model: ModelSpec, plan: Plan) -> tuple[int, ...]:
@@ -303,7 +308,7 @@ def _bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...]
     chunks = plan.layout.chunks
     recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
     layers = tuple((c.layers, c.dense_layers) for c in chunks)
-    return _chunk_bytes(model, plan.shape, layers, recomputed, plan.recompute_group)
+    return _chunk_bytes(model, plan.shape, layers, recomputed, plan.recompute_group, plan.offload_layers)
 
 
 @lru_cache(maxsize=4096)
@@ -313,14 +318,19 @@ def _chunk_bytes(
     layers: tuple[tuple[int, int], ...],
     recomputed: tuple[int, ...],
     group: int,
+    offloaded: int = 0,
 ) -> tuple[tuple[int, ...], int, int]:
     """Per chunk of (layers, dense layers of a routed model), its bytes; the recomputed layers are the chunk's
-    first, so a routed model's dense layers (which come first) before its routed ones."""
-    per_chunk = []
+    first, so a routed model's dense layers (which come first) before its routed ones. Under layer offload (one
+    chunk) the first chunk's first `offloaded` layers keep nothing on the GPU
+    (pplan.model.activations.layer_offload_bytes)."""
+    per_chunk: list[int] = []
     for (n, dense), k in zip(layers, recomputed, strict=True):
         total = act.chunk_layer_bytes(model, shape, n - dense, k - min(k, dense), group)
         if dense:
             total += act.chunk_layer_bytes(model.dense_part, shape, dense, min(k, dense), group)
+        if offloaded and not per_chunk:
+            total -= act.layer_offload_bytes(model, shape, offloaded, dense)
         per_chunk.append(total)
     return (
         tuple(per_chunk),

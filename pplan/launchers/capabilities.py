@@ -571,7 +571,8 @@ TORCHTITAN = LauncherCapabilities(
                 "torchtitan's only offload option, training.enable_cpu_offload, moves FSDP's parameters, gradients "
                 "and optimizer states to the CPU, not saved activations (torchtitan 0.3.0 "
                 "torchtitan/config/configs.py)",
-                "drop --offload-modules, or use --launcher megatron (--fine-grained-activation-offloading)",
+                "drop --offload-modules and --offload-layers, or use --launcher megatron "
+                "(--fine-grained-activation-offloading, --cpu-offloading-num-layers)",
             )
         },
     ),

@@ -18,7 +18,8 @@ What the arguments say:
   the Megatron-FSDP paths, so `--use-distributed-optimizer` stays on); BF16 gradients as `--grad-reduce-in-bf16`
   (otherwise Megatron keeps FP32 main gradients); the two overlaps; activation offload as
   `--fine-grained-activation-offloading --offload-modules ...` (megatron-core 0.16.1 `transformer_config.py`), with
-  a note where Transformer Engine's fused norms make it offload other tensors than pplan counted.
+  a note where Transformer Engine's fused norms make it offload other tensors than pplan counted; layer offload as
+  `--cpu-offloading-num-layers N`.
 What they cannot say is refused (a ConfigError on `--launcher`: ALiBi, biases everywhere but the QKV projection)
 or written as a `#` note (the tokenizer, the RoPE base and norm epsilon pplan's profiles do not state, a
 position table grown to the sequence (and costed so), vocabulary padding pplan did not cost).
@@ -197,6 +198,8 @@ def _memory_args(plan: Plan) -> list[str]:
         args += ["--recompute-granularity", "selective", "--recompute-modules", *plan.recompute_modules]
     if plan.offload_modules:
         args += ["--fine-grained-activation-offloading", "--offload-modules", *plan.offload_modules]
+    if plan.offload_layers:  # megatron-core 0.16.1: Transformer Engine's CPU offload of the first N layers
+        args += ["--cpu-offloading-num-layers", str(plan.offload_layers)]
     if plan.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
     if plan.shard_group is not None:  # ZeRO-1 only (pplan.launchers.support): instances = shard replicas

@@ -437,7 +437,7 @@ def request_unsupported_reason(
     v = kind.fixed_v if kind.fixed_v is not None else req.vp
     layers = _chunk_layers(kind, num_layers, req.pp, v, req.first_stage_layers, req.last_stage_layers)
     refused = _cut_refusal(
-        caps, kind, req.pp, v, m, layers, bool(req.offload_modules), req.cp, req.tp_comm_overlap and req.tp > 1,
+        caps, kind, req.pp, v, m, layers, bool(req.offload_modules or req.offload_layers), req.cp, req.tp_comm_overlap and req.tp > 1,
         req.precision, req.fp8_swiglu_input, req.moment_dtype,
         (req.ep, req.etp, req.tp, req.gpus // (req.tp * req.pp * req.cp)), _fp8_config(caps, shipped),
         req.fp8_param_gather,
@@ -592,7 +592,7 @@ def _plan_refusal(launcher: str, plan: Plan, fp8_config: bool = False) -> Refusa
         (plan.overlap_grad_reduce, plan.overlap_param_gather),
         plan.recompute_label,
         plan.grad_dtype,
-        bool(plan.offload_modules),
+        bool(plan.offload_modules or plan.offload_layers),
         plan.shard_group,
         plan.cp,
         plan.reshard_after_forward,

@@ -24,7 +24,9 @@ q, k, v are the checkpoint's inputs and the output is the projection's input, bo
 outputs (attention/qkv_input, mlp/fc1_input; the norm inputs are kept), `mlp` everything inside the MLP but its
 input (mlp/fc1_input, fc1_output, activation_output). Ends (Korthikanti §4.3, Eq. after 5):
 the first stage keeps the embedding dropout mask qbh/sp (when the model has dropout); the last stage keeps the
-final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t.
+final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t (a stack running Transformer
+Engine's fused cross-entropy keeps the BF16 logits, overwritten by their gradient, 2qbV/t instead:
+pplan.profiles.stacks.Stack.te_cross_entropy).
 
 Activation offload (Megatron-LM `--fine-grained-activation-offloading --offload-modules`, megatron-core 0.16
 `pipeline_parallel/fine_grained_activation_offload.py`): every tensor a named module saves for the backward
@@ -42,6 +44,15 @@ nothing, and `qkv_linear` offloads both attention/norm_input and attention/qkv_i
 spec's split. Tensors under `MIN_OFFLOADED_ELEMENTS` elements stay on the GPU (megatron-core's
 `min_offloaded_tensor_size`). An offloaded tensor leaves the per-layer bytes (`itemised_layer`); what is in
 transit is `offload_buffer_bytes`.
+
+Layer offload (Megatron-LM `--cpu-offloading-num-layers N`, megatron-core 0.16's `cpu_offloading` through
+Transformer Engine's `get_cpu_offload_context`; p = 1 and no recompute, pplan.plan.rules.check_layer_offload):
+each of the model's first N layers is one offload group whose saved activations are copied to host memory on a side
+stream once its forward ends and reloaded one group ahead of its backward. Assumed: every tensor the layer saves
+goes (Transformer Engine marks its modules' saved inputs, megatron-core its fused SwiGLU's input), so the layer
+keeps nothing on the GPU (`layer_offload_bytes`); and no transit at the peak: the peak is the end of the forward,
+when the last offloaded layer (N − 1 < L − 1) has long been copied out while layers N … L − 1 ran, and in the
+backward a reloaded layer replaces freed ones (the copy time, where not hidden, is pplan.cost.passtime's).
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from typing import TYPE_CHECKING
 from pplan.model.itemised import Itemised
 from pplan.model.precision import FP8_SAVED_INPUTS, FP8_SWIGLU_INPUTS, saved_bytes_per_element
 from pplan.profiles.model_spec import ModelSpec
+from pplan.profiles.stacks import STACKS
 
 if TYPE_CHECKING:  # the plan's settings a layer reads; pplan.plan imports this module
     from pplan.plan.shape import LayerSetting
@@ -155,6 +167,19 @@ def offloaded_layer(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
         return ActivationItems(())
     recompute = "none" if plan.recompute == "full" else plan.recompute
     return ActivationItems(tuple(_offloaded(plan, _kept_items(model, plan, recompute))))
+
+
+def layer_offload_bytes(model: ModelSpec, plan: LayerSetting, offloaded: int, dense_layers: int = 0) -> int:
+    """What layer offload moves to host memory for one micro-batch: the whole activations of the first
+    `offloaded` layers (a routed model's `dense_layers` dense layers come first), without recompute (see the module
+    docstring); 0 when `offloaded` is 0."""
+    if not offloaded:
+        return 0
+    dense = min(offloaded, dense_layers)
+    routed = layer_activations(model, plan, "none").total_bytes * (offloaded - dense)
+    if not dense:
+        return routed
+    return routed + layer_activations(model.dense_part, plan, "none").total_bytes * dense
 
 
 def offload_buffer_bytes(model: ModelSpec, plan: LayerSetting) -> int:
@@ -370,10 +395,15 @@ def output_end(model: ModelSpec, plan: LayerSetting) -> ActivationItems:
     """Last stage, per micro-batch: final-norm input, output-layer input and FP32 logits for the loss."""
     qb, t, sp, _ = _dims(model, plan)
     h = model.hidden_size
+    logits = (
+        ("loss/logits_grad_bf16", ACT_BYTES * qb * model.vocab_size // t)
+        if STACKS[plan.stack].te_cross_entropy
+        else ("loss/logits_fp32", FP32_BYTES * qb * model.vocab_size // t)
+    )
     ends = (
         ("final_norm/input", ACT_BYTES * qb * h // sp),
         ("output_layer/input", ACT_BYTES * qb * h // sp),
-        ("loss/logits_fp32", FP32_BYTES * qb * model.vocab_size // t),
+        logits,
     )
     if not model.mtp_layers:
         return ActivationItems(ends)

@@ -164,6 +164,11 @@ def make_plan(model: ModelSpec, req: PlanRequest) -> Plan:
             "--offload-modules", "Korthikanti et al.'s Table 2 has no per-tensor items to offload",
             "use --activation-model itemised, or drop --offload-modules",
         )  # fmt: skip
+    if req.offload_layers >= model.num_layers:
+        raise ConfigError(
+            "--offload-layers", f"megatron-core offloads fewer layers than the model's {model.num_layers}",
+            f"use --offload-layers below {model.num_layers}",
+        )  # fmt: skip
     _check_experts(model, req, t * cp * d)
     if req.memory_limit is not None and not kind.tuned:
         raise ConfigError(

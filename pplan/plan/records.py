@@ -31,6 +31,7 @@ from pplan.plan.rules import (
     check_choice,
     check_count,
     check_fraction,
+    check_layer_offload,
     check_moe_knobs,
     check_offload,
     check_optimizer_offload,
@@ -129,6 +130,10 @@ class PlanRequest:
     step waits for the slowest of its GPUs (pplan.cost.steptime `jitter_s`); 0, the default, adds nothing."""
     release: str | None = None
     """The stack's release priced (pplan.profiles.releases; None: its newest, where pplan has its releases)."""
+    offload_layers: int = 0
+    """Layer-granular activation offload (Megatron-LM `--cpu-offloading-num-layers N`, Transformer Engine's CPU
+    offload context): the saved activations of the model's first N layers go to host memory (0, the default: none;
+    pplan.model.activations)."""
     optimizer_offload_fraction: float = 0.0
     """ZeRO-1: the fraction f of each rank's optimizer states (FP32 master weights, Adam's moments) that live in host
     memory and are updated by the CPU (megatron-core 0.16 `HybridDeviceOptimizer`, Megatron-LM
@@ -208,6 +213,8 @@ class PlanRequest:
             self.offload_modules, self.recompute, self.recompute_method, self.recompute_layers,
             self.recompute_modules,
         )  # fmt: skip
+        if self.offload_layers:
+            check_layer_offload(self)
         if self.optimizer_offload_fraction:
             check_optimizer_offload(self)
         check_moe_knobs(self.cuda_graph_scope, self.moe_capacity_factor, self.moe_imbalance)
@@ -283,6 +290,8 @@ class Plan:
     """Coefficient of variation of each rank's work per step (the straggler allowance, pplan.cost.steptime)."""
     release: str | None = None
     """The stack's release priced, as asked (None: the newest, pplan.profiles.releases)."""
+    offload_layers: int = 0
+    """Layer-granular activation offload: the first N layers' saved activations live in host memory (0: none)."""
     optimizer_offload_fraction: float = 0.0
     """ZeRO-1: the fraction of the rank's optimizer states in host memory, updated by the CPU (0: none)."""
     moe_dispatcher: MoeDispatcher = "alltoall"

@@ -102,6 +102,35 @@ def check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(field, f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
 
 
+def check_layer_offload(req: PlanRequest) -> None:
+    """Layer-granular activation offload's rules, each a one-line ConfigError on --offload-layers: a count of
+    layers (`N` < the model's layers is checked by `make_plan`, which knows the model); megatron-core's own checks
+    (core_v0.16.1 `transformer_config.py` `TransformerConfig.__post_init__`, restated without the file at hand like
+    pplan.launchers.megatron_validate's rules): no pipeline parallelism (p = 1) and no activation recomputation
+    with CPU offloading; and not with fine-grained offload (--offload-modules), whose combination pplan does not
+    model."""
+    n = req.offload_layers
+    if n < 0:
+        raise ConfigError(
+            "--offload-layers", f"must be a count of layers, got {n}", "e.g. --offload-layers 20"
+        )
+    if req.pp != 1:
+        raise ConfigError(
+            "--offload-layers", f"megatron-core has no CPU offloading under pipeline parallelism (p = {req.pp})",
+            "use --pp 1, or drop --offload-layers",
+        )  # fmt: skip
+    if req.recompute != "none":
+        raise ConfigError(
+            "--offload-layers", f"megatron-core's CPU offloading does not run with --recompute {req.recompute}",
+            "use --recompute none, or drop --offload-layers",
+        )  # fmt: skip
+    if req.offload_modules:
+        raise ConfigError(
+            "--offload-layers", "pplan does not model layer offload together with --offload-modules",
+            "drop one of them",
+        )  # fmt: skip
+
+
 def check_optimizer_offload(req: PlanRequest) -> None:
     """Optimizer CPU offload's rules, each a one-line ConfigError on --optimizer-offload-fraction: a fraction in
     (0, 1]; ZeRO-1, since megatron-core's `HybridDeviceOptimizer` runs inside its distributed optimizer (the

@@ -377,6 +377,12 @@ SETTINGS: tuple[Setting, ...] = (
         None, None, count=True,
     ),
     Setting(
+        "offload_layers", "memory", 0, "--offload-layers",
+        "Activation offload of whole layers: the saved activations of the model's first N layers go to host "
+        "memory (Megatron-LM --cpu-offloading-num-layers; p = 1, no recompute; default 0: none).",
+        None, None,
+    ),
+    Setting(
         "optimizer_offload_fraction", "memory", 0.0, "--optimizer-offload-fraction",
         "ZeRO-1: the fraction of each rank's optimizer states (FP32 master weights and Adam's moments) kept and "
         "updated in host memory by the CPU (megatron-core's hybrid device optimizer, Megatron-LM "

@@ -281,13 +281,14 @@ class HardwareSpec(FrozenSpec):
     copies over. Every bundled profile states it; a profile without it loads, and a plan that offloads on it is
     refused naming this field (`require_host_link`): no default would be honest across hosts."""
 
-    def require_host_link(self) -> LinkSpec:
-        """The host link, or a ConfigError naming `host_link` when the profile has none (activation offload)."""
+    def require_host_link(self, flag: str = "--offload-modules") -> LinkSpec:
+        """The host link, or a ConfigError on `flag` naming `host_link` when the profile has none (activation
+        offload)."""
         if self.host_link is None:
             raise ConfigError(
-                "--offload-modules", f"hardware profile {self.name} has no [host_link] section (the GPU-to-host "
+                flag, f"hardware profile {self.name} has no [host_link] section (the GPU-to-host "
                 "link activation offload copies over)",
-                "add [host_link] with name, bandwidth_gb_per_s, efficiency and latency_us, or drop --offload-modules",
+                f"add [host_link] with name, bandwidth_gb_per_s, efficiency and latency_us, or drop {flag}",
             )  # fmt: skip
         return self.host_link
 

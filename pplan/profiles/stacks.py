@@ -116,6 +116,13 @@ class Stack:
     """Its figures were fitted to public runs made with it (`fitted_to`); otherwise pplan extrapolates."""
     fitted_to: tuple[str, ...]
     """The public sets (pplan validate) its efficiencies come from."""
+    te_cross_entropy: bool = False
+    """The loss runs as Transformer Engine's fused cross-entropy (`parallel_cross_entropy`, Megatron-LM
+    `--cross-entropy-loss-fusion --cross-entropy-fusion-impl te`), which writes the logits' gradient over the BF16
+    logits in place and saves that for the backward, so a micro-batch keeps 2 bytes per logit rather than the
+    FP32 copy megatron-core's unfused `vocab_parallel_cross_entropy` makes and saves (4 bytes;
+    pplan.model.activations.output_end). Off in megatron-core 0.16.1's defaults; on in every Megatron-Bridge
+    benchmark recipe, 25.09 to 26.08 (bridge-recipes.json: `cross_entropy_loss_fusion` True, impl `te`)."""
 
 
 STACKS: dict[StackName, Stack] = {
@@ -200,6 +207,7 @@ STACKS["megatron-bridge"] = replace(
     # support a layer (transformer_engine/pytorch attention backend selection); pplan validate --recent predicts
     # NVIDIA's 2024-26 NeMo and Megatron-Bridge runs with it
     attention_kernel="cudnn",
+    te_cross_entropy=True,
     # GB200's BF16 and FP8 and B200's FP8 GEMM efficiencies are fitted to the dense runs of these sets
     calibrated=True,
     fitted_to=(

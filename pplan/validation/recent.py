@@ -142,7 +142,7 @@ RECIPE_APPLIED: frozenset[str] = frozenset(
     {
         "zero_stage", "grad_dtype", "moment_dtype", "fp8_param_gather", "recompute", "recompute_modules",
         "moe_dispatcher", "moe_ep_overlap", "cuda_graph_scope", "moe_permute_fusion", "moe_router_fusion",
-        "moe_fused_grouped_mlp", "moe_capacity_factor", "moe_force_balance",
+        "moe_fused_grouped_mlp", "moe_capacity_factor", "moe_force_balance", "offload_layers",
     }
 )  # fmt: skip
 """The settings a Megatron-Bridge run takes from its release's recipe (`recipe` in recent_runs.json, written by
@@ -162,7 +162,29 @@ def applied_recipe(row: dict[str, Any]) -> dict[str, Any]:
         out.pop("recompute_modules", None)
     if row["precision"] == "bf16":
         out.pop("fp8_param_gather", None)
+    if not out.get("offload_layers"):
+        out.pop("offload_layers", None)
     return out
+
+
+CUT_KEYS = ("model", "hardware", "gpus", "tp", "pp", "cp", "fsdp", "micro_batch")
+"""What makes two runs the same cut for `_cut_offload`: model, GPU, GPU count, axes, FSDP and micro-batch."""
+
+
+def _cut_offload(collection: dict[str, Any] | None, row: dict[str, Any]) -> int:
+    """For a run without a release recipe, the layers the earliest Megatron-Bridge recipe at the same cut
+    (`CUT_KEYS`) offloads (`offload_layers`; 0: none does). Megatron-Bridge's first harness (25.09) was ported
+    from NeMo 2's performance scripts, and layer offload is what lets a FSDP cut without pipelining hold its
+    activations (Llama 3.1 405B on 128 GB200 at t2 p1: 95 of 126 layers)."""
+    if "recipe" in row:
+        return 0
+    found = [
+        (other["release"], other["recipe"]["offload_layers"])
+        for data in (collection or {}).get("sets", [])
+        for other in data["rows"]
+        if (other.get("recipe") or {}).get("offload_layers") and all(other[k] == row[k] for k in CUT_KEYS)
+    ]
+    return min(found)[1] if found else 0
 
 
 STACK_ASSUMED: dict[str, dict[str, Any]] = {
@@ -324,7 +346,14 @@ def predict_row(
         req, assumed = _base_request(data, row)
         req = _layer_split(model, req, assumed)
         modules = _recipe_modules(collection, row["model"]) if row["model"] == STACK_RECOMPUTE_MODEL else None
-        req, fits = _least_recompute(model, hardware, req, recompute_stated(row), assumed, modules)
+        stated = recompute_stated(row)
+        offload = 0 if row["recompute"] not in (None, "none") else _cut_offload(collection, row)
+        if offload:  # the recipe's recompute with it: none (megatron-core offloads no recomputed layer)
+            req, stated = replace(req, recompute="none", offload_layers=offload), True
+            assumed.append(
+                f"offload_layers {offload}, recompute none: the earliest Megatron-Bridge recipe at this cut"
+            )
+        req, fits = _least_recompute(model, hardware, req, stated, assumed, modules)
         if row["micro_batch"] is None:
             req = fastest_micro_batch(model, hardware, req)
             assumed.append(f"b{req.micro_batch} (fastest)")
