@@ -574,18 +574,25 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
             "mlp": gemm["F"].get("mlp") / t / gemm_rate + 2 * overhead + act_bytes / hbm_rate + overhead + tp_coll,
             "mla_up_proj": gemm["F"].get("attention/qkv") / t / gemm_rate + 2 * overhead,
             "moe_act": 0.0,
+            "moe": 0.0,
+            "shared_experts": 0.0,
         }  # fmt: skip
         if (
             routed is not None
-        ):  # a routed layer's MLP is its router, shared and routed experts, and their traffic
-            shared = (
-                gemm["F"].get("moe/router") / t / bf16_rate
+        ):  # megatron-core's `mlp` re-runs dense MLPs only; a routed layer's block is `moe`
+            # the shared experts: two GEMMs, their activation and, under TP, the collective pair around them
+            module_s["shared_experts"] = (
+                gemm["F"].get("moe/shared_experts") / t / gemm_rate + 2 * overhead + act_bytes / hbm_rate + overhead
+                + tp_coll
+            ) if act_bytes else 0.0  # fmt: skip
+            # the whole block: router, shared and routed experts, and their traffic
+            module_s["moe"] = (
+                module_s["mlp"] + gemm["F"].get("moe/router") / t / bf16_rate
                 + gemm["F"].get("moe/shared_experts") / t / gemm_rate
-            )
-            module_s["mlp"] += (
-                shared + routed.gemm_s[0] + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
+                + routed.gemm_s[0] + routed.memory_bytes[0] / hbm_rate + routed.kernels[0] * overhead
                 + routed.comm.forward_s
             )  # fmt: skip
+            module_s["mlp"] = 0.0
             module_s["moe_act"] = routed.activation_bytes[0] / hbm_rate + overhead
         return PassTimes(
             base.f, (*base.i, ("recompute", sum(module_s[x] for x in plan.recompute_modules))), base.w

@@ -21,8 +21,11 @@ layers (Megatron-LM's uniform method), or the first N layers of a chunk only (bl
 everything; `chunk_layer_bytes`). Selective recompute drops what the re-run modules make (Megatron-LM
 `--recompute-modules`, megatron-core 0.16): `core_attn` the score path (flash attention: its FP32 log-sum-exp;
 q, k, v are the checkpoint's inputs and the output is the projection's input, both kept), `layernorm` the two norm
-outputs (attention/qkv_input, mlp/fc1_input; the norm inputs are kept), `mlp` everything inside the MLP but its
-input (mlp/fc1_input, fc1_output, activation_output). Ends (Korthikanti §4.3, Eq. after 5):
+outputs (attention/qkv_input, mlp/fc1_input; the norm inputs are kept), `mlp` everything inside a dense layer's
+MLP but its input (mlp/fc1_input, fc1_output, activation_output), `moe` everything inside a routed layer's MoE
+block but its input, the MLP norm's output (mlp/fc1_input; the router's probabilities, the dispatched rows, the experts' and shared experts' tensors),
+`shared_experts` the shared experts' fc1 and activation outputs, `moe_act` the experts' activation output; `mlp`
+leaves routed layers alone and the MoE modules dense ones, as megatron-core applies them per layer kind. Ends (Korthikanti §4.3, Eq. after 5):
 the first stage keeps the embedding dropout mask qbh/sp (when the model has dropout); the last stage keeps the
 final-norm input and the output-layer input (2qbh/sp each) and FP32 logits 4qbV/t (a stack running Transformer
 Engine's fused cross-entropy keeps the BF16 logits, overwritten by their gradient, 2qbV/t instead:
@@ -122,7 +125,7 @@ def _kept_items(model: ModelSpec, plan: LayerSetting, recompute: str) -> list[tu
     """Every tensor a layer keeps under a recompute policy other than full, offloaded or not."""
     items = _itemised_all(model, plan)
     if recompute == "selective":
-        dropped = set(_dropped_by(plan))
+        dropped = set(_dropped_by(model, plan))
         items = [(n, b) for n, b in items if n not in dropped]
     return items
 
@@ -197,10 +200,10 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "attention/softmax_dropout_output",
     ),
     "layernorm": ("attention/qkv_input", "mlp/fc1_input", "attention/q_up_input", "attention/kv_up_input"),
-    "mlp": (
-        "mlp/fc1_input",
-        "mlp/fc1_output",
-        "mlp/activation_output",
+    "mlp": ("mlp/fc1_input", "mlp/fc1_output", "mlp/activation_output"),
+    "moe_act": ("moe/experts/activation_output",),
+    "mla_up_proj": ("attention/q", "attention/k", "attention/v"),
+    "moe": (
         "moe/router_probs_fp32",
         "moe/experts_input",
         "moe/experts/fc1_output",
@@ -209,14 +212,22 @@ MODULE_ITEMS: dict[str, tuple[str, ...]] = {
         "moe/shared_experts/fc1_output",
         "moe/shared_experts/activation_output",
     ),
-    "moe_act": ("moe/experts/activation_output",),
-    "mla_up_proj": ("attention/q", "attention/k", "attention/v"),
+    "shared_experts": ("moe/shared_experts/fc1_output", "moe/shared_experts/activation_output"),
 }
 """The itemised tensors each selectively recomputed module no longer keeps (see the module docstring)."""
+DENSE_ONLY_MODULES = frozenset({"mlp"})
+"""Modules megatron-core re-runs in dense layers only (`mlp`: a dense MLP; a routed layer's is `moe`)."""
+ROUTED_ONLY_MODULES = frozenset({"moe", "moe_act", "shared_experts"})
+"""Modules that exist in routed layers only."""
 
 
-def _dropped_by(plan: LayerSetting) -> tuple[str, ...]:
-    return tuple(name for module in plan.recompute_modules for name in MODULE_ITEMS[module])
+def _dropped_by(model: ModelSpec, plan: LayerSetting) -> tuple[str, ...]:
+    """The tensors `plan`'s recompute modules drop from a layer of `model` (a routed layer when `model.moe` is set,
+    else a dense one: each module acts on its own kind of layer)."""
+    skip = DENSE_ONLY_MODULES if model.moe is not None else ROUTED_ONLY_MODULES
+    return tuple(
+        name for module in plan.recompute_modules if module not in skip for name in MODULE_ITEMS[module]
+    )
 
 
 def _itemised_all(model: ModelSpec, plan: LayerSetting, as_bf16: bool = False) -> list[tuple[str, int]]:
@@ -360,7 +371,7 @@ def recompute_working_bytes(model: ModelSpec, plan: LayerSetting, group_layers: 
         return group_layers * layer_activations(model, plan, "none", keep_offloaded=True).total_bytes
     if plan.recompute == "selective":
         kept = dict(_itemised_all(model, plan))  # the tensors themselves, whatever the activation model
-        return sum(kept.get(name, 0) for name in set(_dropped_by(plan)))
+        return sum(kept.get(name, 0) for name in set(_dropped_by(model, plan)))
     return 0
 
 

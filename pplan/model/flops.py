@@ -140,13 +140,19 @@ def recompute_flops(
     model: ModelSpec, layer: LayerFlops, recompute: str, modules: tuple[str, ...] = ("core_attn",)
 ) -> float:
     """Extra forward work the backward pass does per recomputed layer: a whole forward (full), or the forward of
-    the re-run modules (selective: the attention core, the MLP; norms are memory-bound, no FLOPs)."""
+    the re-run modules (selective: the attention core, a dense layer's MLP, a routed layer's MoE block or its shared
+    experts; norms are memory-bound, no FLOPs). `model` is the layer's kind (a routed model's dense part for its
+    dense layers)."""
     if recompute == "full":
         return layer.f.total
     if recompute == "selective":
         per_module = {
             "core_attn": layer.f.get("attention/scores") + layer.f.get("attention/context"),
-            "mlp": sum(n for name, n in layer.f.items if name == "mlp" or name.startswith("moe/")),
+            "mlp": layer.f.get("mlp") if model.moe is None else 0.0,
+            "moe": sum(n for name, n in layer.f.items if name == "mlp" or name.startswith("moe/"))
+            if model.moe is not None
+            else 0.0,
+            "shared_experts": layer.f.get("moe/shared_experts") if model.moe is not None else 0.0,
             "layernorm": 0.0,
             "moe_act": 0.0,
             "mla_up_proj": layer.f.get("attention/qkv") if model.mla is not None else 0.0,

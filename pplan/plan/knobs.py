@@ -15,13 +15,19 @@ RecomputeMethod = Literal["uniform", "block"]
 """How full recomputation picks its layers (Megatron-LM `--recompute-method`): `uniform` checkpoints every chunk's
 layers in groups of N (all recomputed; only each group's input kept), `block` recomputes the first N layers of
 every chunk and keeps the rest (`--recompute-num-layers N`)."""
-RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj"]
-"""What selective recomputation re-runs (Megatron-LM `--recompute-modules`, megatron-core 0.16 names): the
-attention core, the norms (their outputs are not kept; MLA's query and key/value norms too), the MLP (only its
-input is kept; a routed layer's whole routed MLP), the routed experts' activation function (`moe_act`: its output
-is not kept), MLA's up-projections (`mla_up_proj`: the attention core's q, k and v are not kept)."""
+RecomputeModule = Literal[
+    "core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "moe", "shared_experts"
+]  # fmt: skip
+"""What selective recomputation re-runs (Megatron-LM `--recompute-modules`, megatron-core 0.16 names and meanings,
+`transformer_config.py` `recompute_modules`): the attention core, the norms (their outputs are not kept; MLA's
+query and key/value norms too), the dense MLP (`mlp`: only its input is kept; dense layers only: a routed layer's
+MLP is `moe`), the routed experts' activation function (`moe_act`: its output is not kept), MLA's up-projections
+(`mla_up_proj`: the attention core's q, k and v are not kept), a routed layer's whole MoE block (`moe`: router,
+dispatch, experts and combine re-run from its input) and its shared experts alone (`shared_experts`)."""
 MODEL_RECOMPUTE_MODULES: dict[str, tuple[str, str]] = {
     "moe_act": ("moe", "a routed (mixture-of-experts) model"),
+    "moe": ("moe", "a routed (mixture-of-experts) model"),
+    "shared_experts": ("moe", "a routed (mixture-of-experts) model"),
     "mla_up_proj": ("mla", "multi-head latent attention"),
 }
 """Modules that exist only in some models: the ModelSpec field that must be set, and what it names."""

@@ -230,7 +230,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "recompute_modules", "memory", DEFAULT_RECOMPUTE_MODULES, "--recompute-modules",
-        "Selective recompute: comma list of core_attn, layernorm, mlp (Megatron-LM --recompute-modules).",
+        "Selective recompute: comma list of core_attn, layernorm, mlp (dense MLPs), and for routed models moe (the "
+        "whole MoE block), shared_experts, moe_act, or mla_up_proj (MLA) (Megatron-LM --recompute-modules).",
         "recompute_policy.modules", "q.recompute_modules if c.recompute == 'selective' else DEFAULT_RECOMPUTE_MODULES",
         choices=get_args(RecomputeModule),
         plan="canonical_modules(req.recompute_modules) if req.recompute == 'selective' else ()",
