@@ -682,24 +682,17 @@ def _routed_layer(
 
 @lru_cache(maxsize=8192)
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
-    """The output layer and loss for one micro-batch on the last chunk."""
-    gemm_rate, _, _, overhead = _rates(hw)
-    loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction
-    logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
-    elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
-    loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
-    loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
-    g = logit / gemm_rate + overhead
-    gather, back = end_collectives_s(model, hw, plan).output
-    if overlaps_tp_backward(plan.stack, plan.splits_backward):
-        back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
-    ends = PassTimes(
-        (("logits", g), ("loss", loss_f), *_tp_item(gather)),
-        (("logits", g), ("loss", loss_i), *_tp_item(back)),
-        (("logits", g),),
-    )
+    """The output layer and loss for one micro-batch on the last chunk, and each multi-token-prediction module.
+    The output layer and loss read none of a shape's expert fields, so they are remembered with those at their
+    defaults (`_output_ends`): only an MTP module's layer (routed, for a routed model) differs between the ep,
+    etp and expert overlaps a search tries."""
+    if isinstance(plan, Shape) and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS:
+        ends = _output_ends(model, hw, _without_experts(plan))
+    else:
+        ends = _output_ends(model, hw, plan)
     if not model.mtp_layers:
         return ends
+    gemm_rate, _, _, overhead = _rates(hw)
     # each multi-token-prediction module: its 2h → h projection, one layer, and the output layer and loss again
     proj = (
         mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
@@ -715,6 +708,26 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
         (*ends.f, ("mtp", k * module[0])),
         (*ends.i, ("mtp", k * module[1])),
         (*ends.w, ("mtp", k * module[2])),
+    )
+
+
+@lru_cache(maxsize=8192)
+def _output_ends(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    """The output layer and loss alone (`output_pass_times` without its MTP modules)."""
+    gemm_rate, _, _, overhead = _rates(hw)
+    loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction
+    logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
+    elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
+    loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
+    loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
+    g = logit / gemm_rate + overhead
+    gather, back = end_collectives_s(model, hw, plan).output
+    if overlaps_tp_backward(plan.stack, plan.splits_backward):
+        back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
+    return PassTimes(
+        (("logits", g), ("loss", loss_f), *_tp_item(gather)),
+        (("logits", g), ("loss", loss_i), *_tp_item(back)),
+        (("logits", g),),
     )
 
 
