@@ -407,7 +407,7 @@ def _with_expert_comm(times: PassTimes, comm: ExpertComm, overlap: bool) -> Pass
     behind the items before them when `overlap` (`_layer_compute_times`' items, in the same order)."""
 
     def swapped(items: tuple[tuple[str, float], ...], a2a: float) -> tuple[tuple[str, float], ...]:
-        at = next(k for k, (name, _) in enumerate(items) if name == "ep-comm")
+        at = [name for name, _ in items].index("ep-comm")
         if overlap:
             a2a = max(0.0, a2a - sum(x for _, x in items[:at]))
         return (*items[:at], ("ep-comm", a2a), *items[at + 1 :])

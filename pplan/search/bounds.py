@@ -107,25 +107,27 @@ class Query(Filters):
         etp: int = 1,
         remember: bool = True,
     ) -> float:
-        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-        bound = self._bounds.get(cut) if remember else None
-        if bound is None:
-            # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
-            # the same shape otherwise, so families share their layer times
-            f, back, layer, other, out = self._layer_times(
-                t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
-                precision, family.overlaps_expert_comm and ep * etp > 1, etp,
-            )  # fmt: skip
-            if recompute_layers:
-                # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
-                # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
-                extra = f * recompute_layers / most_layers
-                back, layer, other = back + extra, layer + extra, other + extra
-            ranks = self._geometry(family, p, v, first_layers, last_layers)
-            makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-            bound = self.tokens / makespan
-            if remember:
-                self._bounds[cut] = bound
+        if remember:
+            cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
+            bound = self._bounds.get(cut)
+            if bound is not None:
+                return bound
+        # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
+        # the same shape otherwise, so families share their layer times
+        f, back, layer, other, out = self._layer_times(
+            t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
+            precision, family.overlaps_expert_comm and ep * etp > 1, etp,
+        )  # fmt: skip
+        if recompute_layers:
+            # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
+            # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
+            extra = f * recompute_layers / most_layers
+            back, layer, other = back + extra, layer + extra, other + extra
+        ranks = self._geometry(family, p, v, first_layers, last_layers)
+        makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
+        bound = self.tokens / makespan
+        if remember:
+            self._bounds[cut] = bound
         return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
