@@ -25,10 +25,11 @@ from functools import lru_cache
 from itertools import pairwise
 
 from pplan.cost.autoplan import AutoPlan, memory_limits
+from pplan.cost.chunktimes import chunk_pass_times
 from pplan.cost.comm import p2p_message_bytes
 from pplan.cost.links import p2p_message_matrix
 from pplan.cost.memory import ActivationPeaks
-from pplan.cost.passtime import PassTimes, chunk_pass_times
+from pplan.cost.passes import PassTimes
 from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.plan.configuration import Plan, Shape
