@@ -1,7 +1,7 @@
 """Time a tensor-parallel GEMM split into t chunks of rows, as a TP-overlap stack runs it (Transformer Engine's
 userbuffers split each sequence-parallel GEMM into t pieces so that each piece's all-gather or reduce-scatter hides
 under another's compute), against the whole GEMM, on one device: what the split costs beyond the FLOPs. pplan
-assumes (pplan/cost/passtime.py `TpOverlap`) that each extra chunk pays one kernel overhead (4 µs), not a GEMM's
+assumes (pplan/cost/tensor_parallel.py `TpOverlap`) that each extra chunk pays one kernel overhead (4 µs), not a GEMM's
 fixed 18 µs, because the chunks overlap each other's ramp and tail on alternating streams.
 
     python benchmarks/bench_tp_chunks.py --device cuda --json OUT.json

@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 from pplan.cost import experts, host, moe_dispatch
+from pplan.cost.attention import cudnn_attention
 from pplan.cost.comm import (
     data_parallel_bytes_per_step,
     p2p_message_bytes,
@@ -25,7 +26,8 @@ from pplan.cost.memory import (
     plan_memory,
     rank_param_items,
 )
-from pplan.cost.passtime import PassTimes, cudnn_attention, layer_pass_times
+from pplan.cost.passes import PassTimes
+from pplan.cost.passtime import layer_pass_times
 from pplan.cost.pipeline import PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import step_time, straggler_factor
@@ -543,7 +545,7 @@ def _auto_derivations(model: ModelSpec, hardware: HardwareSpec, plan: Plan) -> l
 
 
 def _tp_overlap_sentence(plan: Plan, hardware: HardwareSpec) -> str:
-    """How the stack's TP overlap is costed (pplan.cost.passtime.TpOverlap)."""
+    """How the stack's TP overlap is costed (pplan.cost.tensor_parallel.TpOverlap)."""
     ub = STACKS[plan.stack].userbuffers
     if ub is None:
         return (

@@ -77,3 +77,44 @@ def test_qk_norm_keeps_the_heads_inputs() -> None:
     assert items["attention/q_layernorm_input"] == 2 * 4096 * 32 * 128 // 4 == items["attention/q"]
     assert items["attention/k_layernorm_input"] == 2 * 4096 * 4 * 128 // 4 == items["attention/k"]
     assert "attention/q_layernorm_input" not in dict(itemised_layer(LLAMA, plan.shape).items)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "llama3-70b"])
+def test_activation_bytes_read_no_field_activation_shape_drops(name: str) -> None:
+    """pplan.cost.pipeline.activation_shape sets ep, the all-to-all's overlap, a split backward and tensor-parallel
+    overlap to their defaults so that cuts share activation bytes: every activation figure is the same with them
+    as without, for every recompute mode, a selective set, offload and FP8 (which does change them: a control)."""
+    from dataclasses import replace
+
+    from pplan.cost.pipeline import activation_shape
+    from pplan.model.activations import chunk_layer_bytes, embedding_end, layer_activations, offloaded_layer
+    from pplan.plan.shape import Shape
+
+    model = load_model(name)
+    fp8_changes = False
+    for recompute, precision, offload, etp in itertools.product(
+        ["none", "selective", "full"], ["bf16", "fp8"], [(), ("attn_norm", "mlp_norm")], [1, 2]
+    ):
+        base = Shape(2, 2, 4096, 2, True, True, recompute, "itemised", etp=etp, precision=precision)  # type: ignore[arg-type]
+        if recompute != "full":
+            base = replace(base, offload_modules=offload)  # type: ignore[arg-type]
+        for ep, overlap, split, tp_overlap in itertools.product(
+            [1, 8], [False, True], [False, True], [False, True]
+        ):
+            shape = replace(
+                base, ep=ep, expert_comm_overlap=overlap, splits_backward=split, tp_comm_overlap=tp_overlap
+            )
+            plain = activation_shape(shape)
+            assert (plain.ep, plain.expert_comm_overlap, plain.splits_backward, plain.tp_comm_overlap) == (
+                1, False, False, False,
+            )  # fmt: skip
+            for mode in (None, "none", "full"):
+                assert layer_activations(model, shape, mode) == layer_activations(model, plain, mode)
+            assert chunk_layer_bytes(model, shape, 5, 2) == chunk_layer_bytes(model, plain, 5, 2)
+            assert embedding_end(model, shape) == embedding_end(model, plain)
+            assert output_end(model, shape) == output_end(model, plain)
+            assert offloaded_layer(model, shape) == offloaded_layer(model, plain)
+        fp8_changes |= layer_activations(model, base) != layer_activations(
+            model, replace(base, precision="bf16")
+        )
+    assert fp8_changes

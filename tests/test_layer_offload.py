@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from pplan.cost.chunktimes import chunk_pass_times, layer_offload_times
 from pplan.cost.memory import fp8_any_layout, plan_memory_totals
-from pplan.cost.passtime import chunk_pass_times, layer_offload_times, layer_pass_times
+from pplan.cost.passtime import layer_pass_times
 from pplan.cost.pipeline import activation_peaks
 from pplan.errors import ConfigError
 from pplan.launchers.megatron import megatron_args, megatron_env

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from pplan.cost.chunktimes import chunk_pass_times
 from pplan.cost.links import GroupShape, all_reduce_s
-from pplan.cost.passtime import chunk_pass_times
 from pplan.cost.pipeline import stage_inputs
 from pplan.cost.steptime import step_time
 from pplan.plan.configuration import make_plan

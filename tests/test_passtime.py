@@ -7,15 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from pplan.cost.passtime import (
-    attention_tail_s,
-    chunk_pass_times,
-    layer_gemms_s,
-    layer_pass_times,
-    output_pass_times,
-    qk_elementwise,
-    tp_backward,
-)
+from pplan.cost.attention import attention_tail_s, qk_elementwise
+from pplan.cost.chunktimes import chunk_pass_times
+from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.cost.tensor_parallel import layer_gemms_s, tp_backward
 from pplan.errors import ConfigError
 from pplan.model.flops import layer_flops
 from pplan.plan.configuration import make_plan

@@ -3,6 +3,7 @@ and a search with the child gives the same answer as one without."""
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from dataclasses import replace
 
 import pytest
 
+from pplan.errors import PplanError
+from pplan.frozen import changed
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.recommend import recommendations
 from pplan.schedules import periodic
@@ -17,6 +20,8 @@ from pplan.schedules.periodic import StructureKey, structure_key
 from pplan.schedules.periodic.structure import STRUCTURES
 from pplan.schedules.timeline import Durations
 from pplan.search import SearchRequest
+from pplan.search.bounds import Query
+from pplan.search.engine import CutEntry, Engine, Entry, prefetch_keys
 from pplan.search.prefetch import Prefetch, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs fork and a second CPU")
@@ -85,3 +90,48 @@ def test_a_search_with_the_child_gives_the_same_answer() -> None:
         r.report.performance for r in without.candidates
     ]
     assert with_child.rejected == without.rejected
+
+
+def _every_head_key(query: Query, req: SearchRequest, heap: list[Entry]) -> list[StructureKey]:
+    """The child's walk done the long way: every head of every entry, best cheap bound first, bounded for memory
+    (itself, else its ZeRO-3 form), the structure of its own plan where one passes; repeats dropped."""
+    keys: list[StructureKey] = []
+    for *_, item in sorted(heap, key=lambda e: (e[0], e[3])):
+        assert isinstance(item, CutEntry)
+        for i in item.lattice.heads:
+            head = item.cut.cell(i)
+            sharded = 3 in req.zero_stages and head.d * head.cp > 1 and head.zero < 3
+            for cand in [head, changed(head, zero=3)] if sharded else [head]:
+                try:
+                    fit = query.fit(cand, item.base + i)
+                except PplanError:
+                    break
+                if fit.fits(req.headroom_fraction):
+                    plan = fit.plan
+                    key = structure_key(plan.kind.name, plan.pp, plan.generator_v, plan.num_microbatches)
+                    if key is not None and key not in keys:
+                        keys.append(key)
+                    break
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "batch", "schedules"),
+    [
+        ("llama3-70b", 256, 512, ("1f1b", "interleaved-1f1b", "zbv", "dualpipev", "zb-h1")),
+        ("mixtral-8x7b", 64, 256, ("1f1b", "interleaved-1f1b", "dualpipe")),
+    ],
+)
+def test_the_child_walks_the_structures_every_head_names(
+    model: str, gpus: int, batch: int, schedules: tuple[str, ...]
+) -> None:
+    """`prefetch_keys` passes over entries whose structure is already named without bounding their heads: the
+    same keys, in the same order, as bounding every head of every entry (the walk before)."""
+    spec, hw = load_model(model), load_hardware("h100-sxm-80gb")
+    req = SearchRequest(gpus=gpus, global_batch=batch, schedules=schedules)
+    engine = Engine(spec, hw, req)
+    engine.enumerate()
+    heapq.heapify(engine.heap)
+    walked = list(prefetch_keys(Query(spec, hw, req), engine.heap, req))
+    assert len(walked) >= 3
+    assert walked == _every_head_key(Query(spec, hw, req), req, engine.heap)

@@ -6,7 +6,7 @@ A `Case` is one layer of a dense model at one tensor-parallel degree t, micro-ba
 of that plan runs it (tokens q = b·s; the shards' widths, no collective). Its `components`:
 - the four Linear GEMMs (QKV, projection, MLP first and second) forward (F), input gradient (I: dY·Wᵀ) and weight
   gradient (W: Xᵀ·dY), each an M×K by K×N product (`dims` = (M, K, N)); pplan gives all three the forward's
-  seconds (`pplan.cost.passtime.layer_gemms_s`: FLOPs / (peak · e_matmul) + one kernel overhead);
+  seconds (`pplan.cost.tensor_parallel.layer_gemms_s`: FLOPs / (peak · e_matmul) + one kernel overhead);
 - the attention core F and I (`dims` = (b, heads/t, kv heads/t, s, head width); flash attention, causal);
 - the memory-bound kernels F and I: the two norms and residual adds on q/sp rows of h, and the activation on q rows
   of the MLP's inner width / t (`dims` = (q/sp, h, q, inner/t));
@@ -30,11 +30,11 @@ from typing import Literal
 
 from pplan.cost.passtime import (
     embedding_pass_times,
-    layer_gemms_s,
     layer_pass_times,
     output_pass_times,
     tensor_parallel_mlp_width,
 )
+from pplan.cost.tensor_parallel import layer_gemms_s
 from pplan.errors import ConfigError
 from pplan.model.activations import itemised_layer
 from pplan.plan.configuration import make_plan

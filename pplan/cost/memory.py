@@ -590,16 +590,22 @@ def plan_static_totals(model: ModelSpec, plan: Plan, any_layout: bool = False) -
 
 
 def plan_memory_totals(
-    model: ModelSpec, plan: Plan, peaks: ActivationPeaks, fraction: float, any_layout: bool = False
+    model: ModelSpec,
+    plan: Plan,
+    peaks: ActivationPeaks,
+    fraction: float,
+    any_layout: bool = False,
+    static_totals: tuple[int, ...] | None = None,
 ) -> tuple[int, ...]:
     """`RankMemory.total_bytes` of every rank, without building the itemised records (the search checks
-    thousands of plans against usable memory with it): `plan_static_totals` plus the dynamic bytes with the
-    allocator's fragmentation (`fraction`; `any_layout`: the GPU's FP8 GEMMs take any layout)."""
+    thousands of plans against usable memory with it): `plan_static_totals` (`static_totals`, when at hand) plus
+    the dynamic bytes with the allocator's fragmentation (`fraction`; `any_layout`: the GPU's FP8 GEMMs take any
+    layout)."""
     working = plan_working_bytes(model, plan)
     return tuple(
         static + with_fragmentation(act_bytes + extra + working + gathered + buffer, fraction)
         for static, act_bytes, extra, gathered, buffer in zip(
-            plan_static_totals(model, plan, any_layout),
+            static_totals if static_totals is not None else plan_static_totals(model, plan, any_layout),
             peaks.activation_bytes,
             peaks.extra_activation_bytes,
             plan_gathered_weights_bytes(model, plan, any_layout),

@@ -50,21 +50,32 @@ sequence parallelism a reduce-scatter in F and its all-gather back in W); under 
 layer's input is all-gathered in F, and in I its input gradient is all-reduced (reduce-scattered under sequence
 parallelism) behind the output layer's weight-gradient GEMM where the stack overlaps that (`tp_backward_overlap`).
 The loss's three all-reduces of q·b values are not timed.
+This module owns a layer's passes and the ends'; beside it, the pass-time record and the rates
+(pplan.cost.passes), the tensor-parallel collectives and what overlap hides of them (pplan.cost.tensor_parallel),
+the attention core's terms beyond its FLOPs (pplan.cost.attention) and the sums per model chunk
+(pplan.cost.chunktimes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
+from pplan.cost.attention import CUDNN_BACKWARD, attention_tail_s, cudnn_attention, cudnn_rate, qk_elementwise
 from pplan.cost.experts import ExpertComm, expert_comm, expert_rows, routing_bytes
 from pplan.cost.host import exposed_host_s, host_terms, routed_kernels
-from pplan.cost.links import all_gather_s, all_reduce_s, cp_group, message_s, tp_group
+from pplan.cost.links import cp_group, message_s
 from pplan.cost.memory import GRAD_BYTES
 from pplan.cost.moe_dispatch import expert_gemm_s, exposed_comm
-from pplan.errors import ProfileError
+from pplan.cost.passes import PassTimes, linear_rate, rates
+from pplan.cost.tensor_parallel import (
+    end_collectives_s,
+    tp_backward,
+    tp_collective_s,
+    tp_forward_s,
+)
 from pplan.frozen import changed
-from pplan.model.activations import fp8_cast_elements, layer_offload_bytes, offloaded_layer
+from pplan.model.activations import fp8_cast_elements, offloaded_layer
 from pplan.model.flops import (
     ATTENTION_CORE,
     attention_keys,
@@ -75,12 +86,10 @@ from pplan.model.flops import (
 )
 from pplan.model.precision import CAST_BYTES
 from pplan.plan.knobs import GradDtype
-from pplan.plan.layout import Chunk
-from pplan.plan.records import Plan
 from pplan.plan.shape import DEFAULT_MOE_KNOBS, LayerSetting, Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
-from pplan.profiles.stacks import STACKS, UserbufferOverlap, overlaps_tp_backward
+from pplan.profiles.stacks import STACKS, overlaps_tp_backward
 
 GEMMS_PER_LAYER = {"F": 4, "I": 4, "W": 4}
 """QKV, projection, fc1 (gate+up fused), fc2 per pass."""
@@ -128,241 +137,10 @@ EMBEDDING_DENSE_GRAD_BYTES = 4
 (write 2) and read once (2) by what consumes it: the main-gradient add, or FSDP2's reduce-scatter copy-in."""
 EMBEDDING_KERNELS = (1, 3)
 """Kernels of the lookup (F) and of the weight gradient (W): zero fill, row add, main-gradient add."""
-ROPE_BYTES = {True: (4, 4), False: (20, 20)}
-"""HBM bytes per query or key element of the rotary embedding, forward and backward, fused (`Stack.fused_rope`:
-Transformer Engine's fused RoPE reads the tensor and writes the rotated one, and its backward the same) or not
-(the eager complex form of Meta's Llama reference, as torchtitan runs it: cast to FP32, read 2 + write 4; the
-complex multiply, read 4 + write 4; cast back, read 4 + write 2; its backward the three in reverse)."""
-ROPE_KERNELS = {True: 2, False: 6}
-"""Kernels per pass for the query and the key: one each fused, three each unfused."""
-QK_NORM_TENSORS = (2, 3)
-"""Tensors of the query's and the key's elements QK-norm (a norm over each head's d_h) moves: it reads x and
-writes y forward; its backward reads x and dy and writes dx."""
-QK_NORM_KERNELS = 2
 SCORE_KERNELS = 2
 """Memory-bound kernels an unfused attention core runs on its scores (scale-mask-softmax, dropout)."""
-ATTENTION_BLOCK_ROWS = 128
-"""Queries (forward) or keys (backward) one flash-attention thread block handles at head width 128: FlashAttention-2
-splits the sequence into blocks of 64-128 rows (Dao 2023, arXiv 2307.08691, §3.1 and §3.3); 128 reproduces the
-H200's timings (`attention_tail_s`)."""
 SCORE_BYTES_DROPOUT = (13, 19)
 """With attention dropout: plus the dropout kernel's read, write and 1-byte mask (5), forward or backward."""
-
-
-@dataclass(frozen=True, slots=True)
-class PassTimes:
-    """Seconds of F, I and W for one micro-batch, each itemised as (name, seconds)."""
-
-    f: tuple[tuple[str, float], ...]
-    i: tuple[tuple[str, float], ...]
-    w: tuple[tuple[str, float], ...]
-    f_s: float = field(init=False, compare=False)
-    """The sum of `f` (computed once: the search reads pass totals far more often than it builds them)."""
-    i_s: float = field(init=False, compare=False)
-    w_s: float = field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "f_s", sum([x for _, x in self.f]))
-        object.__setattr__(self, "i_s", sum([x for _, x in self.i]))
-        object.__setattr__(self, "w_s", sum([x for _, x in self.w]))
-
-    def scaled(self, k: float) -> PassTimes:
-        def sc(items: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-            return tuple((n, x * k) for n, x in items)
-
-        return PassTimes(sc(self.f), sc(self.i), sc(self.w))
-
-    def plus(self, other: PassTimes) -> PassTimes:
-        def add(
-            a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]
-        ) -> tuple[tuple[str, float], ...]:
-            out: dict[str, float] = {}
-            for n, x in (*a, *b):
-                out[n] = out.get(n, 0.0) + x
-            return tuple(out.items())
-
-        return PassTimes(add(self.f, other.f), add(self.i, other.i), add(self.w, other.w))
-
-
-ZERO = PassTimes((), (), ())
-
-
-def _rates(hw: HardwareSpec) -> tuple[float, float, float, float]:
-    peak = hw.gpu.peak_bf16_tflops * 1e12
-    eff = hw.efficiency
-    return (
-        peak * eff.matmul,
-        peak * eff.attention_fraction,
-        hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * eff.hbm,
-        eff.kernel_overhead_us * 1e-6,
-    )
-
-
-def linear_rate(hw: HardwareSpec, plan: LayerSetting) -> float:
-    """FLOP/s of the layers' Linear GEMMs: the BF16 rate, or under FP8 the FP8 peak × `efficiency.fp8_matmul`
-    (pplan.model.precision)."""
-    if plan.precision == "bf16" or hw.gpu.peak_fp8_tflops is None:
-        return hw.gpu.peak_bf16_tflops * 1e12 * hw.efficiency.matmul
-    return hw.gpu.peak_fp8_tflops * 1e12 * hw.efficiency.fp8_matmul_fraction
-
-
-@lru_cache(maxsize=8192)
-def tp_collective_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
-    """One of the per-layer tensor-parallel collectives (an all-reduce, or an all-gather/reduce-scatter pair)."""
-    if plan.tp == 1:
-        return 0.0
-    link = tp_group(plan.tp).link(hw)
-    if plan.sequence_parallel:
-        return 2 * all_gather_s(link, _tp_buffer(model, plan), plan.tp)
-    return all_reduce_s(link, _tp_buffer(model, plan), plan.tp)
-
-
-def layer_gemms_s(
-    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting
-) -> tuple[float, float, float, float]:
-    """Seconds of a layer's QKV, output projection, MLP first (gate and up) and second GEMMs on one GPU in the
-    forward; each one's input-gradient and weight-gradient GEMMs take the same (+ one kernel overhead each)."""
-    _, _, _, overhead = _rates(hw)
-    gemm_rate = linear_rate(hw, plan)
-    fl = layer_flops(model, plan.seq_len, plan.micro_batch, plan.cp).f
-    matrices = 3 if model.mlp == "swiglu" else 2
-    mlp = fl.get("mlp") + fl.get("moe/shared_experts")  # the tensor-parallel MLP of a routed layer: shared
-    parts = (
-        fl.get("attention/qkv"),
-        fl.get("attention/proj"),
-        mlp * (matrices - 1) / matrices,
-        mlp / matrices,
-    )
-    return (
-        parts[0] / plan.tp / gemm_rate + overhead,
-        parts[1] / plan.tp / gemm_rate + overhead,
-        parts[2] / plan.tp / gemm_rate + overhead,
-        parts[3] / plan.tp / gemm_rate + overhead,
-    )
-
-
-def tp_forward_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> float:
-    """The forward's exposed tensor-parallel collectives of one layer: both collective pairs, or with the stack's
-    TP overlap (`tp_comm_overlap`; under sequence parallelism) each all-gather pipelined with the column-parallel
-    GEMM it feeds (QKV, the MLP's first) and each reduce-scatter with the row-parallel GEMM it follows (the
-    projection, the MLP's second) (Wang et al. 2022, "Overlap communication with dependent computation via
-    decomposition"): as the stack's userbuffers run them (`TpOverlap`: ring exchange for the all-gathers, pipelined
-    splits for the reduce-scatters; megatron-core), or Σ max(0, collective − its GEMM) (PyTorch's async TP)."""
-    whole = 2 * tp_collective_s(model, hw, plan)
-    if not plan.tp_comm_overlap or plan.tp == 1:
-        return whole
-    gather = all_gather_s(tp_group(plan.tp).link(hw), _tp_buffer(model, plan), plan.tp)
-    qkv, proj, fc1, fc2 = layer_gemms_s(model, hw, plan)
-    over = TpOverlap(STACKS[plan.stack].userbuffers, hw, plan.tp)
-    return (
-        over.ring(gather, qkv)
-        + over.pipeline(gather, proj)
-        + over.ring(gather, fc1)
-        + over.pipeline(gather, fc2)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class TpOverlap:
-    """Exposed seconds of one tensor-parallel collective of `c` seconds run beside a GEMM of `g` seconds by a stack's
-    userbuffers (pplan.profiles.stacks.UserbufferOverlap; k = its `comm_sms`, S = the GPU's SMs, o = the kernel
-    overhead; without an SM count in the profile the SMs taken are not modelled). A stack without userbuffers
-    (`ub` None: async TP's copy-engine micro-pipelining) exposes max(0, c − g) in every method. With them:
-    - ring(c, g) = max(0, c − g) + (t − 1)·o: the GEMM as t chunks beside copy-engine sends;
-    - pipeline(c, g) = (n − 1)·(max(g'/n, c/n) − g/n) + c/n + (n − 1)·o with n splits and g' = g·S/(S − k): each
-      of the first n − 1 chunks' reduce-scatters runs beside the next chunk, which runs on S − k SMs; the last runs
-      alone;
-    - bulk(c, g) = max(c, g + c·k/S) − g: the GEMM loses k of its S SMs while the collective runs beside it."""
-
-    ub: UserbufferOverlap | None
-    hw: HardwareSpec
-    tp: int
-
-    @property
-    def _overhead(self) -> float:
-        return self.hw.efficiency.kernel_overhead_us * 1e-6
-
-    def _taken(self, ub: UserbufferOverlap) -> float:
-        """k / S: the fraction of the GPU's SMs a pipeline or bulk collective takes."""
-        sms = self.hw.gpu.sms
-        if sms is not None and sms <= ub.comm_sms:
-            raise ProfileError(
-                "gpu.sms",
-                f"{sms} in profile {self.hw.name} leaves no SM for a GEMM beside a {ub.comm_sms}-SM collective",
-                "give the GPU's real SM count, or drop it from the profile",
-            )
-        return ub.comm_sms / sms if sms else 0.0
-
-    def ring(self, c: float, g: float) -> float:
-        if self.ub is None:
-            return max(0.0, c - g)
-        return max(0.0, c - g) + (self.tp - 1) * self._overhead
-
-    def pipeline(self, c: float, g: float) -> float:
-        if self.ub is None:
-            return max(0.0, c - g)
-        n = self.ub.pipeline_splits
-        slowed = g / n / (1 - self._taken(self.ub))
-        return (n - 1) * (max(slowed, c / n) - g / n) + c / n + (n - 1) * self._overhead
-
-    def bulk(self, c: float, g: float) -> float:
-        if self.ub is None:
-            return max(0.0, c - g)
-        return max(c, g + c * self._taken(self.ub)) - g
-
-
-def _tp_buffer(model: ModelSpec, plan: LayerSetting) -> float:
-    """Bytes of one tensor-parallel collective's whole buffer: the micro-batch's q·b·h BF16 activations."""
-    return plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
-
-
-@dataclass(frozen=True, slots=True)
-class TpBackward:
-    """A layer's tensor-parallel collectives in its backward pass (I), in seconds (module docstring)."""
-
-    exposed_s: float
-    """What the backward waits for."""
-    hidden_s: float
-    """What runs behind the column-parallel layers' own gradient GEMMs (`tp_backward_overlap`)."""
-
-
-def tp_backward(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> TpBackward:
-    """The backward's tensor-parallel collectives of one layer, split into exposed and hidden time.
-
-    Without overlap: the two collectives (or collective pairs) of the forward, run again in reverse, all exposed.
-    With the stack's overlap (pplan.profiles.stacks), per column-parallel layer X (QKV; the MLP's first GEMM, or its
-    fused gate and up GEMMs):
-    - without sequence parallelism the input gradient's all-reduce runs behind X's weight-gradient GEMM:
-      exposed max(0, all-reduce − wgrad_X);
-    - with it, the row-parallel layer before X in the backward all-gathers its output gradient (exposed), X
-      re-gathers its sequence-sharded input behind its input-gradient GEMM and reduce-scatters the input gradient
-      behind its weight-gradient GEMM: exposed all-gather + max(0, all-gather − dgrad_X) + max(0, reduce-scatter −
-      wgrad_X) (the reduce-scatter moves the all-gather's volume).
-    With the stack's full TP overlap (`tp_comm_overlap`) the row-parallel all-gathers also run behind the input
-    gradient GEMMs of the projection and the MLP's second GEMM: every one of the six is exposed only where it
-    outlasts its GEMM.
-    wgrad_X = dgrad_X = X's forward FLOPs / t / (peak · e_matmul) + one kernel overhead (`layer_gemms_s`)."""
-    if plan.tp == 1:
-        return TpBackward(0.0, 0.0)
-    whole = 2 * tp_collective_s(model, hw, plan)
-    link = tp_group(plan.tp).link(hw)
-    gemms = layer_gemms_s(model, hw, plan)
-    if plan.tp_comm_overlap:  # every collective behind a GEMM of the same pass (sequence parallel)
-        gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
-        over = TpOverlap(STACKS[plan.stack].userbuffers, hw, plan.tp)
-        row = sum(over.ring(gather, g) for g in (gemms[1], gemms[3]))  # output gradients' all-gathers: dgrad
-        column = sum(2 * over.bulk(gather, g) for g in (gemms[0], gemms[2]))  # re-gather: dgrad; RS: wgrad
-        return TpBackward(row + column, max(0.0, 6 * gather - row - column))
-    if not overlaps_tp_backward(plan.stack, plan.splits_backward):
-        return TpBackward(whole, 0.0)
-    grad_gemm = (gemms[0], gemms[2])
-    if plan.sequence_parallel:
-        gather = all_gather_s(link, _tp_buffer(model, plan), plan.tp)
-        exposed = sum(gather + 2 * max(0.0, gather - g) for g in grad_gemm)
-        return TpBackward(exposed, 3 * len(grad_gemm) * gather - exposed)
-    reduce = all_reduce_s(link, _tp_buffer(model, plan), plan.tp)
-    exposed = sum(max(0.0, reduce - g) for g in grad_gemm)
-    return TpBackward(exposed, len(grad_gemm) * reduce - exposed)
 
 
 def layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
@@ -470,7 +248,7 @@ def with_offload(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, times: 
 @lru_cache(maxsize=8192)
 def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """One layer, one micro-batch, one GPU, without activation offload."""
-    bf16_rate, attn_rate, hbm_rate, overhead = _rates(hw)
+    bf16_rate, attn_rate, hbm_rate, overhead = rates(hw)
     gemm_rate = linear_rate(hw, plan)
     t = plan.tp
     sp = t if plan.sequence_parallel else 1
@@ -600,33 +378,6 @@ def _layer_compute_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting)
     return base
 
 
-def qk_elementwise(model: ModelSpec, plan: LayerSetting) -> tuple[tuple[float, float], int]:
-    """HBM bytes (forward, backward) and kernels per pass of the memory-bound work on a layer's query and key
-    heads: the rotary embedding (`ROPE_BYTES`, on the rotary dimensions only under MLA: d_h^R of each query head
-    and of the one shared key head) and QK-norm (`QK_NORM_TENSORS`, on the whole heads)."""
-    tokens = plan.seq_len // plan.cp * plan.micro_batch
-    a, t = model.num_attention_heads, plan.tp
-    mla = model.mla
-    fwd = bwd = 0.0
-    kernels = 0
-    if model.position_embedding == "rope":
-        fused = STACKS[plan.stack].fused_rope
-        rotated = (
-            tokens * a * mla.qk_rope_head_dim / t + tokens * mla.qk_rope_head_dim
-            if mla
-            else (tokens * (a + model.kv_heads) * model.head_size / t)
-        )
-        fwd += ROPE_BYTES[fused][0] * rotated
-        bwd += ROPE_BYTES[fused][1] * rotated
-        kernels += ROPE_KERNELS[fused]
-    if model.qk_norm and mla is None:
-        normed = tokens * (a + model.kv_heads) * model.head_size / t * 2
-        fwd += QK_NORM_TENSORS[0] * normed
-        bwd += QK_NORM_TENSORS[1] * normed
-        kernels += QK_NORM_KERNELS
-    return (fwd, bwd), kernels
-
-
 BF16_OR_OWN_ITEMS = (*ATTENTION_CORE, "moe/experts", "moe/router")
 """Layer FLOP items not in the Linears' GEMM item: the attention core and the router (BF16), the routed experts
 (their own grouped GEMMs)."""
@@ -637,46 +388,6 @@ def tensor_parallel_mlp_width(model: ModelSpec) -> int:
     if model.moe is None:
         return model.ffn_hidden_size
     return model.moe.shared_expert_ffn_hidden_size
-
-
-CUDNN_BACKWARD = 2.5
-"""cuDNN's fused attention backward pays this many times the forward's fixed time, as its FLOPs are 2.5 times the
-forward's (fitted with the rate to the H200's twelve causal cores, pplan's benchmarks/device/2026-12-04-h200)."""
-
-
-def cudnn_attention(hw: HardwareSpec, plan: LayerSetting) -> bool:
-    """Whether the attention core runs as cuDNN's fused attention: the plan's stack runs it
-    (`Stack.attention_kernel`), the core is fused (flash) and the hardware profile has its rate."""
-    return (
-        plan.flash_attention
-        and STACKS[plan.stack].attention_kernel == "cudnn"
-        and hw.efficiency.attention_cudnn is not None
-    )
-
-
-def cudnn_rate(hw: HardwareSpec) -> float:
-    """FLOP/s of cuDNN's fused attention core (`efficiency.attention_cudnn` of the BF16 peak)."""
-    return (
-        hw.gpu.peak_bf16_tflops * 1e12 * (hw.efficiency.attention_cudnn or hw.efficiency.attention_fraction)
-    )
-
-
-def attention_tail_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, row_flops: float) -> float:
-    """The flash-attention core's tail: the one thread block with the most work, which runs on one SM after the
-    others have drained. A block takes `ATTENTION_BLOCK_ROWS` queries of one head (forward) or keys (backward)
-    against every key (query) that row sees, so its FLOPs are that many times one row's: `row_flops` is the pass's
-    core FLOPs per query row of the rank (all its heads, every key it sees: the full count, not the causal half),
-    divided by the rank's heads. It runs at one SM's share of the core's rate, P · e_attention / SMs. Zero where
-    the profile gives no SM count. Under context parallelism the ring's cp kernels each see s/cp keys, so their
-    tails add up to about one over s (assumed). Checked on an H200 (pplan's benchmarks/device/2026-12-04-h200):
-    with FlashAttention-2's sourced rate and no fitted constant, the twelve causal cores of README and Llama 3
-    shards (7-32 heads, s = 4,096 and 8,192) are reproduced within 4.5 % RMS, 6.6 % at worst."""
-    sms = hw.gpu.sms
-    if sms is None:
-        return 0.0
-    heads = max(1, model.num_attention_heads // plan.tp)
-    rate = hw.gpu.peak_bf16_tflops * 1e12 * hw.efficiency.attention_fraction
-    return row_flops / heads * ATTENTION_BLOCK_ROWS / (rate / sms)
 
 
 def gemm_kernels(model: ModelSpec) -> int:
@@ -732,24 +443,17 @@ def _expert_gemm(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> tupl
 
 @lru_cache(maxsize=8192)
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
-    """The output layer and loss for one micro-batch on the last chunk."""
-    gemm_rate, _, _, overhead = _rates(hw)
-    loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction
-    logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
-    elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
-    loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
-    loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
-    g = logit / gemm_rate + overhead
-    gather, back = end_collectives_s(model, hw, plan).output
-    if overlaps_tp_backward(plan.stack, plan.splits_backward):
-        back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
-    ends = PassTimes(
-        (("logits", g), ("loss", loss_f), *_tp_item(gather)),
-        (("logits", g), ("loss", loss_i), *_tp_item(back)),
-        (("logits", g),),
-    )
+    """The output layer and loss for one micro-batch on the last chunk, and each multi-token-prediction module.
+    The output layer and loss read none of a shape's expert fields, so they are remembered with those at their
+    defaults (`_output_ends`): only an MTP module's layer (routed, for a routed model) differs between the ep,
+    etp and expert overlaps a search tries."""
+    if isinstance(plan, Shape) and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS:
+        ends = _output_ends(model, hw, _without_experts(plan))
+    else:
+        ends = _output_ends(model, hw, plan)
     if not model.mtp_layers:
         return ends
+    gemm_rate, _, _, overhead = rates(hw)
     # each multi-token-prediction module: its 2h → h projection, one layer, and the output layer and loss again
     proj = (
         mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
@@ -769,6 +473,26 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
 
 
 @lru_cache(maxsize=8192)
+def _output_ends(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+    """The output layer and loss alone (`output_pass_times` without its MTP modules)."""
+    gemm_rate, _, _, overhead = rates(hw)
+    loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction
+    logit = logits_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp
+    elements = plan.seq_len // plan.cp * plan.micro_batch * model.vocab_size / plan.tp
+    loss_f = LOSS_BYTES[0] * elements / loss_rate + LOSS_KERNELS[0] * overhead
+    loss_i = LOSS_BYTES[1] * elements / loss_rate + LOSS_KERNELS[1] * overhead
+    g = logit / gemm_rate + overhead
+    gather, back = end_collectives_s(model, hw, plan).output
+    if overlaps_tp_backward(plan.stack, plan.splits_backward):
+        back = max(0.0, back - g)  # behind the output layer's weight-gradient GEMM
+    return PassTimes(
+        (("logits", g), ("loss", loss_f), *_tp_item(gather)),
+        (("logits", g), ("loss", loss_i), *_tp_item(back)),
+        (("logits", g),),
+    )
+
+
+@lru_cache(maxsize=8192)
 def embedding_pass_times(
     model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, grad_dtype: GradDtype = "fp32"
 ) -> PassTimes:
@@ -776,7 +500,7 @@ def embedding_pass_times(
     a dense V/t × h tensor (`EMBEDDING_DENSE_GRAD_BYTES`) with the micro-batch's rows added in, then added into
     the main gradient (read and write at `grad_dtype`) by a stack that accumulates one (megatron-core's DDP hook
     `main_grad.add_(grad)`, DeepSpeed's BF16 optimizer; pplan.profiles.stacks)."""
-    _, _, hbm_rate, overhead = _rates(hw)
+    _, _, hbm_rate, overhead = rates(hw)
     rows = plan.seq_len // plan.cp * plan.micro_batch * model.hidden_size * 2
     table = model.vocab_size * model.hidden_size / plan.tp
     per_element = EMBEDDING_DENSE_GRAD_BYTES
@@ -792,122 +516,3 @@ def embedding_pass_times(
 def _tp_item(seconds: float) -> tuple[tuple[str, float], ...]:
     """An end's exposed tensor-parallel time as a pass item, none when there is none."""
     return (("tp-comm", seconds),) if seconds > 0 else ()
-
-
-@dataclass(frozen=True, slots=True)
-class EndCollectives:
-    """Seconds of the tensor-parallel collectives at the model's ends, one micro-batch (module docstring)."""
-
-    embedding: tuple[float, float]
-    """The embedding's output reduced in F; under sequence parallelism its gradient all-gathered back in W."""
-    output: tuple[float, float]
-    """Under sequence parallelism the output layer's input all-gathered in F; its input gradient all-reduced
-    (reduce-scattered under sequence parallelism) in I, before any overlap."""
-
-
-def end_collectives_s(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> EndCollectives:
-    """The ends' collectives of one q·b·h BF16 buffer over the tensor-parallel group (Megatron-Core's
-    `VocabParallelEmbedding` and output `ColumnParallelLinear`; torchtitan's row- and column-wise plans for them)."""
-    if plan.tp == 1:
-        return EndCollectives((0.0, 0.0), (0.0, 0.0))
-    link, buffer = tp_group(plan.tp).link(hw), _tp_buffer(model, plan)
-    one = all_gather_s(link, buffer, plan.tp)  # an all-gather, or a reduce-scatter: the same ring volume
-    if plan.sequence_parallel:
-        return EndCollectives((one, one), (one, one))
-    reduce = all_reduce_s(link, buffer, plan.tp)
-    return EndCollectives((reduce, 0.0), (0.0, reduce))
-
-
-def chunk_pass_times(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[PassTimes, ...]:
-    """F, I, W per model chunk, in model order."""
-    chunks = plan.layout.chunks
-    recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
-    times = layout_pass_times(model, hw, plan.shape, chunks, recomputed, plan.grad_dtype)
-    if not plan.offload_layers:
-        return times
-    first = times[0].plus(
-        layer_offload_times(
-            model, hw, plan.shape, plan.offload_layers, chunks[0].layers, chunks[0].dense_layers
-        )
-    )
-    return (first, *times[1:])
-
-
-@lru_cache(maxsize=1024)
-def layer_offload_times(
-    model: ModelSpec, hw: HardwareSpec, shape: Shape, offloaded: int, layers: int, dense_layers: int = 0
-) -> PassTimes:
-    """The exposed copies of layer offload (p = 1, no recompute: pplan.plan.rules.check_layer_offload) on a chunk
-    of `layers` layers (a routed model's `dense_layers` dense ones first): each of the first N = `offloaded`
-    layers copies its whole activations (pplan.model.activations.layer_offload_bytes) device → host once its
-    forward ends, and back before its backward, over the `host_link`, c seconds a layer on one copy stream.
-    Transformer Engine's offload handler spreads the N copies over the whole pass (its `layer_window_map`: group
-    i's copy is waited for at layer ≈ (i + 1)·L/N), so with f and b the mean forward and backward of the L layers:
-    F exposes max(0, max(f + N·c, N·f + c) − L·f) (copy k starts when layer k ends, the copies run back to back,
-    the pass ends when the last lands), I exposes max(0, max(c − (L − N)·b, N·c − (L − 1)·b)) (the reloads, last
-    layer first, start with the backward and each must land before its layer's backward) ("offload")."""
-    link = hw.require_host_link("--offload-layers")
-    dense = min(offloaded, dense_layers)
-    copy = (
-        sum(
-            n * message_s(link, layer_offload_bytes(m, shape, 1))
-            for m, n in ((model, offloaded - dense), (model.dense_part, dense))
-            if n
-        )
-        / offloaded
-    )
-    kinds = ((model, layers - dense_layers), (model.dense_part, dense_layers))
-    f = sum(n * layer_pass_times(m, hw, shape).f_s for m, n in kinds if n) / layers
-    b = sum(n * layer_pass_times(m, hw, shape).i_s for m, n in kinds if n) / layers
-    n = offloaded
-    forward = max(0.0, max(f + n * copy, n * f + copy) - layers * f)
-    backward = max(0.0, copy - (layers - n) * b, n * copy - (layers - 1) * b)
-    return PassTimes((("offload", forward),), (("offload", backward),), ())
-
-
-@lru_cache(maxsize=8192)
-def layout_pass_times(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    shape: Shape,
-    chunks: tuple[Chunk, ...],
-    recomputed: tuple[int, ...] | None = None,
-    grad_dtype: GradDtype = "fp32",
-) -> tuple[PassTimes, ...]:
-    """F, I, W per chunk of `chunks` for one layer setting (cached: a search asks for the same ones often). Under
-    full recompute `recomputed[c]` of chunk c's layers re-run their forward (all of them when not given): the
-    chunk's first layers, so a routed model's dense layers (which come first) before its routed ones. The first
-    chunk adds the input embedding (`embedding_pass_times`, its gradient accumulated at `grad_dtype`), the last
-    the output layer and loss."""
-    kinds = [(model, layer_pass_times(model, hw, shape))]
-    if model.moe is not None and any(c.dense_layers for c in chunks):
-        kinds.append((model.dense_part, layer_pass_times(model.dense_part, hw, shape)))
-    full = shape.recompute == "full"
-    kept = [layer_pass_times(m, hw, replace(shape, recompute="none")) if full else t for m, t in kinds]
-    out = output_pass_times(model, hw, shape)
-    result = []
-    alike: dict[
-        tuple[int, int, int, bool, bool], PassTimes
-    ] = {}  # chunks come in a few sizes: each done once
-    for c, chunk in enumerate(chunks):
-        n = chunk.layers if recomputed is None or not full else recomputed[c]
-        key = (chunk.layers, chunk.dense_layers, n, chunk.has_output, chunk.has_embedding)
-        if key not in alike:
-            dense_rerun = min(n, chunk.dense_layers)
-            counts = (
-                (chunk.routed_layers, n - dense_rerun),  # (layers, of which re-run) per kind, routed first
-                (chunk.dense_layers, dense_rerun),
-            )
-            times = ZERO
-            for (layers, rerun), (_, layer), kept_layer in zip(counts, kinds, kept, strict=False):
-                if rerun:
-                    times = layer.scaled(rerun) if times is ZERO else times.plus(layer.scaled(rerun))
-                if layers > rerun:
-                    rest = kept_layer.scaled(layers - rerun)
-                    times = rest if times is ZERO else times.plus(rest)
-            if chunk.has_embedding:
-                embedding = embedding_pass_times(model, hw, shape, grad_dtype)
-                times = embedding if times is ZERO else times.plus(embedding)
-            alike[key] = times.plus(out) if chunk.has_output else times
-        result.append(alike[key])
-    return tuple(result)

@@ -25,10 +25,12 @@ from functools import lru_cache
 from itertools import pairwise
 
 from pplan.cost.autoplan import AutoPlan, memory_limits
+from pplan.cost.chunktimes import chunk_pass_times
 from pplan.cost.comm import p2p_message_bytes
 from pplan.cost.links import p2p_message_matrix
 from pplan.cost.memory import ActivationPeaks
-from pplan.cost.passtime import PassTimes, chunk_pass_times
+from pplan.cost.passes import PassTimes
+from pplan.frozen import changed
 from pplan.model import activations as act
 from pplan.plan.knobs import DurationModel
 from pplan.plan.layout import Layout
@@ -226,7 +228,7 @@ def warmup_peaks(model: ModelSpec, plan: Plan) -> ActivationPeaks:
     ):
         # every chunk keeps the same bytes per layer (none, selective, full with one checkpoint per layer), or
         # per group of layers (uniform): summed per layer where it can be, the search's hot path
-        per_layer, emb, out = _layer_bytes(model, plan.shape)
+        per_layer, emb, out = _layer_bytes(model, activation_shape(plan.shape))
         if plan.recompute_group == 1:
             return ActivationPeaks(
                 tuple(layers * per_layer for _, layers, _, _ in counts),
@@ -277,6 +279,17 @@ def _warmup_counts(
 
 
 @lru_cache(maxsize=4096)
+def activation_shape(shape: Shape) -> Shape:
+    """`shape` with the fields activation bytes do not read at their defaults: the expert-parallel degree and the
+    all-to-all's overlap (a routed layer's saved tensors depend on etp, not ep), a split backward and
+    tensor-parallel overlap (pplan.model.activations reads none of them). The cuts of every ep and schedule
+    family of a search then share their activation bytes (`_layer_bytes`, `_chunk_bytes`)."""
+    if shape.ep == 1 and not (shape.expert_comm_overlap or shape.splits_backward or shape.tp_comm_overlap):
+        return shape
+    return changed(shape, ep=1, expert_comm_overlap=False, splits_backward=False, tp_comm_overlap=False)
+
+
+@lru_cache(maxsize=4096)
 def _layer_bytes(model: ModelSpec, shape: Shape) -> tuple[int, int, int]:
     """One micro-batch's bytes per layer (every layer alike), at the embedding end, at the output end."""
     return (
@@ -308,7 +321,9 @@ def _bytes_per_microbatch(model: ModelSpec, plan: Plan) -> tuple[tuple[int, ...]
     chunks = plan.layout.chunks
     recomputed = tuple(plan.recomputed_layers(c.layers) for c in chunks)
     layers = tuple((c.layers, c.dense_layers) for c in chunks)
-    return _chunk_bytes(model, plan.shape, layers, recomputed, plan.recompute_group, plan.offload_layers)
+    return _chunk_bytes(
+        model, activation_shape(plan.shape), layers, recomputed, plan.recompute_group, plan.offload_layers
+    )
 
 
 @lru_cache(maxsize=4096)

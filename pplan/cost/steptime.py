@@ -52,6 +52,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from pplan.cost.chunktimes import chunk_pass_times
 from pplan.cost.links import GroupShape, all_gather_s, all_reduce_s, dp_group, message_s
 from pplan.cost.memory import (
     GRAD_BYTES,
@@ -62,7 +63,7 @@ from pplan.cost.memory import (
     plan_rank_expert_params,
     plan_rank_params,
 )
-from pplan.cost.passtime import PassTimes, chunk_pass_times
+from pplan.cost.passes import PassTimes
 from pplan.cost.pipeline import (
     PipelineRun,
     auto_memory_limits,

@@ -561,11 +561,19 @@ class SearchFilter:
         pairs_hide_experts: bool = False,
     ) -> bool:
         """`pairs_hide_experts`: the cut's schedule hides the expert all-to-all behind paired passes (its
-        family's `overlaps_expert_comm`)."""
-        key = (
-            t, p, cp, d, ep, etp, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard,
-            pairs_hide_experts,
-        )  # fmt: skip
+        family's `overlaps_expert_comm`). Remembered per what `_cell_refusal` reads: without a release's expert
+        rules (`_expert_refusal`, torchtitan's) it reads neither t, p, d nor etp, and of ep only whether it is
+        above 1, so a search's cuts of every (t, p, d) share their answers."""
+        if self.capabilities.release is None:
+            key: tuple[object, ...] = (
+                cp, ep > 1, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard,
+                pairs_hide_experts,
+            )  # fmt: skip
+        else:
+            key = (
+                t, p, cp, d, ep, etp, zero, recompute, recompute_layers, grad_dtype, shard_group, reshard,
+                pairs_hide_experts,
+            )  # fmt: skip
         got = self._cells.get(key)
         if got is None:
             modules = self.recompute_modules if recompute == "selective" else DEFAULT_RECOMPUTE_MODULES

@@ -106,7 +106,7 @@ class Stack:
     and accumulates the shard, so no add over the whole table runs (pplan.cost.passtime.embedding_pass_times)."""
     attention_kernel: AttentionKernel
     """The attention core's kernel: FlashAttention-2 (priced at its published rate with its tail,
-    pplan.cost.passtime.attention_tail_s), or cuDNN's fused attention (priced at the hardware profile's measured
+    pplan.cost.attention.attention_tail_s), or cuDNN's fused attention (priced at the hardware profile's measured
     `attention_cudnn` rate and fixed time where it has one, else as FlashAttention-2)."""
     sink_attention_fused_from: str | None
     """For a model with attention sinks (a learned softmax offset per head, GPT-OSS): the release from which the

@@ -68,6 +68,7 @@ class Query(Filters):
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
+        self._statics: dict[tuple[object, ...], tuple[int, ...]] = {}  # `static_totals`
         # `stages_out` of each cut but its micro-batch size, per ZeRO stage: the largest b its frugal cell may fit
         # at, the least b it does not
         self._frugal: dict[tuple[tuple[object, ...], int], tuple[float, float]] = {}
@@ -109,25 +110,27 @@ class Query(Filters):
         etp: int = 1,
         remember: bool = True,
     ) -> float:
-        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-        bound = self._bounds.get(cut) if remember else None
-        if bound is None:
-            # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
-            # the same shape otherwise, so families share their layer times
-            f, back, layer, other, out = self._layer_times(
-                t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
-                precision, family.overlaps_expert_comm and ep * etp > 1, etp,
-            )  # fmt: skip
-            if recompute_layers:
-                # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
-                # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
-                extra = f * recompute_layers / most_layers
-                back, layer, other = back + extra, layer + extra, other + extra
-            ranks = self._geometry(family, p, v, first_layers, last_layers)
-            makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-            bound = self.tokens / makespan
-            if remember:
-                self._bounds[cut] = bound
+        if remember:
+            cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
+            bound = self._bounds.get(cut)
+            if bound is not None:
+                return bound
+        # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
+        # the same shape otherwise, so families share their layer times
+        f, back, layer, other, out = self._layer_times(
+            t, cp, b, "none" if recompute_layers else recompute, family.splits_backward and t > 1, ep,
+            precision, family.overlaps_expert_comm and ep * etp > 1, etp,
+        )  # fmt: skip
+        if recompute_layers:
+            # the first N layers of every chunk re-run their forward (F) in the backward: a chunk of L ≤ most
+            # layers adds N·F ≥ L·F·N/most, so every layer's backward is at least F·N/most longer
+            extra = f * recompute_layers / most_layers
+            back, layer, other = back + extra, layer + extra, other + extra
+        ranks = self._geometry(family, p, v, first_layers, last_layers)
+        makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
+        bound = self.tokens / makespan
+        if remember:
+            self._bounds[cut] = bound
         return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
@@ -249,32 +252,31 @@ class Query(Filters):
         shape, so that every micro-batch, recompute, lower ZeRO stage and FP32 twin of it is known out of memory
         without a plan: static bytes do not depend on the first three, and fall with the ZeRO stage and with BF16
         gradients while the usable bytes do not (ZeRO-0 opens one more communicator, pplan.cost.usable)."""
-        key = (
-            c.family.name,
-            c.t,
-            c.p,
-            c.cp,
-            c.v,
-            c.first_layers,
-            c.last_layers,
-            c.ep,
-            c.etp,
-            c.precision,
-            c.shard_group,
-        )
+        key = _static_key(c)
         for (zero, grads), miss in self._static_dead.get(key, {}).items():
             if c.zero <= zero and grads in ("bf16", c.grad_dtype):
                 return miss
         if (*key, c.zero, c.grad_dtype) in self._static_fit:
             return None
         plan = self.plan(c)
-        need = max(plan_static_totals(self.model, plan, fp8_any_layout(self.hw)))
+        need = max(self.static_totals(c, plan))
         usable = usable_bytes(self.hw, self.model, plan)
         if need <= usable * (1 - self.req.headroom_fraction):
             self._static_fit.add((*key, c.zero, c.grad_dtype))
             return None
         self._static_dead.setdefault(key, {})[c.zero, c.grad_dtype] = (need, usable)
         return need, usable
+
+    def static_totals(self, c: Candidate, plan: Plan) -> tuple[int, ...]:
+        """`plan_static_totals` of `plan` (`c`'s), remembered per what they read of a configuration: its cut but b,
+        recompute and offload, its ZeRO stage, gradient dtype and shard group (`_static_key`; the rest of a plan is
+        the query's). The search asks them of every fit and of every frugal cell, and a cut's micro-batch sizes,
+        recomputes and ZeRO-3 gathers share them."""
+        key = (*_static_key(c), c.zero, c.grad_dtype)
+        got = self._statics.get(key)
+        if got is None:
+            got = self._statics[key] = plan_static_totals(self.model, plan, fp8_any_layout(self.hw))
+        return got
 
     def sync_bound(self, c: Candidate, plan: Plan | None = None) -> float:
         """tokens / (max(the free-hop makespan bound, the data-parallel traffic) + the optimizer step): a proven
@@ -337,7 +339,7 @@ class Query(Filters):
         peaks = self._peaks.get(key)
         if peaks is None:
             peaks = self._peaks[key] = warmup_peaks(self.model, plan)
-        return fitted(self.model, self.hw, plan, c, index, False, peaks)
+        return fitted(self.model, self.hw, plan, c, index, False, peaks, self.static_totals(c, plan))
 
     def stages_out(
         self, cut: Cut, base: int, dropped: tuple[bool, ...] | None = None
@@ -410,3 +412,12 @@ class Query(Filters):
     def fit_exactly(self, item: Fitted) -> Fitted:
         """The same plan with its exact memory (the schedule's in-flight peaks)."""
         return fitted(self.model, self.hw, item.plan, item.candidate, item.index, True)
+
+
+def _static_key(c: Candidate) -> tuple[object, ...]:
+    """What a configuration's static bytes (pplan.cost.memory.plan_static_totals) read of it besides its ZeRO stage
+    and gradient dtype: its cut but the micro-batch size, recompute and offload, and its shard group (d follows
+    from t, cp and p in a query; the rest of its plan is the query's)."""
+    return (
+        c.family.name, c.t, c.p, c.cp, c.v, c.first_layers, c.last_layers, c.ep, c.etp, c.precision, c.shard_group,
+    )  # fmt: skip

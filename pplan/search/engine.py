@@ -565,9 +565,7 @@ PREFETCH_FROM_HEADS = 2000
 
 
 def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefetch | None:
-    """Start building, on another core, the structures the search will likely ask for: those of the
-    configurations that pass the memory lower bound (or would with ZeRO-3), best cheap bound first (the order
-    the search takes them in)."""
+    """Start building, on another core, the structures the search will likely ask for (`prefetch_keys`)."""
     if (
         not req.prefetch
         or sum(len(e[4].lattice.heads) if isinstance(e[4], CutEntry) else 1 for e in heap)
@@ -575,22 +573,47 @@ def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefe
         or not prefetch_available()
     ):
         return None
-
-    def keys() -> Iterator[StructureKey]:
-        for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
-            yield from _head_keys(query, req, _heads(index, item))
-
-    prefetch = start_child(keys)  # None when no child can start: the search builds everything itself
+    # None when no child can start: the search builds everything itself
+    prefetch = start_child(partial(prefetch_keys, query, heap, req))
     if prefetch is None:
         return None
     PROVIDERS.append(prefetch.provide)
     return prefetch
 
 
-def _head_keys(
-    query: Query, req: SearchRequest, heads: list[tuple[int, Candidate]]
-) -> Iterator[StructureKey]:
-    """The structure each of `heads` would simulate, where it (or its ZeRO-3 form) passes the memory lower bound."""
+def prefetch_keys(query: Query, heap: list[Entry], req: SearchRequest) -> Iterator[StructureKey]:
+    """The structures of the configurations that pass the memory lower bound (or would with ZeRO-3), best cheap
+    bound first (the order the search takes them in), each once. Run in the child (pplan.search.prefetch).
+
+    A structure is named by its schedule, p, v and m alone (`_structure_of`), which every cell of a cut shares, so
+    an entry whose structure is already named (or that takes no structure) is passed over before any of its heads
+    is bounded: the same keys in the same order as bounding every head and dropping repeats, at a fraction of
+    the cost (DeepSeek-V3 on 2,048 GPUs: 13 structures among 48,472 cuts, whose heads' memory bounds took the
+    child longer than the whole search)."""
+    named: set[StructureKey] = set()
+    keys: dict[tuple[object, ...], StructureKey | None] = {}  # of each (schedule, p, v, m): few, asked often
+    for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
+        key = _structure_of(item, keys)
+        if key is not None and key not in named and _may_fit(query, req, _heads(index, item)):
+            named.add(key)
+            yield key
+
+
+def _structure_of(item: object, keys: dict[tuple[object, ...], StructureKey | None]) -> StructureKey | None:
+    """The structure a queue entry's configurations would simulate (a cut's cells share their schedule, p, v and
+    m, which alone name it: the plan's `structure_key` reads the same fields), or None when they would take
+    another route; `keys` remembers them."""
+    if not isinstance(item, (CutEntry, Candidate)):
+        return None
+    x = item.cut if isinstance(item, CutEntry) else item
+    shape = (x.family, x.p, x.v, x.m)
+    if shape not in keys:
+        keys[shape] = structure_key(x.family.name, x.p, x.family.generator_v(x.v), x.m)
+    return keys[shape]
+
+
+def _may_fit(query: Query, req: SearchRequest, heads: list[tuple[int, Candidate]]) -> bool:
+    """Whether one of `heads` (or its ZeRO-3 form) passes the memory lower bound."""
     for index, head in heads:
         sharded = 3 in req.zero_stages and head.d * head.cp > 1 and head.zero < 3
         for cand in [head, changed(head, zero=3)] if sharded else [head]:
@@ -599,11 +622,8 @@ def _head_keys(
             except PplanError:
                 break
             if fit.fits(req.headroom_fraction):
-                plan = fit.plan
-                key = structure_key(plan.kind.name, plan.pp, plan.generator_v, plan.num_microbatches)
-                if key is not None:
-                    yield key
-                break
+                return True
+    return False
 
 
 def _heads(index: int, item: object) -> list[tuple[int, Candidate]]:

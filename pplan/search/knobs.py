@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pplan.cost.chunktimes import chunk_pass_times
 from pplan.cost.memory import fp8_any_layout, plan_memory_totals
-from pplan.cost.passtime import chunk_pass_times
 from pplan.cost.pipeline import PipelineRun, activation_peaks
 from pplan.cost.steptime import step_time
 from pplan.cost.usable import usable_bytes

@@ -95,13 +95,15 @@ def fitted(
     index: int,
     exact: bool,
     peaks: ActivationPeaks | None = None,
+    static_totals: tuple[int, ...] | None = None,
 ) -> Fitted:
     """Memory of every stage (the same functions `explain` uses): exact, or a proven lower bound on it. `peaks`:
-    the plan's `warmup_peaks` (`exact` False) or `activation_peaks`, when already at hand."""
+    the plan's `warmup_peaks` (`exact` False) or `activation_peaks`, and `static_totals` its
+    `plan_static_totals`, when already at hand."""
     if peaks is None:
         peaks = activation_peaks(model, plan, hw) if exact else warmup_peaks(model, plan)
     totals = plan_memory_totals(
-        model, plan, peaks, hw.memory.dynamic_fragmentation_fraction, fp8_any_layout(hw)
+        model, plan, peaks, hw.memory.dynamic_fragmentation_fraction, fp8_any_layout(hw), static_totals
     )
     return Fitted(candidate, plan, index, totals, usable_bytes(hw, model, plan), exact)
 
