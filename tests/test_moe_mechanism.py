@@ -66,7 +66,15 @@ def test_deepep_crosses_the_network_once_per_destination_node() -> None:
     node, D_rem = 3·(1 − C(192, 8)/C(256, 8)) copies, at the NIC's achievable 0.97 × 50 GB/s, against the local
     ranks' 7/32 of k_eff copies at 0.45 × 900 GB/s; HybridEP keeps one copy per remote rank (24/32 of k_eff)."""
     dsv3, b200 = load_model("deepseek-v3"), load_hardware("b200-180gb")
-    cut = {"gpus": 256, "global_batch": 1024, "seq_len": 4096, "tp": 1, "pp": 1, "ep": 32, "micro_batch": 1}
+    cut: dict[str, Any] = {
+        "gpus": 256,
+        "global_batch": 1024,
+        "seq_len": 4096,
+        "tp": 1,
+        "pp": 1,
+        "ep": 32,
+        "micro_batch": 1,
+    }
     token = 4096 * 7168 * 2
     k_eff = 32 * (1 - comb(248, 8) / comb(256, 8))
     d_rem = 3 * (1 - comb(192, 8) / comb(256, 8))
