@@ -61,6 +61,33 @@ def test_hybridep_dispatch_time_by_hand() -> None:
     assert moe_dispatch.dispatch_s(QWEN, GB200, shape) == pytest.approx(expected)
 
 
+def test_deepep_crosses_the_network_once_per_destination_node() -> None:
+    """DeepSeek-V3 at ep 32 over four 8-GPU B200 nodes, b1 at 4,096 tokens: DeepEP sends a token once per remote
+    node, D_rem = 3·(1 − C(192, 8)/C(256, 8)) copies, at the NIC's achievable 0.97 × 50 GB/s, against the local
+    ranks' 7/32 of k_eff copies at 0.45 × 900 GB/s; HybridEP keeps one copy per remote rank (24/32 of k_eff)."""
+    dsv3, b200 = load_model("deepseek-v3"), load_hardware("b200-180gb")
+    cut: dict[str, Any] = {
+        "gpus": 256,
+        "global_batch": 1024,
+        "seq_len": 4096,
+        "tp": 1,
+        "pp": 1,
+        "ep": 32,
+        "micro_batch": 1,
+    }
+    token = 4096 * 7168 * 2
+    k_eff = 32 * (1 - comb(248, 8) / comb(256, 8))
+    d_rem = 3 * (1 - comb(192, 8) / comb(256, 8))
+    assert moe_dispatch.remote_domains(256, 8, 4) == pytest.approx(d_rem)
+    near = token * k_eff * 7 / 32 / (0.45 * 900e9)
+    far = token * d_rem / (0.97 * 50e9)
+    deepep = make_plan(dsv3, PlanRequest(**cut, moe_dispatcher="deepep")).shape
+    assert moe_dispatch.dispatch_s(dsv3, b200, deepep) == pytest.approx(10e-6 + max(near, far))
+    hybridep = make_plan(dsv3, PlanRequest(**cut, moe_dispatcher="hybridep")).shape
+    far_ranks = token * k_eff * 24 / 32 / (0.97 * 50e9)
+    assert moe_dispatch.dispatch_s(dsv3, b200, hybridep) == pytest.approx(10e-6 + far_ranks)
+
+
 def test_alltoall_dispatch_is_the_nccl_all_to_all_of_k_copies() -> None:
     """NCCL all-to-all at the profile's achievable NVLink rate (0.80 × 900 GB/s) and latency (3 µs)."""
     nbytes = 16384 * 8 * 2048 * 2

@@ -348,7 +348,26 @@ def test_cheap_bound_is_above_the_proven_bound_and_the_exact_value() -> None:
         assert query.cheap_bound(cand) >= proven * (1 - 1e-12) >= exact * (1 - 2e-12), (index, cand.summary())
 
 
-def test_routed_cheap_and_sync_bounds_are_above_the_proven_bound_and_the_exact_value() -> None:
+ROUTED_KNOBS = [
+    {},
+    # the knobs a recipe sets: no device-host sync and no eager launch under a whole-step graph, deduplicated
+    # dispatch, EP overlap and the fused MLP; the bounds price every plan with them, as its exact step does
+    {
+        "moe_dispatcher": "hybridep",
+        "cuda_graph_scope": ("full_iteration",),
+        "moe_permute_fusion": True,
+        "moe_router_fusion": True,
+        "moe_ep_overlap": True,
+        "moe_fused_grouped_mlp": True,
+    },
+    {"moe_dispatcher": "deepep", "cuda_graph_scope": ("attn", "moe_router"), "moe_imbalance": 1.3},
+]
+
+
+@pytest.mark.parametrize("knobs", ROUTED_KNOBS)
+def test_routed_cheap_and_sync_bounds_are_above_the_proven_bound_and_the_exact_value(
+    knobs: dict[str, Any],
+) -> None:
     # DeepSeek-V3: three dense layers before 58 routed ones, so the cheap bound counts each rank's layers by kind
     from collections import Counter
 
@@ -357,7 +376,7 @@ def test_routed_cheap_and_sync_bounds_are_above_the_proven_bound_and_the_exact_v
 
     model = load_model("deepseek-v3")
     hw = load_hardware("h800-sxm-80gb")
-    req = SearchRequest(gpus=256, global_batch=128, seq_len=4096, max_vp=2, zero_stages=(1, 3))
+    req = SearchRequest(gpus=256, global_batch=128, seq_len=4096, max_vp=2, zero_stages=(1, 3), **knobs)
     query = Query(model, hw, req)
     cuts = list(enumerate_cuts(model, hw, req, query.seq, Counter()))
     rng = random.Random(3)

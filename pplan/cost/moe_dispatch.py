@@ -18,6 +18,17 @@ the balanced share: 1 with forced balancing, `MoeKnobs.overload`).
   536 GB/s of 900 on B200 EP8, 550 on GB200 EP8, 484 at EP32; DeepEP 348 with 16 SMs on B200; DeepEP V2 over NCCL
   726 kernel-only × 0.75 API), and the NIC's achievable rate across domains (HybridEP 41–58 GB/s on 50 GB/s NICs).
   Each call has a latency: NCCL's ~10 µs floor for small all-to-alls (`A2A_LATENCY_S`, facts §1).
+- Across NVLink domains DeepEP's internode kernels are hierarchical (`DOMAIN_DEDUP_DISPATCHERS`): a token crosses
+  the network once per destination domain (to the rank of the same local index there) and is fanned out to that
+  domain's ranks over NVLink (DeepSeek-V3 report §3.2.2: "first transmitted via IB to the GPUs with the same
+  in-node index on its target nodes ... then forwarded via NVLink"; DeepEP's normal kernels, facts §1, whose
+  internode figure is the RDMA bottleneck's bandwidth). So the network carries n·D_rem·h·2 per rank, D_rem =
+  (N−1)·(1 − C(E−E/N, k)/C(E, k)) the expected distinct remote domains of a token's k experts under uniform
+  routing, N the group's domains (`remote_domains`; 2.7 for DeepSeek-V3 at ep 32 over four 8-GPU nodes, against
+  5.5 remote rank copies); the NVLink share is the local ranks' copies, as within a domain. HybridEP keeps one copy
+  per destination rank on the network: its measured dispatch on 16 H100 (1.38 ms per layer and micro-batch with
+  the permute, facts §5) is the per-rank volume's (1.2 ms at the NIC's rate), where one copy per node would take
+  0.4 ms.
 - EP overlap (`moe_ep_overlap`, facts §5): `EP_OVERLAP_HIDDEN` of the dispatch and combine time runs behind another
   micro-batch's compute (36.55 % measured, Qwen3-30B on 16 H100), at most that compute; while it does, the
   dispatcher's `DISPATCH_SMS` of the GPU's SMs are lost to the GEMMs, which take hidden·s/(S − s) longer.
@@ -40,6 +51,8 @@ from pplan.profiles.model_spec import ModelSpec
 
 DEDUP_DISPATCHERS = frozenset({"deepep", "hybridep", "ncclep"})
 """Dispatchers that send a token once per destination rank (facts §1, §8.1)."""
+DOMAIN_DEDUP_DISPATCHERS = frozenset({"deepep"})
+"""Of those, the ones whose token crosses the network once per destination NVLink domain (module docstring)."""
 KERNEL_NVLINK_FRACTION = {"deepep": 0.45, "hybridep": 0.58, "ncclep": 0.60}
 """Fraction of the NVLink line rate (per GPU, per direction) each dispatch kernel's Torch API reaches (facts §1:
 HybridEP 536/900 B200 EP8, 550/900 GB200 EP8, 484/900 GB200 EP32 → 0.58; DeepEP 348/900 at 16 SMs, 646/900 at
@@ -81,10 +94,23 @@ def dispatch_copies(model: ModelSpec, plan: LayerSetting) -> float:
     return float(moe.top_k)
 
 
-def kernel_a2a_s(hardware: HardwareSpec, group: GroupShape, nbytes: float, fraction: float) -> float:
+def remote_domains(num_experts: int, top_k: int, domains: int) -> float:
+    """D_rem: expected distinct NVLink domains other than its own among a token's k experts, uniform routing over
+    E experts in `domains` equal blocks (module docstring)."""
+    if domains <= 1:
+        return 0.0
+    local = num_experts // domains
+    miss = comb(num_experts - local, top_k) / comb(num_experts, top_k)
+    return (domains - 1) * (1 - miss)
+
+
+def kernel_a2a_s(
+    hardware: HardwareSpec, group: GroupShape, nbytes: float, fraction: float, far_bytes: float | None = None
+) -> float:
     """One deduplicated dispatch (or combine) of `nbytes` per rank by a dispatch kernel: (n−1)/n of it over NVLink
-    at `fraction` of the line rate within the NVLink domain; across domains the NVLink and NIC shares concurrently,
-    the NIC at its achievable rate (`experts.all_to_all_s`' split)."""
+    at `fraction` of the line rate within the NVLink domain; across domains the NVLink share (the local ranks'
+    (k−1)/n) and the network's `far_bytes` (one copy per remote domain, module docstring; (n−k)/n of `nbytes`
+    when not given) concurrently, the NIC at its achievable rate."""
     n = group.size
     if n <= 1:
         return 0.0
@@ -94,7 +120,9 @@ def kernel_a2a_s(hardware: HardwareSpec, group: GroupShape, nbytes: float, fract
         return A2A_LATENCY_S + nbytes * (n - 1) / n / nvlink
     per_node = group.rails(hardware.gpus_per_node)
     near = nbytes * (per_node - 1) / n / nvlink
-    far = nbytes * (n - per_node) / n / inter.achievable_bytes_per_s
+    if far_bytes is None:
+        far_bytes = nbytes * (n - per_node) / n
+    far = far_bytes / inter.achievable_bytes_per_s
     return A2A_LATENCY_S + max(near, far)
 
 
@@ -110,7 +138,18 @@ def dispatch_s(model: ModelSpec, hardware: HardwareSpec, plan: LayerSetting) -> 
         return all_gather_s(group.link(hardware), bytes_per_copy * group.size, group.size)
     nbytes = bytes_per_copy * dispatch_copies(model, plan)
     if knobs.dispatcher in DEDUP_DISPATCHERS:
-        return kernel_a2a_s(hardware, ep_group(plan), nbytes, KERNEL_NVLINK_FRACTION[knobs.dispatcher])
+        group = ep_group(plan)
+        per_domain = group.rails(hardware.gpus_per_node)
+        far = None
+        if (
+            knobs.dispatcher in DOMAIN_DEDUP_DISPATCHERS
+            and group.size * group.stride > hardware.gpus_per_node
+            and group.size % per_domain == 0
+        ):
+            moe = model.moe
+            assert moe is not None
+            far = bytes_per_copy * remote_domains(moe.num_experts, moe.top_k, group.size // per_domain)
+        return kernel_a2a_s(hardware, group, nbytes, KERNEL_NVLINK_FRACTION[knobs.dispatcher], far)
     return all_to_all_s(hardware, ep_group(plan), nbytes)
 
 

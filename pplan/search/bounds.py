@@ -34,7 +34,7 @@ from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.layout import make_layout
 from pplan.plan.records import Plan, with_sharding
-from pplan.plan.shape import Shape
+from pplan.plan.shape import MoeKnobs, Shape
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import ScheduleFamily
@@ -59,6 +59,7 @@ class Query(Filters):
     def __init__(self, model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> None:
         super().__init__(model, hw, req)
         self.tokens = req.global_batch * self.seq
+        self.moe_knobs = MoeKnobs.of(req)  # every plan's MoE knobs (the request's): the layer times read them
         self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
@@ -152,7 +153,7 @@ class Query(Filters):
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
             splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
-            expert_comm_overlap=expert_comm_overlap, precision=precision,
+            expert_comm_overlap=expert_comm_overlap, precision=precision, moe_knobs=self.moe_knobs,
         )  # fmt: skip
         layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
         out = output_pass_times(self.model, self.hw, shape)
