@@ -83,8 +83,10 @@ def test_explain_prices_a_named_release_and_says_so(capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (("--stack", "megatron-bridge@99.1"), "--stack"),
-        (("--stack", "torchtitan@26.06"), "--stack"),
+        (("--stack", "megatron-bridge@99.1"), "--release"),
+        (("--stack", "torchtitan@26.06"), "--release"),
+        (("--stack", "megatron-bridge@"), "--stack"),
+        (("--release", "26.06"), "--release"),  # megatron-core has no releases
         (("--stack", "megatron-bridge@26.06", "--release", "26.04"), "--release"),
     ],
 )

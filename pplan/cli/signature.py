@@ -170,6 +170,10 @@ def _stack_release(out: dict[str, Any], stack: str, release: str) -> None:
     value = out.get(stack)
     if isinstance(value, str) and "@" in value:
         name, _, named = value.partition("@")
+        if not name or not named:
+            raise ConfigError(
+                "--stack", f"{value!r} is not NAME@RELEASE", "e.g. --stack megatron-bridge@26.06"
+            )
         if out.get(release) not in (None, named):
             raise ConfigError("--release", f"conflicts with --stack {value}", "give the release once")
         out[stack], out[release] = name or None, named or None

@@ -90,11 +90,12 @@ def releases(stack: str) -> tuple[Release, ...]:
 
 def release_of(stack: str, name: str | None) -> Release | None:
     """The release `name` of `stack`, its newest when `name` is None; None for a stack without release data.
-    An unknown name is a one-line ConfigError listing the known ones."""
+    An unknown name is a one-line ConfigError on `--release` (which `--stack NAME@RELEASE` also sets) listing the
+    known ones."""
     known = releases(stack)
     if not known:
         if name is not None:
-            raise ConfigError("--stack", f"pplan has no releases of {stack}", f"drop @{name}")
+            raise ConfigError("--release", f"pplan has no releases of {stack}", f"drop {name!r}")
         return None
     if name is None:
         return known[-1]
@@ -102,7 +103,7 @@ def release_of(stack: str, name: str | None) -> Release | None:
         if r.name == name:
             return r
     names = ", ".join(r.name for r in known)
-    raise ConfigError("--stack", f"{stack} has no release {name!r}", f"use one of {names}")
+    raise ConfigError("--release", f"{stack} has no release {name!r}", f"use one of {names}")
 
 
 def _mode(values: Iterable[Any]) -> Any:
