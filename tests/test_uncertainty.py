@@ -119,11 +119,15 @@ def test_explain_json_carries_the_interval_and_reasons(capsys: pytest.CaptureFix
     assert perf["tokens_per_s_interval"] == pytest.approx([tokens / high, tokens / low])
 
 
-def test_max_extrapolation_keeps_exactly_the_plans_within_the_limit() -> None:
+@pytest.mark.parametrize(
+    ("gpus", "batch"),
+    [(8, 32), pytest.param(64, 128, marks=pytest.mark.acceptance)],  # the 64-GPU brute force takes ~20 s
+)
+def test_max_extrapolation_keeps_exactly_the_plans_within_the_limit(gpus: int, batch: int) -> None:
     # the search's answer under the filter is the brute force's over the same filtered space, and every shown
     # plan is within the limit
     model = load_model("llama3-8b")
-    req = SearchRequest(gpus=64, global_batch=128, seq_len=4096, max_extrapolation=0, top_n=5)
+    req = SearchRequest(gpus=gpus, global_batch=batch, seq_len=4096, max_extrapolation=0, top_n=5)
     got = recommendations(model, H100, req)
     assert got.candidates and got.rejected[Rejection.EXTRAPOLATED] > 0
     for c in got.candidates:
