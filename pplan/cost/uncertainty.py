@@ -361,29 +361,6 @@ def _envelope_reasons(
     return out
 
 
-def envelope_misses(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    *,
-    tp: int,
-    pp: int,
-    cp: int,
-    zero_stage: int,
-    seq_len: int,
-    gpus: int,
-    schedule: str,
-    stack: StackName,
-    tp_comm_overlap: bool = False,
-    precision: str = "bf16",
-    ep: int = 1,
-) -> tuple[Extrapolation, ...]:
-    """`confidence`'s extrapolations (what the search's `--max-extrapolation` counts)."""
-    return confidence(
-        model, hw, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage, seq_len=seq_len, gpus=gpus, schedule=schedule,
-        stack=stack, tp_comm_overlap=tp_comm_overlap, precision=precision, ep=ep,
-    ).extrapolations  # fmt: skip
-
-
 def plan_confidence(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> Confidence:
     """`confidence` of a plan."""
     return confidence(

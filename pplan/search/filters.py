@@ -1,6 +1,6 @@
 """What a query drops before a configuration is costed: what its launcher cannot run (`LauncherFilter`, asked of
 a cut once and of a cut's cells per what the cell rules read), and what lies outside the calibrated envelope on
-more axes than `SearchRequest.max_extrapolation` allows (pplan.cost.uncertainty.envelope_misses). `Filters` keeps
+more axes than `SearchRequest.max_extrapolation` allows (the extrapolations of pplan.cost.uncertainty.confidence). `Filters` keeps
 the query's answers to both; `brute_force` asks the launcher of each configuration's whole request instead
 (`LauncherReason`), the reference the split rules are tested against.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Protocol
 
-from pplan.cost.uncertainty import Extrapolation, envelope_misses
+from pplan.cost.uncertainty import Extrapolation, confidence
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -129,8 +129,8 @@ class Filters:
     def _misses(
         self, t: int, p: int, cp: int, zero: int, schedule: str, ep: int = 1, precision: str = "bf16"
     ) -> tuple[Extrapolation, ...]:
-        return envelope_misses(
+        return confidence(
             self.model, self.hw, tp=t, pp=p, cp=cp, zero_stage=zero, seq_len=self.seq, gpus=self.req.gpus,
             schedule=schedule, stack=self.req.stack, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
             precision=precision, ep=ep,
-        )  # fmt: skip
+        ).extrapolations  # fmt: skip
