@@ -100,6 +100,19 @@ def _layers(row: dict[str, Any]) -> int | None:
     return int(found.group(1)) if found and found.group(1) != found.group(2) else None
 
 
+def _micro_batch(row: dict[str, Any]) -> int | None:
+    """The published micro-batch size, unless the row's own gradient accumulation contradicts it: GBS = MBS × GA × DP
+    must hold, and where the published GA and GBS agree on another MBS (GBS / (GA × DP), a whole number) that MBS is
+    the run's (a table whose MBS column holds another recipe's value: Megatron-Bridge 25.09's Llama 3 70B MXFP8 row
+    prints MBS 2 beside GA 16 at GBS 128 on DP 8, and the 25.09 recipe runs MBS 1)."""
+    mbs, ga, gbs = row["mbs"], row.get("ga"), row["gbs"]
+    dp = row.get("dp_derived") or row.get("dp_as_published")
+    if mbs is None or not ga or not dp or int(mbs) * int(ga) * int(dp) == int(gbs):
+        return mbs
+    implied, rest = divmod(int(gbs), int(ga) * int(dp))
+    return implied if implied and not rest else mbs
+
+
 def _published(row: dict[str, Any]) -> dict[str, Any]:
     step = row["step_s"] if row["step_s"] is not None else row["step_s_derived"]
     if step is not None:
@@ -130,7 +143,7 @@ def convert(collection: dict[str, Any]) -> dict[str, Any]:
                     "seq_len": int(row["seq_len"]),
                     "gpus": int(row["gpus"]),
                     "global_batch": int(row["gbs"]),
-                    "micro_batch": row["mbs"],
+                    "micro_batch": _micro_batch(row),
                     "tp": int(row["tp"]),
                     "pp": int(row["pp"]),
                     "cp": int(row["cp"] or 1),
