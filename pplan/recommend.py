@@ -25,7 +25,13 @@ from dataclasses import dataclass, field, replace
 
 from pplan.collector import collector_paused
 from pplan.documents.explain import ExplainReport
-from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
+from pplan.documents.recommend import (
+    ClosestMiss,
+    LauncherArguments,
+    RecommendCandidate,
+    RecommendInputs,
+    RecommendReport,
+)
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.records import PlanRequest
@@ -283,9 +289,14 @@ def recommend_answer(
     return Recommended(inputs, result, notes, elapsed, least, better, outside)
 
 
-def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str]) -> RecommendReport:
+def recommend_report(
+    answer: Recommended,
+    command: Callable[[PlanRequest], str],
+    launchers: Callable[[PlanRequest], LauncherArguments],
+) -> RecommendReport:
     """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema);
-    `command`: the `pplan explain` line of a shown plan."""
+    `command`: the `pplan explain` line of a shown plan; `launchers`: its launcher arguments
+    (pplan.launchers.arguments)."""
     result, notes, least, better = answer.result, answer.notes, answer.least, answer.better
     return RecommendReport(
         inputs=answer.inputs,
@@ -299,6 +310,7 @@ def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str])
                 explain_command=command(c.request),
                 runs_on=list(note.runs_on),
                 tied_with_best=note.tied,
+                launchers=launchers(c.request),
             )
             for i, (c, note) in enumerate(zip(result.candidates, notes, strict=True), 1)
         ],

@@ -25,6 +25,23 @@ class RecommendInputs(Out):
     """Only configurations this launcher can run were kept (None: any)."""
 
 
+class LauncherRun(Out):
+    arguments: list[str] | None
+    """The launcher's arguments for this plan, one shell word each (what `--format` prints, without the comments);
+    null when the launcher cannot run it as planned."""
+    environment: dict[str, str]
+    """Environment variables the run needs set (name: value)."""
+    refused: str | None = None
+    """Why the launcher cannot run this plan as planned, in one line (null when it can)."""
+
+
+class LauncherArguments(Out):
+    megatron: LauncherRun
+    """Megatron-LM's `pretrain_gpt.py` arguments (`--format megatron`)."""
+    torchtitan: LauncherRun
+    """torchtitan 0.3.x's `-m torchtitan.train` arguments (`--format torchtitan`)."""
+
+
 class RecommendCandidate(Out):
     rank: int
     plan: PlanOut
@@ -37,6 +54,8 @@ class RecommendCandidate(Out):
     """The launchers that run it as planned (megatron, torchtitan; empty: neither)."""
     tied_with_best: bool
     """Its predicted tokens/s reaches the lower end of the best plan's interval: within the model's own error."""
+    launchers: LauncherArguments
+    """Each launcher's arguments for this plan, or why it refuses it."""
 
 
 class ClosestMiss(Out):
