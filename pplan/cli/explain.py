@@ -119,25 +119,14 @@ def explain(
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
     from pplan import launchers  # the core loads only when a command runs, not for --help
-    from pplan.explain import check_train_tokens, explain_with_run
+    from pplan.explain import explain_with_run
     from pplan.plan.configuration import make_plan
-    from pplan.profiles.catalog import load_hardware, load_model
     from pplan.render.explain import render_explain
-    from pplan.schedules import schedule_family, to_torch_csv
+    from pplan.schedules import to_torch_csv
 
-    used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
-    request = _request(settings, distributed_optimizer, launcher_format)
-    if request.memory_headroom and (
-        request.memory_limit is not None or not schedule_family(request.schedule).tuned
-    ):
-        raise ConfigError(
-            "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
-            "add --schedule auto and drop --memory-limit, or drop --headroom",
-        )  # fmt: skip
-    check_train_tokens(train_tokens)
-    model_spec = load_model(model)
-    hardware_spec = load_hardware(hardware)
-    request, release_knobs = _with_release(ctx, request, model_spec, hardware_spec)
+    model_spec, hardware_spec, request, notes = prepared(
+        ctx, model, hardware, distributed_optimizer, train_tokens, launcher_format, settings
+    )
     if launcher_format is not None and svg is not None:
         raise ConfigError(
             "--svg", f"draws the explained plan, --format {launcher_format} prints launcher settings instead",
@@ -166,15 +155,53 @@ def explain(
         write_output(csv, to_torch_csv(lists), "--csv", force)
     if svg is not None:
         write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, report), "--svg", force)
-    notes = [release_knobs] if release_knobs else []
-    if used:
-        notes.insert(0, "pplan's default example (pass the flag to change it): " + ", ".join(used))
-    if notes:
-        report = report.model_copy(update={"assumptions": [*notes, *report.assumptions]})
+    report = with_notes(report, notes)
     if as_json:
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
+
+
+def prepared(
+    ctx: typer.Context,
+    model: str,
+    hardware: str,
+    distributed_optimizer: bool,
+    train_tokens: float | None,
+    launcher_format: Launcher | None,
+    settings: dict[str, Any],
+) -> tuple[ModelSpec, HardwareSpec, PlanRequest, list[str]]:
+    """explain's options checked (for the command and the Python API, pplan.api): the profiles, the plan request
+    (with its stack release's knobs) and the assumptions the report adds (the defaults of pplan's example that were
+    used, the release's knobs)."""
+    from pplan.explain import check_train_tokens
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.schedules import schedule_family
+
+    used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
+    request = _request(settings, distributed_optimizer, launcher_format)
+    if request.memory_headroom and (
+        request.memory_limit is not None or not schedule_family(request.schedule).tuned
+    ):
+        raise ConfigError(
+            "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
+            "add --schedule auto and drop --memory-limit, or drop --headroom",
+        )  # fmt: skip
+    check_train_tokens(train_tokens)
+    model_spec = load_model(model)
+    hardware_spec = load_hardware(hardware)
+    request, release_knobs = _with_release(ctx, request, model_spec, hardware_spec)
+    notes = [release_knobs] if release_knobs else []
+    if used:
+        notes.insert(0, "pplan's default example (pass the flag to change it): " + ", ".join(used))
+    return model_spec, hardware_spec, request, notes
+
+
+def with_notes(report: ExplainReport, notes: list[str]) -> ExplainReport:
+    """`report` with `notes` leading its assumptions."""
+    if not notes:
+        return report
+    return report.model_copy(update={"assumptions": [*notes, *report.assumptions]})
 
 
 def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: Launcher | None) -> PlanRequest:

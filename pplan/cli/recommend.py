@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -26,6 +27,7 @@ from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
+    from pplan.documents.recommend import RecommendReport
     from pplan.plan.records import PlanRequest
     from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.profiles.model_spec import ModelSpec
@@ -181,48 +183,83 @@ def recommend(
     **searched: Any,
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
-    from pplan.launchers.arguments import launcher_arguments
-    from pplan.plan.configuration import check_precision
-    from pplan.profiles.catalog import load_hardware, load_model
-    from pplan.recommend import recommend_report
-    from pplan.search import SearchRequest
-
     output = _json_alias(output, as_json)
     _check_choice(output, rank, pick, searched["top_n"])
-    if launcher is None and output in LAUNCHERS:
-        launcher = output  # emit only what that launcher can run
-    derived = launcher is None and not include_unrunnable
-    if derived:
-        launcher = cast(
-            Launcher | None, launcher_for_stack(searched["stack"] or DEFAULT_STACK)
-        )  # rank what runs
-    if max_extrapolation is not None and max_extrapolation < 0:
-        raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
-    values = search_values(searched)
-    values["stack"] = values["stack"] or stack_for_launcher(launcher)
-    knobs = {name: searched[name] for name in SEARCH_KNOBS}
-    request = SearchRequest(
-        **values, **knobs, launcher=launcher, max_extrapolation=max_extrapolation, split_p2p=output == "json"
-    )  # the step-time breakdown only the JSON shows
-
-    model_spec = load_model(model)
-    hardware_spec = load_hardware(hardware)
-    for asked in request.precisions:
-        check_precision(hardware_spec, asked)
-    if any(request.offload):
-        hardware_spec.require_host_link()
-    launcher_filter = _launcher_filter(model_spec, request, derived)
-    answer = _answer(model_spec, hardware_spec, request, launcher_filter, progress=output == "table")
-    command = partial(explain_command, model, hardware)
+    query = Query(model, hardware, launcher, include_unrunnable, max_extrapolation, output, searched)
+    model_spec, hardware_spec, request, answer = query.answer(progress=output == "table")
     if output == "json":
-        report = recommend_report(answer, command, partial(launcher_arguments, model_spec))
-        print(json_text(report.model_dump(mode="json", by_alias=True)))
+        print(json_text(query.document(model_spec, answer).model_dump(mode="json", by_alias=True)))
         if not answer.result.candidates:
             raise typer.Exit(EXIT_NOTHING_FITS)
     elif output in LAUNCHERS:
+        command = query.command
         _print_launcher_settings(answer, model_spec, output, command, model, _chosen(answer, rank, pick))
     else:
-        _print_table(answer, hardware_spec, request, command, model, show_commands, max_extrapolation)
+        _print_table(answer, hardware_spec, request, query.command, model, show_commands, max_extrapolation)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One recommend query as its options give it (the settings keyed by `SearchRequest` field, as typer passes
+    them): the search it runs and the document it answers with, for the command and the Python API (pplan.api)."""
+
+    model: str
+    hardware: str
+    launcher: Launcher | None
+    include_unrunnable: bool
+    max_extrapolation: int | None
+    output: Format
+    searched: dict[str, Any]
+
+    def command(self, request: PlanRequest) -> str:
+        """The `pplan explain` line of a plan, with the --model and --hardware given."""
+        return explain_command(self.model, self.hardware, request)
+
+    def answer(self, progress: bool = False) -> tuple[ModelSpec, HardwareSpec, SearchRequest, Recommended]:
+        """The query checked, its profiles loaded, and the search's answer (with a progress bar on a terminal when
+        `progress`)."""
+        from pplan.plan.configuration import check_precision
+        from pplan.profiles.catalog import load_hardware, load_model
+        from pplan.search import SearchRequest
+
+        launcher, searched, output = self.launcher, self.searched, self.output
+        if launcher is None and output in LAUNCHERS:
+            launcher = output  # emit only what that launcher can run
+        derived = launcher is None and not self.include_unrunnable
+        if derived:
+            launcher = cast(
+                Launcher | None, launcher_for_stack(searched["stack"] or DEFAULT_STACK)
+            )  # rank what runs
+        limit = self.max_extrapolation
+        if limit is not None and limit < 0:
+            raise ConfigError("--max-extrapolation", f"must be 0 or more, got {limit}", "e.g. 0 or 2")
+        values = search_values(searched)
+        values["stack"] = values["stack"] or stack_for_launcher(launcher)
+        knobs = {name: searched[name] for name in SEARCH_KNOBS}
+        request = SearchRequest(
+            **values, **knobs, launcher=launcher, max_extrapolation=limit, split_p2p=output == "json"
+        )  # the step-time breakdown only the JSON shows
+
+        model_spec = load_model(self.model)
+        hardware_spec = load_hardware(self.hardware)
+        for asked in request.precisions:
+            check_precision(hardware_spec, asked)
+        if any(request.offload):
+            hardware_spec.require_host_link()
+        launcher_filter = _launcher_filter(model_spec, request, derived)
+        return (
+            model_spec,
+            hardware_spec,
+            request,
+            _answer(model_spec, hardware_spec, request, launcher_filter, progress),
+        )
+
+    def document(self, model_spec: ModelSpec, answer: Recommended) -> RecommendReport:
+        """The pplan.recommend/2 document of `answer`."""
+        from pplan.launchers.arguments import launcher_arguments
+        from pplan.recommend import recommend_report
+
+        return recommend_report(answer, self.command, partial(launcher_arguments, model_spec))
 
 
 def search(
