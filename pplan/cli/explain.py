@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -20,6 +20,7 @@ from pplan.cli.options import (
     defaulted,
 )
 from pplan.cli.signature import explain_parameters, request_values, with_settings
+from pplan.documents.names import DOCUMENT_NAMES, INPUT_NAMES
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
 from pplan.profiles.stacks import stack_for_launcher
@@ -69,15 +70,16 @@ PlanSvgOpt = Annotated[
 ForceOpt = Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)]
 AllStagesOpt = Annotated[bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")]
 ExplainJsonOpt = Annotated[
-    bool, typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.explain/2 JSON document.")
+    bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
 ]
 ExplainFormatOpt = Annotated[
-    Launcher | None,
+    Literal["table", "json", Launcher] | None,
     typer.Option(
         "--format",
         rich_help_panel="Output",
-        help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
-        "instead of tables.",
+        help="table, json (the pplan.explain/2 document), or this plan's launcher settings: megatron (flags), "
+        "torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML).",
+        show_default=False,
     ),
 ]
 
@@ -118,6 +120,8 @@ def explain(
     **settings: Any,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
+    as_json = as_json or launcher_format == "json"
+    launcher = None if launcher_format in ("table", "json") else cast("Launcher | None", launcher_format)
     from pplan import launchers  # the core loads only when a command runs, not for --help
     from pplan.explain import explain_with_run
     from pplan.plan.configuration import make_plan
@@ -125,21 +129,21 @@ def explain(
     from pplan.schedules import to_torch_csv
 
     model_spec, hardware_spec, request, notes = prepared(
-        ctx, model, hardware, distributed_optimizer, train_tokens, launcher_format, settings
+        ctx, model, hardware, distributed_optimizer, train_tokens, launcher, settings
     )
-    if launcher_format is not None and svg is not None:
+    if launcher is not None and svg is not None:
         raise ConfigError(
-            "--svg", f"draws the explained plan, --format {launcher_format} prints launcher settings instead",
+            "--svg", f"draws the explained plan, --format {launcher} prints launcher settings instead",
             "drop one of them",
         )  # fmt: skip
-    if launcher_format is not None:
+    if launcher is not None:
         if as_json:
             raise ConfigError(
-                "--json", f"asks for the JSON document, --format {launcher_format} for launcher settings",
+                "--json", f"asks for the JSON document, --format {launcher} for launcher settings",
                 "drop one of them",
             )  # fmt: skip
         plan = make_plan(model_spec, request)
-        print(launchers.launcher_text(launcher_format, model_spec, plan))
+        print(launchers.launcher_text(launcher, model_spec, plan))
         return
     if csv is not None or svg is not None:
         check_outputs(
@@ -292,8 +296,8 @@ def schema(
     name: Annotated[
         str | None,
         typer.Argument(
-            help="A document (explain, recommend, schedule, bench, validate) or an input profile (hardware, "
-            "model); without one, the list."
+            help=f"A document ({', '.join(DOCUMENT_NAMES)}) or an input profile ({', '.join(INPUT_NAMES)}); "
+            "without one, the list."
         ),
     ] = None,
     list_all: Annotated[
