@@ -311,6 +311,12 @@ class CommunicationOut(Out):
     """Data-parallel bytes one GPU sends per step, worst rank."""
     dp_bytes_per_step_per_stage: list[NonNegativeInt]
     """Per pipeline rank: the data-parallel bytes one of its GPUs sends per step."""
+    dp_sync_s: float = 0.0
+    """The worst pipeline rank's data-parallel traffic per step on its link, in seconds: the gradient reduction
+    (with ZeRO-3's weight gathers); `performance.breakdown_s.dp_comm` is the part the step waits for, the rest is
+    hidden behind the backward passes."""
+    dp_gather_s: float = 0.0
+    """ZeRO-1/2: the updated parameters' all-gather after the optimizer, in seconds (0 otherwise)."""
 
 
 class ExpertsOut(Out):
