@@ -84,7 +84,7 @@ def validate(
         rows = practice_rows(data, load_model, load_hardware(data["hardware"])) if practice else None
         sets.append(validation_set_document(check, fit, rows))
     if not as_json:
-        console.print(summary_table(sets))
+        console.print(summary_table(sets, console.width))
         console.print()
         for doc in sets:
             console.print(render_validation_set(doc))
