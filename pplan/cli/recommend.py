@@ -256,8 +256,7 @@ class Query:
 
     def document(self, model_spec: ModelSpec, answer: Recommended) -> RecommendReport:
         """The pplan.recommend/2 document of `answer`."""
-        from pplan.launchers.arguments import launcher_arguments
-        from pplan.recommend import recommend_report
+        from pplan.recommend import launcher_arguments, recommend_report
 
         return recommend_report(answer, self.command, partial(launcher_arguments, model_spec))
 
