@@ -42,6 +42,8 @@ def test_the_documented_example_runs_and_equals_the_cli(capsys: pytest.CaptureFi
     assert scope["report"].model_dump(mode="json") == _cli_json(capsys, explain_line)
     assert explain_line.removesuffix(" --json") == scope["best"].explain_command
     assert f"{scope['busiest_gb']:.1f} GB of" in out and scope["sized"].schema_ == "pplan.size/1"
+    fastest = scope["fastest"]
+    assert fastest.fits and fastest.tokens_per_s == max(p.tokens_per_s or 0 for p in scope["sized"].points)
 
 
 def test_recommend_and_explain_equal_the_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
