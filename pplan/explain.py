@@ -30,7 +30,7 @@ from pplan.cost.passes import PassTimes
 from pplan.cost.passtime import layer_pass_times
 from pplan.cost.pipeline import PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
 from pplan.cost.sensitivity import sensitivities
-from pplan.cost.steptime import step_time, straggler_factor
+from pplan.cost.steptime import rank_syncs, step_time, straggler_factor
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
 from pplan.cost.uncertainty import plan_confidence, plan_interval
 from pplan.cost.usable import UsableMemory, usable_memory
@@ -204,6 +204,7 @@ def explain_with_run(
     offloaded = act.offloaded_layer(model, plan.shape)
     host_bytes = run.peaks.host_bytes or (0,) * plan.pp
     tp = tensor_parallel_traffic(model, plan)
+    syncs = rank_syncs(model, hardware, plan)
     dp_per_rank = [
         data_parallel_bytes_per_step(plan, r.params, sum(fp8))
         for r, fp8 in zip(ranks, plan_gathered_fp8_params(model, plan), strict=True)
@@ -288,6 +289,8 @@ def explain_with_run(
             tp_collectives_per_layer=tp.collectives_per_layer,
             dp_bytes_per_step=max(dp_per_rank),
             dp_bytes_per_step_per_stage=dp_per_rank,
+            dp_sync_s=max(sync.step_s for sync in syncs),
+            dp_gather_s=max(sync.gather_s for sync in syncs),
         ),
         experts=_experts_out(model, hardware, plan) if model.moe is not None else None,
         performance=perf,

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field, replace
 
 from pplan.collector import collector_paused
 from pplan.documents.explain import ExplainReport
-from pplan.documents.recommend import ClosestMiss, RecommendCandidate, RecommendInputs, RecommendReport
+from pplan.documents.recommend import (
+    ClosestMiss,
+    LauncherArguments,
+    LauncherRun,
+    RecommendCandidate,
+    RecommendInputs,
+    RecommendReport,
+)
+from pplan.errors import PplanError
 from pplan.explain import explain_with_run, performance
 from pplan.launchers.support import runs_on
 from pplan.plan.records import PlanRequest
@@ -283,9 +291,14 @@ def recommend_answer(
     return Recommended(inputs, result, notes, elapsed, least, better, outside)
 
 
-def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str]) -> RecommendReport:
+def recommend_report(
+    answer: Recommended,
+    command: Callable[[PlanRequest], str],
+    launchers: Callable[[PlanRequest], LauncherArguments],
+) -> RecommendReport:
     """The `--format json` document ("pplan.recommend/2"; `pplan schema recommend` prints its JSON Schema);
-    `command`: the `pplan explain` line of a shown plan."""
+    `command`: the `pplan explain` line of a shown plan; `launchers`: its launcher arguments
+    (`launcher_arguments`)."""
     result, notes, least, better = answer.result, answer.notes, answer.least, answer.better
     return RecommendReport(
         inputs=answer.inputs,
@@ -299,6 +312,7 @@ def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str])
                 explain_command=command(c.request),
                 runs_on=list(note.runs_on),
                 tied_with_best=note.tied,
+                launchers=launchers(c.request),
             )
             for i, (c, note) in enumerate(zip(result.candidates, notes, strict=True), 1)
         ],
@@ -315,3 +329,27 @@ def recommend_report(answer: Recommended, command: Callable[[PlanRequest], str])
         bounded=result.bounded,
         simulated=result.simulated,
     )
+
+
+def launcher_arguments(model: ModelSpec, request: PlanRequest) -> LauncherArguments:
+    """What each candidate of the document carries: Megatron-LM's `pretrain_gpt.py` arguments and torchtitan
+    0.3.x's (`-m torchtitan.train`) for `request`'s plan (those `--format megatron|torchtitan` print), each with
+    the environment it needs, or the one-line reason the launcher refuses the plan."""
+    from pplan.launchers.capabilities import capabilities_of
+    from pplan.launchers.megatron import megatron_args, megatron_env
+    from pplan.launchers.support import check_supported
+    from pplan.launchers.torchtitan import torchtitan_args
+    from pplan.plan.configuration import make_plan
+
+    plan = make_plan(model, request)
+
+    def run(launcher: str) -> LauncherRun:
+        try:
+            check_supported(launcher, plan, model)
+            if capabilities_of(launcher).release is None:  # not a torchtitan release: Megatron-LM's arguments
+                return LauncherRun(arguments=megatron_args(model, plan), environment=megatron_env(plan))
+            return LauncherRun(arguments=torchtitan_args(model, plan), environment={})
+        except PplanError as err:
+            return LauncherRun(arguments=None, environment={}, refused=err.one_line())
+
+    return LauncherArguments(megatron=run("megatron"), torchtitan=run("torchtitan"))

@@ -35,10 +35,12 @@ LIGHT = (
     "pplan.launchers",
     "pplan.launchers.names",
     "pplan.profiles.releases",
+    "pplan.documents",
+    "pplan.documents.names",
 )
 """What `--help` may import of pplan: the command line's own package, the errors, and the modules that hold the
 options' choices (each imports only `typing`, but the releases' table, whose knob names say which flags take `--no-`
-and which reads its data only when a release is asked for)."""
+and which reads its data only when a release is asked for; the document names `schema --help` lists)."""
 
 LIGHT_PACKAGES = ("pplan.cli.", "pplan.schedules")
 """Packages `--help` may import whole: the command line, and the schedule registry (pure Python, no pydantic:

@@ -370,10 +370,11 @@ def test_megatron_text_pastes_back_to_the_args(model: ModelSpec, make: Any) -> N
     plan = make()
     text = megatron_text(model, plan)
     lines = text.rstrip("\n").split("\n")
-    head = [i for i, line in enumerate(lines) if line.startswith("#")]
-    assert head == list(range(len(head))) and head, "comments lead, never between continued lines"
-    assert model.name in lines[0] and str(plan.gpus) in lines[0]
-    body = lines[len(head) :]
+    tail = [i for i, line in enumerate(lines) if line.startswith("#")]
+    assert tail == list(range(len(lines) - len(tail), len(lines))) and tail, "comments follow the last flag"
+    first = lines[tail[0]]
+    assert model.name in first and str(plan.gpus) in first
+    body = lines[: tail[0]]
     assert all(line.endswith(" \\") for line in body[:-1]) and not body[-1].endswith("\\")
     assert all(line.strip().startswith("--") for line in body)
     assert shlex.split("\n".join(body).replace("\\\n", " ")) == megatron_args(model, plan)

@@ -252,7 +252,11 @@ def test_version_selection() -> None:
     assert err.value.field == "--launcher"
     entry = PANEL[0]
     current, old = _text("torchtitan", entry), _text("torchtitan@0.2", entry)
-    assert current.startswith("# torchtitan 0.3.x arguments") and "--module llama3" in current
+    assert (
+        current.startswith("    --module llama3 \\\n")
+        and "\n# torchtitan 0.3.x arguments" in current
+        and "--module llama3" in current
+    )
     assert "[parallelism]" not in current and "job.config_file" not in current
     assert (
         old.startswith("# torchtitan 0.2.x job config (TOML)")

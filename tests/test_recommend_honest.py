@@ -84,9 +84,9 @@ def test_show_commands_prints_each_plans_explain_line(capsys: pytest.CaptureFixt
 def test_the_launcher_format_says_which_rank_it_took(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _doc(capsys, *QUERY)
     out = run_pplan(capsys, "recommend", *QUERY, "--format", "megatron").out
-    head = out.splitlines()[0]
+    head = out.splitlines()[-1]  # after the flags: the block pastes whole
     mtok = doc["candidates"][0]["performance"]["tokens_per_s"] / 1e6
-    assert head.startswith("# pplan recommend: rank 1 of the plans megatron runs, ")
+    assert head.startswith("# pplan recommend: rank 1 of the plans megatron runs (the best predicted")
     assert f"{mtok:.3f} Mtok/s predicted" in head and doc["candidates"][0]["explain_command"] in head
 
 

@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Annotated, Any, Literal, TextIO
 
 import typer
 import typer.core
@@ -68,6 +68,29 @@ app = _Typer(
 def _commands() -> None:
     """The group of commands (a callback keeps `pplan COMMAND` a group when only that command is registered:
     pplan.cli.register)."""
+
+
+TableOrJson = Literal["table", "json"]
+"""What a command that prints a document prints: its table(s), or the document as JSON."""
+
+
+def format_option(document: str, panel: str | None = "Output") -> Any:
+    """The `--format table|json` option of a command printing `document` (every such command takes it, and
+    `--json` as its alias: `json_alias`)."""
+    return typer.Option("--format", rich_help_panel=panel, help=f"table, or json: the {document} document.")
+
+
+def json_alias(panel: str | None = "Output") -> Any:
+    """`--json`, kept on every command as the alias of `--format json`."""
+    return typer.Option("--json", rich_help_panel=panel, help="The same as --format json.")
+
+
+JsonAliasOpt = Annotated[bool, json_alias()]
+
+
+def asks_json(output: str, as_json: bool) -> bool:
+    """Whether `--format` or its alias `--json` asks for the JSON document."""
+    return as_json or output == "json"
 
 
 console = Console()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pplan.bench.choices import DType, Mode, Runtime
-from pplan.cli.app import app, console, json_text
+from pplan.cli.app import JsonAliasOpt, TableOrJson, app, asks_json, console, format_option, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.schedule import check_auto_size, check_schedule_size
 from pplan.errors import ConfigError
@@ -181,9 +181,8 @@ def bench(
     timeout: Annotated[
         float, typer.Option(rich_help_panel="Run", help="Seconds a rank waits on another before failing.")
     ] = 120.0,
-    as_json: Annotated[
-        bool, typer.Option("--json", rich_help_panel="Output", help="Print the pplan.bench/1 JSON document.")
-    ] = False,
+    output: Annotated[TableOrJson, format_option("pplan.bench/1")] = "table",
+    as_json: JsonAliasOpt = False,
     svg: Annotated[
         Path | None,
         typer.Option(rich_help_panel="Output", help="Write the measured and predicted timelines as SVG."),
@@ -221,6 +220,7 @@ def bench(
 
     `--schedule auto` builds the schedule for the sleep times under --memory-limit (pplan.schedules.auto) and runs
     its lists through torch's runtime."""
+    as_json = asks_json(output, as_json)
     from pplan.bench.config import BenchConfig, require_torch  # the core loads only when a command runs
     from pplan.bench.document import bench_document
     from pplan.documents.bench import CalibrationOut

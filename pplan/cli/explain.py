@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -20,6 +20,7 @@ from pplan.cli.options import (
     defaulted,
 )
 from pplan.cli.signature import explain_parameters, request_values, with_settings
+from pplan.documents.names import DOCUMENT_NAMES, INPUT_NAMES
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
 from pplan.profiles.stacks import stack_for_launcher
@@ -69,15 +70,16 @@ PlanSvgOpt = Annotated[
 ForceOpt = Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)]
 AllStagesOpt = Annotated[bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")]
 ExplainJsonOpt = Annotated[
-    bool, typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.explain/2 JSON document.")
+    bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
 ]
 ExplainFormatOpt = Annotated[
-    Launcher | None,
+    Literal["table", "json", Launcher] | None,
     typer.Option(
         "--format",
         rich_help_panel="Output",
-        help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
-        "instead of tables.",
+        help="table, json (the pplan.explain/2 document), or this plan's launcher settings: megatron (flags), "
+        "torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML).",
+        show_default=False,
     ),
 ]
 
@@ -118,39 +120,30 @@ def explain(
     **settings: Any,
 ) -> None:
     """Explain one configuration: memory per stage, traffic, bubble, and every assumption."""
+    as_json = as_json or launcher_format == "json"
+    launcher = None if launcher_format in ("table", "json") else cast("Launcher | None", launcher_format)
     from pplan import launchers  # the core loads only when a command runs, not for --help
-    from pplan.explain import check_train_tokens, explain_with_run
+    from pplan.explain import explain_with_run
     from pplan.plan.configuration import make_plan
-    from pplan.profiles.catalog import load_hardware, load_model
     from pplan.render.explain import render_explain
-    from pplan.schedules import schedule_family, to_torch_csv
+    from pplan.schedules import to_torch_csv
 
-    used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
-    request = _request(settings, distributed_optimizer, launcher_format)
-    if request.memory_headroom and (
-        request.memory_limit is not None or not schedule_family(request.schedule).tuned
-    ):
+    model_spec, hardware_spec, request, notes = prepared(
+        ctx, model, hardware, distributed_optimizer, train_tokens, launcher, settings
+    )
+    if launcher is not None and svg is not None:
         raise ConfigError(
-            "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
-            "add --schedule auto and drop --memory-limit, or drop --headroom",
-        )  # fmt: skip
-    check_train_tokens(train_tokens)
-    model_spec = load_model(model)
-    hardware_spec = load_hardware(hardware)
-    request, release_knobs = _with_release(ctx, request, model_spec, hardware_spec)
-    if launcher_format is not None and svg is not None:
-        raise ConfigError(
-            "--svg", f"draws the explained plan, --format {launcher_format} prints launcher settings instead",
+            "--svg", f"draws the explained plan, --format {launcher} prints launcher settings instead",
             "drop one of them",
         )  # fmt: skip
-    if launcher_format is not None:
+    if launcher is not None:
         if as_json:
             raise ConfigError(
-                "--json", f"asks for the JSON document, --format {launcher_format} for launcher settings",
+                "--json", f"asks for the JSON document, --format {launcher} for launcher settings",
                 "drop one of them",
             )  # fmt: skip
         plan = make_plan(model_spec, request)
-        print(launchers.launcher_text(launcher_format, model_spec, plan))
+        print(launchers.launcher_text(launcher, model_spec, plan))
         return
     if csv is not None or svg is not None:
         check_outputs(
@@ -166,15 +159,53 @@ def explain(
         write_output(csv, to_torch_csv(lists), "--csv", force)
     if svg is not None:
         write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, report), "--svg", force)
-    notes = [release_knobs] if release_knobs else []
-    if used:
-        notes.insert(0, "pplan's default example (pass the flag to change it): " + ", ".join(used))
-    if notes:
-        report = report.model_copy(update={"assumptions": [*notes, *report.assumptions]})
+    report = with_notes(report, notes)
     if as_json:
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
+
+
+def prepared(
+    ctx: typer.Context,
+    model: str,
+    hardware: str,
+    distributed_optimizer: bool,
+    train_tokens: float | None,
+    launcher_format: Launcher | None,
+    settings: dict[str, Any],
+) -> tuple[ModelSpec, HardwareSpec, PlanRequest, list[str]]:
+    """explain's options checked (for the command and the Python API, pplan.api): the profiles, the plan request
+    (with its stack release's knobs) and the assumptions the report adds (the defaults of pplan's example that were
+    used, the release's knobs)."""
+    from pplan.explain import check_train_tokens
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.schedules import schedule_family
+
+    used = defaulted(ctx, EXAMPLE_OPTIONS, {"model": model, "hardware": hardware, **settings})
+    request = _request(settings, distributed_optimizer, launcher_format)
+    if request.memory_headroom and (
+        request.memory_limit is not None or not schedule_family(request.schedule).tuned
+    ):
+        raise ConfigError(
+            "--headroom", "sets the memory limit --schedule auto derives, when no --memory-limit is given",
+            "add --schedule auto and drop --memory-limit, or drop --headroom",
+        )  # fmt: skip
+    check_train_tokens(train_tokens)
+    model_spec = load_model(model)
+    hardware_spec = load_hardware(hardware)
+    request, release_knobs = _with_release(ctx, request, model_spec, hardware_spec)
+    notes = [release_knobs] if release_knobs else []
+    if used:
+        notes.insert(0, "pplan's default example (pass the flag to change it): " + ", ".join(used))
+    return model_spec, hardware_spec, request, notes
+
+
+def with_notes(report: ExplainReport, notes: list[str]) -> ExplainReport:
+    """`report` with `notes` leading its assumptions."""
+    if not notes:
+        return report
+    return report.model_copy(update={"assumptions": [*notes, *report.assumptions]})
 
 
 def _request(settings: dict[str, Any], distributed_optimizer: bool, launcher: Launcher | None) -> PlanRequest:
@@ -265,8 +296,8 @@ def schema(
     name: Annotated[
         str | None,
         typer.Argument(
-            help="A document (explain, recommend, schedule, bench, validate) or an input profile (hardware, "
-            "model); without one, the list."
+            help=f"A document ({', '.join(DOCUMENT_NAMES)}) or an input profile ({', '.join(INPUT_NAMES)}); "
+            "without one, the list."
         ),
     ] = None,
     list_all: Annotated[

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pplan.cli.app import app, console, json_text
+from pplan.cli.app import TableOrJson, app, asks_json, console, format_option, json_alias, json_text
 from pplan.errors import ProfileError
 from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
 
@@ -25,12 +25,14 @@ def profiles(
         str | None,
         typer.Argument(help="A bundled profile name or a path to a profile file.", show_default=False),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the validated spec(s) as JSON.")] = False,
+    output: Annotated[TableOrJson, format_option("validated profile(s), every field", None)] = "table",
+    as_json: Annotated[bool, json_alias(None)] = False,
     source: Annotated[
         bool, typer.Option("--source", help="Print the profile file as written (needs KIND and NAME).")
     ] = False,
 ) -> None:
     """List the bundled hardware and model profiles, or show every field of one."""
+    as_json = asks_json(output, as_json)
     from pplan.profiles.catalog import (  # the core loads only when a command runs
         list_profiles,
         profile_source,

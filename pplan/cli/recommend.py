@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -26,6 +27,7 @@ from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
 
 if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
+    from pplan.documents.recommend import RecommendReport
     from pplan.plan.records import PlanRequest
     from pplan.profiles.hardware_spec import HardwareSpec
     from pplan.profiles.model_spec import ModelSpec
@@ -119,6 +121,27 @@ FormatOpt = Annotated[
     ),
 ]
 
+JsonOpt = Annotated[bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")]
+Pick = Literal["best", "safest"]
+RankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rank",
+        rich_help_panel="Output",
+        help="With a launcher --format: print the settings of the plan of this rank (default 1).",
+        show_default=False,
+    ),
+]
+PickOpt = Annotated[
+    Pick | None,
+    typer.Option(
+        "--pick",
+        rich_help_panel="Output",
+        help="With a launcher --format: best (rank 1) or safest (the safest bet among the plans tied with #1).",
+        show_default=False,
+    ),
+]
+
 SEARCH_KNOBS: dict[str, tuple[object, object]] = {
     "max_vp": (MaxVpOpt, 8),
     "partial_recompute": (PartialRecomputeOpt, True),
@@ -139,7 +162,7 @@ RECOMMEND_ORDER = (
     "max_vp", "micro_batch", "schedules", "recompute", "zero_stages", "grad_dtypes", "offload", "partial_recompute",
     "recompute_modules", "empty_end_chunks", "hybrid_sharding", "keep_gathered", "min_microbatches",
     "headroom_fraction", "launcher", "include_unrunnable", "show_commands", "stack", "tp_comm_overlap", "jitter",
-    "max_extrapolation", "allow_cross_node_tp", "top_n", "output",
+    "max_extrapolation", "allow_cross_node_tp", "top_n", "output", "as_json", "rank", "pick",
 )  # fmt: skip
 """recommend's options in `--help` order (pplan.cli.signature: a setting not named here ends its panel)."""
 
@@ -154,47 +177,88 @@ def recommend(
     show_commands: ShowCommandsOpt = False,
     max_extrapolation: MaxExtrapolationOpt = None,
     output: FormatOpt = "table",
+    as_json: JsonOpt = False,
+    rank: RankOpt = None,
+    pick: PickOpt = None,
     **searched: Any,
 ) -> None:
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
-    from pplan.plan.configuration import check_precision
-    from pplan.profiles.catalog import load_hardware, load_model
-    from pplan.recommend import recommend_report
-    from pplan.search import SearchRequest
-
-    if launcher is None and output in LAUNCHERS:
-        launcher = output  # emit only what that launcher can run
-    derived = launcher is None and not include_unrunnable
-    if derived:
-        launcher = cast(
-            Launcher | None, launcher_for_stack(searched["stack"] or DEFAULT_STACK)
-        )  # rank what runs
-    if max_extrapolation is not None and max_extrapolation < 0:
-        raise ConfigError("--max-extrapolation", f"must be 0 or more, got {max_extrapolation}", "e.g. 0 or 2")
-    values = search_values(searched)
-    values["stack"] = values["stack"] or stack_for_launcher(launcher)
-    knobs = {name: searched[name] for name in SEARCH_KNOBS}
-    request = SearchRequest(
-        **values, **knobs, launcher=launcher, max_extrapolation=max_extrapolation, split_p2p=output == "json"
-    )  # the step-time breakdown only the JSON shows
-
-    model_spec = load_model(model)
-    hardware_spec = load_hardware(hardware)
-    for asked in request.precisions:
-        check_precision(hardware_spec, asked)
-    if any(request.offload):
-        hardware_spec.require_host_link()
-    launcher_filter = _launcher_filter(model_spec, request, derived)
-    answer = _answer(model_spec, hardware_spec, request, launcher_filter, progress=output == "table")
-    command = partial(explain_command, model, hardware)
+    output = _json_alias(output, as_json)
+    _check_choice(output, rank, pick, searched["top_n"])
+    query = Query(model, hardware, launcher, include_unrunnable, max_extrapolation, output, searched)
+    model_spec, hardware_spec, request, answer = query.answer(progress=output == "table")
     if output == "json":
-        print(json_text(recommend_report(answer, command).model_dump(mode="json", by_alias=True)))
+        print(json_text(query.document(model_spec, answer).model_dump(mode="json", by_alias=True)))
         if not answer.result.candidates:
             raise typer.Exit(EXIT_NOTHING_FITS)
     elif output in LAUNCHERS:
-        _print_launcher_settings(answer, model_spec, output, command, model)
+        command = query.command
+        _print_launcher_settings(answer, model_spec, output, command, model, _chosen(answer, rank, pick))
     else:
-        _print_table(answer, hardware_spec, request, command, model, show_commands, max_extrapolation)
+        _print_table(answer, hardware_spec, request, query.command, model, show_commands, max_extrapolation)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One recommend query as its options give it (the settings keyed by `SearchRequest` field, as typer passes
+    them): the search it runs and the document it answers with, for the command and the Python API (pplan.api)."""
+
+    model: str
+    hardware: str
+    launcher: Launcher | None
+    include_unrunnable: bool
+    max_extrapolation: int | None
+    output: Format
+    searched: dict[str, Any]
+
+    def command(self, request: PlanRequest) -> str:
+        """The `pplan explain` line of a plan, with the --model and --hardware given."""
+        return explain_command(self.model, self.hardware, request)
+
+    def answer(self, progress: bool = False) -> tuple[ModelSpec, HardwareSpec, SearchRequest, Recommended]:
+        """The query checked, its profiles loaded, and the search's answer (with a progress bar on a terminal when
+        `progress`)."""
+        from pplan.plan.configuration import check_precision
+        from pplan.profiles.catalog import load_hardware, load_model
+        from pplan.search import SearchRequest
+
+        launcher, searched, output = self.launcher, self.searched, self.output
+        if launcher is None and output in LAUNCHERS:
+            launcher = output  # emit only what that launcher can run
+        derived = launcher is None and not self.include_unrunnable
+        if derived:
+            launcher = cast(
+                Launcher | None, launcher_for_stack(searched["stack"] or DEFAULT_STACK)
+            )  # rank what runs
+        limit = self.max_extrapolation
+        if limit is not None and limit < 0:
+            raise ConfigError("--max-extrapolation", f"must be 0 or more, got {limit}", "e.g. 0 or 2")
+        values = search_values(searched)
+        values["stack"] = values["stack"] or stack_for_launcher(launcher)
+        knobs = {name: searched[name] for name in SEARCH_KNOBS}
+        request = SearchRequest(
+            **values, **knobs, launcher=launcher, max_extrapolation=limit, split_p2p=output == "json"
+        )  # the step-time breakdown only the JSON shows
+
+        model_spec = load_model(self.model)
+        hardware_spec = load_hardware(self.hardware)
+        for asked in request.precisions:
+            check_precision(hardware_spec, asked)
+        if any(request.offload):
+            hardware_spec.require_host_link()
+        launcher_filter = _launcher_filter(model_spec, request, derived)
+        return (
+            model_spec,
+            hardware_spec,
+            request,
+            _answer(model_spec, hardware_spec, request, launcher_filter, progress),
+        )
+
+    def document(self, model_spec: ModelSpec, answer: Recommended) -> RecommendReport:
+        """The pplan.recommend/2 document of `answer`."""
+        from pplan.recommend import launcher_arguments, recommend_report
+
+        return recommend_report(answer, self.command, partial(launcher_arguments, model_spec))
 
 
 def search(
@@ -248,10 +312,66 @@ def _answer(
         return search(model, hw, request, launcher, tick)
 
 
+def _json_alias(output: Format, as_json: bool) -> Format:
+    """`--json` as `--format json` (refused beside another format)."""
+    if as_json and output not in ("table", "json"):
+        raise ConfigError("--json", f"asks for the JSON document, --format {output} for launcher settings",
+                          "drop one of them")  # fmt: skip
+    return "json" if as_json else output
+
+
+def _check_choice(output: Format, rank: int | None, pick: Pick | None, top_n: int) -> None:
+    """`--rank` and `--pick` choose the plan a launcher format prints: one of them, a rank among those shown."""
+    if rank is None and pick is None:
+        return
+    flag = "--rank" if rank is not None else "--pick"
+    if rank is not None and pick is not None:
+        raise ConfigError("--rank", f"and --pick {pick} both choose the plan", "give one of them")
+    if output not in LAUNCHERS:
+        raise ConfigError(
+            flag, "chooses the plan whose launcher settings are printed", f"add --format {' or '.join(LAUNCHERS[:2])}"
+        )  # fmt: skip
+    if rank is not None and not 1 <= rank <= top_n:
+        raise ConfigError("--rank", f"must be 1 to --top {top_n}, got {rank}", f"raise --top to at least {rank}"
+                          if rank > top_n else "e.g. --rank 2")  # fmt: skip
+
+
+def _chosen(answer: Recommended, rank: int | None, pick: Pick | None) -> tuple[int, str]:
+    """The rank `--rank`/`--pick` chose among the shown plans (1 by default), and why, in words."""
+    from pplan.recommend import safest_tied
+
+    shown = len(answer.result.candidates)
+    safest = safest_tied(answer.notes)
+    if rank is not None:
+        if shown and rank > shown:
+            raise ConfigError("--rank", f"only {shown} plans fit, got {rank}", f"pick 1 to {shown}")
+        return rank, f"chosen by --rank {rank}"
+    if pick == "safest":
+        if safest is None:
+            return 1, "chosen by --pick safest: no other plan is tied with #1, so #1 is the safest bet"
+        note = answer.notes[safest - 1]
+        axes = f"{note.extrapolated_axes} {'axis' if note.extrapolated_axes == 1 else 'axes'}"
+        return safest, (
+            f"chosen by --pick safest: the safest bet among the plans tied with #1 ({axes} outside the calibrated "
+            f"envelope, runs on {' and '.join(note.runs_on) or 'no launcher'}, {note.knobs} non-default "
+            f"knob{'s' if note.knobs != 1 else ''})"
+        )
+    why = "the best predicted" + (" (--pick best)" if pick == "best" else "")
+    if safest is not None and safest != 1:
+        why += f"; the safest bet tied with it is #{safest}: --pick safest prints that one"
+    return 1, why
+
+
 def _print_launcher_settings(
-    answer: Recommended, model: ModelSpec, output: str, command: Callable[[PlanRequest], str], model_arg: str
+    answer: Recommended,
+    model: ModelSpec,
+    output: str,
+    command: Callable[[PlanRequest], str],
+    model_arg: str,
+    chosen: tuple[int, str],
 ) -> None:
-    """The best plan's settings for launcher `output`, after a comment line naming it."""
+    """The chosen plan's settings for launcher `output`, then comment lines naming it and why it was chosen (after
+    the last flag, so the block pastes whole after the launch command)."""
     from pplan.launchers import launcher_text
     from pplan.plan.configuration import make_plan
 
@@ -261,14 +381,16 @@ def _print_launcher_settings(
             "no configuration fits, so there is nothing to launch",
             _fits_from(answer.least, model_arg),
         )
-    best = answer.result.candidates[0]
-    perf = best.report.performance
+    rank, why = chosen
+    plan = answer.result.candidates[rank - 1]
+    perf = plan.report.performance
     assert perf is not None
+    text = launcher_text(output, model, make_plan(model, plan.request))
+    print(text.rstrip("\n"))
     print(
-        f"# pplan recommend: rank 1 of the plans {output} runs, {perf.tokens_per_s / 1e6:.3f} Mtok/s predicted "
-        f"({perf.step_s:.3g} s a step); every number: {command(best.request)}"
+        f"# pplan recommend: rank {rank} of the plans {output} runs ({why}), {perf.tokens_per_s / 1e6:.3f} "
+        f"Mtok/s predicted ({perf.step_s:.3g} s a step); every number: {command(plan.request)}"
     )
-    print(launcher_text(output, model, make_plan(model, best.request)))
 
 
 def _print_table(

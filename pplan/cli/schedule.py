@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pplan.cli.app import app, console, json_text
+from pplan.cli.app import JsonAliasOpt, TableOrJson, app, asks_json, console, format_option, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.errors import ConfigError, PplanError, ProfileError
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
@@ -205,16 +205,15 @@ def schedule(
         ),
     ] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", rich_help_panel="Output", help="Emit the pplan.schedule/1 JSON document."),
-    ] = False,
+    output: Annotated[TableOrJson, format_option("pplan.schedule/1")] = "table",
+    as_json: JsonAliasOpt = False,
 ) -> None:
     """Build a schedule, simulate it, and draw its timeline (durations in any consistent unit).
 
     `auto` builds the schedule for the durations given, under --memory-limit (pplan.schedules.auto).
     With every duration zero the bubble fractions are 0 (nothing computes, so nothing is idle for lack of work).
     """
+    as_json = asks_json(output, as_json)
     from pplan.render.schedule import timeline_renderable, timeline_svg  # not for --help (start-up time)
 
     for flag, value in (("--f", f), ("--b", b), ("--w", w), ("--comm", comm)):

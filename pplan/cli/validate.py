@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pplan.cli.app import app, console, json_text
+from pplan.cli.app import TableOrJson, app, asks_json, console, format_option, json_alias, json_text
 
 if TYPE_CHECKING:
     from pplan.documents.validate import ValidationSetOut
@@ -45,9 +45,11 @@ def validate(
             "DeepSeek-V3) at their published cuts, out of sample, with the error per set and per axis.",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Emit the pplan.validate/3 JSON document.")] = False,
+    output: Annotated[TableOrJson, format_option("pplan.validate/3", None)] = "table",
+    as_json: Annotated[bool, json_alias(None)] = False,
 ) -> None:
     """Predict every bundled published run and compare with its published step time."""
+    as_json = asks_json(output, as_json)
     # the core loads only when the command runs, not for --help
     from pplan.documents.validate import ValidateDocument
     from pplan.profiles.catalog import (
@@ -82,7 +84,7 @@ def validate(
         rows = practice_rows(data, load_model, load_hardware(data["hardware"])) if practice else None
         sets.append(validation_set_document(check, fit, rows))
     if not as_json:
-        console.print(summary_table(sets))
+        console.print(summary_table(sets, console.width))
         console.print()
         for doc in sets:
             console.print(render_validation_set(doc))

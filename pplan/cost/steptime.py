@@ -334,6 +334,18 @@ def plan_tails(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[RankTail
     return rank_tails(model, hw, plan, chunk_pass_times(model, hw, plan))
 
 
+def rank_syncs(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> tuple[RankSync, ...]:
+    """Per pipeline rank: its data-parallel traffic per step in seconds, as `rank_tails` charges it (what explain
+    reports beside the exposed part)."""
+    experts = plan_rank_expert_params(model, plan)
+    fp8 = plan_gathered_fp8_params(model, plan)
+    units = _sync_units(plan)
+    return tuple(
+        rank_sync(hw, plan, params, units[r], experts[r], fp8[r])
+        for r, params in enumerate(plan_rank_params(model, plan))
+    )
+
+
 def sync_hidden(plan: Plan, tails: tuple[RankTail, ...]) -> bool:
     """Whether every rank's data-parallel traffic hides behind its backward passes (`tails`: `plan_tails`) and no
     parameter gather runs after the optimizer (overlapped with the next forward, or none: ZeRO-0, ZeRO-3): the step

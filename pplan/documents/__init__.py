@@ -8,5 +8,6 @@ One module per document (`explain`, `recommend`, `schedule`, `bench`, `validate`
 base (`base.Out`); `registry.DOCUMENTS` maps each short name to its model, whose `schema` field holds the version
 string (`base.version_of`). `registry.INPUTS` names the input profiles whose JSON Schema `pplan schema` also
 prints (what `pplan profiles --json` shows; the files are TOML). The registry is a module of its own, imported
-by `pplan schema` only: importing one document (as the core does) never pulls in the others.
+by `pplan schema` only: importing one document (as the core does) never pulls in the others. `names` holds the
+names alone (no pydantic), for `schema --help`.
 """

@@ -36,8 +36,11 @@ class BenchConfigOut(Out):
     model: str | None
     """Model profile the compute blocks were scaled from (null in sleep mode)."""
     hidden: PositiveInt
+    """Hidden size h of the blocks (the message is b·s·h elements)."""
     seq_len: PositiveInt
+    """Tokens per sequence s."""
     micro_batch: PositiveInt
+    """Sequences per micro-batch b."""
     layers_per_stage: PositiveInt | None
     """Transformer layers per stage (null in sleep mode)."""
     f_ms: NonNegativeFloat | None
@@ -47,9 +50,11 @@ class BenchConfigOut(Out):
     w_ms: NonNegativeFloat | None
     """Sleep mode: weight-gradient time per stage (null in compute mode)."""
     dtype: DType
+    """Data type of the activations and messages."""
     steps: PositiveInt
     """Measured steps, after the warm-up."""
     warmup: NonNegativeInt
+    """Steps run before the measured ones, not measured."""
     device: str
     """Where the ranks ran (cpu, or a CUDA device name)."""
     backend: str
@@ -79,9 +84,11 @@ class MeasuredStep(ScheduleDocument):
     hop_latency_ms: NonNegativeFloat
     """Per-hop latency the prediction charges: the trimmed mean hop gap less the dispatch time."""
     hop_latency_samples: NonNegativeInt
+    """Hop gaps the hop latency is the trimmed mean of."""
     dispatch_ms: NonNegativeFloat
     """Mean dispatch gap: the runtime's work before each pass."""
     dispatch_samples: NonNegativeInt
+    """Dispatch gaps the dispatch time is the mean of."""
     order_matches_plan: bool
     """Whether torch ran each rank's passes in pplan's order."""
     peak_device_bytes: list[NonNegativeInt | None]
@@ -102,6 +109,7 @@ class PredictionInputs(Out):
     w_ms: list[NonNegativeFloat]
     """Weight-gradient backward per stage."""
     hop_latency_ms: NonNegativeFloat
+    """Per-hop latency charged on every cross-rank message (the measured one)."""
     dispatch_ms: NonNegativeFloat
     """Charged in front of every pass (and shown as idle)."""
 
@@ -113,33 +121,49 @@ class PredictedStep(ScheduleDocument):
     p2p_message_bytes: list[NonNegativeInt]
     """The one message size pplan predicts: b·s·h·dtype."""
     peak_activation_bytes_per_stage: list[NonNegativeFloat]
+    """Per stage: predicted most activation bytes held at once."""
     peak_activation_bytes_per_rank: list[NonNegativeFloat]
+    """Per rank: predicted most activation bytes held at once, its stages summed."""
     step_time_ms: NonNegativeFloat
+    """The predicted step's time (its makespan)."""
     bubble_fraction_of_step_per_step: list[float]
     """Every measured step's predicted bubble, as a fraction of the step."""
     inputs: PredictionInputs
+    """The pass times and latencies the simulation was given."""
 
 
 class BenchChecks(Out):
     in_flight_per_stage: bool
+    """Measured peak micro-batches in flight per stage equal the predicted (exact)."""
     in_flight_per_rank: bool
+    """Measured peak micro-batches in flight per rank equal the predicted (exact)."""
     activation_peak_bytes_per_stage: bool
+    """Measured peak activation bytes per stage equal the predicted (exact)."""
     message_bytes: bool
+    """The measured message sizes are the predicted one (exact)."""
     messages_per_step: bool
+    """Measured messages per step equal the predicted count (exact)."""
     bubble_within_tolerance: bool
+    """|bubble error| as a fraction of the step is within `bubble_tolerance`."""
 
 
 class BenchError(Out):
     """Measured − predicted."""
 
     bubble_fraction_of_step: float
+    """Bubble as a fraction of the step, measured − predicted."""
     bubble_fraction_of_ideal: float
+    """Bubble as a fraction of the ideal compute, measured − predicted."""
     step_time_ms: float
+    """Step time, measured − predicted."""
     step_time_relative: float
     """(measured − predicted) / predicted step time (0 when the predicted step is empty)."""
     peak_in_flight_per_stage: list[int]
+    """Per stage: peak micro-batches in flight, measured − predicted."""
     peak_in_flight_microbatches: list[int]
+    """Per rank: peak micro-batches in flight, measured − predicted."""
     p2p_messages_per_step: int
+    """Cross-rank messages per step, measured − predicted."""
     bubble_tolerance: NonNegativeFloat
     """Largest |bubble error| (fraction of the step) the check accepts."""
     checks: BenchChecks
@@ -165,8 +189,12 @@ class BenchDocument(Out):
     time_unit: Literal["ms"] = "ms"
     """The unit of every time in the document."""
     config: BenchConfigOut
+    """The benchmark case: schedule, sizes, mode, where it ran."""
     measured: MeasuredStep
+    """The measured step."""
     predicted: PredictedStep
+    """pplan's prediction of the same step."""
     error: BenchError
+    """Measured − predicted, and the checks."""
     calibration: CalibrationOut | None = Field(None, exclude_if=lambda value: value is None)
     """With --calibrate only (the key is left out otherwise)."""

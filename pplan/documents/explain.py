@@ -17,31 +17,47 @@ EXPLAIN_SCHEMA = "pplan.explain/2"
 
 class Derivation(Out):
     quantity: str
+    """The quantity derived (e.g. `d`, `m`), as the formula names it."""
     formula: str
     """The identity or formula, with the numbers substituted."""
     value: float
+    """The quantity's value."""
 
 
 class ModelSummary(Out):
     name: str
+    """The model profile's name."""
     num_layers: int
+    """Transformer layers L."""
     hidden_size: int
+    """Hidden size h."""
     num_attention_heads: int
+    """Attention (query) heads a."""
     num_kv_heads: int
+    """Key/value heads (fewer than the query heads under grouped-query attention)."""
     ffn_hidden_size: int
+    """The dense MLP's inner width."""
     mlp: str
+    """The MLP's activation: `gelu`, `swiglu` (three matrices) or `squared-relu`."""
     vocab_size: int
+    """Vocabulary size V (embedding and output-layer rows)."""
     params_total: int
     """Unique parameters (a tied output layer counted once)."""
     params_per_layer: int
+    """Parameters of one transformer layer (the largest kind where layers differ)."""
 
 
 class HardwareSummary(Out):
     name: str
+    """The hardware profile's name."""
     gpu: str
+    """The GPU, as its datasheet names it."""
     hbm_bytes: NonNegativeInt
+    """One GPU's HBM capacity."""
     usable_bytes: NonNegativeInt
+    """What this plan leaves of the HBM for weights, states and activations (`memory.usable_bytes`)."""
     gpus_per_node: int
+    """GPUs per node (one NVLink domain's share of the plan's GPUs)."""
 
 
 class RecomputeOut(Out):
@@ -61,27 +77,46 @@ class RecomputeOut(Out):
 
 class PlanOut(Out):
     tp: int
+    """Tensor-parallel size t."""
     pp: int
+    """Pipeline-parallel size p (pipeline ranks)."""
     dp: int
+    """Data-parallel size d = GPUs / (t·p·cp)."""
     vp: int
     """Model chunks per pipeline rank (1 without interleaving)."""
     cp: int
+    """Context-parallel size cp (the sequence split over cp GPUs)."""
     schedule: str
+    """The pipeline schedule (pplan.schedules: 1f1b, interleaved-1f1b, zbv, ...)."""
     micro_batch: int
+    """Sequences per micro-batch b."""
     num_microbatches: int
+    """Micro-batches per step m = global batch / (b·d)."""
     global_batch: int
+    """Sequences per optimizer step."""
     seq_len: int
+    """Tokens per sequence s."""
     recompute: str
     """The mode: none, selective or full (`recompute_policy` has the details)."""
     recompute_policy: RecomputeOut
+    """The recompute policy in full, as the launchers spell it."""
     sequence_parallel: bool
+    """Sequence parallelism: the norm and dropout activations split over the t ranks."""
     flash_attention: bool
+    """A fused attention kernel that keeps no s×s score matrix."""
     zero_stage: int
+    """ZeRO stage over the data-parallel GPUs: 0 none, 1 optimizer states, 2 and gradients, 3 and weights."""
     grad_dtype: str
+    """The gradients' (and their reduction's) data type: fp32 or bf16."""
     activation_model: str
+    """How activation memory is counted: `itemised` (tensor by tensor, pplan.cost.activations) or `korthikanti`
+    (Korthikanti et al. 2022's closed form)."""
     gpus: int
+    """GPUs in all: t·p·cp·d."""
     layers_per_chunk: list[int]
+    """Transformer layers of each model chunk, in pipeline order (p·v chunks)."""
     tokens_per_step: int
+    """Tokens per optimizer step: global batch × s."""
     offload_modules: list[str] = Field(default_factory=list)
     """Activation offload to host memory: the modules whose saved inputs are offloaded (Megatron-LM
     `--offload-modules`), in canonical order; empty when off."""
@@ -114,9 +149,14 @@ class PlanOut(Out):
 
 class BytesPerParamOut(Out):
     weights: float
+    """Bytes of weights per parameter on one GPU (after any ZeRO-3 sharding)."""
     grads: float
+    """Bytes of gradients per parameter on one GPU (after any ZeRO-2/3 sharding)."""
     optimizer: float
+    """Bytes of optimizer state (master weights and Adam's moments) per parameter on one GPU (after any
+    sharding)."""
     total: float
+    """weights + grads + optimizer."""
     shards: int
     """Data-parallel GPUs the sharded parts are divided over (d·cp, or the shard group S under hybrid
     sharding)."""
@@ -126,13 +166,17 @@ class StageMemory(Out):
     stage: int
     """Pipeline rank."""
     layers: int
+    """Transformer layers this rank holds, over all its chunks."""
     chunks: list[int]
     """Model chunks (virtual stages) this rank holds."""
     params: float
     """Parameters one GPU of this rank holds (after tensor parallelism)."""
     weights_bytes: NonNegativeInt
+    """Weights one GPU of this rank holds."""
     grads_bytes: NonNegativeInt
+    """Gradients one GPU of this rank holds."""
     optimizer_bytes: NonNegativeInt
+    """Optimizer states (master weights, Adam's moments) one GPU of this rank holds."""
     activation_bytes: NonNegativeInt
     """Transformer layers' activations for every micro-batch in flight."""
     extra_activation_bytes: NonNegativeInt
@@ -160,14 +204,18 @@ class StageMemory(Out):
     in_flight_chunk_microbatches: list[int]
     """Per chunk the rank holds: its own peak of micro-batches in flight (peaks need not coincide)."""
     total_bytes: NonNegativeInt
+    """Everything one GPU of this rank needs at its peak (the parts above that say they are included)."""
     headroom_bytes: int
+    """usable_bytes − total_bytes: what is left (negative: over by that much)."""
     fits: bool
+    """Whether total_bytes fits in the usable memory."""
 
 
 class UsablePartOut(Out):
     name: str
     """`context`, `label gap` or `NCCL`."""
     bytes: NonNegativeInt
+    """Bytes this part takes off the HBM."""
     source: str
     """Where the figure comes from (the profile field, and for NCCL the communicators counted)."""
 
@@ -185,14 +233,17 @@ class MemoryOut(Out):
     fits: bool
     """True when every stage fits."""
     bytes_per_param: BytesPerParamOut
+    """Bytes per parameter of weights, gradients and optimizer states on one GPU."""
     activation_bytes_per_layer: NonNegativeInt
     """One layer, one micro-batch, under the plan's activation model."""
     activation_items_per_layer: dict[str, int]
+    """The tensors behind `activation_bytes_per_layer`, by `block/tensor` name, in bytes."""
     activation_bytes_per_chunk: list[NonNegativeInt]
     """One micro-batch's activations kept on each model chunk (its layers, recomputed or not)."""
     in_flight_source: str
     """Where the in-flight counts come from."""
     stages: list[StageMemory]
+    """Memory per pipeline rank, one GPU of it."""
     offload_bytes_per_layer: NonNegativeInt = 0
     """Activation offload: bytes one layer (one that keeps its activations) moves to host memory per micro-batch;
     already left out of `activation_bytes_per_layer`. 0 when off."""
@@ -205,6 +256,7 @@ class MemoryOut(Out):
 
 class ChunkPassTimes(Out):
     chunk: int
+    """The model chunk (virtual stage), in pipeline order."""
     f_s: float
     """Forward of one micro-batch through the chunk."""
     i_s: float
@@ -218,6 +270,7 @@ class PipelineOut(Out):
     """`analytic` (pass times from FLOPs, bytes and links; hops cost their P2P message time) or `unit`
     (F = I = W = 1 on every stage, free hops)."""
     bubble_source: str
+    """How the bubble was measured, in words (the simulated schedule and where its pass times come from)."""
     bubble_fraction_of_ideal: float
     """Idle / ideal compute, measured off the simulated schedule: (busiest-rank idle) / (its compute)."""
     bubble_fraction_of_step: float
@@ -229,6 +282,7 @@ class PipelineOut(Out):
     """The closed form for uniform stages and unit passes (pplan.schedules.closed_forms), for comparison: the
     published one, or one derived by pplan where none is published (interleaved zero bubble, looped BFS)."""
     closed_form_bubble_fraction_of_step: float
+    """The same closed form as a fraction of the step: idle / (idle + compute)."""
     makespan: float
     """Simulated forward-backward time of one step (seconds under `analytic`, pass units under `unit`)."""
     peak_in_flight_per_stage: list[int]
@@ -240,6 +294,7 @@ class PipelineOut(Out):
     p2p_messages_per_step: int
     """Cross-rank forward plus backward messages over the whole pipeline per step, counted off the schedule."""
     p2p_bytes_per_step: NonNegativeInt
+    """Bytes of all cross-rank messages per step: p2p_message_bytes × p2p_messages_per_step."""
 
 
 class CommunicationOut(Out):
@@ -251,9 +306,17 @@ class CommunicationOut(Out):
     tp_bytes_per_microbatch_per_stage: list[NonNegativeInt]
     """Per pipeline rank: its own layers plus its model ends."""
     tp_collectives_per_layer: int
+    """Tensor-parallel collectives per layer and micro-batch, forward and backward."""
     dp_bytes_per_step: NonNegativeInt
     """Data-parallel bytes one GPU sends per step, worst rank."""
     dp_bytes_per_step_per_stage: list[NonNegativeInt]
+    """Per pipeline rank: the data-parallel bytes one of its GPUs sends per step."""
+    dp_sync_s: float = 0.0
+    """The worst pipeline rank's data-parallel traffic per step on its link, in seconds: the gradient reduction
+    (with ZeRO-3's weight gathers); `performance.breakdown_s.dp_comm` is the part the step waits for, the rest is
+    hidden behind the backward passes."""
+    dp_gather_s: float = 0.0
+    """ZeRO-1/2: the updated parameters' all-gather after the optimizer, in seconds (0 otherwise)."""
 
 
 class ExpertsOut(Out):
@@ -261,14 +324,21 @@ class ExpertsOut(Out):
     layer sends per micro-batch, how much of it the schedule hides, and each stage's parameters by part."""
 
     num_experts: int
+    """Routed experts per routed layer E."""
     top_k: int
+    """Experts each token is routed to k."""
     ep: int
+    """Expert-parallel size: ranks the routed experts are split over."""
     etp: int
+    """Expert tensor-parallel size: ranks each expert's matrices are split over."""
     expert_dp: int
     """Expert data parallel: t·cp·d / (ep·etp) copies of each expert shard (their states shard over these)."""
     experts_per_rank: int
+    """Routed experts one GPU holds per routed layer: E / ep."""
     routed_layers: int
+    """Layers with routed experts."""
     dense_layers: int
+    """Layers with a dense MLP instead."""
     dispatch_bytes_per_microbatch: float
     """One rank's dispatch all-to-all in one routed layer: n·k·h·2 bytes (n = s/cp·b/t tokens routed by the
     rank, k copies each, BF16); the combine sends as much back, and the backward repeats both."""
@@ -279,6 +349,8 @@ class ExpertsOut(Out):
     a2a_forward_s: float
     """One routed layer's dispatch + combine in the forward, seconds (the backward's are the same)."""
     a2a_exposed_forward_s: float
+    """What the step waits for of one routed layer's forward dispatch and combine, seconds (0 where the schedule
+    hides them)."""
     a2a_exposed_backward_s: float
     """What the step waits for of them, per routed layer (0 where the schedule hides them all)."""
     overlap: str
@@ -307,9 +379,11 @@ class ExpertsOut(Out):
 
 class SensitivityOut(Out):
     input: str
+    """The model input varied (e.g. GEMM efficiency, a link's bandwidth)."""
     minus_10pct_step_change: float
     """Relative step-time change when the input falls by 10 %."""
     plus_10pct_step_change: float
+    """Relative step-time change when the input rises by 10 %."""
 
 
 class ExtrapolationOut(Out):
@@ -335,6 +409,7 @@ class CalibrationBandOut(Out):
     group: str
     """The runs, in words: their routing, then hardware, sequence band, precision and stack where enough remain."""
     runs: int
+    """How many validated runs the band is read from."""
     left_out: BandFiguresOut
     """Each run predicted with its own set left out of every fit: what the interval uses."""
     in_sample: BandFiguresOut
@@ -363,6 +438,7 @@ class PerformanceOut(Out):
     extrapolation: list[ExtrapolationOut]
     """Each axis on which the plan leaves the runs pplan was calibrated on; empty inside the envelope."""
     tokens_per_s: float
+    """Predicted tokens per second, the whole job: tokens_per_step / step_s."""
     model_tflops_per_gpu: float
     """Model FLOPs (no recomputation) per second per GPU, TFLOP/s, the attention scores counted over the full s×s
     matrix: the non-causal MFU convention (Narayanan et al. 2021, Korthikanti et al. 2022, PaLM)."""
@@ -389,20 +465,30 @@ class PerformanceOut(Out):
     """Whether the plan's hardware has validated runs with its routing, precision and stack, its profile's figures
     those they were predicted with (pplan.cost.uncertainty.confidence)."""
     train_tokens: float | None
+    """The token budget asked for (`--train-tokens`), or null."""
     time_to_train_s: float | None
     """Days = time_to_train_s / 86400, for train_tokens at this throughput."""
     sensitivity: list[SensitivityOut]
+    """How the step time moves when each model input changes by ±10 %."""
 
 
 class ExplainReport(Out):
     schema_: str = Field(EXPLAIN_SCHEMA, alias=SCHEMA_KEY)
+    """The document's version: pplan.explain/2."""
     model: ModelSummary
+    """The model's shape."""
     hardware: HardwareSummary
+    """The hardware's name and memory."""
     plan: PlanOut
+    """The configuration explained."""
     derivations: list[Derivation]
+    """Each derived quantity with its formula and numbers substituted."""
     memory: MemoryOut
+    """Memory per GPU, per pipeline rank, part by part, against the usable memory."""
     pipeline: PipelineOut
+    """The simulated schedule: bubble, pass times, point-to-point messages."""
     communication: CommunicationOut
+    """Tensor- and data-parallel traffic per GPU."""
     experts: ExpertsOut | None = None
     """Routed models only: expert parallelism, all-to-all bytes and their overlap, parameters by part."""
     performance: PerformanceOut | None

@@ -17,38 +17,71 @@ RECOMMEND_SCHEMA = "pplan.recommend/2"
 
 class RecommendInputs(Out):
     model: str
+    """The model profile's name."""
     hardware: str
+    """The hardware profile's name."""
     gpus: int
+    """GPUs in all."""
     global_batch: int
+    """Sequences per optimizer step."""
     seq_len: int
+    """Tokens per sequence."""
     launcher: str | None
     """Only configurations this launcher can run were kept (None: any)."""
 
 
+class LauncherRun(Out):
+    arguments: list[str] | None
+    """The launcher's arguments for this plan, one shell word each (what `--format` prints, without the comments);
+    null when the launcher cannot run it as planned."""
+    environment: dict[str, str]
+    """Environment variables the run needs set (name: value)."""
+    refused: str | None = None
+    """Why the launcher cannot run this plan as planned, in one line (null when it can)."""
+
+
+class LauncherArguments(Out):
+    megatron: LauncherRun
+    """Megatron-LM's `pretrain_gpt.py` arguments (`--format megatron`)."""
+    torchtitan: LauncherRun
+    """torchtitan 0.3.x's `-m torchtitan.train` arguments (`--format torchtitan`)."""
+
+
 class RecommendCandidate(Out):
     rank: int
+    """1 for the best; the order of `candidates`."""
     plan: PlanOut
+    """The configuration, as `pplan explain` reports it."""
     memory: MemoryOut
+    """Its memory per GPU, as `pplan explain` reports it."""
     pipeline: PipelineOut
+    """Its simulated schedule, as `pplan explain` reports it."""
     performance: PerformanceOut | None
+    """Its step time and throughput, as `pplan explain` reports them."""
     explain_command: str
     """The `pplan explain` command line that shows this configuration in full."""
     runs_on: list[str]
     """The launchers that run it as planned (megatron, torchtitan; empty: neither)."""
     tied_with_best: bool
     """Its predicted tokens/s reaches the lower end of the best plan's interval: within the model's own error."""
+    launchers: LauncherArguments
+    """Each launcher's arguments for this plan, or why it refuses it."""
 
 
 class ClosestMiss(Out):
     plan: str
+    """The configuration, in one line."""
     need_bytes: NonNegativeFloat
     """Memory the most loaded stage needs (plus any requested headroom)."""
     usable_bytes: NonNegativeFloat
+    """The usable memory it missed."""
 
 
 class RecommendReport(Out):
     schema_: str = Field(RECOMMEND_SCHEMA, alias=SCHEMA_KEY)
+    """The document's version: pplan.recommend/2."""
     inputs: RecommendInputs
+    """The query."""
     candidates: list[RecommendCandidate]
     """The exact top N, best first: predicted tokens/s, ties to less peak memory, then the smaller model replica
     (t·p·cp), then enumeration order."""
@@ -66,7 +99,10 @@ class RecommendReport(Out):
     """When the batch is awkward for the GPU count: the nearby batch whose best plan predicts more tokens/s (null
     otherwise)."""
     better_global_batch_tokens_per_s: float | None
+    """The predicted tokens/s at `better_global_batch` (null with it)."""
     enumerated: int
+    """Configurations the search enumerated."""
     bounded: int
     """Configurations whose exact memory and proven throughput bound were computed."""
     simulated: int
+    """Configurations whose schedule was simulated for the exact throughput."""

@@ -1,4 +1,5 @@
-"""Every versioned document pplan prints and every input profile, by the name `pplan schema NAME` takes."""
+"""Every versioned document pplan prints and every input profile, by the name `pplan schema NAME` takes
+(pplan.documents.names: a name without a class here, or a class without a name there, fails at import)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pydantic import BaseModel
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
 from pplan.documents.explain import ExplainReport
+from pplan.documents.names import DOCUMENT_NAMES, INPUT_NAMES
 from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
 from pplan.documents.size import SizeDocument
@@ -14,7 +16,7 @@ from pplan.documents.validate import ValidateDocument
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 
-DOCUMENTS: dict[str, type[Out]] = {
+_CLASSES: dict[str, type[Out]] = {
     "explain": ExplainReport,
     "recommend": RecommendReport,
     "schedule": ScheduleDocument,
@@ -22,11 +24,13 @@ DOCUMENTS: dict[str, type[Out]] = {
     "validate": ValidateDocument,
     "size": SizeDocument,
 }
+DOCUMENTS: dict[str, type[Out]] = {name: _CLASSES[name] for name in DOCUMENT_NAMES}
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
 --format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`."""
 
-INPUTS: dict[str, tuple[type[BaseModel], str]] = {
+_INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),
     "model": (ModelSpec, "a model profile (--model FILE.toml)"),
 }
+INPUTS: dict[str, tuple[type[BaseModel], str]] = {name: _INPUTS[name] for name in INPUT_NAMES}
 """Input profiles, by the name `pplan schema NAME` takes, with what they describe."""

@@ -25,8 +25,11 @@ class TimedAction(Out):
     kind: Kind
     """F forward, B full backward, I input-gradient backward, W weight-gradient backward."""
     microbatch: NonNegativeInt
+    """The micro-batch (0-based)."""
     start: NonNegativeFloat
+    """When the pass starts, in the document's time unit."""
     end: NonNegativeFloat
+    """When the pass ends, in the document's time unit."""
 
 
 class ScheduleDocument(Out):

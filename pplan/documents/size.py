@@ -17,19 +17,27 @@ SIZE_SCHEMA = "pplan.size/1"
 
 class SizeInputs(Out):
     model: str
+    """The model profile's name."""
     hardware: list[str]
+    """The hardware profiles compared."""
     gpus_per_node: dict[str, int]
     """Each hardware's node (NVLink domain) size: the counts swept are whole nodes of it."""
     train_tokens: float
+    """Tokens to train on."""
     seq_len: int
+    """Tokens per sequence."""
     batch_policy: str
     """The batch policy in words (fixed, or growing with the GPUs up to a ceiling)."""
     deadline_days: float | None
+    """The deadline asked for (--days), or null."""
     budget_usd: float | None
+    """The budget asked for (--budget), US dollars, or null."""
     prices_usd_per_gpu_hour: dict[str, float]
     """The price per GPU-hour of each hardware that has one (profile or --price); no price, no cost."""
     pue: float
+    """Facility power usage effectiveness the energy is multiplied by."""
     interruptions_per_gpu_hour: float
+    """Unexpected interruptions per GPU-hour."""
     restart_s: float
     """The relaunch time before the checkpoint is read back."""
 
@@ -38,7 +46,9 @@ class GoodputOut(Out):
     mtbf_s: float
     """The job's mean time between interruptions: 3600 / (rate × GPUs)."""
     checkpoint_bytes: float
+    """Bytes of one checkpoint (weights and optimizer states)."""
     checkpoint_write_s: float
+    """Time to write one checkpoint at the storage bandwidth."""
     restart_s: float
     """Relaunch plus reading the checkpoint back."""
     interval_s: float
@@ -49,10 +59,13 @@ class GoodputOut(Out):
 
 class SizePointOut(Out):
     hardware: str
+    """The hardware profile's name."""
     gpus: int
+    """GPUs in all at this point."""
     global_batch: int
     """Sequences per step."""
     fits: bool
+    """Whether any plan fits at this count."""
     reason: str | None
     """Why nothing fits at this count (null when a plan does)."""
     forced_model_parallel: int
@@ -66,23 +79,33 @@ class SizePointOut(Out):
     explain: str | None
     """The `pplan explain` command line that shows the plan in full."""
     step_s: float | None
+    """The best plan's predicted step time (null when nothing fits)."""
     step_interval_s: tuple[float, float] | None
+    """[low, high] of the step time (pplan explain's interval)."""
     tokens_per_s: float | None
+    """The best plan's predicted tokens per second, the whole job."""
     tokens_per_s_per_gpu: float | None
+    """tokens_per_s / gpus."""
     mfu: float | None
     """Non-causal convention (module docstring)."""
     scaling_efficiency: float | None
     """Tokens/s per GPU against the smallest count of the same hardware that fits."""
     steps: int | None
+    """Optimizer steps to train the budget."""
     work_days: float | None
     """Failure-free time to train the budget."""
     wall_days: float | None
     """With interruptions, checkpoints and restarts."""
     wall_interval_days: tuple[float, float] | None
+    """[low, high] of wall_days from the step interval."""
     goodput: GoodputOut | None
+    """The interruption overhead: checkpoints, restarts, goodput."""
     gpu_hours: float | None
+    """GPUs × wall time, hours."""
     cost_usd: float | None
+    """gpu_hours × the price per GPU-hour (null without a price)."""
     energy_kwh: float | None
+    """Energy over the wall time, kWh, the PUE included."""
     calibrated: bool
     """Whether the plan is calibrated (pplan.cost.uncertainty: validated runs on its hardware with its routing,
     precision and stack)."""
@@ -118,7 +141,10 @@ class SizeDocument(Out):
     schema_: str = Field(SIZE_SCHEMA, alias=SCHEMA_KEY)
     """The document's version."""
     inputs: SizeInputs
+    """The query."""
     assumptions: list[str]
+    """Everything pplan assumed rather than was told."""
     points: list[SizePointOut]
     """Every point of the sweep, by hardware then GPU count."""
     answers: SizeAnswersOut
+    """The answers read off the points."""

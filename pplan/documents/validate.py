@@ -40,6 +40,7 @@ class PracticeOut(Out):
     best: str
     """`pplan recommend`'s best configuration for the same model, GPUs and batch."""
     best_tokens_per_s: NonNegativeFloat
+    """Predicted tokens per second of `best`."""
     gap: float | None
     """1 − published / best tokens per second (null when the published configuration does not fit)."""
     rank: PositiveInt | None
@@ -50,6 +51,7 @@ class PracticeOut(Out):
 
 class RecomputeGapOut(Out):
     model: str
+    """The model the published pair of runs trains."""
     published: float
     """Published step(full recompute) / step(sequence parallelism + selective recompute) − 1."""
     predicted: float
@@ -83,7 +85,9 @@ class ValidationSetOut(Out):
     left_out_mape: NonNegativeFloat
     """Leave one set out: mean absolute error with `left_out_matmul_efficiency`."""
     left_out_worst: NonNegativeFloat
+    """Leave one set out: the largest absolute error."""
     rows: list[ValidationRunOut]
+    """Every run of the set, published against predicted."""
     efficiency_field: str = "matmul"
     """Which efficiency the set calibrates: `matmul` (BF16 GEMMs) or `fp8_matmul` (FP8 GEMMs)."""
     recompute_gaps: list[RecomputeGapOut] | None = Field(None, exclude_if=lambda value: value is None)
@@ -110,6 +114,7 @@ class MemoryBarOut(Out):
     korthikanti_gib: NonNegativeFloat
     """The same with the `korthikanti` activation model (the source's Table 2 formula)."""
     korthikanti_error: float
+    """(korthikanti_gib − published) / published."""
     parts_gib: dict[str, NonNegativeFloat]
     """What predicted_gib sums."""
     reason: str | None
@@ -120,6 +125,7 @@ class MemoryShareOut(Out):
     setting: str
     """The memory-saving technique (SP: sequence parallelism)."""
     run: str
+    """The configuration: model, parallelism and micro-batch."""
     published_percent: NonNegativeFloat
     """Activations as a percentage of no recompute, as read off the figure."""
     predicted_percent: NonNegativeFloat
@@ -127,8 +133,11 @@ class MemoryShareOut(Out):
     error: float
     """(predicted − published) / published."""
     korthikanti_percent: NonNegativeFloat
+    """The same with the `korthikanti` activation model."""
     korthikanti_error: float
+    """(korthikanti_percent − published) / published."""
     reason: str | None
+    """Why predicted and published differ, when |error| exceeds the note threshold (null otherwise)."""
 
 
 class MemoryValidationOut(Out):
@@ -149,20 +158,28 @@ class MemoryValidationOut(Out):
     assumed: dict[str, str | int | float | bool]
     """Settings the source does not state, with the value pplan assumed."""
     figure_1_source: str
+    """Where Figure 1's bars come from (paper, figure, how read)."""
     figure_1_mape: NonNegativeFloat
     """Mean absolute error of Figure 1's bars, as a fraction."""
     figure_1_korthikanti_mape: NonNegativeFloat
+    """The same with the `korthikanti` activation model."""
     figure_1: list[MemoryBarOut]
+    """Figure 1: per-GPU memory per model and technique, published against predicted."""
     figure_7_source: str
+    """Where Figure 7's bars come from (paper, figure, how read)."""
     figure_7_mape: NonNegativeFloat
     """Mean absolute error of Figure 7's bars, as a fraction."""
     figure_7_korthikanti_mape: NonNegativeFloat
+    """The same with the `korthikanti` activation model."""
     figure_7: list[MemoryShareOut]
+    """Figure 7: activation memory as a share of no recompute, per technique, published against predicted."""
 
 
 class ScalingPointOut(Out):
     gpus: PositiveInt
+    """GPUs in all at this point."""
     published_mfu: NonNegativeFloat
+    """The MFU the source publishes at this count."""
     predicted_mfu: NonNegativeFloat
     """pplan's MFU without a straggler allowance (non-causal attention FLOPs, as the source counts)."""
     fitted_mfu: NonNegativeFloat
@@ -171,11 +188,15 @@ class ScalingPointOut(Out):
 
 class ScalingCheckOut(Out):
     name: str
+    """The statement checked, by name."""
     source: str
+    """The publication the statement comes from."""
     hardware: str
+    """The hardware profile the points are predicted on."""
     cut: str
     """The model, cut and global batch every point runs (the source's row it comes from)."""
     points: list[ScalingPointOut]
+    """Each GPU count, published against predicted MFU."""
     published_ratio: PositiveFloat
     """MFU at the last GPU count over MFU at the first, as published."""
     predicted_ratio: PositiveFloat
@@ -189,6 +210,7 @@ class RecentRunOut(Out):
     id: str
     """The run's id in the collection (its source set, release, system, model, precision and GPUs)."""
     set_: str = Field(alias="set")
+    """The set (source collection) the run belongs to."""
     release: str
     """The software release that ran it, as its source names it."""
     stack: str
@@ -196,11 +218,15 @@ class RecentRunOut(Out):
     hardware: str
     """pplan's hardware profile, or the published hardware where pplan has none."""
     model: str
+    """The model trained, as the source names it."""
     moe: bool
+    """Whether the model routes tokens to experts (mixture of experts)."""
     precision: str
+    """The GEMM precision: bf16, fp8 or mxfp8."""
     fp8_recipe: str
     """The FP8 scaling its source states: current, blockwise, mx, tensorwise, rowwise, unstated, or none (BF16)."""
     seq_len: PositiveInt
+    """Tokens per sequence."""
     uncertain: bool
     """Flagged uncertain by the collection (a field inferred, inconsistent or a reduced-layer proxy): not counted."""
     run: str
@@ -208,6 +234,7 @@ class RecentRunOut(Out):
     published_s: PositiveFloat | None
     """Seconds per step as published or derived from the published throughput (null: not comparable)."""
     predicted_s: NonNegativeFloat | None
+    """pplan's step time for the run, in sample (null when refused)."""
     error: float | None
     """(predicted − published) / published; null when refused."""
     left_out_s: NonNegativeFloat | None
@@ -227,22 +254,29 @@ class RecentGroupOut(Out):
     axis: str
     """set, sequence, precision, routing, hardware, stack or release."""
     name: str
+    """The group's value on its axis (e.g. a set's name, `fp8`, `h100-sxm-80gb`)."""
     rows: int
+    """Runs in the group."""
     counted: int
     """Rows predicted and not flagged uncertain: the ones the figures are over."""
     refused: int
+    """Runs pplan cannot express (`refused`)."""
     mape: NonNegativeFloat | None
     """Mean absolute error over the counted rows (null: none counted)."""
     mean_error: float | None
     """Signed mean error (positive: pplan predicts slower steps than published)."""
     worst: NonNegativeFloat | None
+    """The largest absolute error over the counted rows."""
     within_15: int
     """Counted rows within 15 %."""
     left_out_mape: NonNegativeFloat | None
     """The same four figures with every set's rows predicted from fits made without that set."""
     left_out_mean_error: float | None
+    """Leave one set out: the signed mean error."""
     left_out_worst: NonNegativeFloat | None
+    """Leave one set out: the largest absolute error."""
     left_out_within_15: int
+    """Leave one set out: counted rows within 15 %."""
 
 
 class RecentOut(Out):
@@ -251,19 +285,24 @@ class RecentOut(Out):
     sources: dict[str, str]
     """Each set's source, by the set's name."""
     rows: int
+    """Runs in the collection."""
     counted: int
+    """Rows predicted and not flagged uncertain: the ones the figures are over."""
     mape: NonNegativeFloat | None
     """Mean absolute error over every counted row."""
     within_15: int
+    """Counted rows within 15 %."""
     left_out_mape: NonNegativeFloat | None
     """The same, every set predicted from fits made without it (leave one set out)."""
     left_out_within_15: int
+    """Leave one set out: counted rows within 15 %."""
     fitted: list[str]
     """The profile figures fitted to this collection's dense runs ("hardware field"), in fit order; every other
     figure is out of sample."""
     groups: list[RecentGroupOut]
     """The counted rows' figures per group on each axis, axes in a fixed order."""
     runs: list[RecentRunOut]
+    """Every run, published against predicted."""
 
 
 class ValidateDocument(Out):

@@ -422,7 +422,9 @@ def megatron_notes(model: ModelSpec, plan: Plan) -> list[str]:
 
 
 def megatron_text(model: ModelSpec, plan: Plan) -> str:
-    """The arguments as a ready-to-paste shell fragment: comments first, then one flag per line."""
+    """The arguments as a ready-to-paste shell fragment: one flag per line, continued with `\\` but the last, then
+    the comments, so the block pastes whole after the launch command (`torchrun ... pretrain_gpt.py \\`): a comment
+    between continued lines would end the command there."""
     args = megatron_args(model, plan)
     groups: list[list[str]] = []
     for token in args:
@@ -430,11 +432,10 @@ def megatron_text(model: ModelSpec, plan: Plan) -> str:
             groups.append([token])
         else:
             groups[-1].append(token)
-    lines = [
+    notes = [
         f"# Megatron-LM arguments from pplan: {escaped(plan_summary(model, plan), markup=False)}",
         f"# launch on {plan.gpus} GPUs in all (the world size; Megatron derives d = {plan.dp} from it)",
         *megatron_notes(model, plan),
     ]
     flags = ["    " + " ".join(shlex.quote(t) for t in g) for g in groups]
-    lines += [f"{f} \\" for f in flags[:-1]] + flags[-1:]
-    return "\n".join(lines) + "\n"
+    return "\n".join([f"{f} \\" for f in flags[:-1]] + flags[-1:] + notes) + "\n"

@@ -353,7 +353,8 @@ def torchtitan_args(model: ModelSpec, plan: Plan) -> list[str]:
 
 
 def torchtitan_command(model: ModelSpec, plan: Plan) -> str:
-    """What `--format torchtitan` prints: header comments, then the 0.3.x arguments one option per line."""
+    """What `--format torchtitan` prints: the 0.3.x arguments one option per line, then the comments (after the last
+    argument, so the block pastes whole after `torchrun ... -m torchtitan.train \\`)."""
     shipped = _shipped(model, plan, TORCHTITAN.name)
     lines = [
         f"# torchtitan 0.3.x arguments from pplan: {escaped(plan_summary(model, plan), markup=False)}",
@@ -364,7 +365,7 @@ def torchtitan_command(model: ModelSpec, plan: Plan) -> str:
     lines += [f"# {note}" for note in _notes(model, plan, shipped, "0.3")]
     lines += [f"# {f.name}: {f.comment}" for f in _fields(model, plan, "0.3") if f.comment]
     body = ["    " + shlex.join(group) for group in _arg_groups(model, plan)]
-    return "\n".join(lines + [line + " \\" for line in body[:-1]] + body[-1:]) + "\n"
+    return "\n".join([line + " \\" for line in body[:-1]] + body[-1:] + lines) + "\n"
 
 
 def _toml_value(value: int | str | bool) -> str:

@@ -326,7 +326,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 ", ".join(gb(b) for b in comm.tp_bytes_per_microbatch_per_stage[:8])
                 + (" …" if len(comm.tp_bytes_per_microbatch_per_stage) > 8 else ""),
             ),
-            ("data parallel", f"{gb(comm.dp_bytes_per_step)} per step (worst stage)"),
+            ("data parallel", f"{gb(comm.dp_bytes_per_step)} per step (worst stage)" + _dp_split(report)),
         ],
     )
     perf_parts: list[RenderableType] = []
@@ -459,3 +459,20 @@ def _closed_form_source(family: ScheduleFamily) -> str:
     if family.bubble_derived:
         return "; none is published for this schedule: derived by pplan)"
     return ")"
+
+
+def _dp_split(report: ExplainReport) -> str:
+    """The data-parallel traffic's time on the link, split into what the step waits for (`dp comm` of the step's
+    breakdown) and what the backward passes hide; empty without a step time or without traffic."""
+    comm, perf = report.communication, report.performance
+    if perf is None or comm.dp_sync_s <= 0:
+        return ""
+    exposed = perf.breakdown_s.get("dp_comm", 0.0)
+    hidden = max(0.0, comm.dp_sync_s - exposed)
+    text = (
+        f"; {comm.dp_sync_s:.3f} s on the link: {exposed:.3f} s exposed (dp comm), {hidden:.3f} s hidden behind "
+        "the backward passes"
+    )
+    if comm.dp_gather_s > 0:
+        text += f"; parameter all-gather after the optimizer {comm.dp_gather_s:.3f} s"
+    return text

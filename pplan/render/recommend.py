@@ -49,6 +49,8 @@ def _tie_sentence(notes: Sequence[Annotation]) -> str:
             f"calibrated envelope, runs on {runs}, "
             f"{n.knobs} non-default knob{'s' if n.knobs != 1 else ''})"
         )
+        if safest != 1:
+            text += "; --format megatron|torchtitan --pick safest prints its settings"
     return text + "."
 
 

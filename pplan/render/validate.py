@@ -9,6 +9,8 @@ Draws a `pplan.validate/3` set (`pplan.documents.validate.ValidationSetOut`) or 
 
 from __future__ import annotations
 
+import re
+
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -65,8 +67,9 @@ def validation_table(result: ValidationSetOut) -> Table:
     return table
 
 
-def summary_table(sets: list[ValidationSetOut]) -> Table:
-    """One row per set: its GPU type, in-sample and leave-one-set-out mean and worst absolute errors."""
+def summary_table(sets: list[ValidationSetOut], width: int | None = None) -> Table:
+    """One row per set: its GPU type, in-sample and leave-one-set-out mean and worst absolute errors. `width`: the
+    terminal's columns; where a set's name does not fit, it is broken after a hyphen (`_broken`), never mid-word."""
     table = Table(
         title="pplan's step-time model against every public set (in sample; and fitted without the set)",
         title_justify="left",
@@ -78,20 +81,51 @@ def summary_table(sets: list[ValidationSetOut]) -> Table:
         ),
         caption_justify="left",
     )
-    for col in ("set", "GPU", "rows", "mean", "worst", "left-out\nmean", "left-out\nworst"):
-        # a narrow terminal folds the set's name over lines; every other cell stays whole
+    rows = [
+        (s.hardware, str(len(s.rows)), _size_text(s.mape), _size_text(s.worst), _size_text(s.left_out_mape),
+         _size_text(s.left_out_worst))
+        for s in sets
+    ]  # fmt: skip
+    headers = ("set", "GPU", "rows", "mean", "worst", "left-out\nmean", "left-out\nworst")
+    others = sum(
+        max(*(len(line) for line in h.split("\n")), *(len(str(r[k])) for r in rows))
+        for k, h in enumerate(headers[1:])
+    )
+    room = None if width is None else width - others - 3 * len(headers) - 1  # cell padding and borders
+    if room is not None:  # never below a name's longest hyphen-ended part: the other columns shorten instead
+        room = max(room, *(len(part) for s in sets for part in _parts(s.set_)))
+    for col in headers:
+        # a narrow terminal breaks the set's name after a hyphen; every other cell stays whole
         table.add_column(
             col,
             justify="left" if col in ("set", "GPU") else "right",
             overflow="fold" if col == "set" else "ellipsis",
             no_wrap=col != "set",
+            min_width=min(room, max(len(s.set_) for s in sets)) if col == "set" and room and sets else None,
         )
-    for s in sets:
-        table.add_row(
-            s.set_, s.hardware, str(len(s.rows)), _size_text(s.mape), _size_text(s.worst),
-            _size_text(s.left_out_mape), _size_text(s.left_out_worst),
-        )  # fmt: skip
+    for s, row in zip(sets, rows, strict=True):
+        table.add_row(_broken(s.set_, room), *row)
     return table
+
+
+def _broken(name: str, room: int | None) -> str:
+    """`name` over lines of at most `room` characters, broken after hyphens (mid-word only where one word alone is
+    longer than `room`); whole when it fits or `room` is unknown."""
+    if room is None or len(name) <= room:
+        return name
+    lines = [""]
+    for part in _parts(name):
+        if lines[-1] and len(lines[-1]) + len(part) > room:
+            lines.append("")
+        lines[-1] += part
+        while len(lines[-1]) > room:  # one word longer than the room: folded
+            lines[-1:] = [lines[-1][:room], lines[-1][room:]]
+    return "\n".join(lines)
+
+
+def _parts(name: str) -> list[str]:
+    """`name` cut after each hyphen."""
+    return re.findall(r"[^-]*-|[^-]+$", name)
 
 
 def scaling_table(check: ScalingCheckOut) -> Table:
