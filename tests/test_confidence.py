@@ -227,3 +227,26 @@ def test_the_loader_validates_the_shipped_file() -> None:
     data = load_confidence()
     assert {r.routing for r in data.runs} == {"dense", "MoE"}
     assert data.percentiles == (0.1, 0.9) and data.min_runs == MIN_RUNS
+
+
+def test_the_interval_line_quotes_the_confidence_lines_percentiles() -> None:
+    """The interval line and the confidence line quote the same 10th-90th percentiles of the same runs; where the
+    interval takes other ends (the estimate kept inside: a band of MoE runs on GB200 that lies wholly below zero,
+    as GPT-OSS-120B's on 26.04.01 does), it says which ends and why instead of printing them as the percentiles."""
+    import pplan
+    from pplan.render.explain import _band_text
+
+    report = pplan.explain(
+        model="gpt-oss-120b", hardware="gb200-nvl72", gpus=64, global_batch=1280, micro_batch=4, tp=1, pp=1,
+        ep=64, stack="megatron-bridge@26.04.01", seq_len=4096,
+    )  # fmt: skip
+    perf = report.performance
+    assert perf is not None
+    low, high = perf.calibration_band.left_out.low, perf.calibration_band.left_out.high
+    text = _band_text(perf)
+    assert text.startswith(f"{low:+.1%} to {high:+.1%} (10th-90th percentile")
+    assert f"{low:+.1%} to {high:+.1%}" in perf.confidence.replace(" %", "%")
+    used = perf.calibration_error_band
+    assert used == (min(0.0, low), max(0.0, high))
+    if high < 0:  # the band as measured today: then the interval's own ends are named
+        assert f"the interval takes {used[0]:+.1%} to {used[1]:+.1%}" in text

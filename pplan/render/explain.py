@@ -11,7 +11,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from pplan.documents.explain import ExpertsOut, ExplainReport, PlanOut, StageMemory
+from pplan.documents.explain import ExpertsOut, ExplainReport, PerformanceOut, PlanOut, StageMemory
 from pplan.schedules import ScheduleFamily, schedule_family
 
 
@@ -343,8 +343,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 f"{perf.step_interval_s[0]:.3f}-{perf.step_interval_s[1]:.3f} s "
                 f"({perf.tokens_per_s_interval[0]:,.0f}-{perf.tokens_per_s_interval[1]:,.0f} tokens/s): the "
                 f"errors of {perf.calibration_band.group} (n = {perf.calibration_band.runs}), "
-                f"{perf.calibration_error_band[0]:+.1%} to {perf.calibration_error_band[1]:+.1%} (10th-90th "
-                "percentile, each run's set left out of the fits)"
+                + _band_text(perf)
                 + (
                     f", widened for {len(perf.extrapolation)} extrapolation"
                     + ("s" if len(perf.extrapolation) > 1 else "")
@@ -476,3 +475,21 @@ def _dp_split(report: ExplainReport) -> str:
     if comm.dp_gather_s > 0:
         text += f"; parameter all-gather after the optimizer {comm.dp_gather_s:.3f} s"
     return text
+
+
+def _band_text(perf: PerformanceOut) -> str:
+    """The interval's error band in words: the runs' 10th-90th percentile, and, where the interval's ends differ
+    from it (each end no nearer than the estimate itself, e_lo ≤ 0 ≤ e_hi; at least ±15 % on a GPU type with no
+    validated run: pplan.cost.uncertainty), the ends it takes, so that this line and the confidence line quote the
+    same percentiles."""
+    raw = (perf.calibration_band.left_out.low, perf.calibration_band.left_out.high)
+    used = perf.calibration_error_band
+    text = f"{raw[0]:+.1%} to {raw[1]:+.1%} (10th-90th percentile, each run's set left out of the fits)"
+    if all(abs(a - b) < 5e-4 for a, b in zip(raw, used, strict=True)):
+        return text
+    why = (
+        "no end nearer than the estimate itself"
+        if raw[0] > 0 or raw[1] < 0
+        else "at least ±15 % on a GPU type with no validated run"
+    )
+    return f"{text}; the interval takes {used[0]:+.1%} to {used[1]:+.1%}, {why}"
