@@ -237,7 +237,10 @@ def rebuild(
         values["vp"] = None
     if spec.moe is None:
         for key in ("ep", "etp", "moe_dispatcher"):
-            values[key] = defaults.get(key, 1)
+            if key in defaults:
+                values[key] = defaults[key]
+            else:
+                values.pop(key, None)
     for key, got in flags.items():
         values[key] = got
         read[key] = "flag"
