@@ -18,7 +18,7 @@ _RANK_TAGS = (
     re.compile(r"^\s*\[(?:rank|Rank|RANK)\s*(\d+)\]\s*:\s?"),  # torchrun's --tee / local_ranks_filter
     re.compile(r"^\s*\[default(\d+)\]\s*:\s?"),  # torchrun -r / --tee older spelling
     re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>\s*:\s?"),  # Open MPI --tag-output
-    re.compile(r"^\s*(\d{1,5})\s*:\s(?=\S)"),  # srun --label
+    re.compile(r"^\s*(\d{1,5})\s*:\s+(?=\S)"),  # srun --label
     re.compile(r"^\s*rank\s*(\d+)\s*:\s?", re.IGNORECASE),
 )
 _STAMPS = (

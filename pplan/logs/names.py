@@ -43,6 +43,8 @@ INTS = {
     "num_layers_in_last_pipeline_stage": "last_stage_layers",
     "padded_vocab_size": "vocab_size",
     "data_parallel_size": "data_parallel_size",
+    "nproc_per_node": "nproc_per_node",
+    "nnodes": "nnodes",
 }
 """Megatron names whose integer value is a pplan field as it is."""
 

@@ -17,7 +17,7 @@ ITERATION = re.compile(r"Training epoch\s+\d+\s*,\s*iteration\s+(\d+)\s*/\s*(\d+
 RUN_NAME = re.compile(r"\b(?:pretrain|finetune|sft|lora)?_?([a-z][a-z0-9_.]*?)_(\d+)nodes?_((?:[a-z]+\d+_?)+)"
                       r"(?:_?(\d+)mbs)?(?:_(\d+)gbs)?", re.IGNORECASE)  # fmt: skip
 NAME_TOKEN = re.compile(r"(tp|pp|cp|vp|ep|etp)(\d+|None)", re.IGNORECASE)
-BATCH_TOKEN = re.compile(r"(\d+)(mbs|gbs|nodes?|gpus|seq)\b", re.IGNORECASE)
+BATCH_TOKEN = re.compile(r"(\d+)(mbs|gbs|nodes?|gpus|seq)(?![a-z])", re.IGNORECASE)
 DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s)]+)")
 PRECISIONS = ("mxfp8", "fp8_cs", "fp8_mx", "fp8_ds", "fp8_sc", "fp8", "bf16", "fp16")
 RUN_NAME_NAMES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",

@@ -74,6 +74,10 @@ def _derive(record: LogRecord, world: dict[str, object]) -> None:
             dp = record.value("global_batch") // (record.value("local_batch") * accumulation)
             if dp > 0:
                 record.put("gpus", dp * tp * pp * cp, "global batch / local batch × tp × pp × cp")
+        elif isinstance(record.value("nproc_per_node"), int):
+            per_node = record.value("nproc_per_node")
+            count = record.value("nnodes", 1) if isinstance(record.value("nnodes", 1), int) else 1
+            record.put("gpus", per_node * count, record.fields["nproc_per_node"].source + " (× nodes)")
         elif isinstance(nodes, int):
             record.notes.append(f"the run name gives {nodes} node(s): GPUs = nodes × the hardware's GPUs per node")
     if record.stack == "torchtitan":

@@ -22,7 +22,7 @@ from pplan.logs.record import Iteration, LogRecord
 from pplan.logs.values import as_int, number, size_bytes, value
 
 STEP = re.compile(r"\bstep:\s*(\d+)\s+(.*)$")
-STEP_FIELD = re.compile(r"(\w+):\s*([\d.,eE+-]+)\s*([A-Za-z]+)?(?:\(([\d.]+)%\))?")
+STEP_FIELD = re.compile(r"(\w+):\s*(\d[\d.,]*(?:[eE][+-]?\d+)?)\s?(GiB|MiB|GB|MB|B)?(?:\(([\d.]+)%\))?")
 BUILDING = re.compile(r"Building\s+(\w+)\s+(\S+)\s+with\s+(\w*)\s*([({].*)$")
 MESH = re.compile(r"Building\s+\d+-D device mesh with\s*(\[[^\]]*\])\s*,\s*(\[[^\]]*\])")
 CAPACITY = re.compile(r"CUDA capacity:\s*(.+?)\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE)
