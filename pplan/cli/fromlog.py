@@ -92,7 +92,8 @@ def render(doc: FromLogReport) -> str:
         lines.append(f"  predicted step, busiest rank (s): {shown}")
         lines.append(f"  {perf.confidence}")
     lines.append(f"What would close the gap ({_pct(doc.gap)} predicted against measured), most likely first:")
-    for term in doc.gap_terms[:6]:
+    shown_terms = [t for i, t in enumerate(doc.gap_terms) if i < 6 or t.term.startswith("MoE")]
+    for term in shown_terms:
         mark = "plausible" if term.plausible else "unlikely"
         lines.append(f"  {term.term}: {term.why} ({mark})")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
 from pplan.documents.size import SizeDocument
 from pplan.documents.validate import ValidateDocument
+from pplan.logs.document import FromLogReport
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 
@@ -21,9 +22,10 @@ DOCUMENTS: dict[str, type[Out]] = {
     "bench": BenchDocument,
     "validate": ValidateDocument,
     "size": SizeDocument,
+    "fromlog": FromLogReport,
 }
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
---format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`."""
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`, `pplan explain --from-log --json`."""
 
 INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),

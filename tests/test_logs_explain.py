@@ -1,0 +1,109 @@
+"""`pplan explain --from-log`: the plan rebuilt from a log, flags filling what it lacks, predicted against measured,
+the gap's terms (MoE terms named for a routed run), and the one-line refusals."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from pplan.explain import explain
+from pplan.plan.records import PlanRequest
+from pplan.profiles.catalog import load_hardware, load_model
+from tests.cli_run import run_pplan
+
+DATA = Path(__file__).parent / "data" / "logs"
+
+
+def _log(stem: str) -> str:
+    return str(DATA / f"{stem}.log")
+
+
+def test_torchtitan_log_rebuilds_its_plan_and_reads_its_step(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("torchtitan_2025_h100_allranks"), "--json"])
+    assert got.code == 0, got.err
+    doc = got.json()
+    assert doc["schema"] == "pplan.fromlog/1"
+    plan = doc["explain"]["plan"]
+    assert (plan["gpus"], plan["tp"], plan["global_batch"]) == (8, 2, 8)
+    assert doc["model_source"].startswith("llama3-8b")
+    assert doc["hardware_source"].startswith("h100-sxm-80gb")
+    want = statistics.median(2 * 8192 / (t * 2) for t in (4096, 4096, 4201, 4150))
+    assert doc["measured_step_s"] == pytest.approx(want, rel=1e-9)
+    # predicted: the same plan explained directly
+    direct = explain(
+        load_model("llama3-8b"), load_hardware("h100-sxm-80gb"),
+        PlanRequest(gpus=8, global_batch=8, micro_batch=2, tp=2, seq_len=8192, recompute="selective",
+                    zero_stage=3, stack="torchtitan"),
+    )  # fmt: skip
+    assert direct.performance is not None
+    step = next(row for row in doc["comparison"] if row["quantity"] == "step_s")
+    assert step["predicted"] == pytest.approx(direct.performance.step_s, rel=1e-9)
+    assert doc["gap"] == pytest.approx(direct.performance.step_s / want - 1, rel=1e-9)
+    mfu = next(row for row in doc["comparison"] if row["quantity"] == "mfu")
+    assert mfu["measured"] == pytest.approx(direct.performance.mfu * direct.performance.step_s / want, rel=1e-9)
+    assert {row["quantity"] for row in doc["comparison"]} >= {"step_s", "tokens_per_s", "mfu", "mfu_causal",
+                                                              "peak_memory_bytes"}  # fmt: skip
+
+
+def test_a_log_without_gpu_name_asks_for_hardware(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("megatron_core016_dense")])
+    assert got.code == 2
+    assert "--hardware" in got.err and len(got.err.strip().splitlines()) == 1
+    assert "Traceback" not in got.err
+
+
+def test_flags_fill_what_the_log_lacks_and_assumptions_are_said(capsys: pytest.CaptureFixture[str]) -> None:
+    missing = run_pplan(capsys, *["explain", "--from-log", _log("bridge_2508_yaml_swapped")])
+    assert missing.code == 2 and "--gpus" in missing.err
+    got = run_pplan(capsys, *["explain", "--from-log", _log("bridge_2508_yaml_swapped"), "--gpus", "16", "--json"])
+    assert got.code == 0, got.err
+    doc = got.json()
+    read = {f["field"]: f["source"] for f in doc["read"]}
+    assert read["gpus"] == "flag"
+    assert read["tp"].startswith("printed configuration")
+    assert doc["explain"]["plan"]["precision"] == "fp8"
+    assert doc["measured_step_s"] == pytest.approx(6.40)
+
+
+def test_a_flag_wins_over_the_log(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("megatron_core016_dense"), "--hardware", "h100-sxm-80gb",
+                     "--micro-batch", "2", "--json"])  # fmt: skip
+    assert got.code == 0, got.err
+    doc = got.json()
+    assert doc["explain"]["plan"]["micro_batch"] == 2
+    assert doc["explain"]["plan"]["vp"] == 4  # 80 layers / (pp 4 × 5 per virtual stage), from the log
+
+
+def test_run_name_only_log_uses_the_named_model_and_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("nemo2_2409_runname"), "--hardware", "h100-sxm-80gb", "--json"])
+    assert got.code == 0, got.err
+    doc = got.json()
+    assert doc["model_source"].startswith("llama3-8b")
+    assert doc["explain"]["plan"]["gpus"] == 8  # 1 node × 8 GPUs per node
+    assert any(a.startswith("seq_len") for a in doc["assumed"])
+
+
+def test_moe_log_names_the_moe_terms(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("megatron_moe_wrapped_srun"), "--hardware", "h100-sxm-80gb"])
+    assert got.code == 0, got.err
+    assert "MoE: grouped GEMM efficiency" in got.out
+    assert "MoE: exposed expert all-to-all" in got.out
+    assert "mixtral-8x7b" in got.out
+
+
+def test_no_steady_state_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("unusable_one_iteration"), "--hardware", "h100-sxm-80gb"])
+    assert got.code == 2 and "no steady state" in got.err
+
+
+def test_no_iterations_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["explain", "--from-log", _log("unusable_no_iterations"), "--hardware", "h100-sxm-80gb"])
+    assert got.code == 2 and "no iteration lines" in got.err
+
+
+def test_fromlog_schema_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, *["schema", "fromlog"])
+    assert got.code == 0
+    assert "gap_terms" in got.out
