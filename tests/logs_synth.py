@@ -5,19 +5,48 @@ from __future__ import annotations
 
 
 def megatron_log(
-    *, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, seq: int, gpus: int, tp: int,
-    pp: int, micro: int, global_batch: int, step_s: float, iterations: int = 6, warmup_factor: float = 1.5,
+    *,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    ffn: int,
+    vocab: int,
+    seq: int,
+    gpus: int,
+    tp: int,
+    pp: int,
+    micro: int,
+    global_batch: int,
+    step_s: float,
+    iterations: int = 6,
+    warmup_factor: float = 1.5,
 ) -> str:
     """A log in Megatron-LM's format (core_v0.16.1): rank 0's arguments block and world line, `iterations`
     iteration lines 10 apart, the first `warmup_factor` slower, the rest at `step_s`."""
     args = {
-        "bf16": "True", "ffn_hidden_size": ffn, "global_batch_size": global_batch, "group_query_attention": "True",
-        "hidden_size": hidden, "micro_batch_size": micro, "normalization": "RMSNorm", "num_attention_heads": heads,
-        "num_layers": layers, "num_query_groups": kv_heads, "padded_vocab_size": vocab,
-        "pipeline_model_parallel_size": pp, "position_embedding_type": "rope", "recompute_granularity": "None",
-        "seq_length": seq, "sequence_parallel": str(tp > 1), "swiglu": "True", "tensor_model_parallel_size": tp,
-        "untie_embeddings_and_output_weights": "True", "use_distributed_optimizer": "True", "world_size": gpus,
-    }  # fmt: skip
+        "bf16": "True",
+        "ffn_hidden_size": ffn,
+        "global_batch_size": global_batch,
+        "group_query_attention": "True",
+        "hidden_size": hidden,
+        "micro_batch_size": micro,
+        "normalization": "RMSNorm",
+        "num_attention_heads": heads,
+        "num_layers": layers,
+        "num_query_groups": kv_heads,
+        "padded_vocab_size": vocab,
+        "pipeline_model_parallel_size": pp,
+        "position_embedding_type": "rope",
+        "recompute_granularity": "None",
+        "seq_length": seq,
+        "sequence_parallel": str(tp > 1),
+        "swiglu": "True",
+        "tensor_model_parallel_size": tp,
+        "untie_embeddings_and_output_weights": "True",
+        "use_distributed_optimizer": "True",
+        "world_size": gpus,
+    }
     dp = gpus // (tp * pp)
     lines = [
         f"using world size: {gpus}, data-parallel size: {dp}, context-parallel size: 1, tensor-model-parallel "

@@ -65,8 +65,22 @@ def test_calibrate_writes_a_profile_plans_say_is_yours(
     assert profile.efficiency.matmul == pytest.approx(0.5, abs=2e-3)
     assert "calibrated on 4 runs of yours" in profile.name
     assert "calibrated on 4 runs of yours" in out.read_text()
-    explained = run_pplan(capsys, "explain", "--hardware", str(out), "--model", "llama3-8b", "--gpus", "16",
-                          "--tp", "4", "--pp", "1", "--global-batch", "64")  # fmt: skip
+    explained = run_pplan(
+        capsys,
+        "explain",
+        "--hardware",
+        str(out),
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16",
+        "--tp",
+        "4",
+        "--pp",
+        "1",
+        "--global-batch",
+        "64",
+    )
     assert explained.code == 0, explained.err
     assert "runs of yours" in explained.out
     from_log = run_pplan(capsys, "explain", "--from-log", paths[1], "--hardware", str(out), "--json")
@@ -76,7 +90,9 @@ def test_calibrate_writes_a_profile_plans_say_is_yours(
     assert abs(doc["gap"]) < 0.005
 
 
-def test_calibrate_refuses_a_log_without_iterations(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_calibrate_refuses_a_log_without_iterations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "empty.log"
     path.write_text("nothing here\n")
     got = run_pplan(capsys, "calibrate", str(path), "--hardware", "h100-sxm-80gb")

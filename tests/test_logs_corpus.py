@@ -83,8 +83,12 @@ def test_a_wrapped_record_is_joined() -> None:
 
 
 def test_memory_units_are_read_in_bytes() -> None:
-    megatron = read_log("[Rank 0] (after 5 iterations) memory (MB) | max allocated: 1024.0 | max reserved: 2048.0")
+    megatron = read_log(
+        "[Rank 0] (after 5 iterations) memory (MB) | max allocated: 1024.0 | max reserved: 2048.0"
+    )
     assert megatron.peak_reserved_bytes == 2048 * 2**20
     assert megatron.peak_allocated_bytes == 1024 * 2**20
-    nemo = read_log("Training epoch 0, iteration 3/9 | max_memory_reserved: 1.5e+10 | train_step_timing in s: 1.0")
+    nemo = read_log(
+        "Training epoch 0, iteration 3/9 | max_memory_reserved: 1.5e+10 | train_step_timing in s: 1.0"
+    )
     assert nemo.peak_reserved_bytes == 15_000_000_000

@@ -33,18 +33,34 @@ def test_torchtitan_log_rebuilds_its_plan_and_reads_its_step(capsys: pytest.Capt
     assert doc["measured_step_s"] == pytest.approx(want, rel=1e-9)
     # predicted: the same plan explained directly
     direct = explain(
-        load_model("llama3-8b"), load_hardware("h100-sxm-80gb"),
-        PlanRequest(gpus=8, global_batch=8, micro_batch=2, tp=2, seq_len=8192, recompute="selective",
-                    zero_stage=3, stack="torchtitan"),
-    )  # fmt: skip
+        load_model("llama3-8b"),
+        load_hardware("h100-sxm-80gb"),
+        PlanRequest(
+            gpus=8,
+            global_batch=8,
+            micro_batch=2,
+            tp=2,
+            seq_len=8192,
+            recompute="selective",
+            zero_stage=3,
+            stack="torchtitan",
+        ),
+    )
     assert direct.performance is not None
     step = next(row for row in doc["comparison"] if row["quantity"] == "step_s")
     assert step["predicted"] == pytest.approx(direct.performance.step_s, rel=1e-9)
     assert doc["gap"] == pytest.approx(direct.performance.step_s / want - 1, rel=1e-9)
     mfu = next(row for row in doc["comparison"] if row["quantity"] == "mfu")
-    assert mfu["measured"] == pytest.approx(direct.performance.mfu * direct.performance.step_s / want, rel=1e-9)
-    assert {row["quantity"] for row in doc["comparison"]} >= {"step_s", "tokens_per_s", "mfu", "mfu_causal",
-                                                              "peak_memory_bytes"}  # fmt: skip
+    assert mfu["measured"] == pytest.approx(
+        direct.performance.mfu * direct.performance.step_s / want, rel=1e-9
+    )
+    assert {row["quantity"] for row in doc["comparison"]} >= {
+        "step_s",
+        "tokens_per_s",
+        "mfu",
+        "mfu_causal",
+        "peak_memory_bytes",
+    }
 
 
 def test_a_log_without_gpu_name_asks_for_hardware(capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,7 +73,9 @@ def test_a_log_without_gpu_name_asks_for_hardware(capsys: pytest.CaptureFixture[
 def test_flags_fill_what_the_log_lacks_and_assumptions_are_said(capsys: pytest.CaptureFixture[str]) -> None:
     missing = run_pplan(capsys, *["explain", "--from-log", _log("bridge_2508_yaml_swapped")])
     assert missing.code == 2 and "--gpus" in missing.err
-    got = run_pplan(capsys, *["explain", "--from-log", _log("bridge_2508_yaml_swapped"), "--gpus", "16", "--json"])
+    got = run_pplan(
+        capsys, *["explain", "--from-log", _log("bridge_2508_yaml_swapped"), "--gpus", "16", "--json"]
+    )
     assert got.code == 0, got.err
     doc = got.json()
     read = {f["field"]: f["source"] for f in doc["read"]}
@@ -68,8 +86,19 @@ def test_flags_fill_what_the_log_lacks_and_assumptions_are_said(capsys: pytest.C
 
 
 def test_a_flag_wins_over_the_log(capsys: pytest.CaptureFixture[str]) -> None:
-    got = run_pplan(capsys, *["explain", "--from-log", _log("megatron_core016_dense"), "--hardware", "h100-sxm-80gb",
-                     "--micro-batch", "2", "--json"])  # fmt: skip
+    got = run_pplan(
+        capsys,
+        *[
+            "explain",
+            "--from-log",
+            _log("megatron_core016_dense"),
+            "--hardware",
+            "h100-sxm-80gb",
+            "--micro-batch",
+            "2",
+            "--json",
+        ],
+    )
     assert got.code == 0, got.err
     doc = got.json()
     assert doc["explain"]["plan"]["micro_batch"] == 2
@@ -77,7 +106,10 @@ def test_a_flag_wins_over_the_log(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_run_name_only_log_uses_the_named_model_and_nodes(capsys: pytest.CaptureFixture[str]) -> None:
-    got = run_pplan(capsys, *["explain", "--from-log", _log("nemo2_2409_runname"), "--hardware", "h100-sxm-80gb", "--json"])
+    got = run_pplan(
+        capsys,
+        *["explain", "--from-log", _log("nemo2_2409_runname"), "--hardware", "h100-sxm-80gb", "--json"],
+    )
     assert got.code == 0, got.err
     doc = got.json()
     assert doc["model_source"].startswith("llama3-8b")
@@ -86,7 +118,9 @@ def test_run_name_only_log_uses_the_named_model_and_nodes(capsys: pytest.Capture
 
 
 def test_moe_log_names_the_moe_terms(capsys: pytest.CaptureFixture[str]) -> None:
-    got = run_pplan(capsys, *["explain", "--from-log", _log("megatron_moe_wrapped_srun"), "--hardware", "h100-sxm-80gb"])
+    got = run_pplan(
+        capsys, *["explain", "--from-log", _log("megatron_moe_wrapped_srun"), "--hardware", "h100-sxm-80gb"]
+    )
     assert got.code == 0, got.err
     assert "MoE: grouped GEMM efficiency" in got.out
     assert "MoE: exposed expert all-to-all" in got.out
@@ -94,12 +128,16 @@ def test_moe_log_names_the_moe_terms(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_no_steady_state_is_said(capsys: pytest.CaptureFixture[str]) -> None:
-    got = run_pplan(capsys, *["explain", "--from-log", _log("unusable_one_iteration"), "--hardware", "h100-sxm-80gb"])
+    got = run_pplan(
+        capsys, *["explain", "--from-log", _log("unusable_one_iteration"), "--hardware", "h100-sxm-80gb"]
+    )
     assert got.code == 2 and "no steady state" in got.err
 
 
 def test_no_iterations_is_said(capsys: pytest.CaptureFixture[str]) -> None:
-    got = run_pplan(capsys, *["explain", "--from-log", _log("unusable_no_iterations"), "--hardware", "h100-sxm-80gb"])
+    got = run_pplan(
+        capsys, *["explain", "--from-log", _log("unusable_no_iterations"), "--hardware", "h100-sxm-80gb"]
+    )
     assert got.code == 2 and "no iteration lines" in got.err
 
 

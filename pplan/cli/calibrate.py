@@ -52,9 +52,10 @@ def calibrate(
         rebuilt = rebuild(record, model, hardware, {}, {})
         if hw is not None and rebuilt.hardware.name != hw.name:
             raise ConfigError(
-                "LOGS", f"{path} ran on {rebuilt.hardware.name}, the first log on {hw.name}",
+                "LOGS",
+                f"{path} ran on {rebuilt.hardware.name}, the first log on {hw.name}",
                 "calibrate the logs of one kind of GPU at a time, or pass --hardware",
-            )  # fmt: skip
+            )
         hw = rebuilt.hardware
         runs.append(make_run(str(path), rebuilt, steady.step_s))
     assert hw is not None  # typer requires at least one log
@@ -69,18 +70,24 @@ def calibrate(
     )
     summary = [
         f"{fitted.name}: {label} (pplan calibrate, {datetime.date.today().isoformat()}).",
-        "Fitted: " + ", ".join(f"{FIGURE_NAMES[k]} {hw_value(hw, k):.3f} → {v:.3f}"
-                               for k, v in result.figures.items()) + ".",  # fmt: skip
+        "Fitted: "
+        + ", ".join(f"{FIGURE_NAMES[k]} {hw_value(hw, k):.3f} → {v:.3f}" for k, v in result.figures.items())
+        + ".",
         f"Step-time error over your runs, mean absolute: {mape(result.before):.1%} with {hw.name} as it was, "
         f"{mape(result.in_sample):.1%} in sample"
-        + (f", {mape(result.left_out):.1%} with each log left out of the fit." if result.left_out else
-           " (one run fits itself: no left-out error)."),  # fmt: skip
+        + (
+            f", {mape(result.left_out):.1%} with each log left out of the fit."
+            if result.left_out
+            else " (one run fits itself: no left-out error)."
+        ),
     ]
     for run, before, inside, out in zip(
         runs, result.before, result.in_sample, result.left_out or [float("nan")] * n, strict=True
     ):
-        summary.append(f"  {run.name}: measured {run.measured_s:.3f} s; error before {before:+.1%}, "
-                       f"in sample {inside:+.1%}, left out {out:+.1%}")  # fmt: skip
+        summary.append(
+            f"  {run.name}: measured {run.measured_s:.3f} s; error before {before:+.1%}, "
+            f"in sample {inside:+.1%}, left out {out:+.1%}"
+        )
     text = profile_toml(fitted, summary)
     if output is None:
         print(text, end="")

@@ -19,7 +19,12 @@ def _given(ctx: typer.Context, name: str) -> bool:
 
 
 def explain_from_log(
-    ctx: typer.Context, path: str, model: str, hardware: str, settings: dict[str, Any], values: dict[str, Any],
+    ctx: typer.Context,
+    path: str,
+    model: str,
+    hardware: str,
+    settings: dict[str, Any],
+    values: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Run `explain --from-log` (module docstring); `values` are explain's settings as PlanRequest keywords."""
@@ -75,15 +80,22 @@ def render(doc: FromLogReport) -> str:
     lines.append(f"Measured step: {doc.steady_state.description}")
     lines.append("Predicted against measured:")
     lines.append(f"  {'':<18}{'predicted':>16}{'measured':>16}{'error':>9}")
-    names = {"step_s": "step time", "tokens_per_s": "tokens/s", "mfu": "MFU (full s×s)",
-             "mfu_causal": "MFU (causal)", "peak_memory_bytes": "peak memory"}  # fmt: skip
+    names = {
+        "step_s": "step time",
+        "tokens_per_s": "tokens/s",
+        "mfu": "MFU (full s×s)",
+        "mfu_causal": "MFU (causal)",
+        "peak_memory_bytes": "peak memory",
+    }
     for row in doc.comparison:
         lines.append(
             f"  {names[row.quantity]:<18}{_value(row.quantity, row.predicted):>16}"
             f"{_value(row.quantity, row.measured):>16}{_pct(row.error):>9}"
         )
     if doc.logged_tflops_per_gpu is not None:
-        lines.append(f"  the log's own throughput: {doc.logged_tflops_per_gpu:.1f} TFLOP/s/GPU (its FLOP count)")
+        lines.append(
+            f"  the log's own throughput: {doc.logged_tflops_per_gpu:.1f} TFLOP/s/GPU (its FLOP count)"
+        )
     if doc.logged_mfu is not None:
         lines.append(f"  the log's own MFU: {doc.logged_mfu:.1%}")
     perf = doc.explain.performance

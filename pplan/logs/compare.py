@@ -88,18 +88,49 @@ def figures(model: ModelSpec, hw: HardwareSpec, plan: Plan) -> list[Figure]:
         if plan.precision != "bf16"
         else Figure("matmul", "GEMM efficiency", e.matmul, _eff("matmul"), 1e-3, 1.0),
         Figure("attention", "attention efficiency", e.attention_fraction, _eff("attention"), 1e-3, 1.0),
-        Figure("kernel_overhead_us", "fixed cost per kernel (µs; host launch, ramp, tail)", e.kernel_overhead_us,
-               _eff("kernel_overhead_us"), 0.0, 1000.0),  # fmt: skip
+        Figure(
+            "kernel_overhead_us",
+            "fixed cost per kernel (µs; host launch, ramp, tail)",
+            e.kernel_overhead_us,
+            _eff("kernel_overhead_us"),
+            0.0,
+            1000.0,
+        ),
     ]
     if model.moe is not None:
-        out.insert(0, Figure("grouped_gemm", "MoE: grouped GEMM efficiency (routed experts)",
-                             e.grouped_gemm_fraction, _eff("grouped_gemm"), 1e-3, 1.0))  # fmt: skip
+        out.insert(
+            0,
+            Figure(
+                "grouped_gemm",
+                "MoE: grouped GEMM efficiency (routed experts)",
+                e.grouped_gemm_fraction,
+                _eff("grouped_gemm"),
+                1e-3,
+                1.0,
+            ),
+        )
     if plan.tp > 1 or plan.ep > 1 or plan.gpus > 1:
-        out.append(Figure("intra_node", "intra-node link efficiency", hw.intra_node.efficiency,
-                          _link("intra_node"), 1e-3, 1.0))  # fmt: skip
+        out.append(
+            Figure(
+                "intra_node",
+                "intra-node link efficiency",
+                hw.intra_node.efficiency,
+                _link("intra_node"),
+                1e-3,
+                1.0,
+            )
+        )
     if plan.gpus > hw.gpus_per_node:
-        out.append(Figure("inter_node", "inter-node link efficiency", hw.inter_node.efficiency,
-                          _link("inter_node"), 1e-3, 1.0))  # fmt: skip
+        out.append(
+            Figure(
+                "inter_node",
+                "inter-node link efficiency",
+                hw.inter_node.efficiency,
+                _link("inter_node"),
+                1e-3,
+                1.0,
+            )
+        )
     return out
 
 
@@ -145,16 +176,40 @@ def gap_terms(
         lo, hi = PLAUSIBLE[fig.key]
         if needed is None:
             why = f"no value of it alone closes a {gap:+.3f} s gap"
-            out.append((math.inf, GapTermOut(term=fig.name, predicted_s=0.0, figure_now=fig.now, figure_needed=None,
-                                             needed_s=None, plausible=False, why=why)))  # fmt: skip
+            out.append(
+                (
+                    math.inf,
+                    GapTermOut(
+                        term=fig.name,
+                        predicted_s=0.0,
+                        figure_now=fig.now,
+                        figure_needed=None,
+                        needed_s=None,
+                        plausible=False,
+                        why=why,
+                    ),
+                )
+            )
             continue
         plausible = lo <= needed <= hi
         why = f"{fig.now:.3g} → {needed:.3g}; " + (
             f"inside the plausible {lo:g}–{hi:g}" if plausible else f"outside the plausible {lo:g}–{hi:g}"
         )
         move = abs(math.log(max(needed, 1e-9) / fig.now)) if fig.now > 0 else abs(needed)
-        out.append((move, GapTermOut(term=fig.name, predicted_s=0.0, figure_now=fig.now, figure_needed=needed,
-                                     needed_s=None, plausible=plausible, why=why)))  # fmt: skip
+        out.append(
+            (
+                move,
+                GapTermOut(
+                    term=fig.name,
+                    predicted_s=0.0,
+                    figure_now=fig.now,
+                    figure_needed=needed,
+                    needed_s=None,
+                    plausible=plausible,
+                    why=why,
+                ),
+            )
+        )
     for key, name in TERM_NAMES.items():
         now = breakdown_s.get(key)
         if now is None or now <= 0:
@@ -163,12 +218,29 @@ def gap_terms(
         ratio = needed_s / now
         plausible = SECONDS_RATIO[0] <= ratio <= SECONDS_RATIO[1]
         why = (
-            f"{now:.3f} s → {needed_s:.3f} s (× {ratio:.2f}); "
-            + ("within" if plausible else "outside") + f" {SECONDS_RATIO[0]:g}–{SECONDS_RATIO[1]:g}× pplan's figure"
-        ) if needed_s >= 0 else f"would have to be {needed_s:.3f} s, below zero"  # fmt: skip
+            (
+                f"{now:.3f} s → {needed_s:.3f} s (× {ratio:.2f}); "
+                + ("within" if plausible else "outside")
+                + f" {SECONDS_RATIO[0]:g}–{SECONDS_RATIO[1]:g}× pplan's figure"
+            )
+            if needed_s >= 0
+            else f"would have to be {needed_s:.3f} s, below zero"
+        )
         move = abs(math.log(ratio)) if needed_s > 0 else math.inf
-        out.append((move, GapTermOut(term=name, predicted_s=now, figure_now=None, figure_needed=None,
-                                     needed_s=needed_s, plausible=plausible and needed_s >= 0, why=why)))  # fmt: skip
+        out.append(
+            (
+                move,
+                GapTermOut(
+                    term=name,
+                    predicted_s=now,
+                    figure_now=None,
+                    figure_needed=None,
+                    needed_s=needed_s,
+                    plausible=plausible and needed_s >= 0,
+                    why=why,
+                ),
+            )
+        )
     out.sort(key=lambda pair: (not pair[1].plausible, pair[0]))
     return [term for _, term in out]
 
@@ -177,9 +249,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def report(
-    record: LogRecord, steady: SteadyState, rebuilt: Rebuilt, log_name: str
-) -> FromLogReport:
+def report(record: LogRecord, steady: SteadyState, rebuilt: Rebuilt, log_name: str) -> FromLogReport:
     """Explain the rebuilt plan and set it against what the log measured."""
     model, hw = rebuilt.model, rebuilt.hardware
     explained, plan, run = explain_with_run(model, hw, rebuilt.request)
@@ -191,23 +261,46 @@ def report(
     peak_predicted = max(stage.total_bytes for stage in explained.memory.stages)
     peak_measured = record.peak_reserved_bytes or record.peak_allocated_bytes
     rows = [
-        ComparisonOut(quantity="step_s", predicted=perf.step_s, measured=measured,
-                      error=perf.step_s / measured - 1, note=steady.describe()),
-        ComparisonOut(quantity="tokens_per_s", predicted=perf.tokens_per_s, measured=tokens / measured,
-                      error=measured / perf.step_s - 1, note="global batch × sequence / step"),
-        ComparisonOut(quantity="mfu", predicted=perf.mfu, measured=perf.mfu * perf.step_s / measured,
-                      error=measured / perf.step_s - 1,
-                      note="pplan's FLOP count, attention over the full s×s scores, of the BF16 peak"),
-        ComparisonOut(quantity="mfu_causal", predicted=perf.mfu_causal,
-                      measured=perf.mfu_causal * perf.step_s / measured, error=measured / perf.step_s - 1,
-                      note="pplan's FLOP count, attention over the causal half, of the BF16 peak"),
-    ]  # fmt: skip
+        ComparisonOut(
+            quantity="step_s",
+            predicted=perf.step_s,
+            measured=measured,
+            error=perf.step_s / measured - 1,
+            note=steady.describe(),
+        ),
+        ComparisonOut(
+            quantity="tokens_per_s",
+            predicted=perf.tokens_per_s,
+            measured=tokens / measured,
+            error=measured / perf.step_s - 1,
+            note="global batch × sequence / step",
+        ),
+        ComparisonOut(
+            quantity="mfu",
+            predicted=perf.mfu,
+            measured=perf.mfu * perf.step_s / measured,
+            error=measured / perf.step_s - 1,
+            note="pplan's FLOP count, attention over the full s×s scores, of the BF16 peak",
+        ),
+        ComparisonOut(
+            quantity="mfu_causal",
+            predicted=perf.mfu_causal,
+            measured=perf.mfu_causal * perf.step_s / measured,
+            error=measured / perf.step_s - 1,
+            note="pplan's FLOP count, attention over the causal half, of the BF16 peak",
+        ),
+    ]
     if peak_measured:
         which = "max reserved" if record.peak_reserved_bytes else "max allocated"
-        rows.append(ComparisonOut(quantity="peak_memory_bytes", predicted=peak_predicted, measured=peak_measured,
-                                  error=peak_predicted / peak_measured - 1,
-                                  note=f"busiest stage's total against the log's {which} "
-                                  f"({record.memory_source})"))  # fmt: skip
+        rows.append(
+            ComparisonOut(
+                quantity="peak_memory_bytes",
+                predicted=peak_predicted,
+                measured=peak_measured,
+                error=peak_predicted / peak_measured - 1,
+                note=f"busiest stage's total against the log's {which} ({record.memory_source})",
+            )
+        )
     terms = gap_terms(model, hw, plan, run.lists, perf.breakdown_s, perf.step_s, measured)
     read = [
         ReadFieldOut(field=key, value=str(getattr(rebuilt.request, key, record.value(key))), source=source)
@@ -221,9 +314,14 @@ def report(
         hardware_source=rebuilt.hardware_source,
         read=read,
         assumed=rebuilt.assumed,
-        steady_state=SteadyStateOut(statistic=steady.statistic, step_s=measured, iterations_used=list(steady.used),
-                                    warmup_left_out=list(steady.warmup), outliers_left_out=list(steady.outliers),
-                                    description=steady.describe()),  # fmt: skip
+        steady_state=SteadyStateOut(
+            statistic=steady.statistic,
+            step_s=measured,
+            iterations_used=list(steady.used),
+            warmup_left_out=list(steady.warmup),
+            outliers_left_out=list(steady.outliers),
+            description=steady.describe(),
+        ),
         measured_step_s=measured,
         measured_tokens_per_s=tokens / measured,
         measured_mfu=rows[2].measured,

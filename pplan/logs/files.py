@@ -19,7 +19,9 @@ def read_text(path: str, flag: str) -> str:
         if not p.is_file():
             raise ConfigError(flag, f"{path} is not a file", "give the path of a training log")
         if p.stat().st_size > MAX_LOG_BYTES:
-            raise ConfigError(flag, f"{path} is over {MAX_LOG_BYTES // 2**20} MiB", "pass an excerpt of the log")
+            raise ConfigError(
+                flag, f"{path} is over {MAX_LOG_BYTES // 2**20} MiB", "pass an excerpt of the log"
+            )
         data = p.read_bytes()
     except OSError as err:
         raise ConfigError(flag, f"cannot read {path}: {err.strerror or err}", "check the path") from None
@@ -33,15 +35,17 @@ def read_usable(path: str, flag: str) -> tuple[LogRecord, SteadyState]:
     if not record.iterations:
         extra = f" ({record.notes[0]})" if record.notes else ""
         raise ConfigError(
-            flag, f"{path}: no iteration lines with a step time found (Megatron 'elapsed time per iteration', "
+            flag,
+            f"{path}: no iteration lines with a step time found (Megatron 'elapsed time per iteration', "
             f"NeMo 'train_step_timing', torchtitan 'step: … tps:'){extra}",
             "pass a log that holds the training iterations",
-        )  # fmt: skip
+        )
     steady = record.steady
     if steady is None:
         only = ", ".join(str(it.number) for it in record.iterations)
         raise ConfigError(
-            flag, f"{path}: no steady state: only iteration {only} is logged, which may include the warm-up",
+            flag,
+            f"{path}: no steady state: only iteration {only} is logged, which may include the warm-up",
             "pass a log with at least two logged iterations",
-        )  # fmt: skip
+        )
     return record, steady

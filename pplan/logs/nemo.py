@@ -14,15 +14,23 @@ from pplan.logs.record import Iteration, LogRecord
 from pplan.logs.values import as_int, number, value
 
 ITERATION = re.compile(r"Training epoch\s+\d+\s*,\s*iteration\s+(\d+)\s*/\s*(\d+)\s*(.*)$", re.IGNORECASE)
-RUN_NAME = re.compile(r"\b(?:pretrain|finetune|sft|lora)?_?([a-z][a-z0-9_.]*?)_(\d+)nodes?_((?:[a-z]+\d+_?)+)"
-                      r"(?:_?(\d+)mbs)?(?:_(\d+)gbs)?", re.IGNORECASE)  # fmt: skip
+RUN_NAME = re.compile(
+    r"\b(?:pretrain|finetune|sft|lora)?_?([a-z][a-z0-9_.]*?)_(\d+)nodes?_((?:[a-z]+\d+_?)+)"
+    r"(?:_?(\d+)mbs)?(?:_(\d+)gbs)?",
+    re.IGNORECASE,
+)
 NAME_TOKEN = re.compile(r"(tp|pp|cp|vp|ep|etp)(\d+|None)", re.IGNORECASE)
 BATCH_TOKEN = re.compile(r"(\d+)(mbs|gbs|nodes?|gpus|seq)(?![a-z])", re.IGNORECASE)
 DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s)]+)")
 PRECISIONS = ("mxfp8", "fp8_cs", "fp8_mx", "fp8_ds", "fp8_sc", "fp8", "bf16", "fp16")
-RUN_NAME_NAMES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
-                  "cp": "context_parallel_size", "vp": "virtual_pipeline_model_parallel_size",
-                  "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size"}  # fmt: skip
+RUN_NAME_NAMES = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "vp": "virtual_pipeline_model_parallel_size",
+    "ep": "expert_model_parallel_size",
+    "etp": "expert_tensor_parallel_size",
+}
 
 
 def _fields(rest: str) -> dict[str, str]:
@@ -53,8 +61,7 @@ def iterations(lines: list[Line], record: LogRecord) -> int:
         tflops = number(fields["tflops_per_gpu"]) if "tflops_per_gpu" in fields else None
         batch = number(fields["global_batch_size"]) if "global_batch_size" in fields else None
         record.add_iteration(
-            Iteration(int(m.group(1)), step, line.number, tflops_per_gpu=tflops,
-                      global_batch=as_int(batch))  # fmt: skip
+            Iteration(int(m.group(1)), step, line.number, tflops_per_gpu=tflops, global_batch=as_int(batch))
         )
         if batch:
             record.put("global_batch", as_int(batch), f"progress line, line {line.number}")
@@ -100,8 +107,13 @@ def run_name(lines: list[Line]) -> tuple[dict[str, tuple[Any, str]], dict[str, t
             marker = f"_{precision}"
             if marker in head + "_":
                 head = head.split(marker)[0]
-                extra.setdefault("precision", ("bf16" if precision in ("bf16", "fp16") else
-                                               "mxfp8" if "mx" in precision else "fp8", where))  # fmt: skip
+                extra.setdefault(
+                    "precision",
+                    (
+                        "bf16" if precision in ("bf16", "fp16") else "mxfp8" if "mx" in precision else "fp8",
+                        where,
+                    ),
+                )
                 break
         extra.setdefault("model_name", (head, where))
         break

@@ -48,7 +48,7 @@ def read_log(text: str) -> LogRecord:
     elif args or world:
         record.stack = "megatron-core"
     _gpu(text, record)
-    _derive(record, world)
+    _derive(record)
     return record
 
 
@@ -61,7 +61,7 @@ def _gpu(text: str, record: LogRecord) -> None:
         record.put("gpu_name", record.gpu_name, "a GPU name in the log")
 
 
-def _derive(record: LogRecord, world: dict[str, object]) -> None:
+def _derive(record: LogRecord) -> None:
     """Fields the log gives only through others."""
     if "gpus" not in record.fields:
         dp = record.value("data_parallel_size")
@@ -79,7 +79,9 @@ def _derive(record: LogRecord, world: dict[str, object]) -> None:
             count = record.value("nnodes", 1) if isinstance(record.value("nnodes", 1), int) else 1
             record.put("gpus", per_node * count, record.fields["nproc_per_node"].source + " (× nodes)")
         elif isinstance(nodes, int):
-            record.notes.append(f"the run name gives {nodes} node(s): GPUs = nodes × the hardware's GPUs per node")
+            record.notes.append(
+                f"the run name gives {nodes} node(s): GPUs = nodes × the hardware's GPUs per node"
+            )
     if record.stack == "torchtitan":
         local = record.value("local_batch")
         if local and "micro_batch" not in record.fields:

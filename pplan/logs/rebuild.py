@@ -29,10 +29,33 @@ GPU_PROFILES = (
     (re.compile(r"A100", re.I), "a100-sxm-80gb"),
 )
 """A GPU name as logs print it → pplan's bundled hardware profile (first match wins)."""
-PLAN_FIELDS = ("gpus", "global_batch", "micro_batch", "seq_len", "tp", "pp", "vp", "cp", "ep", "etp",
-               "sequence_parallel", "zero_stage", "recompute", "recompute_method", "recompute_layers",
-               "precision", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-               "first_stage_layers", "last_stage_layers", "moe_dispatcher", "schedule", "stack")  # fmt: skip
+PLAN_FIELDS = (
+    "gpus",
+    "global_batch",
+    "micro_batch",
+    "seq_len",
+    "tp",
+    "pp",
+    "vp",
+    "cp",
+    "ep",
+    "etp",
+    "sequence_parallel",
+    "zero_stage",
+    "recompute",
+    "recompute_method",
+    "recompute_layers",
+    "precision",
+    "grad_dtype",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "tp_comm_overlap",
+    "first_stage_layers",
+    "last_stage_layers",
+    "moe_dispatcher",
+    "schedule",
+    "stack",
+)
 """Plan fields a log can give."""
 ASSUMED_SAID = ("micro_batch", "seq_len", "tp", "pp", "cp", "ep", "precision", "recompute", "zero_stage")
 """Plan fields whose assumed value is printed when the log does not give them (the rest keep pplan's defaults
@@ -61,16 +84,18 @@ def hardware_for(record: LogRecord, given: str | None) -> tuple[HardwareSpec, st
     name = record.gpu_name
     if name is None:
         raise ConfigError(
-            "--hardware", "the log names no GPU (Megatron-LM and NeMo do not print it)",
+            "--hardware",
+            "the log names no GPU (Megatron-LM and NeMo do not print it)",
             "pass the GPU it ran on, e.g. --hardware h100-sxm-80gb (pplan profiles lists them)",
-        )  # fmt: skip
+        )
     for pattern, profile in GPU_PROFILES:
         if pattern.search(name):
             return load_hardware(profile), f"{profile} (the log's GPU: {name})"
     raise ConfigError(
-        "--hardware", f"pplan has no profile for the log's GPU {name!r}",
+        "--hardware",
+        f"pplan has no profile for the log's GPU {name!r}",
         "pass a hardware profile, e.g. --hardware my-gpu.toml",
-    )  # fmt: skip
+    )
 
 
 def _candidates(name: str) -> list[str]:
@@ -94,7 +119,9 @@ def _matches(spec: ModelSpec, record: LogRecord) -> bool:
         got = record.value(key)
         if got is not None and want is not None and got != want:
             return False
-    if (record.value("num_experts") is None) != (spec.moe is None) and record.value("num_experts") is not None:
+    if (record.value("num_experts") is None) != (spec.moe is None) and record.value(
+        "num_experts"
+    ) is not None:
         return False
     return all(record.value(k) is not None for k in SHAPE)
 
@@ -124,9 +151,10 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
                 return load_model(candidate), f"{candidate} (bundled; the log names {hint!r}, {where})", []
     missing = ", ".join(k for k in SHAPE if record.value(k) is None)
     raise ConfigError(
-        "--model", f"the log gives no model shape ({missing} not printed) and no model name pplan bundles",
+        "--model",
+        f"the log gives no model shape ({missing} not printed) and no model name pplan bundles",
         "pass the model, e.g. --model llama3-8b or --model config.json",
-    )  # fmt: skip
+    )
 
 
 def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
@@ -149,8 +177,9 @@ def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
         "hidden_size": hidden,
         "num_attention_heads": record.value("num_attention_heads"),
         "num_kv_heads": record.value("num_kv_heads"),
-        "head_dim": record.value("head_dim") if record.value("head_dim") != hidden // record.value(
-            "num_attention_heads") else None,
+        "head_dim": record.value("head_dim")
+        if record.value("head_dim") != hidden // record.value("num_attention_heads")
+        else None,
         "ffn_hidden_size": ffn,
         "mlp": get("mlp", "swiglu", "not logged; most current models"),
         "norm": get("norm", "rmsnorm", "not logged; most current models"),
@@ -160,7 +189,7 @@ def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
         "position_embedding": record.value("position_embedding") or "rope",
         "linear_bias": bool(record.value("linear_bias", False)),
         "qkv_bias": bool(record.value("qkv_bias", False)),
-    }  # fmt: skip
+    }
     experts = record.value("num_experts")
     if experts:
         data["moe"] = {
@@ -173,9 +202,10 @@ def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
         spec = ModelSpec.model_validate(data)
     except ValueError as err:
         raise ConfigError(
-            "--model", f"the logged shape is not a model pplan can build ({str(err).splitlines()[0]})",
+            "--model",
+            f"the logged shape is not a model pplan can build ({str(err).splitlines()[0]})",
             "pass the model, e.g. --model llama3-8b",
-        ) from None  # fmt: skip
+        ) from None
     return spec, "built from the logged shape (no bundled model matches it)", notes
 
 
@@ -204,17 +234,30 @@ def rebuild(
             read["gpus"] = f"{nodes} node(s) of the run name × {hw.gpus_per_node} GPUs per node of {hw.name}"
         else:
             raise ConfigError(
-                "--gpus", "the log gives no world size (no arguments block, world line or device mesh)",
+                "--gpus",
+                "the log gives no world size (no arguments block, world line or device mesh)",
                 "pass the run's GPU count, e.g. --gpus 64",
-            )  # fmt: skip
+            )
     if "global_batch" not in logged and "global_batch" not in flags:
         raise ConfigError(
-            "--global-batch", "the log gives no global batch size",
+            "--global-batch",
+            "the log gives no global batch size",
             "pass the run's global batch in sequences, e.g. --global-batch 512",
-        )  # fmt: skip
-    natural = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "vp": None, "micro_batch": 1,
-               "seq_len": spec.seq_len, "recompute": "none", "precision": "bf16",
-               "zero_stage": 0, "stack": record.stack or "megatron-core"}  # fmt: skip
+        )
+    natural = {
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "etp": 1,
+        "vp": None,
+        "micro_batch": 1,
+        "seq_len": spec.seq_len,
+        "recompute": "none",
+        "precision": "bf16",
+        "zero_stage": 0,
+        "stack": record.stack or "megatron-core",
+    }
     for key, default in natural.items():
         if key not in logged and key not in flags:
             values[key] = default
@@ -225,10 +268,17 @@ def rebuild(
         dp = values["gpus"] // max(1, tp * pp * cp)
         values["zero_stage"] = 3 if dp > 1 else 0
         assumed = [a for a in assumed if not a.startswith("zero_stage")]
-        assumed.append(f"zero_stage = {values['zero_stage']} (torchtitan shards over data parallel with FSDP2)")
+        assumed.append(
+            f"zero_stage = {values['zero_stage']} (torchtitan shards over data parallel with FSDP2)"
+        )
     if "sequence_parallel" not in logged and "sequence_parallel" not in flags:
         values["sequence_parallel"] = (values["tp"] or 1) > 1
-    if "etp" not in logged and "etp" not in flags and record.stack == "megatron-core" and spec.moe is not None:
+    if (
+        "etp" not in logged
+        and "etp" not in flags
+        and record.stack == "megatron-core"
+        and spec.moe is not None
+    ):
         values["etp"] = values["tp"]  # Megatron-Core: expert TP defaults to TP
     if "schedule" not in logged and "schedule" not in flags:
         vp = values.get("vp")
@@ -247,6 +297,9 @@ def rebuild(
     try:
         request = PlanRequest(**values)
     except (TypeError, ValueError) as err:
-        raise ConfigError("--from-log", f"the logged settings are not a plan pplan can build ({err})",
-                          "pass the axes as flags (--tp, --pp, ...)") from None  # fmt: skip
+        raise ConfigError(
+            "--from-log",
+            f"the logged settings are not a plan pplan can build ({err})",
+            "pass the axes as flags (--tp, --pp, ...)",
+        ) from None
     return Rebuilt(spec, hw, request, model_source, hw_source, read, assumed)

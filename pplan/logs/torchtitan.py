@@ -27,15 +27,32 @@ BUILDING = re.compile(r"Building\s+(\w+)\s+(\S+)\s+with\s+(\w*)\s*([({].*)$")
 MESH = re.compile(r"Building\s+\d+-D device mesh with\s*(\[[^\]]*\])\s*,\s*(\[[^\]]*\])")
 CAPACITY = re.compile(r"CUDA capacity:\s*(.+?)\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE)
 STARTS = re.compile(r"Training starts at step \d+", re.IGNORECASE)
-STARTS_PART = re.compile(r"(local batch size|global batch size|sequence length|gradient accumulation steps)\s+(\d+)")
+STARTS_PART = re.compile(
+    r"(local batch size|global batch size|sequence length|gradient accumulation steps)\s+(\d+)"
+)
 TOML_SECTION = re.compile(r"^\s*\[([a-z_.]+)\]\s*$")
 TOML_KEY = re.compile(r"^\s*([a-z_]+)\s*=\s*(.+?)\s*(?:#.*)?$")
 MODEL_ARG = re.compile(r"\b(\w+)=([^,()]+|\([^)]*\))")
-MESH_NAMES = {"dp": "dp_shard", "dp_shard": "dp_shard", "dp_replicate": "dp_replicate", "tp": "tp", "pp": "pp",
-              "cp": "cp", "ep": "ep", "dp_shard_cp": "dp_shard_cp"}  # fmt: skip
-FLAVORS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b", ("llama3", "405b"): "llama3-405b",
-           ("llama2", "7b"): "llama2-7b", ("llama2", "70b"): "llama2-70b", ("qwen3", "30b-a3b"): "qwen3-30b-a3b",
-           ("qwen3", "235b-a22b"): "qwen3-235b-a22b", ("deepseek_v3", "671b"): "deepseek-v3"}  # fmt: skip
+MESH_NAMES = {
+    "dp": "dp_shard",
+    "dp_shard": "dp_shard",
+    "dp_replicate": "dp_replicate",
+    "tp": "tp",
+    "pp": "pp",
+    "cp": "cp",
+    "ep": "ep",
+    "dp_shard_cp": "dp_shard_cp",
+}
+FLAVORS = {
+    ("llama3", "8b"): "llama3-8b",
+    ("llama3", "70b"): "llama3-70b",
+    ("llama3", "405b"): "llama3-405b",
+    ("llama2", "7b"): "llama2-7b",
+    ("llama2", "70b"): "llama2-70b",
+    ("qwen3", "30b-a3b"): "qwen3-30b-a3b",
+    ("qwen3", "235b-a22b"): "qwen3-235b-a22b",
+    ("deepseek_v3", "671b"): "deepseek-v3",
+}
 """torchtitan's model name and flavor → pplan's bundled model of that shape."""
 
 
@@ -66,8 +83,12 @@ def startup(lines: list[Line], record: LogRecord) -> None:
             record.put("gpu_name", record.gpu_name, f"CUDA capacity line, {where}")
         if STARTS.search(text):
             for part in STARTS_PART.finditer(text):
-                key = {"local batch size": "local_batch", "global batch size": "global_batch",
-                       "sequence length": "seq_len", "gradient accumulation steps": "grad_accumulation"}[part.group(1)]  # fmt: skip
+                key = {
+                    "local batch size": "local_batch",
+                    "global batch size": "global_batch",
+                    "sequence length": "seq_len",
+                    "gradient accumulation steps": "grad_accumulation",
+                }[part.group(1)]
                 record.put(key, int(part.group(2)), f"training start line, {where}")
         low = text.lower()
         if "activation checkpointing" in low and "applied" in low:
@@ -166,8 +187,11 @@ def _toml(toml: dict[str, tuple[Any, str]], record: LogRecord) -> None:
     put("training.seq_len", "seq_len")
     if "model.name" in toml and "model.flavor" in toml:
         name, flavor = str(toml["model.name"][0]), str(toml["model.flavor"][0])
-        record.put("model_name", FLAVORS.get((name.lower(), flavor.lower()), f"{name}-{flavor}".lower()),
-                   toml["model.name"][1])  # fmt: skip
+        record.put(
+            "model_name",
+            FLAVORS.get((name.lower(), flavor.lower()), f"{name}-{flavor}".lower()),
+            toml["model.name"][1],
+        )
     mode = toml.get("activation_checkpoint.mode")
     if mode and str(mode[0]).lower() in ("full", "selective", "none"):
         record.put("recompute", str(mode[0]).lower(), mode[1])
@@ -224,12 +248,14 @@ def steps(lines: list[Line], record: LogRecord) -> int:
         tflops = fields.get("tflops")
         record.add_iteration(
             Iteration(
-                number_, step_s, line.number,
+                number_,
+                step_s,
+                line.number,
                 tflops_per_gpu=tflops[0] if tflops else None,
                 tokens_per_s_per_gpu=tps[0] if tps else None,
                 mfu=mfu[0] / 100 if mfu else None,
             )
-        )  # fmt: skip
+        )
     if unique and not record.iterations:
         record.notes.append(
             "torchtitan step lines found, but no step time: tps needs the local batch and sequence length "

@@ -9,9 +9,17 @@ from typing import Any
 
 _NUMBER = re.compile(r"^[+-]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _UNITS = {
-    "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "kb": 10**3, "mb": 2**20, "gb": 2**30, "tb": 2**40,
-}  # fmt: skip
+    "b": 1,
+    "bytes": 1,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "kb": 10**3,
+    "mb": 2**20,
+    "gb": 2**30,
+    "tb": 2**40,
+}
 """Memory units as logs use them: Megatron's "MB" is MiB (it divides by 1024²) and "GB" in prose is usually GiB."""
 
 
