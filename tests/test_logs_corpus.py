@@ -92,3 +92,20 @@ def test_memory_units_are_read_in_bytes() -> None:
         "Training epoch 0, iteration 3/9 | max_memory_reserved: 1.5e+10 | train_step_timing in s: 1.0"
     )
     assert nemo.peak_reserved_bytes == 15_000_000_000
+
+
+@pytest.mark.parametrize("width", [50, 80, 120])
+def test_a_terminal_cut_record_is_rebuilt(width: int) -> None:
+    clean = _text(DATA / "megatron_core016_dense.log")
+    want = read_log(clean).summary()
+    cut = "\n".join(
+        "\n".join(line[i : i + width] for i in range(0, len(line), width)) if "iteration" in line else line
+        for line in clean.splitlines()
+    )
+    assert read_log(cut).summary() == want
+
+
+def test_launcher_host_prefixes_are_dropped() -> None:
+    log = "node-3: [rank0]:  iteration 10/ 20 | elapsed time per iteration (ms): 5.0 |\n"
+    log += "gpu001:  iteration 20/ 20 | elapsed time per iteration (ms): 6.0 |\n"
+    assert [it.step_s for it in read_log(log).iterations] == [0.005, 0.006]

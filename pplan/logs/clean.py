@@ -21,6 +21,12 @@ _RANK_TAGS = (
     re.compile(r"^\s*(\d{1,5})\s*:\s+(?=\S)"),  # srun --label
     re.compile(r"^\s*rank\s*(\d+)\s*:\s?", re.IGNORECASE),
 )
+_HOST = re.compile(r"^\s*(?:[A-Za-z][\w.]*-[\w.-]*\d|[A-Za-z][A-Za-z.]*\d{3,}):\s+(?=\S)")
+"""A pdsh / DeepSpeed launcher host prefix (`node-12: `, `gpu001: `): a hyphen or three digits, so YAML keys such as
+`fp8:` or `bf16:` are not taken for hosts."""
+HARD_WRAP_MIN = 40
+"""A record line at least this long that ends mid-field was cut by a terminal: its continuation is joined without
+a space."""
 _STAMPS = (
     re.compile(r"^\s*\[(" + _STAMP + r")\]\s*"),  # [2024-05-01 12:00:00]
     re.compile(r"^\s*\[titan\]\s*(" + _STAMP + r")\s*-\s*[\w.]+\s*-\s*[A-Z]+\s*-\s?"),  # torchtitan logger
@@ -29,6 +35,10 @@ _STAMPS = (
     re.compile(r"^\s*(" + _STAMP + r")\s*(?:\|\s*)?(?:[A-Z]+\s*(?:\|\s*)?)?(?:[\w.]+:\d+\s*(?:-|\|)\s*)?"),
     re.compile(r"^\s*(?:INFO|WARNING|DEBUG):[\w.]+:\s?()"),
 )
+_MEGATRON_RECORD = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\||iterations?\)\s*memory\s*\(\w+\)\s*\|")
+_OWN_LINE = re.compile(r"^\s*[\[>]|^\s*\w+ \.{3}|^\s*\(after \d+ iterations|^\s*-{6}")
+"""A line that is a log line of its own (a bracketed tag, an arguments-block line, a memory line), never a
+continuation."""
 _RECORD_START = re.compile(r"\biteration\s+\d+\s*/|\bstep:\s*\d+|Training epoch \d+")
 
 
@@ -56,6 +66,9 @@ def _strip(text: str) -> tuple[str, int | None, float | None]:
     time_s: float | None = None
     for _ in range(6):  # prefixes stack: `0: [rank0]:[titan] 2025-… - root - INFO - `
         before = text
+        host = _HOST.match(text)
+        if host:
+            text = text[host.end() :]
         for pattern in _RANK_TAGS:
             m = pattern.match(text)
             if m:
@@ -70,7 +83,7 @@ def _strip(text: str) -> tuple[str, int | None, float | None]:
                 break
         if text == before:
             break
-    return text.rstrip(), rank, time_s
+    return text, rank, time_s
 
 
 def clean_lines(raw: str) -> list[Line]:
@@ -84,7 +97,8 @@ def clean_lines(raw: str) -> list[Line]:
             continue
         if out and _continues(out[-1].text, body):
             last = out[-1]
-            joined = last.text.rstrip() + " " + body.strip()
+            hard = _hard_wrapped(last.text, body)
+            joined = last.text + body if hard else last.text.rstrip() + " " + body.strip()
             out[-1] = Line(joined, last.number, last.rank, last.time_s)
             continue
         out.append(Line(body, len(out) + 1, rank, time_s))
@@ -94,8 +108,19 @@ def clean_lines(raw: str) -> list[Line]:
 def _continues(previous: str, body: str) -> bool:
     """`body` continues the record on `previous`: the record ends in a `|` separator or `body` starts with one,
     and `body` does not start a record of its own."""
-    if _RECORD_START.search(body[:60]):
+    if _RECORD_START.search(body[:60]) or _OWN_LINE.match(body):
         return False
-    if not _RECORD_START.search(previous):
+    if not (_RECORD_START.search(previous) or _MEGATRON_RECORD.search(previous)):
         return False
-    return previous.rstrip().endswith("|") or body.lstrip().startswith("|")
+    if previous.rstrip().endswith("|") or body.lstrip().startswith("|"):
+        return True
+    return _hard_wrapped(previous, body)
+
+
+def _hard_wrapped(previous: str, body: str) -> bool:
+    """`previous`, a Megatron iteration record (which always ends in `|`), was cut by a terminal: long, not ending
+    in its separator, and `body` not a log line of its own (no record start, no `[`, no arguments-block dots)."""
+    tail = previous.rstrip()
+    if re.search(r"max reserved:\s*[\d.]+$", tail):  # a memory line ends with its last field
+        return False
+    return len(tail) >= HARD_WRAP_MIN and not tail.endswith("|") and bool(_MEGATRON_RECORD.search(previous))

@@ -16,7 +16,7 @@ from pplan.logs.values import as_int, number, size_bytes, value
 
 ARGUMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*\.{2,}\s?(.*)$")
 WORLD = re.compile(r"using world size:", re.IGNORECASE)
-WORLD_PART = re.compile(r"([a-z][a-z\- ]*?)\s+size:\s*(\d+)", re.IGNORECASE)
+WORLD_PART = re.compile(r"([a-z][a-z\-]*)[\s-]+size:\s*(\d+)", re.IGNORECASE)
 WORLD_NAMES = {
     "world": "world_size",
     "data-parallel": "data_parallel_size",
@@ -55,8 +55,18 @@ def world(lines: list[Line]) -> dict[str, tuple[Any, str]]:
         if not WORLD.search(line.text):
             continue
         for m in WORLD_PART.finditer(line.text):
-            words = m.group(1).strip().lower().split()
-            key = WORLD_NAMES.get(words[-1] if words else "")
+            word = m.group(1).lower()
+            if word.startswith("encoder"):
+                continue
+            # "…sizes: Nonetensor-model-parallel size: 4" (a release that lost a separator): match the ending
+            key = next(
+                (
+                    v
+                    for k, v in WORLD_NAMES.items()
+                    if word == k or (word.endswith(k) and not word.endswith("-" + k))
+                ),
+                None,
+            )
             if key and key not in out:
                 out[key] = (int(m.group(2)), f"world line, line {line.number}")
         break
