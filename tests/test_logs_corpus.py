@@ -39,6 +39,10 @@ HAND_STEADY_S = {
     "torchtitan_2025_h100_allranks": statistics.median(2 * 8192 / (t * 2) for t in (4096, 4096, 4201, 4150)),
     # older torchtitan: wps, local batch 4 (TOML batch_size), tp 8: wps 412, 410, 414
     "torchtitan_2024_old_toml": statistics.median(4 * 8192 / (w * 8) for w in (412, 410, 414)),
+    # NeMo 1 progress bar redrawn with carriage returns: global_step 0 is warm-up; median of 4.12, 4.10, 4.11, 4.13
+    "nemo1_2404_tqdm_cr": (4.11 + 4.12) / 2,
+    # torchtitan HSDP (2 × 16) with tp 2, job config printed as JSON: 2 × 8192 / (tps × 2) for 655, 660, 658
+    "torchtitan_2025_hsdp_jsonconfig": statistics.median(2 * 8192 / (t * 2) for t in (655, 660, 658)),
 }
 
 

@@ -145,3 +145,16 @@ def test_fromlog_schema_is_registered(capsys: pytest.CaptureFixture[str]) -> Non
     got = run_pplan(capsys, *["schema", "fromlog"])
     assert got.code == 0
     assert "gap_terms" in got.out
+
+
+def test_torchtitan_hsdp_from_a_printed_job_config(capsys: pytest.CaptureFixture[str]) -> None:
+    got = run_pplan(capsys, "explain", "--from-log", _log("torchtitan_2025_hsdp_jsonconfig"), "--json")
+    assert got.code == 0, got.err
+    doc = got.json()
+    plan = doc["explain"]["plan"]
+    assert (plan["gpus"], plan["tp"], plan["global_batch"]) == (64, 2, 64)  # 2 × 16 × tp 2; 2 per rank × 32
+    assert doc["hardware_source"].startswith("h200-sxm-141gb")
+    assert (plan["zero_stage"], plan["shard_group"]) == (
+        3,
+        16,
+    )  # FSDP2 over the 16-way shard, replicated twice

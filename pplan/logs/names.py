@@ -154,9 +154,11 @@ def _precision(get: Readings, src: Any, record: LogRecord) -> None:
 def _shape_kinds(get: Readings, src: Any, record: LogRecord) -> None:
     swiglu = as_bool(get("swiglu"))
     gated = as_bool(get("gated_linear_unit"))
-    activation = str(get("activation_func") or "").lower()
+    activation = str(get("activation_func") or get("activation") or "").lower()
     if swiglu or gated:
         record.put("mlp", "swiglu", src("swiglu" if swiglu else "gated_linear_unit"))
+    elif "swiglu" in activation or "fast-swiglu" in activation:
+        record.put("mlp", "swiglu", src("activation_func" if get("activation_func") else "activation"))
     elif "squared_relu" in activation:
         record.put("mlp", "squared-relu", src("activation_func"))
     elif swiglu is False or gated is False:
@@ -223,6 +225,7 @@ KNOWN = frozenset(
         "add_bias_linear",
         "add_qkv_bias",
         "data_parallel_size",
+        "activation",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

@@ -21,7 +21,7 @@ RUN_NAME = re.compile(
 )
 NAME_TOKEN = re.compile(r"(tp|pp|cp|vp|ep|etp)(\d+|None)", re.IGNORECASE)
 BATCH_TOKEN = re.compile(r"(\d+)(mbs|gbs|nodes?|gpus|seq)(?![a-z])", re.IGNORECASE)
-DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s)]+)")
+DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s(){}\[\]]+)")
 PRECISIONS = ("mxfp8", "fp8_cs", "fp8_mx", "fp8_ds", "fp8_sc", "fp8", "bf16", "fp16")
 RUN_NAME_NAMES = {
     "tp": "tensor_model_parallel_size",
@@ -72,6 +72,28 @@ def iterations(lines: list[Line], record: LogRecord) -> int:
             round(allocated) if allocated is not None else None,
             "NeMo progress lines (bytes; the largest)",
         )
+    return found
+
+
+TQDM_STEP = re.compile(r"train_step_timing in s=([\d.eE+-]+)")
+TQDM_GLOBAL = re.compile(r"global_step=([\d.]+)")
+
+
+def progress_bars(lines: list[Line], record: LogRecord) -> int:
+    """NeMo's Lightning progress bar (`Epoch 0: … global_step=49.0, … train_step_timing in s=2.51]`), each redraw a
+    line once carriage returns are split; the number read."""
+    found = 0
+    for line in lines:
+        step = TQDM_STEP.search(line.text)
+        done = TQDM_GLOBAL.search(line.text)
+        if not step or not done:
+            continue
+        seconds = number(step.group(1))
+        count = number(done.group(1))
+        if seconds is None or seconds <= 0 or count is None:
+            continue
+        found += 1
+        record.add_iteration(Iteration(int(count), seconds, line.number))
     return found
 
 

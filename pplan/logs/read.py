@@ -20,6 +20,9 @@ GPU = re.compile(
     re.IGNORECASE,
 )
 
+BRIDGE = re.compile(r"megatron[._-]bridge|ConfigContainer|nemo\.collections|NeMo", re.IGNORECASE)
+"""Megatron-Bridge (and NeMo 2 on Megatron-Core's loop) print Megatron's iteration lines too: these name them."""
+
 
 def read_log(text: str) -> LogRecord:
     """Everything `text` says about its run (pplan.logs.record.LogRecord); never raises on odd text."""
@@ -27,6 +30,8 @@ def read_log(text: str) -> LogRecord:
     record = LogRecord(lines=len(lines))
     megatron_found = megatron.iterations(lines, record)
     nemo_found = 0 if megatron_found else nemo.iterations(lines, record)
+    if not (megatron_found or nemo_found):
+        nemo_found = nemo.progress_bars(lines, record)
     args = megatron.arguments(lines)
     world = megatron.world(lines)
     dumps = nemo.dumps(lines, KNOWN)
@@ -40,7 +45,7 @@ def read_log(text: str) -> LogRecord:
     torchtitan.startup(lines, record)
     titan_found = 0 if (megatron_found or nemo_found) else torchtitan.steps(lines, record)
     if megatron_found:
-        record.stack = "megatron-core"
+        record.stack = "megatron-bridge" if BRIDGE.search(text) else "megatron-core"
     elif nemo_found:
         record.stack = "megatron-bridge"
     elif titan_found:
@@ -69,6 +74,9 @@ def _derive(record: LogRecord) -> None:
         tp, pp, cp = (record.value(k, 1) or 1 for k in ("tp", "pp", "cp"))
         if isinstance(dp, int) and dp > 0:
             record.put("gpus", dp * tp * pp * cp, "data-parallel size × tp × pp × cp")
+        elif record.stack == "torchtitan" and record.value("dp_shard"):
+            dp = record.value("dp_shard") * (record.value("dp_replicate", 1) or 1)
+            record.put("gpus", dp * tp * pp * cp, "data-parallel shard × replicate degrees × tp × pp × cp")
         elif record.stack == "torchtitan" and record.value("local_batch") and record.value("global_batch"):
             accumulation = record.value("grad_accumulation", 1) or 1
             dp = record.value("global_batch") // (record.value("local_batch") * accumulation)

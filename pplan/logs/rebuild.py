@@ -271,6 +271,19 @@ def rebuild(
         assumed.append(
             f"zero_stage = {values['zero_stage']} (torchtitan shards over data parallel with FSDP2)"
         )
+    mesh = record.value("mesh")
+    mesh = mesh if isinstance(mesh, dict) else {}
+    if record.stack == "torchtitan" and "shard_group" not in flags:
+        shard = mesh.get("dp_shard", record.value("dp_shard", 1)) or 1
+        replicate = mesh.get("dp_replicate", record.value("dp_replicate", 1)) or 1
+        if shard > 1 and replicate > 1:
+            values["shard_group"] = shard
+            read["shard_group"] = f"device mesh: HSDP, {replicate} replicas of {shard}-way shards"
+    if values.get("schedule") in ("interleaved-1f1b", "looped-bfs", "interleaved-zb") and not values.get(
+        "vp"
+    ):
+        values["vp"] = 2
+        assumed.append("vp = 2 (torchtitan's multi-stage schedules default to two stages per rank)")
     if "sequence_parallel" not in logged and "sequence_parallel" not in flags:
         values["sequence_parallel"] = (values["tp"] or 1) > 1
     if (

@@ -54,6 +54,16 @@ FLAVORS = {
     ("deepseek_v3", "671b"): "deepseek-v3",
 }
 """torchtitan's model name and flavor → pplan's bundled model of that shape."""
+SCHEDULES = {
+    "1f1b": "1f1b",
+    "gpipe": "gpipe",
+    "interleaved1f1b": "interleaved-1f1b",
+    "loopedbfs": "looped-bfs",
+    "interleavedzerobubble": "interleaved-zb",
+    "zbvzerobubble": "zbv",
+    "dualpipev": "dualpipev",
+}
+"""torchtitan's `pipeline_parallel_schedule` → pplan's schedule."""
 
 
 def _ffn(dim: int, multiple_of: int, multiplier: float | None) -> int:
@@ -98,6 +108,8 @@ def startup(lines: list[Line], record: LogRecord) -> None:
             record.put("precision", "fp8", f"Float8 line, {where}")
         if "mxfp8" in low and "active" in low:
             record.put("precision", "mxfp8", f"MXFP8 line, {where}", overwrite=True)
+        if ("'parallelism'" in text or '"parallelism"' in text) and "{" in text:
+            _config_dict(text[text.index("{") :], toml, f"printed job config, {where}")
         s = TOML_SECTION.match(text)
         if s:
             section = s.group(1)
@@ -106,6 +118,25 @@ def startup(lines: list[Line], record: LogRecord) -> None:
         if k and section:
             toml.setdefault(f"{section}.{k.group(1)}", (value(k.group(2)), f"job TOML, {where}"))
     _toml(toml, record)
+
+
+def _config_dict(text: str, toml: dict[str, tuple[Any, str]], where: str) -> None:
+    """A job config printed as a dict (`Running with args: {...}`), flattened to `section.key` like the TOML."""
+    import ast
+
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        try:
+            loaded = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return
+    if not isinstance(loaded, dict):
+        return
+    for section, table in loaded.items():
+        if isinstance(table, dict):
+            for key, got in table.items():
+                toml.setdefault(f"{section}.{key}", (got, where))
 
 
 def _model(name: str, flavor: str, args: str, record: LogRecord, where: str) -> None:
@@ -192,6 +223,10 @@ def _toml(toml: dict[str, tuple[Any, str]], record: LogRecord) -> None:
             FLAVORS.get((name.lower(), flavor.lower()), f"{name}-{flavor}".lower()),
             toml["model.name"][1],
         )
+    schedule = toml.get("parallelism.pipeline_parallel_schedule")
+    if schedule and isinstance(schedule[0], str):
+        name = SCHEDULES.get(schedule[0].lower().replace("-", "").replace("_", ""))
+        record.put("schedule", name, schedule[1])
     mode = toml.get("activation_checkpoint.mode")
     if mode and str(mode[0]).lower() in ("full", "selective", "none"):
         record.put("recompute", str(mode[0]).lower(), mode[1])
