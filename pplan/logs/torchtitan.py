@@ -225,8 +225,8 @@ def _toml(toml: dict[str, tuple[Any, str]], record: LogRecord) -> None:
         )
     schedule = toml.get("parallelism.pipeline_parallel_schedule")
     if schedule and isinstance(schedule[0], str):
-        name = SCHEDULES.get(schedule[0].lower().replace("-", "").replace("_", ""))
-        record.put("schedule", name, schedule[1])
+        chosen = SCHEDULES.get(schedule[0].lower().replace("-", "").replace("_", ""))
+        record.put("schedule", chosen, schedule[1])
     mode = toml.get("activation_checkpoint.mode")
     if mode and str(mode[0]).lower() in ("full", "selective", "none"):
         record.put("recompute", str(mode[0]).lower(), mode[1])
