@@ -158,3 +158,25 @@ def test_torchtitan_hsdp_from_a_printed_job_config(capsys: pytest.CaptureFixture
         3,
         16,
     )  # FSDP2 over the 16-way shard, replicated twice
+
+
+def test_uneven_layers_take_megatrons_first_and_last_stage_split(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Llama 3.1 405B's 126 layers on p·v = 8·8 = 64 chunks: 62 chunks of ⌈126/64⌉ = 2 leave 2, one each on the
+    first and last chunk (Megatron counts the embedding and the loss as layers there)."""
+    log = tmp_path / "405b.log"
+    lines = ["Experiment name: pretrain_llama31_405b_fp8_64nodes_tp8_pp8_cp2_vp8_1mbs_256gbs"]
+    lines += [
+        f"Training epoch 0, iteration {i}/9 | global_batch_size: 256 | train_step_timing in s: 12.5"
+        for i in range(4)
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    got = run_pplan(capsys, "explain", "--from-log", str(log), "--hardware", "h100-sxm-80gb", "--json")
+    assert got.code == 0, got.err
+    doc = got.json()
+    plan = doc["explain"]["plan"]
+    assert plan["gpus"] == 512
+    assert plan["layers_per_chunk"][0] == plan["layers_per_chunk"][-1] == 1
+    assert sum(plan["layers_per_chunk"]) == 126 and set(plan["layers_per_chunk"][1:-1]) == {2}
+    assert any(a.startswith("first_stage_layers = 1, last_stage_layers = 1") for a in doc["assumed"])

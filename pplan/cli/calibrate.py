@@ -46,10 +46,18 @@ def calibrate(
     if output is not None:
         check_outputs({"--output": output}, {}, force)
     runs = []
+    skipped: list[str] = []
     hw = None
     for path in logs:
         record, steady = read_usable(str(path), "LOGS")
-        rebuilt = rebuild(record, model, hardware, {}, {})
+        try:
+            rebuilt = rebuild(record, model, hardware, {}, {})
+            run = make_run(str(path), rebuilt, steady.step_s)
+        except ConfigError as err:  # a log whose plan cannot be rebuilt is left out, and said
+            if len(logs) == 1:
+                raise
+            skipped.append(f"  left out {path}: {err.one_line()}")
+            continue
         if hw is not None and rebuilt.hardware.name != hw.name:
             raise ConfigError(
                 "LOGS",
@@ -57,8 +65,9 @@ def calibrate(
                 "calibrate the logs of one kind of GPU at a time, or pass --hardware",
             )
         hw = rebuilt.hardware
-        runs.append(make_run(str(path), rebuilt, steady.step_s))
-    assert hw is not None  # typer requires at least one log
+        runs.append(run)
+    if hw is None:
+        raise ConfigError("LOGS", "no log's plan could be rebuilt", "see explain --from-log on each log")
     result = fit_logs(runs, hw)
     from pplan.logs.fit import with_figures
 
@@ -88,6 +97,7 @@ def calibrate(
             f"  {run.name}: measured {run.measured_s:.3f} s; error before {before:+.1%}, "
             f"in sample {inside:+.1%}, left out {out:+.1%}"
         )
+    summary += skipped
     text = profile_toml(fitted, summary)
     if output is None:
         print(text, end="")

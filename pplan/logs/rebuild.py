@@ -261,7 +261,7 @@ def rebuild(
     for key, default in natural.items():
         if key not in logged and key not in flags:
             values[key] = default
-            if key in ASSUMED_SAID:
+            if key in ASSUMED_SAID and not (key in ("ep", "etp") and spec.moe is None):
                 assumed.append(f"{key} = {default} (not in the log; pass its flag to change it)")
     if record.stack == "torchtitan" and "zero_stage" not in logged and "zero_stage" not in flags:
         tp, pp, cp = (values[k] or 1 for k in ("tp", "pp", "cp"))
@@ -315,4 +315,36 @@ def rebuild(
             f"the logged settings are not a plan pplan can build ({err})",
             "pass the axes as flags (--tp, --pp, ...)",
         ) from None
+    request = _uneven_split(spec, request, flags, assumed)
     return Rebuilt(spec, hw, request, model_source, hw_source, read, assumed)
+
+
+def _uneven_split(
+    spec: ModelSpec, request: PlanRequest, flags: dict[str, Any], assumed: list[str]
+) -> PlanRequest:
+    """`request`, or where its layers do not split evenly over the p·v chunks (Llama 3.1 405B's 126 layers on
+    p·v = 64, which Megatron runs by counting the embedding and the loss as layers of the first and last stage), the
+    same with the remainder on the first and last chunks, said as assumed."""
+    from dataclasses import replace
+
+    from pplan.plan.configuration import make_plan
+
+    try:
+        make_plan(spec, request)
+        return request
+    except ConfigError as err:
+        if err.field not in ("--pp", "--vp") or "first_stage_layers" in flags or "last_stage_layers" in flags:
+            raise
+        chunks = request.pp * (request.vp or 1)
+        per = -(-spec.num_layers // chunks)
+        rest = spec.num_layers - per * (chunks - 2)
+        if chunks < 3 or rest < 2:
+            raise
+        first, last = rest // 2, rest - rest // 2
+        changed = replace(request, first_stage_layers=first, last_stage_layers=last)
+        make_plan(spec, changed)
+    assumed.append(
+        f"first_stage_layers = {first}, last_stage_layers = {last} ({spec.num_layers} layers do not divide into "
+        f"{chunks} chunks: the first and last take the remainder, as Megatron's embedding and loss accounting does)"
+    )
+    return changed
