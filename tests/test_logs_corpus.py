@@ -113,3 +113,9 @@ def test_launcher_host_prefixes_are_dropped() -> None:
     log = "node-3: [rank0]:  iteration 10/ 20 | elapsed time per iteration (ms): 5.0 |\n"
     log += "gpu001:  iteration 20/ 20 | elapsed time per iteration (ms): 6.0 |\n"
     assert [it.step_s for it in read_log(log).iterations] == [0.005, 0.006]
+
+
+def test_moe_layer_frequency_gives_the_dense_layers() -> None:
+    listed = read_log("  moe_layer_freq .................................. [0, 0, 0, 1, 1, 1]\n")
+    spelled = read_log("  moe_layer_freq .................................. ([0]*3+[1]*58)\n")
+    assert listed.value("first_dense_layers") == spelled.value("first_dense_layers") == 3

@@ -180,3 +180,16 @@ def test_uneven_layers_take_megatrons_first_and_last_stage_split(
     assert plan["layers_per_chunk"][0] == plan["layers_per_chunk"][-1] == 1
     assert sum(plan["layers_per_chunk"]) == 126 and set(plan["layers_per_chunk"][1:-1]) == {2}
     assert any(a.startswith("first_stage_layers = 1, last_stage_layers = 1") for a in doc["assumed"])
+
+
+@pytest.mark.parametrize(
+    ("gpu", "profile"),
+    [("NVIDIA H100 80GB HBM3", "h100-sxm-80gb"), ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+     ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"), ("NVIDIA H200", "h200-sxm-141gb"), ("NVIDIA B200", "b200-180gb")],
+)  # fmt: skip
+def test_the_logged_gpu_names_its_profile(gpu: str, profile: str) -> None:
+    from pplan.logs import read_log
+    from pplan.logs.rebuild import hardware_for
+
+    spec, _ = hardware_for(read_log(f"GPU 0: {gpu}\n"), None)
+    assert spec.name == profile

@@ -41,6 +41,8 @@ INTS = {
     "world_size": "gpus",
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
     "num_layers_in_last_pipeline_stage": "last_stage_layers",
+    "decoder_first_pipeline_num_layers": "first_stage_layers",
+    "decoder_last_pipeline_num_layers": "last_stage_layers",
     "padded_vocab_size": "vocab_size",
     "data_parallel_size": "data_parallel_size",
     "nproc_per_node": "nproc_per_node",
@@ -89,6 +91,7 @@ def translate(raw: dict[str, tuple[Any, str]], record: LogRecord) -> None:
     layers, pp = as_int(get("num_layers")), as_int(get("pipeline_model_parallel_size"))
     if per_chunk and layers and pp and layers % (pp * per_chunk) == 0:
         record.put("vp", layers // (pp * per_chunk), src("num_layers_per_virtual_pipeline_stage"))
+    _moe_layers(get, record)
     _flags(get, src, record)
     _recompute(get, src, record)
     _precision(get, src, record)
@@ -100,6 +103,23 @@ def translate(raw: dict[str, tuple[Any, str]], record: LogRecord) -> None:
         record.put("moe_dispatcher", chosen, src("moe_token_dispatcher_type"))
     if as_bool(get("moe_enable_deepep")):
         record.put("moe_dispatcher", "deepep", src("moe_enable_deepep"))
+
+
+def _moe_layers(get: Readings, record: LogRecord) -> None:
+    """`moe_layer_freq`: an int k (every k-th layer routed) or a list of 0/1 per layer (leading zeros: dense)."""
+    freq = get("moe_layer_freq")
+    if isinstance(freq, str) and freq.startswith("(["):  # Megatron's "([0]*3+[1]*58)" spelling
+        import re
+
+        m = re.match(r"\(\[0\]\s*\*\s*(\d+)", freq)
+        if m:
+            record.put("first_dense_layers", int(m.group(1)), get.src("moe_layer_freq"))
+        return
+    if isinstance(freq, list) and all(x in (0, 1) for x in freq):
+        dense = next((i for i, x in enumerate(freq) if x), len(freq))
+        record.put("first_dense_layers", dense, get.src("moe_layer_freq"))
+    elif isinstance(freq, int) and not isinstance(freq, bool) and freq > 1:
+        record.put("moe_layer_frequency", freq, get.src("moe_layer_freq"))
 
 
 def _flags(get: Readings, src: Any, record: LogRecord) -> None:
@@ -226,6 +246,7 @@ KNOWN = frozenset(
         "add_qkv_bias",
         "data_parallel_size",
         "activation",
+        "moe_layer_freq",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

@@ -22,11 +22,11 @@ SHAPE = ("num_layers", "hidden_size", "num_attention_heads")
 GPU_PROFILES = (
     (re.compile(r"GB200", re.I), "gb200-nvl72"),
     (re.compile(r"B200", re.I), "b200-180gb"),
-    (re.compile(r"H200", re.I), "h200-sxm-141gb"),
+    (re.compile(r"H200|GH200", re.I), "h200-sxm-141gb"),
     (re.compile(r"H800", re.I), "h800-sxm-80gb"),
     (re.compile(r"H100", re.I), "h100-sxm-80gb"),
     (re.compile(r"A100.*\b40\s*G", re.I), "a100-sxm-40gb"),
-    (re.compile(r"A100", re.I), "a100-sxm-80gb"),
+    (re.compile(r"A100|A800", re.I), "a100-sxm-80gb"),
 )
 """A GPU name as logs print it → pplan's bundled hardware profile (first match wins)."""
 PLAN_FIELDS = (
@@ -197,6 +197,8 @@ def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
             "top_k": get("top_k", 2, "not logged"),
             "expert_ffn_hidden_size": record.value("expert_ffn_hidden_size") or ffn,
             "shared_expert_ffn_hidden_size": record.value("shared_expert_ffn_hidden_size") or 0,
+            "first_dense_layers": record.value("first_dense_layers") or 0,
+            "layer_frequency": record.value("moe_layer_frequency") or 1,
         }
     try:
         spec = ModelSpec.model_validate(data)
