@@ -119,3 +119,14 @@ def test_moe_layer_frequency_gives_the_dense_layers() -> None:
     listed = read_log("  moe_layer_freq .................................. [0, 0, 0, 1, 1, 1]\n")
     spelled = read_log("  moe_layer_freq .................................. ([0]*3+[1]*58)\n")
     assert listed.value("first_dense_layers") == spelled.value("first_dense_layers") == 3
+
+
+def test_nemo1_yaml_names_are_read() -> None:
+    """NeMo 1's Hydra config: the trainer's devices × nodes, its precision, activations_checkpoint_* names."""
+    got = read_log(
+        "trainer:\n  devices: 8\n  num_nodes: 4\n  precision: bf16-mixed\nmodel:\n"
+        "  activations_checkpoint_granularity: selective\n  tensor_model_parallel_size: 4\n"
+    )
+    assert (got.value("gpus"), got.value("precision"), got.value("recompute"), got.value("tp")) == (
+        32, "bf16", "selective", 4,
+    )  # fmt: skip

@@ -38,6 +38,7 @@ INTS = {
     "moe_ffn_hidden_size": "expert_ffn_hidden_size",
     "moe_shared_expert_intermediate_size": "shared_expert_ffn_hidden_size",
     "recompute_num_layers": "recompute_layers",
+    "activations_checkpoint_num_layers": "recompute_layers",
     "world_size": "gpus",
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
     "num_layers_in_last_pipeline_stage": "last_stage_layers",
@@ -92,6 +93,12 @@ def translate(raw: dict[str, tuple[Any, str]], record: LogRecord) -> None:
     if per_chunk and layers and pp and layers % (pp * per_chunk) == 0:
         record.put("vp", layers // (pp * per_chunk), src("num_layers_per_virtual_pipeline_stage"))
     _moe_layers(get, record)
+    devices, nodes = as_int(get("devices")), as_int(get("num_nodes"))
+    if devices and nodes and devices > 0 and nodes > 0:
+        record.put("gpus", devices * nodes, f"{src('devices')} (devices × num_nodes)")
+    precision = str(get("precision") or "").lower()
+    if "bf16" in precision or precision in ("16", "16-mixed", "fp16"):
+        record.put("precision", "bf16", src("precision"))
     _flags(get, src, record)
     _recompute(get, src, record)
     _precision(get, src, record)
@@ -145,14 +152,19 @@ def _flags(get: Readings, src: Any, record: LogRecord) -> None:
 
 
 def _recompute(get: Readings, src: Any, record: LogRecord) -> None:
-    granularity = get("recompute_granularity")
+    granularity = get("recompute_granularity") or get("activations_checkpoint_granularity")
     if granularity is None and get.has("recompute_granularity"):
         record.put("recompute", "none", src("recompute_granularity"))
     if isinstance(granularity, str) and granularity.lower() in ("full", "selective"):
-        record.put("recompute", granularity.lower(), src("recompute_granularity"))
-        method = get("recompute_method")
+        where = (
+            "recompute_granularity"
+            if get.has("recompute_granularity")
+            else "activations_checkpoint_granularity"
+        )
+        record.put("recompute", granularity.lower(), src(where))
+        method = get("recompute_method") or get("activations_checkpoint_method")
         if isinstance(method, str) and method.lower() in ("uniform", "block"):
-            record.put("recompute_method", method.lower(), src("recompute_method"))
+            record.put("recompute_method", method.lower(), src(where))
     elif granularity is None and as_bool(get("recompute_activations")):
         record.put("recompute", "selective", src("recompute_activations"))
 
@@ -247,6 +259,11 @@ KNOWN = frozenset(
         "data_parallel_size",
         "activation",
         "moe_layer_freq",
+        "devices",
+        "num_nodes",
+        "precision",
+        "activations_checkpoint_granularity",
+        "activations_checkpoint_method",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

@@ -204,6 +204,12 @@ def _toml(toml: dict[str, tuple[Any, str]], record: LogRecord) -> None:
             if got is not None and got > 0:
                 record.put(field, got, toml[key][1])
 
+    for old in ("training", "experimental"):  # releases of 2024 kept the degrees under [training]
+        put(f"{old}.tensor_parallel_degree", "tp")
+        put(f"{old}.pipeline_parallel_degree", "pp")
+        put(f"{old}.data_parallel_degree", "dp_shard")
+        put(f"{old}.data_parallel_shard_degree", "dp_shard")
+        put(f"{old}.context_parallel_degree", "cp")
     put("parallelism.tensor_parallel_degree", "tp")
     put("parallelism.pipeline_parallel_degree", "pp")
     put("parallelism.context_parallel_degree", "cp")
