@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from pplan.cli.app import json_text
-from pplan.logs.document import FromLogReport
+from pplan.documents.fromlog import FromLogReport
 
 FLAG = "--from-log"
 

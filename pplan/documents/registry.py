@@ -7,11 +7,11 @@ from pydantic import BaseModel
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
 from pplan.documents.explain import ExplainReport
+from pplan.documents.fromlog import FromLogReport
 from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
 from pplan.documents.size import SizeDocument
 from pplan.documents.validate import ValidateDocument
-from pplan.logs.document import FromLogReport
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 

@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pplan.cost.steptime import step_time
-from pplan.explain import explain_with_run
-from pplan.logs.document import (
+from pplan.documents.fromlog import (
     ComparisonOut,
     FromLogReport,
     GapTermOut,
     ReadFieldOut,
     SteadyStateOut,
 )
+from pplan.explain import explain_with_run
 from pplan.logs.rebuild import Rebuilt
 from pplan.logs.record import LogRecord, SteadyState
 from pplan.plan.records import Plan

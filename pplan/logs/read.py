@@ -12,7 +12,7 @@ import re
 from pplan.logs import megatron, nemo, torchtitan
 from pplan.logs.clean import clean_lines
 from pplan.logs.names import KNOWN, translate
-from pplan.logs.record import LogRecord
+from pplan.logs.record import STACK_BRIDGE, STACK_MEGATRON, STACK_TORCHTITAN, LogRecord
 
 GPU = re.compile(
     r"\b(?:NVIDIA\s+)?(GB200|GH200|B200|B100|H200|H100|H800|H20|A100|A800|L40S|MI300X|MI250X)"
@@ -45,13 +45,13 @@ def read_log(text: str) -> LogRecord:
     torchtitan.startup(lines, record)
     titan_found = 0 if (megatron_found or nemo_found) else torchtitan.steps(lines, record)
     if megatron_found:
-        record.stack = "megatron-bridge" if BRIDGE.search(text) else "megatron-core"
+        record.stack = STACK_BRIDGE if BRIDGE.search(text) else STACK_MEGATRON
     elif nemo_found:
-        record.stack = "megatron-bridge"
+        record.stack = STACK_BRIDGE
     elif titan_found:
-        record.stack = "torchtitan"
+        record.stack = STACK_TORCHTITAN
     elif args or world:
-        record.stack = "megatron-core"
+        record.stack = STACK_MEGATRON
     _gpu(text, record)
     _derive(record)
     return record
@@ -74,10 +74,12 @@ def _derive(record: LogRecord) -> None:
         tp, pp, cp = (record.value(k, 1) or 1 for k in ("tp", "pp", "cp"))
         if isinstance(dp, int) and dp > 0:
             record.put("gpus", dp * tp * pp * cp, "data-parallel size × tp × pp × cp")
-        elif record.stack == "torchtitan" and record.value("dp_shard"):
+        elif record.stack == STACK_TORCHTITAN and record.value("dp_shard"):
             dp = record.value("dp_shard") * (record.value("dp_replicate", 1) or 1)
             record.put("gpus", dp * tp * pp * cp, "data-parallel shard × replicate degrees × tp × pp × cp")
-        elif record.stack == "torchtitan" and record.value("local_batch") and record.value("global_batch"):
+        elif (
+            record.stack == STACK_TORCHTITAN and record.value("local_batch") and record.value("global_batch")
+        ):
             accumulation = record.value("grad_accumulation", 1) or 1
             dp = record.value("global_batch") // (record.value("local_batch") * accumulation)
             if dp > 0:
@@ -90,7 +92,7 @@ def _derive(record: LogRecord) -> None:
             record.notes.append(
                 f"the run name gives {nodes} node(s): GPUs = nodes × the hardware's GPUs per node"
             )
-    if record.stack == "torchtitan":
+    if record.stack == STACK_TORCHTITAN:
         local = record.value("local_batch")
         if local and "micro_batch" not in record.fields:
             pp = record.value("pp", 1) or 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pplan.errors import ConfigError
-from pplan.logs.record import LogRecord
+from pplan.logs.record import STACK_MEGATRON, STACK_TORCHTITAN, LogRecord
 from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import list_profiles, load_hardware, load_model
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -258,14 +258,14 @@ def rebuild(
         "recompute": "none",
         "precision": "bf16",
         "zero_stage": 0,
-        "stack": record.stack or "megatron-core",
+        "stack": record.stack or STACK_MEGATRON,
     }
     for key, default in natural.items():
         if key not in logged and key not in flags:
             values[key] = default
             if key in ASSUMED_SAID and not (key in ("ep", "etp") and spec.moe is None):
                 assumed.append(f"{key} = {default} (not in the log; pass its flag to change it)")
-    if record.stack == "torchtitan" and "zero_stage" not in logged and "zero_stage" not in flags:
+    if record.stack == STACK_TORCHTITAN and "zero_stage" not in logged and "zero_stage" not in flags:
         tp, pp, cp = (values[k] or 1 for k in ("tp", "pp", "cp"))
         dp = values["gpus"] // max(1, tp * pp * cp)
         values["zero_stage"] = 3 if dp > 1 else 0
@@ -275,7 +275,7 @@ def rebuild(
         )
     mesh = record.value("mesh")
     mesh = mesh if isinstance(mesh, dict) else {}
-    if record.stack == "torchtitan" and "shard_group" not in flags:
+    if record.stack == STACK_TORCHTITAN and "shard_group" not in flags:
         shard = mesh.get("dp_shard", record.value("dp_shard", 1)) or 1
         replicate = mesh.get("dp_replicate", record.value("dp_replicate", 1)) or 1
         if shard > 1 and replicate > 1:
@@ -288,12 +288,7 @@ def rebuild(
         assumed.append("vp = 2 (torchtitan's multi-stage schedules default to two stages per rank)")
     if "sequence_parallel" not in logged and "sequence_parallel" not in flags:
         values["sequence_parallel"] = (values["tp"] or 1) > 1
-    if (
-        "etp" not in logged
-        and "etp" not in flags
-        and record.stack == "megatron-core"
-        and spec.moe is not None
-    ):
+    if "etp" not in logged and "etp" not in flags and record.stack == STACK_MEGATRON and spec.moe is not None:
         values["etp"] = values["tp"]  # Megatron-Core: expert TP defaults to TP
     if "schedule" not in logged and "schedule" not in flags:
         vp = values.get("vp")

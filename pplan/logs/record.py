@@ -8,6 +8,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+STACK_MEGATRON = "megatron-core"
+STACK_BRIDGE = "megatron-bridge"
+STACK_TORCHTITAN = "torchtitan"
+"""The stacks a log is read as (pplan.profiles.stacks' names)."""
 WARMUP_SLOWER = 1.10
 """A leading logged iteration more than this factor slower than the median of the rest is warm-up (compilation,
 allocator growth, NCCL set-up) and left out."""

@@ -1,6 +1,7 @@
-"""The `pplan explain --from-log FILE --json` document (`pplan.fromlog/1`): what the log gave and where, what was
-assumed, the steady state measured, predicted against measured for step time, tokens/s, MFU (both conventions) and
-peak memory, the terms most likely behind the gap, and the full explanation of the rebuilt plan."""
+"""The `pplan explain --from-log FILE --json` document (`pplan.fromlog/1`), filled by pplan.logs.compare: what
+the log gave and where, what was assumed, the steady state measured, predicted against measured for step time,
+tokens/s, MFU (both conventions) and peak memory, the terms most likely behind the gap, and the full explanation
+of the rebuilt plan."""
 
 from __future__ import annotations
 
