@@ -5,6 +5,7 @@ messy forms of one log (CRLF, ANSI codes, rank prefixes, every rank repeating, w
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from pathlib import Path
 
@@ -130,3 +131,33 @@ def test_nemo1_yaml_names_are_read() -> None:
     assert (got.value("gpus"), got.value("precision"), got.value("recompute"), got.value("tp")) == (
         32, "bf16", "selective", 4,
     )  # fmt: skip
+
+
+PREFIXES = ("", "[rank0]: ", "0: ", "[default0]:", "[1,0]<stdout>: ", "node-3: ", "gpu017: ")
+"""Launcher prefixes users' logs carry: torchrun's --tee and -r, srun --label, Open MPI --tag-output, pdsh hosts."""
+
+
+def _shaken(text: str, seed: int) -> str:
+    """`text` as a launcher might have written it (seeded): one prefix style per line, rank 1 repeating some lines,
+    ANSI colour around some, CRLF or LF."""
+    rng = random.Random(seed)
+    style = rng.choice(PREFIXES)
+    out = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        shown = f"\x1b[3{rng.randint(1, 6)}m{line}\x1b[0m" if rng.random() < 0.3 else line
+        out.append(style + shown)
+        if rng.random() < 0.3:
+            out.append("[rank1]: " + line)
+    return ("\r\n" if rng.random() < 0.5 else "\n").join(out) + "\n"
+
+
+SHAKEN = [p for p in LOGS if "\r" not in _text(p).replace("\r\n", "\n")]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("path", SHAKEN, ids=[p.stem for p in SHAKEN])
+def test_launcher_prefixes_and_repeats_change_nothing(path: Path, seed: int) -> None:
+    want = json.loads(path.with_suffix(".json").read_text())
+    assert read_log(_shaken(_text(path).replace("\r\n", "\n"), seed)).summary() == want

@@ -21,9 +21,9 @@ _RANK_TAGS = (
     re.compile(r"^\s*(\d{1,5})\s*:\s+(?=\S)"),  # srun --label
     re.compile(r"^\s*rank\s*(\d+)\s*:\s?", re.IGNORECASE),
 )
-_HOST = re.compile(r"^\s*(?:[A-Za-z][\w.]*-[\w.-]*\d|[A-Za-z][A-Za-z.]*\d{3,}):\s+(?=\S)")
-"""A pdsh / DeepSpeed launcher host prefix (`node-12: `, `gpu001: `): a hyphen or three digits, so YAML keys such as
-`fp8:` or `bf16:` are not taken for hosts."""
+_HOST = re.compile(r"^\s*(?!(?:fp|bf|int)\d)[A-Za-z][A-Za-z.-]*\d+:\s+(?=\S)")
+"""A pdsh / DeepSpeed launcher host prefix (`node-12: `, `gpu001: `, `node7: `): a name without underscores ending
+in digits, so YAML keys such as `fp8:`, `bf16:` or `adam_beta1:` are not taken for hosts."""
 HARD_WRAP_MIN = 40
 """A record line at least this long that ends mid-field was cut by a terminal: its continuation is joined without
 a space."""

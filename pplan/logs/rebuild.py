@@ -114,6 +114,7 @@ def _matches(spec: ModelSpec, record: LogRecord) -> bool:
         "ffn_hidden_size": spec.ffn_hidden_size if spec.moe is None else None,
         "num_experts": spec.moe.num_experts if spec.moe else None,
         "top_k": spec.moe.top_k if spec.moe else None,
+        "expert_ffn_hidden_size": spec.moe.expert_ffn_hidden_size if spec.moe else None,
     }
     for key, want in checks.items():
         got = record.value(key)
