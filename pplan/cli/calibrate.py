@@ -24,7 +24,9 @@ FIGURE_NAMES = {
 
 @app.command()
 def calibrate(
-    logs: Annotated[list[Path], typer.Argument(help="Training logs of your runs on one kind of GPU.")],
+    logs: Annotated[
+        list[Path], typer.Argument(metavar="LOG", help="Training logs of your runs on one kind of GPU.")
+    ],
     hardware: Annotated[
         str | None,
         typer.Option(help="The hardware profile to fit (bundled name or .toml); default: the logs' GPU."),
