@@ -193,3 +193,34 @@ def test_the_logged_gpu_names_its_profile(gpu: str, profile: str) -> None:
 
     spec, _ = hardware_for(read_log(f"GPU 0: {gpu}\n"), None)
     assert spec.name == profile
+
+
+def test_torchtitan_degrees_given_by_flag_rescale_tps(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """torchtitan's tps is per GPU over tp·pp·cp (module pplan.logs.torchtitan): a log with no TP degree read at
+    --tp 2 has half the step a TP of 1 would give, and twice the GPUs."""
+    lines = ["[rank0]:[titan] 2025-06-10 09:00:08,000 - root - INFO - Training starts at step 1, with local batch "
+             "size 2, global batch size 8, sequence length 8192, gradient accumulation steps 1"]  # fmt: skip
+    for step, tps in ((1, 1180), (10, 4096), (20, 4096), (30, 4201)):
+        lines.append(f"[rank0]:[titan] 2025-06-10 09:00:{step:02d},000 - root - INFO - step: {step:2d}  loss: 9.0  "
+                     f"memory: 52.38GiB(66.21%)  tps: {tps:,}  tflops: 237.30  mfu: 23.99%")  # fmt: skip
+    log = tmp_path / "titan.log"
+    log.write_text("\n".join(lines) + "\n")
+    base = [
+        "explain",
+        "--from-log",
+        str(log),
+        "--hardware",
+        "h100-sxm-80gb",
+        "--model",
+        "llama3-8b",
+        "--json",
+    ]
+    one = run_pplan(capsys, *base).json()
+    two = run_pplan(capsys, *base, "--tp", "2").json()
+    assert one["measured_step_s"] == pytest.approx(
+        statistics.median(2 * 8192 / t for t in (4096, 4096, 4201))
+    )
+    assert two["measured_step_s"] == pytest.approx(one["measured_step_s"] / 2)
+    assert (one["explain"]["plan"]["gpus"], two["explain"]["plan"]["gpus"]) == (4, 8)

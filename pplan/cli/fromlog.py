@@ -43,11 +43,22 @@ def explain_from_log(
         flags,
         values,
     )
+    record, steady = _for_plan(record, steady, rebuilt.request)
     doc = report(record, steady, rebuilt, path)
     if as_json:
         print(json_text(doc.model_dump(mode="json", by_alias=True)))
     else:
         print(render(doc))
+
+
+def _for_plan(record: Any, steady: Any, request: Any) -> tuple[Any, Any]:
+    """torchtitan's tps-derived step times for the plan's degrees (flags may give what the log did not)."""
+    from pplan.logs.torchtitan import rescaled
+
+    again = rescaled(record, request.tp, request.pp, request.cp)
+    if again is record or again.steady is None:
+        return record, steady
+    return again, again.steady
 
 
 def _pct(x: float) -> str:

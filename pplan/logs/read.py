@@ -76,12 +76,14 @@ def _derive(record: LogRecord) -> None:
             record.put("gpus", dp * tp * pp * cp, "data-parallel size × tp × pp × cp")
         elif record.stack == STACK_TORCHTITAN and record.value("dp_shard"):
             dp = record.value("dp_shard") * (record.value("dp_replicate", 1) or 1)
+            record.put("dp", dp, "data-parallel shard × replicate degrees")
             record.put("gpus", dp * tp * pp * cp, "data-parallel shard × replicate degrees × tp × pp × cp")
         elif (
             record.stack == STACK_TORCHTITAN and record.value("local_batch") and record.value("global_batch")
         ):
             accumulation = record.value("grad_accumulation", 1) or 1
             dp = record.value("global_batch") // (record.value("local_batch") * accumulation)
+            record.put("dp", dp, "global batch / local batch")
             if dp > 0:
                 record.put("gpus", dp * tp * pp * cp, "global batch / local batch × tp × pp × cp")
         elif isinstance(record.value("nproc_per_node"), int):

@@ -305,6 +305,15 @@ def rebuild(
     for key, got in flags.items():
         values[key] = got
         read[key] = "flag"
+    dp = record.value("dp")
+    if (
+        record.stack == STACK_TORCHTITAN
+        and isinstance(dp, int)
+        and "gpus" not in flags
+        and "mesh" not in record.fields
+    ):
+        values["gpus"] = dp * values["tp"] * values["pp"] * values["cp"]  # the degrees may be flags
+        read["gpus"] = f"data-parallel degree {dp} × tp × pp × cp"
     try:
         request = PlanRequest(**values)
     except (TypeError, ValueError) as err:

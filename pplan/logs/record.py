@@ -12,6 +12,8 @@ STACK_MEGATRON = "megatron-core"
 STACK_BRIDGE = "megatron-bridge"
 STACK_TORCHTITAN = "torchtitan"
 """The stacks a log is read as (pplan.profiles.stacks' names)."""
+INTERNAL = frozenset({"tps_divisor"})
+"""Fields kept for the readers' own use, not part of the parse."""
 WARMUP_SLOWER = 1.10
 """A leading logged iteration more than this factor slower than the median of the rest is warm-up (compilation,
 allocator growth, NCCL set-up) and left out."""
@@ -156,7 +158,7 @@ class LogRecord:
         return {
             "stack": self.stack,
             "gpu_name": self.gpu_name,
-            "fields": {k: _plain(v.value) for k, v in sorted(self.fields.items())},
+            "fields": {k: _plain(v.value) for k, v in sorted(self.fields.items()) if k not in INTERNAL},
             "iterations": [it.number for it in sorted(self.iterations, key=lambda it: it.number)],
             "steady_step_s": round(steady.step_s, 6) if steady else None,
             "steady_iterations": list(steady.used) if steady else [],

@@ -66,6 +66,10 @@ SCHEDULES = {
 """torchtitan's `pipeline_parallel_schedule` → pplan's schedule."""
 
 
+TPS_DIVISOR = "tps_divisor"
+"""The record field holding the tp·pp·cp the step times were derived from tps with."""
+
+
 def _ffn(dim: int, multiple_of: int, multiplier: float | None) -> int:
     """torchtitan's (and Llama's) FeedForward width: 2/3 of 4·dim, times the multiplier, rounded up."""
     hidden = int(2 * 4 * dim / 3)
@@ -276,6 +280,7 @@ def steps(lines: list[Line], record: LogRecord) -> int:
         step_s: float | None = None
         if tps and tps[0] > 0 and tokens_per_rank:
             step_s = tokens_per_rank / (tps[0] * non_dp)
+            record.put(TPS_DIVISOR, non_dp, "tp·pp·cp as the log gives them (1 where it gives none)")
         elif line.time_s is not None and previous is not None and number_ > previous[0]:
             step_s = (line.time_s - previous[1]) / (number_ - previous[0])
         if line.time_s is not None:
@@ -303,6 +308,22 @@ def steps(lines: list[Line], record: LogRecord) -> int:
             "(the 'Training starts' line or the TOML), and the lines carry no timestamps"
         )
     return len(unique)
+
+
+def rescaled(record: LogRecord, tp: int, pp: int, cp: int) -> LogRecord:
+    """`record` with its tps-derived step times for the plan's tp·pp·cp where the log did not give them (torchtitan's
+    tps is divided by that degree: module docstring); unchanged where they agree or no step came from tps."""
+    from dataclasses import replace
+
+    used = record.value(TPS_DIVISOR)
+    degree = tp * pp * cp
+    if not used or used == degree:
+        return record
+    factor = used / degree
+    out = replace(record, iterations=[replace(it, step_s=it.step_s * factor) for it in record.iterations])
+    out.fields = {**record.fields}
+    out.put(TPS_DIVISOR, degree, "tp·pp·cp of the plan (flags)", overwrite=True)
+    return out
 
 
 def _tokens_per_step(record: LogRecord) -> int | None:
