@@ -161,3 +161,11 @@ SHAKEN = [p for p in LOGS if "\r" not in _text(p).replace("\r\n", "\n")]
 def test_launcher_prefixes_and_repeats_change_nothing(path: Path, seed: int) -> None:
     want = json.loads(path.with_suffix(".json").read_text())
     assert read_log(_shaken(_text(path).replace("\r\n", "\n"), seed)).summary() == want
+
+
+def test_forks_iteration_labels_are_read() -> None:
+    """Iteration lines without the total (`iteration 10 |`) and forks' labels for the time per iteration."""
+    got = read_log(
+        " iteration 10 | time per iteration (ms): 100.0 |\n iteration 20/ 20 | iteration time (s): 0.09 |\n"
+    )
+    assert [(it.number, it.step_s) for it in got.iterations] == [(10, 0.1), (20, 0.09)]

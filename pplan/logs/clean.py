@@ -35,11 +35,11 @@ _STAMPS = (
     re.compile(r"^\s*(" + _STAMP + r")\s*(?:\|\s*)?(?:[A-Z]+\s*(?:\|\s*)?)?(?:[\w.]+:\d+\s*(?:-|\|)\s*)?"),
     re.compile(r"^\s*(?:INFO|WARNING|DEBUG):[\w.]+:\s?()"),
 )
-_MEGATRON_RECORD = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\||iterations?\)\s*memory\s*\(\w+\)\s*\|")
+_MEGATRON_RECORD = re.compile(r"\biteration\s+\d+\s*(?:/\s*\d+\s*)?\||iterations?\)\s*memory\s*\(\w+\)\s*\|")
 _OWN_LINE = re.compile(r"^\s*[\[>]|^\s*\w+ \.{3}|^\s*\(after \d+ iterations|^\s*-{6}")
 """A line that is a log line of its own (a bracketed tag, an arguments-block line, a memory line), never a
 continuation."""
-_RECORD_START = re.compile(r"\biteration\s+\d+\s*/|\bstep:\s*\d+|Training epoch \d+")
+_RECORD_START = re.compile(r"\biteration\s+\d+\s*[/|]|\bstep:\s*\d+|Training epoch \d+")
 
 
 @dataclass(frozen=True)

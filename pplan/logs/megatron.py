@@ -27,7 +27,7 @@ WORLD_NAMES = {
     "expert-tensor-parallel": "expert_tensor_parallel_size",
 }
 FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
-ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*(?:/\s*(\d+)\s*)?\|(.*)$")
 MEMORY = re.compile(
     r"(?:\[Rank\s*\d+\]\s*)?\(after\s+\d+\s+iterations?\)\s*memory\s*\((MB|MiB|GB|GiB|bytes)\)\s*\|(.*)$",
     re.IGNORECASE,
@@ -109,6 +109,24 @@ def _first(fields: dict[str, str], labels: tuple[str, ...]) -> float | None:
     return None
 
 
+def _step_s(fields: dict[str, str]) -> float | None:
+    """The iteration's time in seconds: `elapsed time per iteration (ms)`, or any label naming the time per
+    iteration with its unit (forks print `time per iteration (ms)`, `iteration time (s)`)."""
+    ms = _first(fields, STEP_MS)
+    if ms is not None:
+        return ms / 1000
+    s = _first(fields, STEP_S)
+    if s is not None:
+        return s
+    for label, text in fields.items():
+        if "iteration" in label and "time" in label and "(ms)" in label:
+            got = number(text)
+            return got / 1000 if got is not None else None
+        if "iteration" in label and "time" in label and "(s)" in label:
+            return number(text)
+    return None
+
+
 def iterations(lines: list[Line], record: LogRecord) -> int:
     """Read every iteration line onto `record` (rank 0's reading first: lines from other ranks repeat it); the
     number of lines read."""
@@ -118,9 +136,7 @@ def iterations(lines: list[Line], record: LogRecord) -> int:
         if not m:
             continue
         fields = _fields(m.group(3))
-        ms = _first(fields, STEP_MS)
-        s = _first(fields, STEP_S)
-        step_s = ms / 1000 if ms is not None else s
+        step_s = _step_s(fields)
         if step_s is None or step_s <= 0:
             continue
         found += 1
@@ -136,7 +152,8 @@ def iterations(lines: list[Line], record: LogRecord) -> int:
                 global_batch=as_int(number(batch)) if batch is not None else None,
             )
         )
-        record.put("train_iters", int(m.group(2)), f"iteration line, line {line.number}")
+        if m.group(2):
+            record.put("train_iters", int(m.group(2)), f"iteration line, line {line.number}")
     return found
 
 
