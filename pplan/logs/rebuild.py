@@ -138,7 +138,13 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
             spec = load_model(name)
             if _matches(spec, record):
                 vocab = record.value("vocab_size")
-                notes = []
+                shape = {"num_kv_heads": spec.kv_heads, "ffn_hidden_size": spec.ffn_hidden_size,
+                         "vocab_size": spec.vocab_size}  # fmt: skip
+                notes = [
+                    f"{k} = {v:,} ({name}'s; not in the log)"
+                    for k, v in shape.items()
+                    if record.value(k) is None
+                ]
                 if isinstance(vocab, int) and vocab != spec.vocab_size:
                     notes.append(f"vocabulary {vocab:,} as logged (padded; {name} has {spec.vocab_size:,})")
                     spec = spec.model_copy(update={"vocab_size": vocab})
