@@ -160,6 +160,7 @@ def test_torchtitan_hsdp_from_a_printed_job_config(capsys: pytest.CaptureFixture
     )  # FSDP2 over the 16-way shard, replicated twice
 
 
+@pytest.mark.acceptance
 def test_uneven_layers_take_megatrons_first_and_last_stage_split(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
