@@ -103,6 +103,8 @@ def test_a_flag_wins_over_the_log(capsys: pytest.CaptureFixture[str]) -> None:
     doc = got.json()
     assert doc["explain"]["plan"]["micro_batch"] == 2
     assert doc["explain"]["plan"]["vp"] == 4  # 80 layers / (pp 4 × 5 per virtual stage), from the log
+    # Llama 2 70B and Llama 3 70B share the layer shape: the logged vocabulary (128,256) picks Llama 3
+    assert doc["model_source"].startswith("llama3-70b")
 
 
 def test_run_name_only_log_uses_the_named_model_and_nodes(capsys: pytest.CaptureFixture[str]) -> None:

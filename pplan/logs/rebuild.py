@@ -134,21 +134,14 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
         return load_model(given), f"--model {given}", []
     bundled = {entry.name: entry for entry in list_profiles("models")}
     if all(record.value(k) is not None for k in SHAPE):
-        for name in bundled:
-            spec = load_model(name)
-            if _matches(spec, record):
-                vocab = record.value("vocab_size")
-                shape = {"num_kv_heads": spec.kv_heads, "ffn_hidden_size": spec.ffn_hidden_size,
-                         "vocab_size": spec.vocab_size}  # fmt: skip
-                notes = [
-                    f"{k} = {v:,} ({name}'s; not in the log)"
-                    for k, v in shape.items()
-                    if record.value(k) is None
-                ]
-                if isinstance(vocab, int) and vocab != spec.vocab_size:
-                    notes.append(f"vocabulary {vocab:,} as logged (padded; {name} has {spec.vocab_size:,})")
-                    spec = spec.model_copy(update={"vocab_size": vocab})
-                return spec, f"{name} (bundled; its shape matches the logged one)", notes
+        vocab = record.value("vocab_size")
+        matching = [(name, spec) for name in bundled if _matches(spec := load_model(name), record)]
+        if isinstance(
+            vocab, int
+        ):  # prefer the model whose vocabulary the logged (padded) one is closest above
+            matching.sort(key=lambda pair: (pair[1].vocab_size > vocab, abs(vocab - pair[1].vocab_size)))
+        if matching:
+            return _bundled_match(*matching[0], record)
         return _built(record)
     hint = record.value("model_name")
     if isinstance(hint, str):
@@ -162,6 +155,21 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
         f"the log gives no model shape ({missing} not printed) and no model name pplan bundles",
         "pass the model, e.g. --model llama3-8b or --model config.json",
     )
+
+
+def _bundled_match(name: str, spec: ModelSpec, record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
+    """A bundled model whose shape the log's matches: its unlogged fields said, the logged padded vocabulary kept."""
+    vocab = record.value("vocab_size")
+    shape = {
+        "num_kv_heads": spec.kv_heads,
+        "ffn_hidden_size": spec.ffn_hidden_size,
+        "vocab_size": spec.vocab_size,
+    }
+    notes = [f"{k} = {v:,} ({name}'s; not in the log)" for k, v in shape.items() if record.value(k) is None]
+    if isinstance(vocab, int) and vocab != spec.vocab_size:
+        notes.append(f"vocabulary {vocab:,} as logged (padded; {name} has {spec.vocab_size:,})")
+        spec = spec.model_copy(update={"vocab_size": vocab})
+    return spec, f"{name} (bundled; its shape matches the logged one)", notes
 
 
 def _built(record: LogRecord) -> tuple[ModelSpec, str, list[str]]:
