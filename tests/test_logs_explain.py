@@ -227,3 +227,23 @@ def test_torchtitan_degrees_given_by_flag_rescale_tps(
     )
     assert two["measured_step_s"] == pytest.approx(one["measured_step_s"] / 2)
     assert (one["explain"]["plan"]["gpus"], two["explain"]["plan"]["gpus"]) == (4, 8)
+
+
+def test_a_logged_knob_pplan_refuses_is_left_at_its_default_and_said() -> None:
+    """TP communication overlap without sequence parallelism (pplan refuses the pair): the rest of the log still
+    rebuilds; a recompute layer count under no recompute (Megatron prints its default) is not read."""
+    from pplan.logs import read_log
+    from pplan.logs.rebuild import rebuild
+
+    text = (DATA / "megatron_core016_dense.log").read_text()
+    text = text.replace("  sequence_parallel ............................... True",
+                        "  sequence_parallel ............................... False\n"
+                        "  tp_comm_overlap ................................. True\n"
+                        "  recompute_num_layers ............................ 1")  # fmt: skip
+    rebuilt = rebuild(read_log(text), None, "h100-sxm-80gb", {}, {})
+    assert (rebuilt.request.tp_comm_overlap, rebuilt.request.recompute_layers, rebuilt.request.tp) == (
+        False,
+        None,
+        4,
+    )
+    assert any(a.startswith("tp_comm_overlap = False (the logged True is refused") for a in rebuilt.assumed)

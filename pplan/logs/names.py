@@ -37,8 +37,6 @@ INTS = {
     "moe_router_topk": "top_k",
     "moe_ffn_hidden_size": "expert_ffn_hidden_size",
     "moe_shared_expert_intermediate_size": "shared_expert_ffn_hidden_size",
-    "recompute_num_layers": "recompute_layers",
-    "activations_checkpoint_num_layers": "recompute_layers",
     "world_size": "gpus",
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
     "num_layers_in_last_pipeline_stage": "last_stage_layers",
@@ -162,6 +160,9 @@ def _recompute(get: Readings, src: Any, record: LogRecord) -> None:
             else "activations_checkpoint_granularity"
         )
         record.put("recompute", granularity.lower(), src(where))
+        layers = as_int(get("recompute_num_layers") or get("activations_checkpoint_num_layers"))
+        if granularity.lower() == "full" and layers:
+            record.put("recompute_layers", layers, src(where))
         method = get("recompute_method") or get("activations_checkpoint_method")
         if isinstance(method, str) and method.lower() in ("uniform", "block"):
             record.put("recompute_method", method.lower(), src(where))
@@ -264,6 +265,8 @@ KNOWN = frozenset(
         "precision",
         "activations_checkpoint_granularity",
         "activations_checkpoint_method",
+        "recompute_num_layers",
+        "activations_checkpoint_num_layers",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

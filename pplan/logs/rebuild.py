@@ -336,8 +336,47 @@ def rebuild(
             f"the logged settings are not a plan pplan can build ({err})",
             "pass the axes as flags (--tp, --pp, ...)",
         ) from None
-    request = _uneven_split(spec, request, flags, assumed)
+    request = _plannable(spec, request, flags, defaults, assumed)
     return Rebuilt(spec, hw, request, model_source, hw_source, read, assumed)
+
+
+DROPPABLE = {
+    "--tp-comm-overlap": "tp_comm_overlap", "--recompute-layers": "recompute_layers",
+    "--recompute-method": "recompute_method", "--overlap-grad-reduce": "overlap_grad_reduce",
+    "--overlap-param-gather": "overlap_param_gather", "--moe-dispatcher": "moe_dispatcher",
+    "--grad-dtype": "grad_dtype", "--sequence-parallel": "sequence_parallel",
+    "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
+}  # fmt: skip
+"""Logged knobs that move a step little: where pplan cannot price the logged value (a combination it refuses), the
+knob is left at pplan's default and said, rather than the whole log refused."""
+
+
+def _plannable(
+    spec: ModelSpec, request: PlanRequest, flags: dict[str, Any], defaults: dict[str, Any], assumed: list[str]
+) -> PlanRequest:
+    """`request` made a plan pplan can price: the uneven split (`_uneven_split`), then each refused logged knob of
+    `DROPPABLE` back at its default, said as assumed."""
+    from dataclasses import replace
+
+    from pplan.plan.configuration import make_plan
+
+    for _ in range(len(DROPPABLE)):
+        try:
+            request = _uneven_split(spec, request, flags, assumed)
+            make_plan(spec, request)
+            return request
+        except ConfigError as err:
+            name = DROPPABLE.get(err.field)
+            if name is None or name in flags:
+                raise
+            default = defaults.get(name, getattr(PlanRequest(gpus=1, global_batch=1), name))
+            if getattr(request, name) == default:
+                raise
+            assumed.append(
+                f"{name} = {default} (the logged {getattr(request, name)} is refused: {err.message})"
+            )
+            request = replace(request, **{name: default})
+    return request
 
 
 def _uneven_split(
