@@ -79,6 +79,11 @@ def render(doc: FromLogReport) -> str:
     """The text `explain --from-log` prints."""
     lines = [f"From log {doc.log} ({doc.stack or 'unknown stack'})"]
     lines.append(f"  model:    {doc.model_source}")
+    m = doc.explain.model
+    lines.append(
+        f"            {m.num_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} heads "
+        f"({m.num_kv_heads} KV), FFN {m.ffn_hidden_size} ({m.mlp}), vocabulary {m.vocab_size:,}"
+    )
     lines.append(f"  hardware: {doc.hardware_source}")
     if doc.calibrated_on_user_runs:
         lines.append("  (the hardware profile is calibrated on your own runs: pplan calibrate)")
