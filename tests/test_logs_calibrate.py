@@ -57,6 +57,28 @@ def test_fit_recovers_a_known_gemm_efficiency() -> None:
     assert mape(result.left_out) < mape(result.before)
 
 
+NETWORK_CUTS = [(8, 8, 1, 1, 64), (16, 16, 1, 1, 64), (32, 16, 1, 1, 128), (16, 8, 1, 1, 64)]
+"""Runs that vary how much of their step crosses nodes: tensor parallelism within a node, then over two."""
+
+
+@pytest.mark.acceptance
+def test_fit_recovers_gemm_and_network_when_the_cut_varies() -> None:
+    shape = dict(SHAPE, kv_heads=16)  # t = 16 needs 16 key/value heads
+    hw = load_hardware("h100-sxm-80gb")
+    true = with_figures(hw, {"matmul": 0.55, "inter_node": 0.6})
+    runs = []
+    for gpus, tp, pp, micro, batch in NETWORK_CUTS:
+        kw = dict(shape, gpus=gpus, tp=tp, pp=pp, micro=micro, global_batch=batch)
+        probe = rebuild(read_log(megatron_log(step_s=1.0, **kw)), None, "h100-sxm-80gb", {}, {})
+        record = read_log(megatron_log(step_s=predict(make_run("probe", probe, 1.0), true), **kw))
+        assert record.steady is not None
+        runs.append(make_run(str(gpus), rebuild(record, None, "h100-sxm-80gb", {}, {}), record.steady.step_s))
+    result = calibrate(runs, hw)
+    assert result.figures["matmul"] == pytest.approx(0.55, abs=5e-3)
+    assert result.figures["inter_node"] == pytest.approx(0.6, abs=0.01)
+    assert mape(result.left_out) < mape(result.before)
+
+
 def test_calibrate_writes_a_profile_plans_say_is_yours(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

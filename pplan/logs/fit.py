@@ -26,8 +26,9 @@ from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules import Schedule
 
 MIN_RUNS_FOR_LINK = 3
-LINK_SPREAD = 0.03
-"""The inter-node link is fitted only where its ±10 % sensitivity differs by more than this between runs."""
+LINK_SPREAD = 0.01
+"""The inter-node link is fitted only where a 10 % change of its efficiency moves the runs' steps by amounts that
+differ by more than this (runs that vary the cut: tensor parallelism within a node and across two, say)."""
 BOUNDS = (0.02, 1.0)
 GOLDEN = (math.sqrt(5) - 1) / 2
 
