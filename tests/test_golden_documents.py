@@ -229,6 +229,12 @@ CASES: dict[str, tuple[str, ...]] = {
     "profiles-hardware-h100": ("profiles", "hardware", "h100-sxm-80gb", "--json"),
     "profiles-models-llama3-8b": ("profiles", "models", "llama3-8b", "--json"),
     "profiles-all": ("profiles", "--json"),
+    "fromlog-torchtitan-h100": (
+        "explain",
+        "--from-log",
+        "tests/data/logs/torchtitan_2025_h100_allranks.log",
+        "--json",
+    ),
 }
 
 

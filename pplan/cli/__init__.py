@@ -120,6 +120,7 @@ from pplan.errors import PplanError  # noqa: E402
 COMMAND_MODULES = {
     "recommend": "recommend", "explain": "explain", "schema": "explain", "size": "size", "compare": "compare",
     "profiles": "profiles", "schedule": "schedule", "bubble": "schedule", "bench": "bench", "validate": "validate",
+    "calibrate": "calibrate",
 }  # fmt: skip
 """Each command's module (importing it registers its commands on `app`), in the order `--help` lists them: the
 order a user needs them (what to run, one plan, how many GPUs, two plans, the inputs, then the schedules, the

@@ -67,6 +67,15 @@ PlanSvgOpt = Annotated[
         "where the step time goes, and the pipeline timeline.",
     ),
 ]
+FromLogOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--from-log",
+        rich_help_panel="Query",
+        help="Rebuild the plan from a Megatron-LM, NeMo 2 / Megatron-Bridge or torchtitan training log and print "
+        "predicted against measured (flags fill what the log lacks; docs/logs.md).",
+    ),
+]
 ForceOpt = Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)]
 AllStagesOpt = Annotated[bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")]
 ExplainJsonOpt = Annotated[
@@ -92,7 +101,7 @@ EXPLAIN_ORDER = (
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero_stage", "grad_dtype", "activation_model",
     "first_stage_layers", "last_stage_layers", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
     "shard_group", "reshard_after_forward", "stack", "tp_comm_overlap", "jitter", "optimizer_offload_fraction",
-    "train_tokens", "pass_durations", "csv", "svg", "force", "all_stages", "as_json", "launcher_format",
+    "train_tokens", "from_log", "pass_durations", "csv", "svg", "force", "all_stages", "as_json", "launcher_format",
 )  # fmt: skip
 """explain's options in `--help` order (pplan.cli.signature: a setting not named here ends its panel)."""
 
@@ -110,6 +119,7 @@ def explain(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     distributed_optimizer: DistributedOptimizerOpt = False,
     train_tokens: TrainTokensOpt = None,
+    from_log: FromLogOpt = None,
     pass_durations: PassDurationsOpt = "analytic",
     csv: CsvOpt = None,
     svg: PlanSvgOpt = None,
@@ -128,6 +138,14 @@ def explain(
     from pplan.render.explain import render_explain
     from pplan.schedules import to_torch_csv
 
+    if from_log is not None:
+        from pplan.cli.fromlog import explain_from_log
+
+        for flag, value in (("--format", launcher), ("--csv", csv), ("--svg", svg)):
+            if value is not None:
+                raise ConfigError(flag, "does not apply to --from-log", f"drop {flag}")
+        explain_from_log(ctx, str(from_log), model, hardware, settings, request_values(settings), as_json)
+        return
     model_spec, hardware_spec, request, notes = prepared(
         ctx, model, hardware, distributed_optimizer, train_tokens, launcher, settings
     )

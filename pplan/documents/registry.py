@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
 from pplan.documents.explain import ExplainReport
+from pplan.documents.fromlog import FromLogReport
 from pplan.documents.names import DOCUMENT_NAMES, INPUT_NAMES
 from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
@@ -23,10 +24,11 @@ _CLASSES: dict[str, type[Out]] = {
     "bench": BenchDocument,
     "validate": ValidateDocument,
     "size": SizeDocument,
+    "fromlog": FromLogReport,
 }
 DOCUMENTS: dict[str, type[Out]] = {name: _CLASSES[name] for name in DOCUMENT_NAMES}
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
---format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`."""
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`, `pplan explain --from-log --json`."""
 
 _INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),

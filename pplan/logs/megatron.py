@@ -1,0 +1,174 @@
+"""Megatron-LM / Megatron-Core logs: the arguments block (`  name ....... value`, sorted, between the
+`arguments` and `end of arguments` rules), the world line (`using world size: W, data-parallel size: D, …`), a
+pasted command line (`--tensor-model-parallel-size 4`), the iteration lines (` iteration  N/  M | … | elapsed
+time per iteration (ms): X | …`, X the mean over the logging interval) and the memory lines (`[Rank r] (after k
+iterations) memory (MB) | … | max reserved: d`, MiB, one per pipeline stage).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pplan.logs.clean import Line
+from pplan.logs.record import Iteration, LogRecord
+from pplan.logs.values import as_int, number, size_bytes, value
+
+ARGUMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*\.{2,}\s?(.*)$")
+WORLD = re.compile(r"using world size:", re.IGNORECASE)
+WORLD_PART = re.compile(r"([a-z][a-z\-]*)[\s-]+size:\s*(\d+)", re.IGNORECASE)
+WORLD_NAMES = {
+    "world": "world_size",
+    "data-parallel": "data_parallel_size",
+    "context-parallel": "context_parallel_size",
+    "tensor-model-parallel": "tensor_model_parallel_size",
+    "pipeline-model-parallel": "pipeline_model_parallel_size",
+    "expert-model-parallel": "expert_model_parallel_size",
+    "expert-tensor-parallel": "expert_tensor_parallel_size",
+}
+FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*(?:/\s*(\d+)\s*)?\|(.*)$")
+MEMORY = re.compile(
+    r"(?:\[Rank\s*\d+\]\s*)?\(after\s+\d+\s+iterations?\)\s*memory\s*\((MB|MiB|GB|GiB|bytes)\)\s*\|(.*)$",
+    re.IGNORECASE,
+)
+STEP_MS = ("elapsed time per iteration (ms)",)
+STEP_S = ("elapsed time per iteration (s)",)
+TFLOPS = ("throughput per gpu (tflop/s/gpu)", "tflops/gpu", "tflop/s/gpu")
+TOKENS = ("tokens per gpu (tokens/s/gpu)", "tokens/s/gpu")
+
+
+def arguments(lines: list[Line]) -> dict[str, tuple[Any, str]]:
+    """The arguments block's readings (anywhere in the log: an excerpt may hold part of it)."""
+    out: dict[str, tuple[Any, str]] = {}
+    for line in lines:
+        m = ARGUMENT.match(line.text)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = (value(m.group(2)), f"arguments block, line {line.number}")
+    return out
+
+
+def world(lines: list[Line]) -> dict[str, tuple[Any, str]]:
+    """The world line's sizes, in the arguments block's names."""
+    out: dict[str, tuple[Any, str]] = {}
+    for line in lines:
+        if not WORLD.search(line.text):
+            continue
+        for m in WORLD_PART.finditer(line.text):
+            word = m.group(1).lower()
+            if word.startswith("encoder"):
+                continue
+            # "…sizes: Nonetensor-model-parallel size: 4" (a release that lost a separator): match the ending
+            key = next(
+                (
+                    v
+                    for k, v in WORLD_NAMES.items()
+                    if word == k or (word.endswith(k) and not word.endswith("-" + k))
+                ),
+                None,
+            )
+            if key and key not in out:
+                out[key] = (int(m.group(2)), f"world line, line {line.number}")
+        break
+    return out
+
+
+def command_line(lines: list[Line], known: frozenset[str]) -> dict[str, tuple[Any, str]]:
+    """`--flag value` pairs of a pasted command line, in the arguments block's names (`--swiglu` alone: True)."""
+    out: dict[str, tuple[Any, str]] = {}
+    for line in lines:
+        if "--" not in line.text:
+            continue
+        for m in FLAG.finditer(line.text):
+            name = m.group(1).replace("-", "_")
+            negated = name.startswith("no_") and name[3:] in known
+            name = name[3:] if negated else name
+            if name == "num_experts" or name in known or name == "fp8_format":
+                got: Any = value(m.group(2)) if m.group(2) is not None else True
+                if negated:
+                    got = False
+                if name == "fp8_format":
+                    name = "fp8"
+                out.setdefault(name, (got, f"command line, line {line.number}"))
+    return out
+
+
+def _fields(rest: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in rest.split("|"):
+        label, sep, text = part.rpartition(":")
+        if sep:
+            out[label.strip().lower()] = text.strip()
+    return out
+
+
+def _first(fields: dict[str, str], labels: tuple[str, ...]) -> float | None:
+    for label in labels:
+        if label in fields:
+            return number(fields[label])
+    return None
+
+
+def _step_s(fields: dict[str, str]) -> float | None:
+    """The iteration's time in seconds: `elapsed time per iteration (ms)`, or any label naming the time per
+    iteration with its unit (forks print `time per iteration (ms)`, `iteration time (s)`)."""
+    ms = _first(fields, STEP_MS)
+    if ms is not None:
+        return ms / 1000
+    s = _first(fields, STEP_S)
+    if s is not None:
+        return s
+    for label, text in fields.items():
+        if "iteration" in label and "time" in label and "(ms)" in label:
+            got = number(text)
+            return got / 1000 if got is not None else None
+        if "iteration" in label and "time" in label and "(s)" in label:
+            return number(text)
+    return None
+
+
+def iterations(lines: list[Line], record: LogRecord) -> int:
+    """Read every iteration line onto `record` (rank 0's reading first: lines from other ranks repeat it); the
+    number of lines read."""
+    found = 0
+    for line in sorted(lines, key=lambda ln: (ln.rank or 0, ln.number)):
+        m = ITERATION.search(line.text)
+        if not m:
+            continue
+        fields = _fields(m.group(3))
+        step_s = _step_s(fields)
+        if step_s is None or step_s <= 0:
+            continue
+        found += 1
+        tokens = _first(fields, TOKENS)
+        batch = fields.get("global batch size")
+        record.add_iteration(
+            Iteration(
+                number=int(m.group(1)),
+                step_s=step_s,
+                line=line.number,
+                tflops_per_gpu=_first(fields, TFLOPS),
+                tokens_per_s_per_gpu=tokens,
+                global_batch=as_int(number(batch)) if batch is not None else None,
+            )
+        )
+        if m.group(2):
+            record.put("train_iters", int(m.group(2)), f"iteration line, line {line.number}")
+    return found
+
+
+def memory(lines: list[Line], record: LogRecord) -> None:
+    """The peaks of every memory line (one per pipeline stage), in bytes."""
+    for line in lines:
+        m = MEMORY.search(line.text)
+        if not m:
+            continue
+        fields = _fields(m.group(2))
+        unit = m.group(1)
+        reserved = fields.get("max reserved")
+        allocated = fields.get("max allocated")
+        record.note_memory(
+            size_bytes(reserved, unit) if reserved is not None else None,
+            size_bytes(allocated, unit) if allocated is not None else None,
+            f"Megatron memory lines ({unit}; the largest over ranks)",
+        )
