@@ -440,6 +440,8 @@ def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> 
 
 def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
     heads, kv, ffn = model.num_attention_heads, model.kv_heads, model.ffn_hidden_size
+    if model.dense_layers_in(0, model.num_layers) == 0:
+        ffn = heads  # no dense MLP (every layer routed): its width splits nothing (pplan.plan.configuration)
     if req.tp is not None:
         if heads % req.tp or kv % req.tp or ffn % req.tp:
             raise ConfigError("--tp", f"t={req.tp} does not divide the heads ({heads}), KV heads ({kv}) and FFN ({ffn})",
