@@ -76,8 +76,8 @@ ExplainFormatOpt = Annotated[
     typer.Option(
         "--format",
         rich_help_panel="Output",
-        help="megatron (flags), torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML) for this plan, "
-        "instead of tables.",
+        help="megatron (flags), torchtitan (0.3.x arguments), torchtitan@0.2 (TOML) or megatron-bridge (recipe "
+        "overrides) for this plan, instead of tables.",
     ),
 ]
 
