@@ -10,8 +10,10 @@ mixed-precision recipe's setup, then `ConfigContainer.validate`).
 STUB: Transformer Engine (`transformer_engine`, a CUDA build), Triton (`triton`) and the Energon data loader
 (`megatron.energon`, not needed to build a config) are not installed on CPU; every
 module under those names is a stand-in whose attributes are empty classes, with a `transformer-engine` 2.11.0
-distribution record so megatron-core's version checks pass. No kernel runs: only the configuration code. It runs
-in its own process so the stand-ins reach no other test.
+distribution record so megatron-core's version checks pass. No kernel runs: only the configuration code. `FusedAdam` keeps
+Transformer Engine 2.x's precision-aware arguments (megatron-core checks them by name), and
+`torch.cuda.get_device_properties` answers with the planned GPU's name and compute capability (`DEVICE`), which
+Megatron-Bridge checks DeepEP and HybridEP against. It runs in its own process so the stand-ins reach no other test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import tempfile
 import types
 from typing import Any
 
+DEVICE = ("NVIDIA H100 80GB HBM3", 9, 0)
+"""The GPU the device query answers with unless a case names one (pplan's default hardware, H100 SXM)."""
 STUBBED = ("transformer_engine", "triton", "megatron.energon")
 
 
@@ -45,11 +49,26 @@ class _StubClass(type):
         return sub
 
 
+class _FusedAdam:
+    """Transformer Engine 2.x's FusedAdam signature: megatron-core checks its precision-aware arguments by name."""
+
+    def __init__(
+        self,
+        params: Any,
+        master_weight_dtype: Any = None,
+        exp_avg_dtype: Any = None,
+        exp_avg_sq_dtype: Any = None,
+        use_decoupled_grad: bool = False,
+        **kw: Any,
+    ) -> None:
+        return None
+
+
 class _StubModule(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        sub = _stub_class(name)
+        sub = _FusedAdam if name == "FusedAdam" else _stub_class(name)
         setattr(self, name, sub)
         return sub
 
@@ -68,6 +87,15 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None
+
+
+def answer_device_queries(name: str, major: int, minor: int) -> None:
+    """torch.cuda's device query answered as the planned GPU would (Megatron-Bridge checks DeepEP and HybridEP
+    against it): the only CUDA call the configuration code makes."""
+    import torch
+
+    props = types.SimpleNamespace(name=name, major=major, minor=minor)
+    torch.cuda.get_device_properties = lambda device=None: props
 
 
 def install_stub() -> None:
@@ -117,6 +145,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     runtime_config_update = _bridge("training.config").runtime_config_update
     process_config_with_overrides = _bridge("training.utils.omegaconf_utils").process_config_with_overrides
 
+    answer_device_queries(*case.get("device", DEVICE))
     os.environ["WORLD_SIZE"] = str(case["world_size"])
     for key in ("NVTE_CPU_OFFLOAD_V1", "CUDA_DEVICE_MAX_CONNECTIONS"):
         os.environ.pop(key, None)
@@ -130,7 +159,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         cfg = process_config_with_overrides(cfg, cli_overrides=case["overrides"])
         runtime_config_update(cfg)
     except BaseException as err:  # what Megatron-Bridge or megatron-core refuses: reported, not raised
-        return {"error": f"{type(err).__name__}: {err}"[:400]}
+        import traceback
+
+        return {"error": f"{type(err).__name__}: {err}"[:400], "where": traceback.format_exc()[-1500:]}
     m = cfg.model
     return {
         "tp": m.tensor_model_parallel_size, "pp": m.pipeline_model_parallel_size,

@@ -154,14 +154,39 @@ def _bridge_installed() -> bool:
         return False
 
 
-def _expected(plan: Any) -> dict[str, Any]:
-    return {
+def _expected(model: ModelSpec, plan: Any) -> dict[str, Any]:
+    routed = {}
+    if model.moe is not None:
+        dispatcher = {"deepep": "flex", "hybridep": "flex"}.get(plan.moe_dispatcher, plan.moe_dispatcher)
+        routed = {"ep": plan.ep, "etp": plan.etp, "dispatcher": dispatcher}
+    fp8 = {"bf16": None, "fp8": "hybrid", "mxfp8": "e4m3"}[plan.precision]
+    return routed | {
+        "fp8": fp8,
         "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp, "micro_batch": plan.micro_batch,
         "global_batch": plan.global_batch, "seq_len": plan.seq_len, "data_seq_len": plan.seq_len,
         "distributed_optimizer": plan.zero_stage >= 1, "fsdp": plan.zero_stage >= 2,
         "grad_reduce_in_fp32": plan.grad_dtype == "fp32", "fp8_param_gather": plan.fp8_param_gather,
         "recompute_granularity": None if plan.recompute == "none" else plan.recompute,
     }  # fmt: skip
+
+
+# fmt: off
+KNOBS: tuple[PanelPlan, ...] = (
+    PanelPlan("qwen3-knobs", "qwen3-30b-a3b", PlanRequest(
+        gpus=16, global_batch=64, ep=8, zero_stage=1, moe_dispatcher="hybridep", moe_ep_overlap=True,
+        cuda_graph_scope=("attn", "moe_router", "moe_preprocess"), moe_permute_fusion=True, moe_router_fusion=True,
+        moe_capacity_factor=1.0, moe_force_balance=True, precision="fp8", fp8_param_gather=True)),
+    PanelPlan("qwen3-mxfp8-deepep", "qwen3-30b-a3b", PlanRequest(
+        gpus=16, global_batch=64, ep=8, zero_stage=1, moe_dispatcher="deepep", precision="mxfp8",
+        fp8_param_gather=True, grad_dtype="bf16")),
+    PanelPlan("8b-moments-offload-tpoverlap", "llama3-8b", PlanRequest(
+        gpus=16, global_batch=64, tp=2, zero_stage=1, moment_dtype="bf16", tp_comm_overlap=True)),
+    PanelPlan("8b-optimizer-offload", "llama3-8b", PlanRequest(
+        gpus=16, global_batch=64, tp=2, zero_stage=1, optimizer_offload_fraction=0.5)),
+)
+"""Settings the launcher panel leaves at their defaults: the MoE knobs, FP8 and MXFP8 with gathers, BF16 moments,
+TP overlap, optimizer CPU offload."""
+# fmt: on
 
 
 @pytest.mark.acceptance
@@ -171,7 +196,7 @@ def _expected(plan: Any) -> dict[str, Any]:
 def test_the_panel_passes_megatron_bridges_own_validation() -> None:
     entries: list[tuple[PanelPlan, Any, Any]] = []
     refused: dict[str, str] = {}
-    for entry in (*PANEL, *ROUTED_PANEL):
+    for entry in (*PANEL, *ROUTED_PANEL, *KNOBS):
         model = panel_model(entry)
         plan = make_plan(model, entry.request)
         try:
@@ -202,11 +227,12 @@ def test_the_panel_passes_megatron_bridges_own_validation() -> None:
         if "error" in got:
             failures[entry.id] = got["error"]
             continue
-        expected = _expected(plan)
+        expected = _expected(panel_model(entry), plan)
         differ = {k: (got[k], v) for k, v in expected.items() if got[k] != v}
         if differ:
             failures[entry.id] = str(differ)
     print(f"{len(entries)} plans validated, {len(refused)} refused: {refused}")
     assert not failures, failures
-    assert len(entries) + len(refused) == len(PANEL) + len(ROUTED_PANEL)
+    assert len(entries) + len(refused) == len(PANEL) + len(ROUTED_PANEL) + len(KNOBS)
+    assert not {entry.id for entry in KNOBS} & set(refused)
     assert all("--launcher" in reason or "--moe" in reason for reason in refused.values())
