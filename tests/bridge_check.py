@@ -95,7 +95,8 @@ def answer_device_queries(name: str, major: int, minor: int) -> None:
     import torch
 
     props = types.SimpleNamespace(name=name, major=major, minor=minor)
-    torch.cuda.get_device_properties = lambda device=None: props
+    query = "get_device_properties"  # replaced by name: typed as returning torch's own properties object
+    setattr(torch.cuda, query, lambda device=None: props)
 
 
 def install_stub() -> None:
