@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pplan.errors import ConfigError
+from pplan.launchers.megatron import megatron_args
 from pplan.launchers.megatron_bridge import (
     NAMED_PRECISION,
     bridge_env,
@@ -77,6 +78,20 @@ def test_the_block_pastes_whole_into_a_shell_command() -> None:
     assert (
         len(chunks) == 4 and sum(c.count("t") for c in chunks) == LLAMA.num_layers
     )  # 32 layers over 4 stages
+
+
+def test_a_layout_string_places_the_mtp_modules_before_the_loss() -> None:
+    """megatron-core 0.16.1 asserts the layout holds exactly mtp_num_layers `m` entries, after every decoder
+    layer; pplan costs DeepSeek-V3's one MTP module on the output's stage, so the last chunk ends in `mL`."""
+    dsv3 = load_model("deepseek-v3")
+    plan = _plan(
+        dsv3, gpus=512, global_batch=512, tp=2, pp=4, vp=2, schedule="interleaved-1f1b", first_stage_layers=6,
+        last_stage_layers=7, ep=16, zero_stage=1,
+    )  # fmt: skip
+    layout = str(bridge_overrides(dsv3, plan)["model.pipeline_model_parallel_layout"]).strip('"').split("|")
+    assert layout[-1].endswith("m" * dsv3.mtp_layers + "L") and dsv3.mtp_layers == 1
+    assert "".join(layout).count("m") == dsv3.mtp_layers and "".join(layout).count("t") == dsv3.num_layers
+    assert f"--pipeline-model-parallel-layout {'|'.join(layout)}" in " ".join(megatron_args(dsv3, plan))
 
 
 @pytest.mark.parametrize(
@@ -236,3 +251,81 @@ def test_the_panel_passes_megatron_bridges_own_validation() -> None:
     assert len(entries) + len(refused) == len(PANEL) + len(ROUTED_PANEL) + len(KNOBS)
     assert not {entry.id for entry in KNOBS} & set(refused)
     assert all("--launcher" in reason or "--moe" in reason for reason in refused.values())
+
+
+def _readme_panel() -> Any:
+    """docs/recommend.md's panel of recommend queries (README: "its speed on a panel of queries"), as
+    benchmarks/bench_recommend.py declares it."""
+    path = ROOT / "benchmarks" / "bench_recommend.py"
+    spec = importlib.util.spec_from_file_location("bench_recommend", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_recommend"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module.PANEL
+
+
+READMES_TOP = 3
+"""Plans checked per query of the README's panel: the top three Megatron-Bridge runs."""
+
+
+@pytest.mark.acceptance
+@pytest.mark.skipif(
+    not _bridge_installed(), reason="megatron-bridge is not installed (CI installs .[test] only)"
+)
+def test_the_readme_panels_plans_pass_megatron_bridges_own_validation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each query of the README's panel, searched for what Megatron-Bridge runs (`--launcher megatron-bridge`,
+    its torchtitan/Megatron-LM launcher filters dropped: the same query then), top three: each plan's
+    `explain --format megatron-bridge` block, pasted as a shell would split it, passes Megatron-Bridge's
+    validation with the plan's values."""
+    cases, expected, refused = [], [], {}
+    seen = set()
+    for query in _readme_panel():
+        args = [a for a in query.args() if a not in ("--launcher", query.launcher)]
+        if tuple(args) in seen:
+            continue
+        seen.add(tuple(args))
+        found = run_pplan(
+            capsys, "recommend", *args, "--launcher", "megatron-bridge", "--top", str(READMES_TOP),
+            "--format", "json",
+        )  # fmt: skip
+        assert found.code == 0, (query.label, found.err)
+        model = load_model(query.model)
+        for candidate in found.json()["candidates"]:
+            explain = shlex.split(candidate["explain_command"])[1:]
+            out = run_pplan(capsys, *explain, "--format", "megatron-bridge")
+            plan = candidate["plan"]
+            if out.code != 0:
+                refused[f"{query.label} #{candidate['rank']}"] = out.err.strip()
+                continue
+            lines = [line for line in out.out.splitlines() if line.strip() and not line.startswith("#")]
+            words = shlex.split(" ".join(line.removesuffix("\\") for line in lines))
+            env = dict(
+                line.removeprefix("# environment: export ").split(" ")[0].split("=", 1)
+                for line in out.out.splitlines()
+                if line.startswith("# environment: export ")
+            )
+            cases.append(
+                {"world_size": plan["gpus"], "shape": shape_of(model), "overrides": words, "env": env}
+            )
+            expected.append((f"{query.label} #{candidate['rank']}", plan))
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "bridge_check.py")],
+        input=json.dumps(cases), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    failures = {}
+    for (name, plan), got in zip(expected, results, strict=True):
+        if "error" in got:
+            failures[name] = got["error"]
+            continue
+        want = {k: plan[k] for k in ("tp", "pp", "cp", "dp", "micro_batch", "global_batch", "seq_len")}
+        differ = {k: (got[k], v) for k, v in want.items() if got[k] != v}
+        if differ:
+            failures[name] = str(differ)
+    print(f"README panel: {len(cases)} plans validated, {len(refused)} refused: {refused}")
+    assert not failures, failures
+    assert not refused  # what a search for Megatron-Bridge ranks, it writes

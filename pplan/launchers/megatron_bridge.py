@@ -24,7 +24,13 @@ from __future__ import annotations
 import shlex
 
 from pplan.launchers.capabilities import MEGATRON_BRIDGE
-from pplan.launchers.megatron import FSDP_STRATEGY, MOE_DISPATCHER_ARGS, megatron_env, moe_knob_refusal
+from pplan.launchers.megatron import (
+    FSDP_STRATEGY,
+    MOE_DISPATCHER_ARGS,
+    layout_string,
+    megatron_env,
+    moe_knob_refusal,
+)
 from pplan.launchers.support import check_supported, plan_summary
 from pplan.plan.records import Plan
 from pplan.profiles.model_spec import ModelSpec
@@ -94,7 +100,7 @@ def _mixed_precision(plan: Plan) -> str:
     return "{" + ",".join(f"{k}:{v}" for k, v in fields.items()) + "}"
 
 
-def _pipeline(plan: Plan) -> dict[str, object]:
+def _pipeline(plan: Plan, mtp_layers: int) -> dict[str, object]:
     """Virtual stages, or first/last stage layer counts, or the whole layout string (megatron-core 0.16.1
     `transformer_config.py`), as `pplan.launchers.megatron` chooses between the equivalent flags."""
     out: dict[str, object] = {
@@ -110,10 +116,7 @@ def _pipeline(plan: Plan) -> dict[str, object]:
         out["model.virtual_pipeline_model_parallel_size"] = plan.vp if plan.vp > 1 else None
         return out
     if plan.vp > 1 or any(c.layers == 0 for c in chunks):
-        stages = [
-            ("E" if c.has_embedding else "") + "t" * c.layers + ("L" if c.has_output else "") for c in chunks
-        ]
-        out["model.pipeline_model_parallel_layout"] = '"' + "|".join(stages) + '"'
+        out["model.pipeline_model_parallel_layout"] = f'"{layout_string(plan, mtp_layers)}"'
         return out
     inner = chunks[1:-1]
     if not inner or chunks[0].layers != inner[0].layers:
@@ -213,7 +216,7 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> dict[str, object]:
     out: dict[str, object] = {
         "model.tensor_model_parallel_size": plan.tp,
         "model.pipeline_model_parallel_size": plan.pp,
-        **_pipeline(plan),
+        **_pipeline(plan, model.mtp_layers),
         "model.context_parallel_size": plan.cp,
         "model.sequence_parallel": plan.sequence_parallel,
         "train.micro_batch_size": plan.micro_batch,
