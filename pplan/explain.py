@@ -29,6 +29,7 @@ from pplan.cost.memory import (
 from pplan.cost.passes import PassTimes
 from pplan.cost.passtime import layer_pass_times
 from pplan.cost.pipeline import PipelineRun, auto_plan, chunk_activation_bytes, simulate_plan
+from pplan.cost.placement import placement
 from pplan.cost.sensitivity import sensitivities
 from pplan.cost.steptime import rank_syncs, step_time, straggler_factor
 from pplan.cost.uncertainty import ASSUMPTION as INTERVAL_ASSUMPTION
@@ -55,6 +56,7 @@ from pplan.documents.explain import (
     StageMemory,
     UsablePartOut,
 )
+from pplan.documents.placement import PlacementOut
 from pplan.errors import ConfigError
 from pplan.model import activations as act
 from pplan.model.params import is_expert_item, params_per_layer, total_params
@@ -293,6 +295,7 @@ def explain_with_run(
             dp_gather_s=max(sync.gather_s for sync in syncs),
         ),
         experts=_experts_out(model, hardware, plan) if model.moe is not None else None,
+        placement=PlacementOut.model_validate(dataclasses.asdict(placement(hardware, plan))),
         performance=perf,
         assumptions=_assumptions(model, hardware, plan, request, durations, usable),
         advice=_advice(model, plan, ranks, timeline.bubble_fraction_of_ideal),

@@ -332,11 +332,13 @@ def recommend_report(
 
 
 def launcher_arguments(model: ModelSpec, request: PlanRequest) -> LauncherArguments:
-    """What each candidate of the document carries: Megatron-LM's `pretrain_gpt.py` arguments and torchtitan
-    0.3.x's (`-m torchtitan.train`) for `request`'s plan (those `--format megatron|torchtitan` print), each with
-    the environment it needs, or the one-line reason the launcher refuses the plan."""
+    """What each candidate of the document carries: Megatron-LM's `pretrain_gpt.py` arguments, torchtitan 0.3.x's
+    (`-m torchtitan.train`) and Megatron-Bridge's recipe overrides for `request`'s plan (those `--format
+    megatron|torchtitan|megatron-bridge` print), each with the environment it needs, or the one-line reason the
+    launcher refuses the plan."""
     from pplan.launchers.capabilities import capabilities_of
     from pplan.launchers.megatron import megatron_args, megatron_env
+    from pplan.launchers.megatron_bridge import bridge_env, bridge_override_args
     from pplan.launchers.support import check_supported
     from pplan.launchers.torchtitan import torchtitan_args
     from pplan.plan.configuration import make_plan
@@ -346,10 +348,14 @@ def launcher_arguments(model: ModelSpec, request: PlanRequest) -> LauncherArgume
     def run(launcher: str) -> LauncherRun:
         try:
             check_supported(launcher, plan, model)
+            if launcher == "megatron-bridge":
+                return LauncherRun(arguments=bridge_override_args(model, plan), environment=bridge_env(plan))
             if capabilities_of(launcher).release is None:  # not a torchtitan release: Megatron-LM's arguments
                 return LauncherRun(arguments=megatron_args(model, plan), environment=megatron_env(plan))
             return LauncherRun(arguments=torchtitan_args(model, plan), environment={})
         except PplanError as err:
             return LauncherRun(arguments=None, environment={}, refused=err.one_line())
 
-    return LauncherArguments(megatron=run("megatron"), torchtitan=run("torchtitan"))
+    return LauncherArguments(
+        megatron=run("megatron"), torchtitan=run("torchtitan"), megatron_bridge=run("megatron-bridge")
+    )

@@ -434,7 +434,7 @@ def test_supports_matches_the_documented_lists() -> None:
     assert megatron == {"1f1b", "interleaved-1f1b"}
     assert torchtitan == set(SCHEDULE_NAMES) - {"zb-h1", "zb-h2", "dualpipe", "auto"}
     assert supports("torchtitan", "ScheduleZBVZeroBubble")  # torch class names resolve too
-    assert LAUNCHERS == ("megatron", "torchtitan", "torchtitan@0.2")
+    assert LAUNCHERS == ("megatron", "torchtitan", "torchtitan@0.2", "megatron-bridge")
 
 
 @pytest.mark.parametrize(

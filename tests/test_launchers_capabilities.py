@@ -91,8 +91,8 @@ def test_the_schedules_are_the_registrys(caps: LauncherCapabilities) -> None:
 
 @pytest.mark.parametrize("caps", DECLARATIONS, ids=LAUNCHERS)
 def test_the_stack_maps_below_agree(caps: LauncherCapabilities) -> None:
-    assert launcher_for_stack(caps.stack) == caps.project
-    assert LAUNCHER_STACKS[caps.project] == caps.stack
+    assert launcher_for_stack(caps.stack) == caps.project  # megatron-bridge's stack ranks Megatron-LM's rules
+    assert LAUNCHER_STACKS[caps.name.partition("@")[0]] == caps.stack  # Megatron-Bridge: its own stack
     assert stack_for_launcher(caps.name) == caps.stack  # torchtitan@0.2 runs on torchtitan's stack too
 
 
@@ -175,7 +175,8 @@ def test_a_search_skips_what_torchtitan_runs_only_as_fsdp() -> None:
     assert request_unsupported_reason("megatron", req, 4, LLAMA.num_layers, LLAMA) is None
 
 
-LAUNCHER_NAMES = frozenset(LAUNCHERS)
+LAUNCHER_NAMES = frozenset(LAUNCHERS) - {"megatron-bridge"}
+"""megatron-bridge is a stack's name too, which the validation data sets compare as one."""
 
 
 def _compares_a_launcher_name(node: ast.Compare) -> bool:

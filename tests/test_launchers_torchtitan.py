@@ -245,7 +245,7 @@ def test_panel_covers_outputs_and_refusals() -> None:
 
 
 def test_version_selection() -> None:
-    assert LAUNCHERS == ("megatron", "torchtitan", "torchtitan@0.2")
+    assert LAUNCHERS == ("megatron", "torchtitan", "torchtitan@0.2", "megatron-bridge")
     assert torchtitan_version("torchtitan") == "0.3" and torchtitan_version("TorchTitan@0.2") == "0.2"
     with pytest.raises(ConfigError) as err:
         torchtitan_version("torchtitan@0.1")

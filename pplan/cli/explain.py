@@ -87,7 +87,7 @@ ExplainFormatOpt = Annotated[
         "--format",
         rich_help_panel="Output",
         help="table, json (the pplan.explain/2 document), or this plan's launcher settings: megatron (flags), "
-        "torchtitan (0.3.x arguments) or torchtitan@0.2 (TOML).",
+        "torchtitan (0.3.x arguments), torchtitan@0.2 (TOML) or megatron-bridge (recipe overrides).",
         show_default=False,
     ),
 ]

@@ -404,6 +404,7 @@ def _print_table(
 ) -> None:
     """The ranked table, a better batch, and the `pplan explain` line of the best (of each: `show_commands`); or,
     when nothing fits, why and where it would."""
+    from pplan.cost.placement import domains_sentence
     from pplan.render.recommend import render_recommend
 
     result, better, gpus, batch = answer.result, answer.better, request.gpus, request.global_batch
@@ -413,6 +414,7 @@ def _print_table(
     )
     best = result.candidates[0].report.performance if result.candidates else None
     status = best.confidence if best is not None else ""
+    console.print(domains_sentence(hw, gpus), markup=False, highlight=False)  # the NVLink domains it fills
     console.print(render_recommend(result, title, answer.elapsed_s, console.width, answer.notes, status))
     if better is not None:
         gain = better[1].tokens_per_s / result.candidates[0].tokens_per_s - 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import Field, NonNegativeInt
 
 from pplan.documents.base import SCHEMA_KEY, Out
+from pplan.documents.placement import PlacementOut
 
 EXPLAIN_SCHEMA = "pplan.explain/2"
 
@@ -491,6 +492,9 @@ class ExplainReport(Out):
     """Tensor- and data-parallel traffic per GPU."""
     experts: ExpertsOut | None = None
     """Routed models only: expert parallelism, all-to-all bytes and their overlap, parameters by part."""
+    placement: PlacementOut | None = None
+    """The GPUs on the hardware's NVLink domains: how many, whether whole, which groups cross one and their link
+    (null in documents written before pplan reported it)."""
     performance: PerformanceOut | None
     """Step time and throughput (analytic pass durations only)."""
     assumptions: list[str]

@@ -45,6 +45,8 @@ class LauncherArguments(Out):
     """Megatron-LM's `pretrain_gpt.py` arguments (`--format megatron`)."""
     torchtitan: LauncherRun
     """torchtitan 0.3.x's `-m torchtitan.train` arguments (`--format torchtitan`)."""
+    megatron_bridge: LauncherRun
+    """Megatron-Bridge's recipe overrides, one `key=value` argument each (`--format megatron-bridge`)."""
 
 
 class RecommendCandidate(Out):

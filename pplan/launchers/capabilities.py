@@ -629,7 +629,18 @@ TORCHTITAN_02 = replace(
     paired_expert_overlap="without recompute",
 )
 
-DECLARATIONS: tuple[LauncherCapabilities, ...] = (MEGATRON, TORCHTITAN, TORCHTITAN_02)
+MEGATRON_BRIDGE = replace(
+    MEGATRON,
+    name="megatron-bridge",
+    words="Megatron-Bridge",
+    short="B",
+    stack="megatron-bridge",
+    ranked=False,  # megatron-core's rules, as Megatron-LM's: the `on` column's M covers it
+)
+"""Megatron-Bridge 0.3.1 (`pplan.launchers.megatron_bridge`): a recipe on megatron-core 0.16.1, so Megatron-LM's
+rules; its output names config fields, not flags (the declared arguments are Megatron-LM's, for the rules)."""
+
+DECLARATIONS: tuple[LauncherCapabilities, ...] = (MEGATRON, TORCHTITAN, TORCHTITAN_02, MEGATRON_BRIDGE)
 """Every launcher, in `LAUNCHERS` order."""
 BY_NAME: dict[str, LauncherCapabilities] = {c.name: c for c in DECLARATIONS}
 assert tuple(BY_NAME) == LAUNCHERS, "pplan.launchers.names and the declarations name the same launchers"

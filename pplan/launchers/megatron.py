@@ -57,21 +57,25 @@ def _uneven(plan: Plan) -> bool:
     return len({c.layers for c in plan.layout.chunks}) > 1
 
 
-def _layout_string(plan: Plan) -> str:
+def layout_string(plan: Plan, mtp_layers: int = 0) -> str:
+    """`--pipeline-model-parallel-layout`: per chunk `E` (embedding), `t` per decoder layer, then on the last
+    chunk `m` per multi-token-prediction module (megatron-core 0.16.1 asserts their count equals mtp_num_layers;
+    pplan costs them on the output's stage) and `L` (the loss)."""
     stages = []
     for c in plan.layout.chunks:
-        stages.append(("E" if c.has_embedding else "") + "t" * c.layers + ("L" if c.has_output else ""))
+        end = "m" * mtp_layers + "L" if c.has_output else ""
+        stages.append(("E" if c.has_embedding else "") + "t" * c.layers + end)
     return "|".join(stages)
 
 
-def _megatron_pipeline_args(plan: Plan) -> list[str]:
+def _megatron_pipeline_args(plan: Plan, mtp_layers: int = 0) -> list[str]:
     if plan.pp == 1:
         return []
     chunks = plan.layout.chunks
     if not _uneven(plan):
         return ["--num-virtual-stages-per-pipeline-rank", str(plan.vp)] if plan.vp > 1 else []
     if plan.vp > 1 or any(c.layers == 0 for c in chunks):
-        return ["--pipeline-model-parallel-layout", _layout_string(plan)]
+        return ["--pipeline-model-parallel-layout", layout_string(plan, mtp_layers)]
     inner = chunks[1:-1]
     args: list[str] = []
     if not inner or chunks[0].layers != inner[0].layers:
@@ -238,7 +242,7 @@ def megatron_args(model: ModelSpec, plan: Plan) -> list[str]:
     args = [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),
-        *_megatron_pipeline_args(plan),
+        *_megatron_pipeline_args(plan, model.mtp_layers),
     ]  # fmt: skip
     if plan.cp > 1:
         args += ["--context-parallel-size", str(plan.cp)]

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Launcher = Literal["megatron", "torchtitan", "torchtitan@0.2"]
+Launcher = Literal["megatron", "torchtitan", "torchtitan@0.2", "megatron-bridge"]
 """The job launchers pplan writes settings for (`--format`, `--launcher`)."""
 LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)

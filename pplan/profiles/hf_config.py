@@ -36,6 +36,18 @@ Read = tuple[dict[str, Any], dict[str, str]]
 
 
 @dataclass(frozen=True)
+class ConfigKey:
+    """One config key a model type reads (`pplan.profiles.hf_keys` tabulates them for docs/hf-config-keys.md)."""
+
+    names: tuple[str, ...]
+    """The key, and the other names it is read under (the first present wins)."""
+    need: str
+    """`required`; `present` (a value or null); `optional` (with what its absence means); or when required."""
+    what: str
+    """What pplan reads it as, and the values it refuses."""
+
+
+@dataclass(frozen=True)
 class _Family:
     """What a model family's config leaves implicit."""
 
@@ -62,6 +74,8 @@ class _Family:
     """GPT-2: dropout is on unless every `*_pdrop` is explicitly 0."""
     fallback_seq_len: int | None = None
     """A training length to use when the config has no length key at all (BLOOM)."""
+    reads: tuple[ConfigKey, ...] = ()
+    """The keys `reader` reads (docs/hf-config-keys.md; a test checks each required one is required)."""
 
 
 def _mixtral(config: dict[str, Any], layers: int) -> Read:
@@ -240,9 +254,50 @@ _KV_HEADS = ("num_key_value_heads",)
 """Required of the MoE families: their config classes default it to one model's value (Mixtral 8, Qwen3-MoE 4,
 GPT-OSS 8), not to num_attention_heads as `ModelSpec` would."""
 
+_MIXTRAL_KEYS = (
+    ConfigKey(("num_local_experts",), "required", "routed experts E"),
+    ConfigKey(("num_experts_per_tok",), "required", "experts per token k"),
+    ConfigKey(("intermediate_size",), "required", "each expert's width (every layer is routed)"),
+    ConfigKey(("sliding_window",), "optional (none: no window)", "a window on every layer's attention"),
+)
+_MISTRAL_KEYS = (ConfigKey(("sliding_window",), "present", "a window on every layer (null: none)"),)
+_QWEN3_MOE_KEYS = (
+    ConfigKey(("num_experts",), "required", "routed experts E"),
+    ConfigKey(("num_experts_per_tok",), "required", "experts per token k"),
+    ConfigKey(("moe_intermediate_size",), "required", "each expert's width"),
+    ConfigKey(("decoder_sparse_step",), "optional (1)", "only 1: every layer routed"),
+    ConfigKey(("mlp_only_layers",), "optional ([])", "only an empty list"),
+    ConfigKey(("use_sliding_window",), "optional (false)", "only false"),
+)
+_DEEPSEEK_V3_KEYS = (
+    ConfigKey(("n_routed_experts",), "required", "routed experts E"),
+    ConfigKey(("num_experts_per_tok",), "required", "experts per token k"),
+    ConfigKey(("moe_intermediate_size",), "required", "each routed and shared expert's width"),
+    ConfigKey(("n_shared_experts",), "present", "shared experts (null: none)"),
+    ConfigKey(("first_k_dense_replace",), "required", "leading dense layers (0 to L)"),
+    ConfigKey(("moe_layer_freq",), "optional (1)", "every k-th layer routed after the dense ones"),
+    ConfigKey(("num_nextn_predict_layers",), "optional (0)", "multi-token-prediction modules"),
+    ConfigKey(("q_lora_rank",), "present", "MLA query compression rank (null: none)"),
+    ConfigKey(("kv_lora_rank",), "required", "MLA key/value compression rank"),
+    ConfigKey(("qk_nope_head_dim",), "required", "MLA query/key width without RoPE"),
+    ConfigKey(("qk_rope_head_dim",), "required", "MLA query/key RoPE width"),
+    ConfigKey(("v_head_dim",), "required", "MLA value width"),
+    ConfigKey(("attention_bias",), "optional (false)", "only false"),
+)
+_GPT_OSS_KEYS = (
+    ConfigKey(("num_local_experts",), "required", "routed experts E"),
+    ConfigKey(_GPT_OSS_TOP_K, "required", "experts per token k (both names must agree)"),
+    ConfigKey(("intermediate_size",), "required", "each expert's width (every layer is routed)"),
+    ConfigKey(("attention_bias",), "optional (true)", "only true"),
+    ConfigKey(("layer_types",), "optional (sliding on even layers)", "all sliding, alternate, or all full"),
+    ConfigKey(("sliding_window",), "when a layer is sliding", "the window in tokens"),
+)
+
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False),
-    "mistral": _Family("swiglu", "rmsnorm", "rope", "config", tied_by_default=False, reader=_mistral),
+    "mistral": _Family(
+        "swiglu", "rmsnorm", "rope", "config", tied_by_default=False, reader=_mistral, reads=_MISTRAL_KEYS
+    ),
     "qwen2": _Family("swiglu", "rmsnorm", "rope", "qkv-only", tied_by_default=False),
     "gpt2": _Family(
         "gelu", "layernorm", "learned", "all", True, ffn_defaults_to_4h=True, always_dropout=True
@@ -254,12 +309,24 @@ _FAMILIES: dict[str, _Family] = {
     ),
     "nemotron": _Family("squared-relu", "layernorm", "rope", "config", tied_by_default=False),
     # Mixture-of-experts families. Mixtral's attention has no biases whatever the config says.
-    "mixtral": _Family("swiglu", "rmsnorm", "rope", "none", False, _KV_HEADS, reader=_mixtral),
+    "mixtral": _Family(
+        "swiglu", "rmsnorm", "rope", "none", False, _KV_HEADS, reader=_mixtral, reads=_MIXTRAL_KEYS
+    ),
     # Qwen3-MoE's q/k/v/o biases follow attention_bias (default false), as Llama's; its experts have none.
     "qwen3_moe": _Family(
-        "swiglu", "rmsnorm", "rope", "config", False, _KV_HEADS, qk_norm=True, reader=_qwen3_moe
+        "swiglu",
+        "rmsnorm",
+        "rope",
+        "config",
+        False,
+        _KV_HEADS,
+        qk_norm=True,
+        reader=_qwen3_moe,
+        reads=_QWEN3_MOE_KEYS,
     ),
-    "deepseek_v3": _Family("swiglu", "rmsnorm", "rope", "none", tied_by_default=False, reader=_deepseek_v3),
+    "deepseek_v3": _Family(
+        "swiglu", "rmsnorm", "rope", "none", False, reader=_deepseek_v3, reads=_DEEPSEEK_V3_KEYS
+    ),
     # GPT-OSS: a clamped SwiGLU (the same matrices); biased q/k/v/o projections, experts and router.
     "gpt_oss": _Family(
         "swiglu",
@@ -270,6 +337,7 @@ _FAMILIES: dict[str, _Family] = {
         required=(*_KV_HEADS, "head_dim"),
         attention_sinks=True,
         reader=_gpt_oss,
+        reads=_GPT_OSS_KEYS,
     ),
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
@@ -321,6 +389,8 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         "head_dim": "head_dim",
     }
 
+    # The routed MLP first: a model whose every layer is routed has no dense MLP width to read.
+    read, read_keys = family.reader(config, layers) if family.reader is not None else ({}, {})
     if model_type == "bloom":
         ffn = 4 * hidden  # BloomMLP is always 4h; `n_inner` in its configs is unused
         keys["ffn_hidden_size"] = f"{hidden_key} (the MLP is 4 × {hidden_key})"
@@ -329,7 +399,7 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         ffn = inner or 4 * hidden
         keys["ffn_hidden_size"] = "n_inner" if inner else f"{hidden_key} (the MLP is 4 × {hidden_key})"
     else:
-        ffn, keys["ffn_hidden_size"] = _required_int(config, ("intermediate_size",))
+        ffn, keys["ffn_hidden_size"] = _dense_width(config, read.get("moe"))
 
     found = _find_int(config, _SEQ)
     if found is not None:
@@ -371,19 +441,40 @@ def model_spec_from_hf_config(config: dict[str, Any], name: str) -> ModelSpec:
         "qk_norm": family.qk_norm,
         "attention_sinks": family.attention_sinks,
     }
-    if family.reader is not None:
-        read, read_keys = family.reader(config, layers)
-        fields.update(read)
-        keys.update(read_keys)
-        moe = read.get("moe")
-        if moe is not None:
-            fields["description"] += f", {moe['num_experts']} experts (top {moe['top_k']})"
+    if keys["ffn_hidden_size"].startswith(NO_DENSE_LAYER):
+        fields["source"] += f"; {NO_DENSE_LAYER}, so no intermediate_size is needed"
+    fields.update(read)
+    keys.update(read_keys)
+    moe = read.get("moe")
+    if moe is not None:
+        fields["description"] += f", {moe['num_experts']} experts (top {moe['top_k']})"
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
         first = spec_problems(ModelSpec, err, where="the config")[0]
         field = keys.get(first.field, first.field) or "config"
         raise ProfileError(field, first.message, f"{first.fix}, or write a .toml model profile") from err
+
+
+NO_DENSE_LAYER = "no dense layer: every layer is routed"
+"""Where a model routes every layer: why `intermediate_size` is not required (`_dense_width`)."""
+
+
+def _every_layer_routed(moe: dict[str, Any] | None) -> bool:
+    """A reader's `[moe]` fields route every layer: none dense first, every layer from there on."""
+    return moe is not None and moe.get("first_dense_layers", 0) == 0 and moe.get("layer_frequency", 1) == 1
+
+
+def _dense_width(config: dict[str, Any], moe: dict[str, Any] | None) -> tuple[int, str]:
+    """The dense MLP width from `intermediate_size`, and the key it came from. A model that routes every layer
+    (Qwen3-MoE; DeepSeek-V3 with `first_k_dense_replace` 0) has no dense MLP, so the key may be absent: the width
+    then stands at the expert width, which no layer uses (the parameters, FLOPs and memory pplan counts do not
+    depend on it)."""
+    found = _find_int(config, ("intermediate_size",))
+    if found is not None or not _every_layer_routed(moe):
+        return found or _required_int(config, ("intermediate_size",))
+    assert moe is not None
+    return int(moe["expert_ffn_hidden_size"]), f"{NO_DENSE_LAYER} (the expert width stands in, unused)"
 
 
 def _find_int(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[int, str] | None:

@@ -228,9 +228,9 @@ launchers' declarations (`pplan.launchers.capabilities`, whose `stack` and `proj
 it), so it names them itself."""
 LAUNCHER_STACKS: dict[str, StackName] = {
     launcher: stack for stack, launcher in reversed(STACK_LAUNCHERS.items())
-}
-"""The stack a launcher's output runs on (the first it runs on above): `--stack` follows `--launcher` unless
-given."""
+} | {"megatron-bridge": "megatron-bridge"}
+"""The stack a launcher's output runs on (the first it runs on above; Megatron-Bridge's recipe overrides on its
+own): `--stack` follows `--launcher` unless given."""
 
 
 def launcher_for_stack(stack: StackName) -> str | None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pplan.documents.explain import ExpertsOut, ExplainReport, PerformanceOut, PlanOut, StageMemory
+from pplan.render.placement import placement_rows
 from pplan.schedules import ScheduleFamily, schedule_family
 
 
@@ -254,6 +255,7 @@ def render_explain(report: ExplainReport, all_stages: bool = False) -> Renderabl
                 f"{report.model.num_layers} layers",
             ),
             ("hardware", f"{report.hardware.name} ({report.hardware.gpu}), {plan.gpus} GPUs"),
+            *placement_rows(report.placement),
             ("parallelism", f"t={plan.tp} p={plan.pp} d={plan.dp} v={plan.vp} cp={plan.cp}"),
             ("schedule", plan.schedule),
             (

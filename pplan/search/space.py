@@ -440,10 +440,13 @@ def _v_options(fam: ScheduleFamily, req: SearchRequest, layers: int, p: int) -> 
 
 def tensor_parallel_options(model: ModelSpec, hw: HardwareSpec, req: SearchRequest) -> list[int]:
     heads, kv, ffn = model.num_attention_heads, model.kv_heads, model.ffn_hidden_size
+    widths = f"the heads ({heads}), KV heads ({kv}) and FFN ({ffn})"
+    if model.dense_layers_in(0, model.num_layers) == 0:
+        # no dense MLP (every layer routed): its width splits nothing (pplan.plan.configuration)
+        ffn, widths = heads, f"the heads ({heads}) and KV heads ({kv})"
     if req.tp is not None:
         if heads % req.tp or kv % req.tp or ffn % req.tp:
-            raise ConfigError("--tp", f"t={req.tp} does not divide the heads ({heads}), KV heads ({kv}) and FFN ({ffn})",
-                              "choose t dividing all three")  # fmt: skip
+            raise ConfigError("--tp", f"t={req.tp} does not divide {widths}", "choose t dividing them all")
         return [req.tp]
     return [t for t in divisors(math.gcd(heads, kv, ffn)) if t <= hw.gpus_per_node or req.allow_cross_node_tp]
 
