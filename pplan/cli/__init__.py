@@ -186,9 +186,14 @@ def _bad_parameter(err: Exception) -> str:
     the core's `check_choice` says the same, so the API and the CLI refuse alike."""
     param = err.param  # type: ignore[attr-defined]
     long_names = [o for o in param.opts if o.startswith("--")]
-    field = long_names[0] if long_names else param.name
+    field = long_names[0] if long_names else getattr(param, "metavar", None) or param.name
     message = " ".join(str(err.message).split()).removeprefix("Value error, ").rstrip(".")  # type: ignore[attr-defined]
-    return f"{field}: {message}"
+    if not message and _is_a(err, "MissingParameter"):  # click words a missing one with an empty message
+        ctx = getattr(err, "ctx", None)
+        path = ctx.command_path if ctx is not None else "pplan COMMAND"
+        what = "argument" if getattr(param, "param_type_name", "") == "argument" else "option"
+        message = f"a required {what} is missing; `{path} --help` shows what it takes"
+    return f"{field}: {message or 'not accepted'}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
+from pplan.documents.compare import CompareDocument
 from pplan.documents.explain import ExplainReport
 from pplan.documents.recommend import RecommendReport
 from pplan.documents.schedule import ScheduleDocument
@@ -21,9 +22,11 @@ DOCUMENTS: dict[str, type[Out]] = {
     "bench": BenchDocument,
     "validate": ValidateDocument,
     "size": SizeDocument,
+    "compare": CompareDocument,
 }
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
---format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`."""
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --format
+json`, `pplan compare --format json`."""
 
 INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),
