@@ -67,12 +67,10 @@ def _hardware_table(doc: SizeDocument, hardware: str, width: int) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     for p in points:
         if not p.fits or not p.finishes:
-            cells = ["–"] * len(columns)
-            if (
-                p.fits and p.scaling_efficiency is not None
-            ):  # a plan whose run never ends: its throughput stands
-                cells[columns.index("eff")] = f"{p.scaling_efficiency:.0%}"
-            table.add_row(f"{p.gpus:,}", Text(short_reason(p.reason), style="dim"), *cells)
+            blank = ["–"] * len(columns)
+            if p.fits and p.scaling_efficiency is not None:  # a run that never ends: its throughput stands
+                blank[columns.index("eff")] = f"{p.scaling_efficiency:.0%}"
+            table.add_row(f"{p.gpus:,}", Text(short_reason(p.reason), style="dim"), *blank)
             continue
         assert p.wall_days is not None and p.wall_interval_days is not None and p.gpu_hours is not None
         cells = {
