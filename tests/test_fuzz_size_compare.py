@@ -14,6 +14,7 @@ The fast tier runs a seeded sample of each; the acceptance tier the series."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import random
@@ -111,7 +112,7 @@ def check_size_line(capsys: pytest.CaptureFixture[str], seed: int) -> None:
         assert len(lines) == 1 and lines[0].startswith("pplan: error: "), (args, res.err)
         return
     assert not invalid, f"accepted a detectably invalid value: {args}"
-    if "--json" in args or any(x == "--format" and y == "json" for x, y in zip(args, args[1:], strict=False)):
+    if "--json" in args or any(x == "--format" and y == "json" for x, y in itertools.pairwise(args)):
         _strict(res.out)
     else:
         assert "inf " not in res.out and "$inf" not in res.out and "nan" not in res.out.lower().split(), args
