@@ -7,7 +7,7 @@ Every line is printed with control characters escaped, so a profile key cannot d
 
 Exit codes:
 - 0: done.
-- 1: no answer: nothing fits (`recommend`) or no GPU count meets `--days` (`size`).
+- 1: no answer: nothing fits (`recommend`), or no GPU count meets `--days` or is within `--budget` (`size`).
 - 2: a usage error or a refused input or output path: one line `pplan: error: ...`.
 - 3: a bug in pplan: one line `pplan: internal error in ...`.
 - 4: an output could not be written (a full disk, `ulimit -f`, a closed or read-only descriptor): one line
