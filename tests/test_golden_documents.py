@@ -229,6 +229,13 @@ CASES: dict[str, tuple[str, ...]] = {
     "profiles-hardware-h100": ("profiles", "hardware", "h100-sxm-80gb", "--json"),
     "profiles-models-llama3-8b": ("profiles", "models", "llama3-8b", "--json"),
     "profiles-all": ("profiles", "--json"),
+    "compare-llama3-8b-t8-70b-interleaved": (
+        "compare",
+        str(GOLDEN / "explain-llama3-8b-t8.json"),
+        str(GOLDEN / "explain-llama3-70b-interleaved.json"),
+        "--format",
+        "json",
+    ),
 }
 
 
