@@ -97,6 +97,8 @@ def test_size_picture_states_the_batch_once_and_narrow_axes_are_labelled(
 
     svg = size_svg(SizeDocument.model_validate(res.json()))
     assert "batch fixed" not in svg and "fixed global batch: 4,194,304 tokens" in svg
-    # a cost within one decade ($498k to $634k, the README's scaling curve) gets at least three labels
-    assert len(LogAxis.around([498e3, 634e3]).ticks()) >= 3
+    # a cost from $570k to $2.5M: only $1M and $2M of 1, 2, 3, 5 × 10^k fall inside (two labels before); now at
+    # least three
+    narrow = LogAxis.around([5.7e5, 2.5e6])
+    assert len(narrow._multiples((1, 2, 3, 5))) == 2 and len(narrow.ticks()) >= 3
     assert LogAxis.around([64, 16384]).ticks() == [100.0, 1000.0, 10000.0]  # a wide axis keeps powers of ten
