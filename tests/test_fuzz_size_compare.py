@@ -6,7 +6,7 @@
   number, a wrong type, a long list, deep nesting; bytes cut or flipped; the schema changed), handed to
   `compare`: exit 0 or one line naming A or B, exit 2, never a traceback;
 - signals: `size --jobs 2` sent SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGKILL at a random moment: interrupted
-  cleanly or whole, and no process of the run left alive;
+  cleanly or whole, and no process of the run left alive; `compare` sent SIGINT or SIGTERM: the same;
 - limits: `size --jobs 2` under a descriptor limit (in-process fallback with one warning line, or a refusal),
   `compare` of hostile files under a 1 GB address-space limit: never exit 3.
 The fast tier runs a seeded sample of each; the acceptance tier the series."""
@@ -294,6 +294,40 @@ def test_size_signal_seeded(tmp_path: Path, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(200, 215))
 def test_size_signals(tmp_path: Path, seed: int) -> None:
     check_size_signal(seed, tmp_path)
+
+
+def check_compare_signal(seed: int, report: dict[str, Any], tmp: Path) -> None:
+    """`compare` sent SIGINT or SIGTERM at a random moment: one line and 128 + the signal with nothing on stdout,
+    or the whole document."""
+    rng = random.Random(seed)
+    signum = rng.choice([signal.SIGINT, signal.SIGTERM])
+    a, b = tmp / "a.json", tmp / "b.json"
+    a.write_text(json.dumps(report), encoding="utf-8")
+    b.write_text(json.dumps(report), encoding="utf-8")
+    stdout = tmp / "stdout"
+    with open(stdout, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pplan", "compare", str(a), str(b), "--format", "json"], stdout=out,
+            stderr=subprocess.PIPE, env={**os.environ, "PPLAN_CACHE_DIR": "off"}, start_new_session=True,
+        )  # fmt: skip
+    signal_group_once_held(proc, signum, rng.uniform(0, 0.6))
+    _, err = proc.communicate(timeout=120)
+    text = err.decode("utf-8", "replace")
+    if proc.returncode == 0:
+        assert _strict(stdout.read_text())["schema"] == "pplan.compare/1" and text == ""
+    else:
+        assert proc.returncode == 128 + signum and text.splitlines() == [INTERRUPTED], (
+            seed,
+            proc.returncode,
+            text,
+        )
+        assert stdout.read_bytes() == b""
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("seed", range(250, 260))
+def test_compare_signals(seed: int, report: dict[str, Any], tmp_path: Path) -> None:
+    check_compare_signal(seed, report, tmp_path)
 
 
 # --- limits ---------------------------------------------------------------------------------------------------
