@@ -273,3 +273,28 @@ def test_short_reasons_fit_the_plan_column() -> None:
     assert short_reason(oom) == "out of memory: ≥141.1/83.6 GB"
     assert len(short_reason(oom)) <= 30  # one line in the plan column at 80 columns
     assert "inf" not in short_reason("never finishes: x")
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        (
+            "pplan.cli.explain",
+            ("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--pp", "1", "--json"),
+        ),
+        ("pplan.cli.schedule", ("schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--json")),
+    ],
+)
+def test_every_picture_comes_after_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, module: str,
+    args: tuple[str, ...],
+) -> None:  # fmt: skip
+    """explain and schedule too: a picture that cannot be written leaves the document printed (exit 4)."""
+
+    def full(path: Path, *_: object) -> None:
+        raise OutputError(str(path), OSError(errno.ENOSPC, "No space left on device"))
+
+    monkeypatch.setattr(f"{module}.write_output", full)
+    res = run_pplan(capsys, *args, "--svg", str(tmp_path / "p.svg"))
+    assert res.code == 4 and "No space left on device" in res.err
+    assert json.loads(res.out)
