@@ -187,6 +187,8 @@ class _Runner:
     def __init__(self, jobs: int, show: bool) -> None:
         self.jobs = jobs
         self.pool: ProcessPoolExecutor | None = None
+        self.workers: list[Any] = []
+        """The worker processes, kept from their start: a broken pool forgets the one that died."""
         self.show = show
         self.bar: Any = None
         self.task: Any = None
@@ -217,6 +219,7 @@ class _Runner:
                 initargs=(os.getpid(),),
             )  # fmt: skip
             self.pool.submit(_started, 0)  # forks every worker, in this thread, with the signals held
+            self.workers = list((getattr(self.pool, "_processes", None) or {}).values())
         except OSError as err:
             self._stop(failed=True)
             self.pool = None
@@ -243,7 +246,7 @@ class _Runner:
             return
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if failed else None
         try:
-            processes = list((getattr(pool, "_processes", None) or {}).values())
+            processes = self.workers or list((getattr(pool, "_processes", None) or {}).values())
             if failed:
                 for process in processes:
                     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -254,6 +257,7 @@ class _Runner:
                 _join(process)
         finally:
             self.pool = None
+            self.workers = []
             if previous is not None:
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(signal.SIGINT, previous)
@@ -278,16 +282,17 @@ class _Runner:
         return [out[k] for k in range(len(tasks))]
 
     def _died(self, pool: ProcessPoolExecutor) -> ConfigError:
-        """The one line for a worker that died mid-sweep, naming the likely cause."""
-        processes = list((getattr(pool, "_processes", None) or {}).values())
+        """The one line for a worker that died mid-sweep, naming the likely cause: the first worker ended by a
+        signal other than the SIGTERM the broken pool sends the others."""
+        processes = self.workers or list((getattr(pool, "_processes", None) or {}).values())
         for process in processes:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 process.join(JOIN_S)
         codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
-        cause = _death(next((c for c in codes if c is not None and c < 0), codes[0] if codes else None))
+        first = next((c for c in codes if c < 0 and c != -signal.SIGTERM), codes[0] if codes else None)
         return ConfigError(
             "--jobs",
-            f"a sweep worker process died ({cause})",
+            f"a sweep worker process died ({_death(first)})",
             "run again with fewer --jobs (each worker holds its own search) or more memory; --jobs 1 uses the least",
         )
 
