@@ -180,3 +180,16 @@ def test_a_report_read_through_a_pipe_compares(
 
 def test_the_schema_read_is_the_one_explain_writes(report: dict[str, Any]) -> None:
     assert report["schema"] == version_of(ExplainReport)
+
+
+def test_a_missing_argument_names_itself(
+    report: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pplan compare a.json` printed `pplan: error: b: ` and nothing more."""
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps(report), encoding="utf-8")
+    res = run_pplan(capsys, "compare", str(good))
+    assert res.code == 2 and res.out == ""
+    assert res.err.strip() == (
+        "pplan: error: B.json: a required argument is missing; `pplan compare --help` shows what it takes"
+    )
