@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pplan.compare import Term
+    from pplan.documents.compare import CompareDocument
     from pplan.documents.explain import ExplainReport
     from pplan.documents.recommend import RecommendCandidate, RecommendReport
     from pplan.documents.size import SizeDocument
@@ -220,13 +220,15 @@ def size(**kwargs: Any) -> SizeDocument:
 
 def compare(
     a: ExplainReport | RecommendCandidate | str, b: ExplainReport | RecommendCandidate | str
-) -> list[Term]:
-    """`pplan compare`: every step-time part, the throughput and the busiest stage's memory of two explained
-    plans, as terms with `a`, `b`, `delta` and `ratio`. A candidate or command line is explained first."""
-    from pplan.compare import compare_terms
+) -> CompareDocument:
+    """`pplan compare`: the `pplan.compare/1` document `pplan compare A.json B.json --format json` prints: the
+    settings that differ, every step-time part, the throughput and the busiest stage's memory of two explained
+    plans (`terms`, each with `a`, `b`, `delta`, `ratio` and the settings that moved it) and whether the step times
+    are tied within A's interval. A candidate or command line is explained first."""
+    from pplan.compare import compare_document
     from pplan.documents.explain import ExplainReport
 
     def report(x: ExplainReport | RecommendCandidate | str) -> ExplainReport:
         return x if isinstance(x, ExplainReport) else explain(x)
 
-    return compare_terms(report(a), report(b))
+    return compare_document(report(a), report(b))

@@ -104,3 +104,21 @@ def test_importing_pplan_loads_only_the_package() -> None:
     code = "import sys, pplan; print(sorted(m for m in sys.modules if m.startswith('pplan')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['pplan']"
+
+
+def test_compare_is_the_documents_compare_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pplan.compare(a, b)` is the `pplan.compare/1` document `pplan compare A.json B.json --format json` prints for
+    the same two reports (two golden explain documents)."""
+    import json
+
+    from pplan.documents.explain import ExplainReport
+
+    golden = Path(__file__).parent / "golden"
+    a, b = golden / "explain-llama3-8b-t8.json", golden / "explain-llama3-70b-interleaved.json"
+    got = pplan.compare(
+        ExplainReport.model_validate_json(a.read_text()), ExplainReport.model_validate_json(b.read_text())
+    )
+    res = run_pplan(capsys, "compare", str(a), str(b), "--format", "json")
+    assert res.code == 0
+    assert got.model_dump(mode="json", by_alias=True) == json.loads(res.out)
+    assert got.changed and any(t.moved_by for t in got.terms)  # two different plans: settings moved terms

@@ -40,6 +40,7 @@ VERSIONS = {
     "bench": "pplan.bench/1",
     "validate": "pplan.validate/3",
     "size": "pplan.size/1",
+    "compare": "pplan.compare/1",
     "fromlog": "pplan.fromlog/1",
 }
 """The published version strings, as the README and the golden documents state them."""

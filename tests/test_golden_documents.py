@@ -235,6 +235,13 @@ CASES: dict[str, tuple[str, ...]] = {
         "tests/data/logs/torchtitan_2025_h100_allranks.log",
         "--json",
     ),
+    "compare-llama3-8b-t8-70b-interleaved": (
+        "compare",
+        str(GOLDEN / "explain-llama3-8b-t8.json"),
+        str(GOLDEN / "explain-llama3-70b-interleaved.json"),
+        "--format",
+        "json",
+    ),
 }
 
 

@@ -7,7 +7,7 @@ Every line is printed with control characters escaped, so a profile key cannot d
 
 Exit codes:
 - 0: done.
-- 1: no answer: nothing fits (`recommend`) or no GPU count meets `--days` (`size`).
+- 1: no answer: nothing fits (`recommend`), or no GPU count meets `--days` or is within `--budget` (`size`).
 - 2: a usage error or a refused input or output path: one line `pplan: error: ...`.
 - 3: a bug in pplan: one line `pplan: internal error in ...`.
 - 4: an output could not be written (a full disk, `ulimit -f`, a closed or read-only descriptor): one line
@@ -187,9 +187,14 @@ def _bad_parameter(err: Exception) -> str:
     the core's `check_choice` says the same, so the API and the CLI refuse alike."""
     param = err.param  # type: ignore[attr-defined]
     long_names = [o for o in param.opts if o.startswith("--")]
-    field = long_names[0] if long_names else param.name
+    field = long_names[0] if long_names else getattr(param, "metavar", None) or param.name
     message = " ".join(str(err.message).split()).removeprefix("Value error, ").rstrip(".")  # type: ignore[attr-defined]
-    return f"{field}: {message}"
+    if not message and _is_a(err, "MissingParameter"):  # click words a missing one with an empty message
+        ctx = getattr(err, "ctx", None)
+        path = ctx.command_path if ctx is not None else "pplan COMMAND"
+        what = "argument" if getattr(param, "param_type_name", "") == "argument" else "option"
+        message = f"a required {what} is missing; `{path} --help` shows what it takes"
+    return f"{field}: {message or 'not accepted'}"
 
 
 def main(argv: list[str] | None = None) -> None:

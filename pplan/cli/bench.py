@@ -17,6 +17,7 @@ another output, nor a symbolic link without `--force`. Files are written atomica
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -302,11 +303,12 @@ def bench(
         write_output(out, fitted, "--out", force)
     if report is not None:
         write_output(report, text + "\n", "--report", force)
-    if svg is not None:
-        write_output(svg, both_svg(result), "--svg", force)
     if as_json:
         print(text)
-        return
-    console.print(render_bench(result))
-    if calibration is not None:
-        console.print(calibration_line(calibration.matmul, str(out)))
+    else:
+        console.print(render_bench(result))
+        if calibration is not None:
+            console.print(calibration_line(calibration.matmul, str(out)))
+    if svg is not None:  # after stdout: a picture that cannot be written costs only the picture
+        sys.stdout.flush()
+        write_output(svg, both_svg(result), "--svg", force)

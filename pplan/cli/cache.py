@@ -6,8 +6,9 @@ function of its key and of pplan's code, so the command keeps each one it builds
 reads it back the next time any command needs it: a second `recommend` on a model skips that work. Answers do not
 change: the structure read is the one that would be built.
 
-Where: `$PPLAN_CACHE_DIR`, else `$XDG_CACHE_HOME/pplan`, else `~/.cache/pplan`; `PPLAN_CACHE_DIR=off` (or empty,
-`0`, `no`, `none`, `false`) keeps nothing.
+Where: `$PPLAN_CACHE_DIR`, else `$XDG_CACHE_HOME/pplan` when that is an absolute path (the XDG Base Directory
+specification says a relative one is invalid and must be ignored), else `~/.cache/pplan`; `PPLAN_CACHE_DIR=off`
+(or empty, `0`, `no`, `none`, `false`) keeps nothing.
 
 What it trusts, and what it does not:
 - Files hold plain data (JSON: a format name, the key, the structure as nested lists of integers;
@@ -68,7 +69,8 @@ def cache_root(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path 
         value = environ[CACHE_ENV]
         return None if value.strip().lower() in OFF else Path(value).expanduser()
     xdg = environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "pplan"
+    # the XDG Base Directory spec: a relative path is invalid and ignored (it would put a cache under the cwd)
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "pplan"
 
 
 @cache

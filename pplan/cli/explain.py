@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -175,13 +176,15 @@ def explain(
     if csv is not None:
         lists = run.lists if run.lists is not None else plan.explicit_schedule()
         write_output(csv, to_torch_csv(lists), "--csv", force)
-    if svg is not None:
-        write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, report), "--svg", force)
+    pictured = report
     report = with_notes(report, notes)
     if as_json:
         print(json_text(report.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_explain(report, all_stages))
+    if svg is not None:  # after stdout: a picture that cannot be written costs only the picture
+        sys.stdout.flush()
+        write_output(svg, _plan_picture(model_spec, hardware_spec, plan, run, pictured), "--svg", force)
 
 
 def prepared(

@@ -10,7 +10,9 @@
 - a file the user made read-only (no write permission), which a rename would silently replace;
 - a file with other hard links, which a rename would break off (the other names would keep the old text): remove
   the other links or write elsewhere;
-- a block device, a folder, or a path whose folder does not exist.
+- a block device, a folder, or a path whose folder does not exist;
+- a folder that cannot take the file: a temporary file is created there and removed (`_probe`), so a folder
+  without write permission or on a read-only file system is found before any long work, not after it.
 
 `write_output` writes a whole file or nothing: the text goes to a temporary file in the target's folder
 (registered in `pplan.cli.PENDING` before it exists, so even a second Ctrl-C removes it), is flushed and fsync'ed,
@@ -101,6 +103,25 @@ def check_outputs(
                 )
     for flag, path in given:  # after the clashes: two names of one file are that, before a hard link
         _check_one(path, flag, force)
+        _probe(path, flag)
+
+
+def _probe(path: Path, flag: str) -> None:
+    """Create and remove a temporary file where the output will be written, so a folder that cannot take it (no
+    write permission, a read-only or full file system) is found before any long work rather than after it."""
+    if _special(path):
+        return
+    folder = Path(_real(path)).parent
+    try:
+        name, fd = _temporary(folder)
+    except OSError as err:
+        raise ConfigError(
+            flag, f"cannot write in the folder of {path} ({err.strerror or err})", "give a writable path"
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    PENDING.discard(name)
 
 
 def _check_one(path: Path, flag: str, force: bool) -> None:

@@ -11,6 +11,7 @@ gives the --json document's fields (`pplan.documents.schedule`) and `pplan.rende
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -257,14 +258,15 @@ def schedule(
     doc = json_text(timeline_json(timeline)) if as_json else None  # refused here, before any file is written
     if csv is not None:
         write_output(csv, to_torch_csv(sched), "--csv", force)
-    if svg is not None:
-        write_output(svg, timeline_svg(timeline), "--svg", force)
     if doc is not None:
         print(doc)
-        return
-    console.print(timeline_renderable(timeline))
-    if note:
-        console.print(note)
+    else:
+        console.print(timeline_renderable(timeline))
+        if note:
+            console.print(note)
+    if svg is not None:  # after stdout: a picture that cannot be written costs only the picture
+        sys.stdout.flush()
+        write_output(svg, timeline_svg(timeline), "--svg", force)
 
 
 def _parse_ms(text: str | None) -> Sequence[int] | None:

@@ -1,18 +1,32 @@
 """`pplan size`: how many GPUs of which kind, how long, at what cost and energy, for a model and a token budget
 (pplan.sizing). Parses the options, runs the sweep's points over the machine's cores, one `recommend` search each,
 with a progress bar, has `pplan.sizing.document` build the `pplan.size/1` document, and prints it or renders one
-table per hardware, the answers and the assumptions."""
+table per hardware, the answers and the assumptions; the `--svg` picture is written last, so a picture that cannot
+be written costs only the picture (its path is checked, and its folder probed, before the sweep).
+
+The workers (`_Runner`): forked with the stop signals blocked (an interrupt during the fork is held, then unwinds
+the parent, not swallowed), they ignore Ctrl-C (the parent stops them) and die with the parent (Linux's
+parent-death signal, else a watchdog thread on the parent's pid), so a parent killed outright (SIGKILL, SIGHUP,
+SIGQUIT) leaves none behind. They are joined with a timeout, then terminated, then killed. A worker that dies (the
+out-of-memory killer's SIGKILL) is one line naming the likely cause, exit code 2; a pool that cannot be started
+(file descriptor or process limits) leaves the sweep to this process, with one warning line. Every point is a pure
+function of its inputs, so the bytes of `--format json` do not depend on `--jobs` or the machine's cores."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -36,7 +50,18 @@ if TYPE_CHECKING:  # the core loads only when the command runs, not for --help
 
 DEFAULT_HARDWARE = "h100-sxm-80gb,h200-sxm-141gb,b200-180gb"
 EXIT_NO_ANSWER = 1
-"""No count meets --days: the nearest miss is printed. (Nothing fitting at all is a usage error on --gpus, 2.)"""
+"""No count meets --days, or nothing in the sweep is within --budget: the answer is printed all the same (the
+nearest miss named on stderr), and the exit code says the goal was not met. (Nothing fitting at all is a usage
+error on --gpus, 2.)"""
+MAX_JOBS = 256
+"""The most worker processes `--jobs` may ask for (the pool is also never larger than a round of the sweep)."""
+MAX_COUNTS = 64
+"""The most GPU counts a `--gpus` list may name (the default counts from 1 to 16,384 GPUs are 27 per hardware)."""
+MAX_HARDWARE = 16
+"""The most hardware profiles `--hardware` may name."""
+JOIN_S = 5.0
+"""How long a stopping worker is waited for before it is terminated, and again before it is killed."""
+SizeFormat = Literal["table", "json"]
 
 
 def gpu_counts(text: str | None, gpus_per_node: int) -> tuple[tuple[int, ...], bool]:
@@ -64,7 +89,13 @@ def gpu_counts(text: str | None, gpus_per_node: int) -> tuple[tuple[int, ...], b
                     fix,
                 )
             return counts, False
-        values = sorted({int(x) for x in text.split(",") if x.strip()})
+        items = [x for x in text.split(",") if x.strip()]
+        if len(items) > MAX_COUNTS:
+            raise ConfigError(
+                "--gpus", f"{len(items):,} counts is more than the {MAX_COUNTS} a sweep takes",
+                "give a range LOW..HIGH (its default counts) or fewer counts",
+            )  # fmt: skip
+        values = sorted({int(x) for x in items})
     except ValueError:
         raise ConfigError("--gpus", f"{text!r} is not a range or a list of GPU counts", fix) from None
     if not values or not all(1 <= v <= MAX_GPUS for v in values):
@@ -98,49 +129,138 @@ def _positive(flag: str, value: float | None, fix: str, high: float = math.inf) 
         raise ConfigError(flag, f"must be a finite number above 0 (and at most {high:g}), got {value:g}", fix)
 
 
-def _ignore_interrupts() -> None:
-    """In a worker: leave Ctrl-C to the parent, which stops the workers and reports the interrupt once."""
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker: be killed when the parent dies (Linux's parent-death signal; elsewhere a watchdog thread that
+    polls the parent's pid), and leave at once if it already has."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's first act: die with the parent, leave Ctrl-C to the parent (which stops the workers and reports
+    the interrupt once), then take the signals the parent blocked while forking."""
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+
+
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+"""Blocked while the pool forks: a signal then is delivered once the workers exist, to a parent that stops them."""
+
+
+def _started(_: int) -> int:
+    """A no-op task whose submission makes the pool fork its workers."""
+    return os.getpid()
+
+
+def _death(code: int | None) -> str:
+    """Why a worker process ended, in words, from its exit code."""
+    if code is not None and code < 0:
+        number = -code
+        name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+        if number == signal.SIGKILL:
+            return f"killed by {name}, as the out-of-memory killer ends a process that runs out of memory"
+        return f"ended by {name}"
+    return f"ended with exit code {code}" if code is not None else "ended"
 
 
 class _Runner:
-    """Evaluates a round of tasks over `jobs` processes (fork; in this process when 1), with a progress bar on
-    stderr when `show`; a context manager that stops both."""
+    """Evaluates a round of tasks over `jobs` processes (fork; in this process when 1, or when no pool can be
+    started), with a progress bar on stderr when `show`; a context manager that stops both."""
 
     def __init__(self, jobs: int, show: bool) -> None:
-        self.pool = (
-            ProcessPoolExecutor(
-                jobs, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts
-            )
-            if jobs > 1
-            else None
-        )
-        from rich.progress import Progress
-
-        self.bar = Progress(console=err_console, transient=True) if show else None
-        self.task = self.bar.add_task("sizing: best plan per GPU count", total=None) if self.bar else None
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+        self.workers: list[Any] = []
+        """The worker processes, kept from their start: a broken pool forgets the one that died."""
+        self.show = show
+        self.bar: Any = None
+        self.task: Any = None
         self.done = 0
 
     def __enter__(self) -> _Runner:
-        if self.bar is not None:
+        if self.jobs > 1:
+            try:
+                self._start_pool()
+            except BaseException:
+                self._stop(failed=True)
+                raise
+        if self.show:
+            from rich.progress import Progress
+
+            self.bar = Progress(console=err_console, transient=True)
+            self.task = self.bar.add_task("sizing: best plan per GPU count", total=None)
             self.bar.start()
         return self
+
+    def _start_pool(self) -> None:
+        """Fork the workers with the stop signals blocked; on a pool that cannot start (descriptor or process
+        limits), one warning line and the sweep runs here."""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        try:
+            self.pool = ProcessPoolExecutor(
+                self.jobs, mp_context=multiprocessing.get_context("fork"), initializer=_start_worker,
+                initargs=(os.getpid(),),
+            )  # fmt: skip
+            self.pool.submit(_started, 0)  # forks every worker, in this thread, with the signals held
+            self.workers = list((getattr(self.pool, "_processes", None) or {}).values())
+        except OSError as err:
+            self._stop(failed=True)
+            self.pool = None
+            print(
+                printable(
+                    f"pplan: warning: cannot start {self.jobs} worker processes ({err.strerror or err}); "
+                    "sweeping in this process"
+                ),
+                file=sys.stderr,
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if self.bar is not None:
             self.bar.stop()
-        if self.pool is None:
+        self._stop(failed=kind is not None)
+
+    def _stop(self, failed: bool) -> None:
+        """Stop the workers: asked to finish (after a clean sweep) or terminated at once (after an interrupt or a
+        failure), each joined for `JOIN_S`, then terminated, then killed; a second Ctrl-C cannot break this."""
+        pool = self.pool
+        if pool is None:
             return
-        if kind is not None:
-            # interrupted or failed: stop the workers' searches now rather than let them finish (a second Ctrl-C
-            # must not break the clean-up)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            processes = list(getattr(self.pool, "_processes", {}).values())
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if failed else None
+        try:
+            processes = self.workers or list((getattr(pool, "_processes", None) or {}).values())
+            if failed:
+                for process in processes:
+                    with contextlib.suppress(OSError, ValueError, AttributeError):
+                        process.terminate()
+            with contextlib.suppress(OSError, RuntimeError):
+                pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
-                process.terminate()
-            for process in processes:
-                process.join()
-        self.pool.shutdown(wait=kind is None, cancel_futures=True)
+                _join(process)
+        finally:
+            self.pool = None
+            self.workers = []
+            if previous is not None:
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(signal.SIGINT, previous)
 
     def __call__(self, tasks: list[PointTask]) -> list[SizePoint]:
         from pplan.sizing.sweep import evaluate
@@ -151,11 +271,30 @@ class _Runner:
                 out[k] = evaluate(t)
                 self._tick()
         else:
-            futures = {self.pool.submit(evaluate, t): k for k, t in enumerate(tasks)}
-            for future in as_completed(futures):
-                out[futures[future]] = future.result()
-                self._tick()
+            pool = self.pool
+            try:
+                futures = {pool.submit(evaluate, t): k for k, t in enumerate(tasks)}
+                for future in as_completed(futures):
+                    out[futures[future]] = future.result()
+                    self._tick()
+            except BrokenProcessPool:
+                raise self._died(pool) from None
         return [out[k] for k in range(len(tasks))]
+
+    def _died(self, pool: ProcessPoolExecutor) -> ConfigError:
+        """The one line for a worker that died mid-sweep, naming the likely cause: the first worker ended by a
+        signal other than the SIGTERM the broken pool sends the others."""
+        processes = self.workers or list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                process.join(JOIN_S)
+        codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+        first = next((c for c in codes if c < 0 and c != -signal.SIGTERM), codes[0] if codes else None)
+        return ConfigError(
+            "--jobs",
+            f"a sweep worker process died ({_death(first)})",
+            "run again with fewer --jobs (each worker holds its own search) or more memory; --jobs 1 uses the least",
+        )
 
     def _tick(self) -> None:
         self.done += 1
@@ -163,10 +302,21 @@ class _Runner:
             self.bar.update(self.task, completed=self.done, description=f"sizing: {self.done} points")
 
 
+def _join(process: Any) -> None:
+    """Wait for a worker `JOIN_S`, then terminate it and wait again, then kill it."""
+    for stop in (None, "terminate", "kill"):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if stop is not None:
+                getattr(process, stop)()
+            process.join(JOIN_S)
+            if not process.is_alive():
+                return
+
+
 SIZE_ORDER = (
     "model", "train_tokens", "hardware", "gpus", "days", "budget", "global_batch_tokens", "max_global_batch_tokens",
     "seq_len", "precisions", "launcher", "stack", "tp_comm_overlap", "price", "pue", "interruptions_per_gpu_hour",
-    "storage_gb_per_s", "restart_minutes", "jobs", "as_json", "svg", "force",
+    "storage_gb_per_s", "restart_minutes", "jobs", "output", "as_json", "svg", "force",
 )  # fmt: skip
 """size's options in `--help` order (pplan.cli.signature)."""
 SIZE_PLAN_SETTINGS = ("seq_len", "precision", "stack", "tp_comm_overlap")
@@ -265,11 +415,19 @@ def size(
     jobs: Annotated[
         int,
         typer.Option(
-            rich_help_panel="Output", help="Processes for the sweep (default: the machine's cores)."
+            rich_help_panel="Output",
+            help=f"Processes for the sweep, up to {MAX_JOBS} (default: the machine's cores); the answer is the "
+            "same for any.",
         ),
     ] = 0,
+    output: Annotated[
+        SizeFormat,
+        typer.Option(
+            "--format", rich_help_panel="Output", help="table, or json (the pplan.size/1 document)."
+        ),
+    ] = "table",
     as_json: Annotated[
-        bool, typer.Option("--json", rich_help_panel="Output", help="Print the pplan.size/1 document.")
+        bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
     ] = False,
     svg: Annotated[
         Path | None,
@@ -281,6 +439,7 @@ def size(
     """How many GPUs, of which kind, how long and at what cost and energy to train a model on a token budget."""
     from pplan.explain import MAX_TRAIN_TOKENS
     from pplan.plan.configuration import check_precision
+    from pplan.plan.rules import check_count
     from pplan.profiles.catalog import load_hardware, load_model
     from pplan.render.size import render_size
     from pplan.render.size_chart import size_svg, size_terminal
@@ -308,8 +467,11 @@ def size(
     _positive("--storage-gb-per-s", storage_gb_per_s, "e.g. --storage-gb-per-s 500", 1e9)
     if not (math.isfinite(restart_minutes) and 0 <= restart_minutes <= 10_000):
         raise ConfigError("--restart-minutes", f"must be 0 to 10,000, got {restart_minutes:g}", "e.g. 10")
-    if jobs < 0:
-        raise ConfigError("--jobs", f"must be 0 (the machine's cores) or more, got {jobs}", "e.g. --jobs 2")
+    if not 0 <= jobs <= MAX_JOBS:
+        raise ConfigError(
+            "--jobs", f"must be 0 (the machine's cores) to {MAX_JOBS}, got {jobs}", "e.g. --jobs 2"
+        )
+    as_json = as_json or output == "json"
     if max_global_batch_tokens is not None and max_global_batch_tokens < global_batch_tokens:
         raise ConfigError(
             "--max-global-batch-tokens",
@@ -317,6 +479,11 @@ def size(
             "give a ceiling at or above the starting batch",
         )
     names = [n.strip() for n in hardware.split(",") if n.strip()]
+    if len(names) > MAX_HARDWARE:
+        raise ConfigError(
+            "--hardware", f"{len(names)} profiles is more than the {MAX_HARDWARE} a sweep compares",
+            "name fewer hardware profiles",
+        )  # fmt: skip
     read = {"--model": input_path(model)} | {f"--hardware {n}": input_path(n) for n in names}
     check_outputs({"--svg": svg}, read, force=force)
     if not names or len(set(names)) != len(names):
@@ -326,9 +493,13 @@ def size(
             "e.g. --hardware h100-sxm-80gb,b200-180gb",
         )
     specs = [load_hardware(n) for n in names]
+    _check_distinct(names, specs)
     model_spec = load_model(model)
     searched = search_values(plans)
-    seq = searched.pop("seq_len") or model_spec.seq_len
+    asked_seq = searched.pop("seq_len")
+    if asked_seq is not None:
+        check_count("--seq-len", asked_seq)
+    seq = asked_seq or model_spec.seq_len
     if global_batch_tokens < seq:
         raise ConfigError(
             "--global-batch-tokens", f"{global_batch_tokens:,} tokens is less than one sequence of {seq:,}",
@@ -350,7 +521,8 @@ def size(
             f"needs a price for every hardware; none for {', '.join(missing)}",
             "add --price NAME=USD",
         )
-    workers = jobs or len(os.sched_getaffinity(0))
+    largest_round = min(2 * len(specs), sum(len(c) for c in counts.values()))
+    workers = max(1, min(jobs or len(os.sched_getaffinity(0)), largest_round))
     searched["stack"] = searched["stack"] or stack_for_launcher(launcher)
     template = SearchRequest(
         **searched, gpus=1, global_batch=1, seq_len=seq, launcher=launcher, prefetch=workers == 1
@@ -380,13 +552,11 @@ def size(
         command=command,
     )  # fmt: skip
     deadline_s = days * DAY_S if days is not None else None
-    if svg is not None:
-        write_output(svg, size_svg(doc), "--svg", force)
     if as_json:
         print(json_text(doc.model_dump(mode="json", by_alias=True)))
     else:
         console.print(render_size(doc, console.width))
-        if len({p.gpus for p in points if p.fits}) >= 2:
+        if len({p.gpus for p in points if p.finishes}) >= 2:
             console.print(size_terminal(doc, console.width))
         shown = _shown(points, deadline_s)
         if shown is not None and shown.request is not None:
@@ -397,14 +567,42 @@ def size(
                 markup=False,
                 highlight=False,
             )
+    sys.stdout.flush()  # the answer first: a picture that cannot be written costs only the picture
+    if svg is not None:
+        write_output(svg, size_svg(doc), "--svg", force)
+    missed = None
     if deadline_s is not None and answers.cheapest_meeting(points, deadline_s) is None:
         near = answers.nearest_miss(points)
         where = f"{near.hardware} × {near.gpus:,}, {near.wall_s / DAY_S:,.1f} days" if near else "none"
-        print(
-            printable(f"pplan: no count in the sweep trains it within {days:g} days; nearest: {where}"),
-            file=sys.stderr,
+        missed = f"no count in the sweep trains it within {days:g} days; nearest: {where}"
+    elif budget is not None and answers.fastest_within(points, budget) is None:
+        cheapest = min(answers.finishing(points), key=answers.spend, default=None)
+        where = (
+            f"{cheapest.hardware} × {cheapest.gpus:,}, {_usd(answers.spend(cheapest))}"
+            if cheapest
+            else "none"
         )
+        missed = f"nothing in the sweep trains it within ${budget:,.0f}; cheapest: {where}"
+    if missed is not None:
+        print(printable(f"pplan: {missed}"), file=sys.stderr)
         raise typer.Exit(EXIT_NO_ANSWER)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.0f}"
+
+
+def _check_distinct(names: list[str], specs: list[HardwareSpec]) -> None:
+    """Refuse two `--hardware` entries that load the same profile name (a bundled name and a copy of its file)."""
+    seen: dict[str, str] = {}
+    for name, spec in zip(names, specs, strict=True):
+        if spec.name in seen:
+            raise ConfigError(
+                "--hardware",
+                f"{name!r} and {seen[spec.name]!r} are both the profile {spec.name!r}",
+                "name each profile once (a copy of a profile needs a name of its own to be compared)",
+            )
+        seen[spec.name] = name
 
 
 def _hardware_arg(hardware_name: str, names: list[str], specs: list[HardwareSpec]) -> str:

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
+from pplan.documents.compare import CompareDocument
 from pplan.documents.explain import ExplainReport
 from pplan.documents.fromlog import FromLogReport
 from pplan.documents.names import DOCUMENT_NAMES, INPUT_NAMES
@@ -25,10 +26,12 @@ _CLASSES: dict[str, type[Out]] = {
     "validate": ValidateDocument,
     "size": SizeDocument,
     "fromlog": FromLogReport,
+    "compare": CompareDocument,
 }
 DOCUMENTS: dict[str, type[Out]] = {name: _CLASSES[name] for name in DOCUMENT_NAMES}
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
---format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --json`, `pplan explain --from-log --json`."""
+--format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --format
+json`, `pplan compare --format json`, `pplan explain --from-log --json`."""
 
 _INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),

@@ -67,7 +67,10 @@ class SizePointOut(Out):
     fits: bool
     """Whether any plan fits at this count."""
     reason: str | None
-    """Why nothing fits at this count (null when a plan does)."""
+    """Why nothing fits at this count, or why its run never finishes (null when a plan does and its run ends)."""
+    finishes: bool = True
+    """Whether the run ends: false when interruptions arrive faster than the run recovers from one; its wall time,
+    interval, GPU-hours, cost and energy are then null and it answers no question of time or cost."""
     forced_model_parallel: int
     """The least t·p·cp the batch forces: d must divide the batch, so t·p·cp is a multiple of GPUs / gcd(GPUs,
     sequences)."""

@@ -3,6 +3,8 @@ goodput, GPU-hours, cost, energy), then the answers in words and the assumptions
 
 from __future__ import annotations
 
+import re
+
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -27,26 +29,48 @@ WIDE = 130
 """Below this many columns the table keeps GPUs, plan, days, scaling efficiency, GPU-hours, cost and energy."""
 
 
+_OUT_OF_MEMORY = re.compile(r"out of memory: the nearest plan \((?P<plan>.*)\) (?P<need>needs.*)")
+
+
+def short_reason(reason: str | None) -> str:
+    """A row's reason for having no answer, short enough for the plan column at 80 columns: out of memory with
+    the nearest plan's need, or a run that never finishes (`--format json` keeps the whole sentence)."""
+    if not reason:
+        return "no plan"
+    memory = _OUT_OF_MEMORY.match(reason)
+    if memory:
+        need = memory.group("need").replace("needs at least ", "≥").replace("needs ", "").replace(" of ", "/")
+        return f"out of memory: {need}"
+    if reason.startswith("never finishes"):
+        return "never finishes: interrupted too often"
+    return reason
+
+
 def _hardware_table(doc: SizeDocument, hardware: str, width: int) -> Table:
     points = [p for p in doc.points if p.hardware == hardware]
+    base = next((p.gpus for p in points if p.fits), None)
     priced = any(p.cost_usd is not None for p in points)
     powered = any(p.energy_kwh is not None for p in points)
     wide = width >= WIDE
     table = Table(title=hardware, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, expand=True)
     table.add_column("GPUs", justify="right", no_wrap=True)
-    table.add_column("plan: t·p·d·v·cp schedule b×m", overflow="fold", ratio=1, min_width=16)
+    table.add_column("plan:\nt·p·d·v·cp schedule b×m", overflow="fold", ratio=1, min_width=16)
     columns = [
         "days",
         *(["interval", "tok/s/GPU", "MFU"] if wide else []),
-        "eff",
+        "eff",  # renamed in the header below: relative to the smallest count that fits
         *(["goodput"] if wide else []),
     ]
     columns += ["GPU-h", *(["cost"] if priced else []), *(["MWh"] if powered else [])]
     for name in columns:
-        table.add_column(name, justify="right", no_wrap=True)
+        header = f"eff vs\n{base:,}" if name == "eff" and base is not None else name
+        table.add_column(header, justify="right", no_wrap=True)
     for p in points:
-        if not p.fits:
-            table.add_row(f"{p.gpus:,}", Text(p.reason or "no plan", style="dim"), *["–"] * len(columns))
+        if not p.fits or not p.finishes:
+            blank = ["–"] * len(columns)
+            if p.fits and p.scaling_efficiency is not None:  # a run that never ends: its throughput stands
+                blank[columns.index("eff")] = f"{p.scaling_efficiency:.0%}"
+            table.add_row(f"{p.gpus:,}", Text(short_reason(p.reason), style="dim"), *blank)
             continue
         assert p.wall_days is not None and p.wall_interval_days is not None and p.gpu_hours is not None
         cells = {
@@ -155,7 +179,8 @@ def render_size(doc: SizeDocument, width: int) -> RenderableType:
     parts.append(
         Text(
             "days: wall time to train the budget with interruptions, checkpoints and restarts (interval: the step "
-            "time's); eff: tokens/s per GPU against the hardware's smallest count that fits; MFU: model FLOPs over "
+            "time's); eff vs N: tokens/s per GPU against that at N GPUs, the hardware's smallest count that fits; "
+            "MFU: model FLOPs over "
             "the BF16 peak, attention over the full s×s scores (non-causal); goodput: work kept / wall time"
             + (
                 "."
@@ -165,6 +190,15 @@ def render_size(doc: SizeDocument, width: int) -> RenderableType:
             style="dim",
         )
     )
+    never = [p for p in doc.points if p.fits and not p.finishes]
+    if never:
+        counts = ", ".join(dict.fromkeys(f"{p.hardware} × {p.gpus:,}" for p in never))
+        why = (never[0].reason or "").removeprefix("never finishes: ")
+        parts.append(Text(f"Never finishes at {counts}: {why}.", style="dim"))
+    missing = [p for p in doc.points if not p.fits and p.reason and short_reason(p.reason) != p.reason]
+    if missing:
+        parts.append(Text(f"Nearest plan at {missing[0].hardware} × {missing[0].gpus:,}: {missing[0].reason} "
+                          "(--format json gives each count's).", style="dim"))  # fmt: skip
     awkward = [p for p in doc.points if p.awkward_batch]
     if awkward:
         counts = ", ".join(dict.fromkeys(f"{p.gpus:,}" for p in awkward))

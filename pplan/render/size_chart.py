@@ -127,9 +127,10 @@ class LogAxis:
         return (math.log10(v) - self.lo) / (self.hi - self.lo)
 
     def ticks(self) -> list[float]:
-        """Powers of ten inside the axis; while fewer than three would show, 2 and 5 between them too (then 3,
-        then every digit while fewer than two)."""
-        for mantissas, least in (((1,), 3), ((1, 2, 5), 3), ((1, 2, 3, 5), 2), (tuple(range(1, 10)), 0)):
+        """Powers of ten inside the axis; while fewer than three would show, 2 and 5 between them too while that
+        gives four (then 3 while that gives three, then every digit), so a narrow axis (a cost within one
+        decade) still has labels to read a point's value against."""
+        for mantissas, least in (((1,), 3), ((1, 2, 5), 4), ((1, 2, 3, 5), 3), (tuple(range(1, 10)), 0)):
             out = self._multiples(mantissas)
             if len(out) >= least:
                 return out
@@ -426,8 +427,8 @@ def size_svg(doc: SizeDocument) -> str:
         svg.text(
             20,
             44,
-            f"sequence {doc.inputs.seq_len:,}; batch {doc.inputs.batch_policy}; wall time with interruptions, "
-            "checkpoints and restarts (shaded: its interval); only points that fit",
+            f"{doc.inputs.batch_policy}; wall time with interruptions, checkpoints and restarts (shaded: its "
+            "interval); only points that fit and finish",
             font_size=11,
             fill=GREY,
         ),

@@ -7,6 +7,8 @@
 - cheapest that meets it: over every hardware, the least cost (GPU-hours where a point has no price);
 - fastest within a budget: the least wall time whose cost is within it;
 - the Pareto front of wall time against cost (GPU-hours without prices): the points no other point beats on both;
+- a point whose run never finishes (interruptions faster than the recovery from one) answers none of the
+  questions of time or cost above: it has no wall time to meet a deadline with and no cost;
 - the knee of a hardware's scaling curve: the largest count up to which every step up in GPUs still returned at
   least `KNEE_MARGINAL` of its share, marginal efficiency = (Δ tokens/s ÷ Δ GPUs) ÷ (tokens/s per GPU at the
   smallest count that fits).
@@ -32,6 +34,12 @@ def fitted(points: Sequence[SizePoint]) -> list[SizePoint]:
     return [p for p in points if p.fits]
 
 
+def finishing(points: Sequence[SizePoint]) -> list[SizePoint]:
+    """The points with a plan whose run ends (a finite wall time): the only ones a question of time or cost
+    may answer with."""
+    return [p for p in points if p.finishes]
+
+
 def by_hardware(points: Sequence[SizePoint]) -> dict[str, list[SizePoint]]:
     """Points by hardware (in their first appearance's order), each list by GPU count."""
     out: dict[str, list[SizePoint]] = {}
@@ -51,7 +59,7 @@ def fewest_meeting(
     """Per hardware, the smallest count whose wall time is within `deadline_s` (`slow_end`: its wall time at the
     interval's slow end)."""
     return {
-        hw: next((p for p in fitted(ps) if wall(p, slow_end) <= deadline_s), None)
+        hw: next((p for p in finishing(ps) if wall(p, slow_end) <= deadline_s), None)
         for hw, ps in by_hardware(points).items()
     }
 
@@ -74,25 +82,25 @@ def cheapest_meeting(
     points: Sequence[SizePoint], deadline_s: float, slow_end: bool = False
 ) -> SizePoint | None:
     """The least-spend point within `deadline_s` (fewer GPUs on a tie; `slow_end`: at the interval's slow end)."""
-    meeting = [p for p in fitted(points) if wall(p, slow_end) <= deadline_s]
+    meeting = [p for p in finishing(points) if wall(p, slow_end) <= deadline_s]
     return min(meeting, key=lambda p: (spend(p), p.gpus), default=None)
 
 
 def fastest_within(points: Sequence[SizePoint], budget: float) -> SizePoint | None:
     """The least wall time whose spend is within `budget` (cheaper on a tie)."""
-    within = [p for p in fitted(points) if spend(p) <= budget]
+    within = [p for p in finishing(points) if spend(p) <= budget]
     return min(within, key=lambda p: (p.wall_s, spend(p)), default=None)
 
 
 def nearest_miss(points: Sequence[SizePoint]) -> SizePoint | None:
     """The fastest point: what comes nearest a deadline nothing meets."""
-    return min(fitted(points), key=lambda p: p.wall_s, default=None)
+    return min(finishing(points), key=lambda p: p.wall_s, default=None)
 
 
 def pareto(points: Sequence[SizePoint]) -> list[SizePoint]:
     """The points no other beats on both wall time and spend (ties kept once), by wall time."""
     front: list[SizePoint] = []
-    for p in sorted(fitted(points), key=lambda p: (p.wall_s, spend(p))):
+    for p in sorted(finishing(points), key=lambda p: (p.wall_s, spend(p))):
         if not front or spend(p) < spend(front[-1]):
             front.append(p)
     return front

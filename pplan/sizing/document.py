@@ -127,9 +127,10 @@ def point_document(
         scaling_efficiency=answers.scaling_efficiency(point, points),
         steps=point.steps if point.fits else None,
         work_days=point.work_s / DAY_S if point.fits else None,
-        wall_days=point.wall_s / DAY_S if point.fits else None,
+        finishes=point.finishes,
+        wall_days=point.wall_s / DAY_S if point.finishes else None,
         wall_interval_days=(point.wall_interval_s[0] / DAY_S, point.wall_interval_s[1] / DAY_S)
-        if point.fits
+        if point.finishes
         else None,
         goodput=GoodputOut(
             mtbf_s=good.mtbf_s,

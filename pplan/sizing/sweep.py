@@ -9,7 +9,8 @@ Each point is `recommend`'s answer for its hardware, GPU count and batch with on
 by pplan's own model), searched and explained as `recommend` does (`pplan.recommend.recommendations`, without the
 knob notes), and from its plan: the step time and its interval, the failure-free work time for the
 token budget, the wall time with interruptions (pplan.sizing.goodput), GPU-hours, cost and energy
-(pplan.sizing.costs). A count where nothing fits says why in one line.
+(pplan.sizing.costs). A count where nothing fits says why in one line, and so does one whose run never finishes
+(interruptions faster than the recovery from one: an infinite wall time, no cost, on no answer of time or cost).
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class SizePoint:
         return self.request is not None
 
     @property
+    def finishes(self) -> bool:
+        """Whether its run ends: a plan, and interruptions slower than the recovery from one (else the wall time
+        is infinite, `reason` says why, and the point answers no question of time or cost)."""
+        return self.fits and math.isfinite(self.wall_s)
+
+    @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.tokens_per_s / self.gpus
 
@@ -95,6 +102,16 @@ def why_nothing(result: Recommendations) -> str:
         reason, count = result.rejected.most_common(1)[0]
         return f"no configuration: {reason.value} ({count:,} configurations)"
     return "no configuration"
+
+
+def never_finishes(good: Goodput) -> str:
+    """One line: why a run makes no progress (interruptions arrive faster than the run recovers from one)."""
+    lost_s = good.restart_s + (good.interval_s + good.checkpoint_write_s) / 2
+    return (
+        f"never finishes: an interruption every {good.mtbf_s / 60:,.1f} minutes on average (the job's mean time "
+        f"between interruptions) costs {lost_s / 60:,.1f} minutes to recover (restart, reading the checkpoint "
+        "back, half a checkpoint interval of lost work); fewer GPUs or a lower --interruptions-per-gpu-hour"
+    )
 
 
 def checkpoint_bytes(model: ModelSpec) -> float:
@@ -127,8 +144,10 @@ def size_point(
     price = prices.get(hardware.name, hardware.price_usd_per_gpu_hour)
     wall_lo = goodput(work_lo, gpus, state, query.goodput).wall_s
     wall_hi = goodput(work_hi, gpus, state, query.goodput).wall_s
+    never = None if math.isfinite(good.wall_s) else never_finishes(good)
     return replace(
         head,
+        reason=never,
         request=best.request,
         step_s=perf.step_s,
         step_interval_s=perf.step_interval_s,
@@ -140,7 +159,9 @@ def size_point(
         goodput=good,
         wall_s=work_s * overhead,
         wall_interval_s=(wall_lo, wall_hi),
-        cost=run_cost(gpus, hardware.gpus_per_node, work_s * overhead, price, hardware.power, query.pue),
+        cost=None
+        if never
+        else run_cost(gpus, hardware.gpus_per_node, work_s * overhead, price, hardware.power, query.pue),
         calibrated=perf.calibrated,
         confidence=perf.confidence,
     )

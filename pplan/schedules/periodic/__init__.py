@@ -127,18 +127,19 @@ def structure_key(name: str, p: int, v: int | None, m: int) -> StructureKey | No
 
 def _plan(name: str, p: int, v: int | None, m: int, least: int | None) -> tuple[Structure, int] | str:
     """The structure of m's class and m's number of copies K ≥ `least` (None: the structure's least k, plus one),
-    or why the full list is played instead. Cold, the list at m is played in full when it is not much longer
-    than the lists the periodic route would generate (_FULL_BELOW)."""
+    or why the full list is played instead. The list at m is played in full when it is not much longer than the
+    lists the periodic route would generate (_FULL_BELOW), whether or not the structure is cached: the two
+    routes agree only to rounding, so a route chosen by what the process computed before would make the last
+    digits of an answer depend on its history (the same query giving other bytes in another process)."""
     delta = period(name, p)
     assert delta is not None
     residue = m % delta
-    if (name, p, v, residue) not in STRUCTURES:
-        m0 = max(first_m0(name, p, residue), 1)
-        if m < m0:
-            return "m below m0 or outside the periodic class"
-        worked = sum(m0 + j * delta for j in (0, 1, 1, *CHECK_COPIES))
-        if m <= _FULL_BELOW * worked:
-            return "the list at m is about as short as the lists read off"
+    m0 = max(first_m0(name, p, residue), 1)
+    if m < m0:
+        return "m below m0 or outside the periodic class"
+    worked = sum(m0 + j * delta for j in (0, 1, 1, *CHECK_COPIES))
+    if m <= _FULL_BELOW * worked:
+        return "the list at m is about as short as the lists read off"
     struct = structure_cached(name, p, v, residue)
     if struct is None or m < struct.dec.m0 or (m - struct.dec.m0) % delta:
         return "m below m0 or outside the periodic class"
