@@ -105,11 +105,13 @@ def _micro_batch(row: dict[str, Any]) -> int | None:
     must hold, and where the published GA and GBS agree on another MBS (GBS / (GA × DP), a whole number) that MBS is
     the run's (a table whose MBS column holds another recipe's value: Megatron-Bridge 25.09's Llama 3 70B MXFP8 row
     prints MBS 2 beside GA 16 at GBS 128 on DP 8, and the 25.09 recipe runs MBS 1)."""
-    mbs, ga, gbs = row["mbs"], row.get("ga"), row["gbs"]
+    if row["mbs"] is None:
+        return None
+    mbs, ga, gbs = int(row["mbs"]), row.get("ga"), int(row["gbs"])
     dp = row.get("dp_derived") or row.get("dp_as_published")
-    if mbs is None or not ga or not dp or int(mbs) * int(ga) * int(dp) == int(gbs):
+    if not ga or not dp or mbs * int(ga) * int(dp) == gbs:
         return mbs
-    implied, rest = divmod(int(gbs), int(ga) * int(dp))
+    implied, rest = divmod(gbs, int(ga) * int(dp))
     return implied if implied and not rest else mbs
 
 
