@@ -321,7 +321,7 @@ def test_an_unreadable_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyP
         path.chmod(0)
         assert "Permission denied" in _refusal(load_model, str(path))
         path.chmod(0o644)
-    monkeypatch.setattr(Path, "open", refuse)
+    monkeypatch.setattr("pplan.profiles.catalog.read_bounded", refuse)  # what pplan.reading meets as root
     text = _refusal(load_model, str(path))
     assert text.startswith(f"{path}: cannot read the file (Permission denied); check the permissions")
 

@@ -1,8 +1,8 @@
 """Reading a JSON document a user hands a command (`pplan compare`'s explain reports): one bounded reader.
 
-`read_bounded` reads at most the cap plus one byte from the stream itself, never trusting the file's size as
-`stat` reports it (0 for `/dev/zero`, a pipe or a process substitution `<(...)`), so an endless or huge input
-costs at most the cap in memory before it is refused. `parse_json` then checks the text before and while the
+`read_bounded` reads through pplan.reading (at most the cap plus one byte from the stream itself, never trusting
+the file's size as `stat` reports it), so an endless or huge input costs at most the cap in memory before it is
+refused. `parse_json` then checks the text before and while the
 parser builds anything:
 - at most `MAX_DEPTH` nested brackets (counted outside strings, before parsing: the parser recurses per level);
 - at most `MAX_VALUES` values in all (commas and brackets outside strings bound it, counted before parsing), so a
@@ -19,11 +19,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from pplan import reading
 from pplan.errors import ConfigError
 
 MAX_DEPTH = 64
@@ -31,7 +31,6 @@ MAX_VALUES = 100_000
 MAX_LIST_ITEMS = 10_000
 MAX_INTEGER_DIGITS = 20
 MAX_NUMBER_CHARS = 40
-CHUNK_BYTES = 1 << 20
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
@@ -39,29 +38,16 @@ _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def read_bounded(path: Path, cap_bytes: int, which: str, fix: str) -> bytes:
-    """At most `cap_bytes` of `path`'s bytes, read from the stream; more is refused without reading on."""
+    """At most `cap_bytes` of `path`'s bytes, read from the stream (pplan.reading); more is refused without reading
+    on."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, ValueError) as err:
-        raise ConfigError(which, f"cannot read {path}: {_why(err)}", fix) from None
-    pieces: list[bytes] = []
-    got = 0
-    try:
-        while got <= cap_bytes:
-            piece = os.read(fd, min(CHUNK_BYTES, cap_bytes + 1 - got))
-            if not piece:
-                break
-            pieces.append(piece)
-            got += len(piece)
-    except OSError as err:
-        raise ConfigError(which, f"cannot read {path}: {_why(err)}", fix) from None
-    finally:
-        os.close(fd)
-    if got > cap_bytes:
+        return reading.read_bounded(path, cap_bytes)
+    except reading.TooLarge:
         raise ConfigError(
             which, f"{path} is larger than {cap_bytes >> 20} MB, the most pplan reads here", fix
-        )
-    return b"".join(pieces)
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(which, f"cannot read {path}: {_why(err)}", fix) from None
 
 
 def _why(err: BaseException) -> str:

@@ -8,21 +8,24 @@ from pathlib import Path
 from pplan.errors import ConfigError
 from pplan.logs.read import read_log
 from pplan.logs.record import LogRecord, SteadyState
+from pplan.reading import TooLarge, read_bounded
 
 MAX_LOG_BYTES = 256 * 2**20
 """Largest log read (256 MiB): a long run's full multi-rank log, well past any excerpt."""
 
 
 def read_text(path: str, flag: str) -> str:
+    """The log's text, read through pplan.reading (at most `MAX_LOG_BYTES` from the stream: a pipe or a process
+    substitution `<(zcat run.log.gz)` reads as a file does), decoded as UTF-8 with replacement."""
     p = Path(path).expanduser()
     try:
-        if not p.is_file():
-            raise ConfigError(flag, f"{path} is not a file", "give the path of a training log")
-        if p.stat().st_size > MAX_LOG_BYTES:
-            raise ConfigError(
-                flag, f"{path} is over {MAX_LOG_BYTES // 2**20} MiB", "pass an excerpt of the log"
-            )
-        data = p.read_bytes()
+        data = read_bounded(p, MAX_LOG_BYTES)
+    except TooLarge:
+        raise ConfigError(
+            flag, f"{path} is over {MAX_LOG_BYTES // 2**20} MiB", "pass an excerpt of the log"
+        ) from None
+    except IsADirectoryError:
+        raise ConfigError(flag, f"{path} is a folder", "give the path of a training log") from None
     except OSError as err:
         raise ConfigError(flag, f"cannot read {path}: {err.strerror or err}", "check the path") from None
     return data.decode("utf-8", errors="replace")

@@ -6,7 +6,7 @@ Hugging Face `config.json` (any `.json` file). Bundled profiles live in the inst
 top-level `hardware/` and `models/`. Every failure is a one-line `ProfileError` naming the file, the field
 and the fix.
 
-Files are bounded before they are parsed: at most `MAX_FILE_BYTES` (1 MiB; the largest bundled profile is a
+Files are bounded before they are parsed: at most `MAX_FILE_BYTES` (1 MiB, read from the stream by pplan.reading; the largest bundled profile is a
 few KiB) and at most `MAX_NESTING` (64) levels of brackets, inline tables or dotted-key parts, so no parser
 recurses deeply or builds a quadratic structure; and at most `MAX_KEYS` keys once parsed. Paths that cannot be
 used (too long, `~user` with no such user, a folder, no permission) are `ProfileError`s naming the path. Every
@@ -40,6 +40,7 @@ from pplan.profiles.kinds import PROFILE_KINDS, ProfileKind
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.problems import spec_problems
 from pplan.profiles.text import escaped, safe_name, shortened
+from pplan.reading import TooLarge, read_bounded
 
 if sys.version_info >= (3, 11):  # noqa: UP036  the tomli fallback is the contract for older Pythons
     import tomllib
@@ -277,16 +278,15 @@ def _fix_for(err: OSError) -> str:
 def _read_text(path: Path, shown: str) -> str:
     """The file's text: at most `MAX_FILE_BYTES`, UTF-8."""
     try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
-    except OSError as err:
-        raise ProfileError(shown, f"cannot read the file ({err.strerror})", _fix_for(err)) from err
-    if len(data) > MAX_FILE_BYTES:
+        data = read_bounded(path, MAX_FILE_BYTES)
+    except TooLarge:
         raise ProfileError(
             shown,
             f"larger than {MAX_FILE_BYTES // 2**20} MiB, the most pplan reads from a profile",
             "give the profile itself (a few KiB), not some other file",
-        )
+        ) from None
+    except OSError as err:
+        raise ProfileError(shown, f"cannot read the file ({err.strerror})", _fix_for(err)) from err
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
