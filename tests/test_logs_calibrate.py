@@ -113,6 +113,18 @@ def test_calibrate_writes_a_profile_plans_say_is_yours(
     )
     assert explained.code == 0, explained.err
     assert "runs of yours" in explained.out
+    # one confidence story: the profile's own runs judge its plans (two logs fitted exactly: errors near 0)
+    fit = profile.user_fit
+    assert fit is not None and fit.runs == 2 and fit.left_out
+    assert fit.mape < 0.005 and fit.error_low <= fit.error_high
+    as_json = run_pplan(
+        capsys, "explain", "--hardware", str(out), "--model", "llama3-8b", "--gpus", "16", "--tp", "4", "--pp", "1",
+        "--global-batch", "64", "--json",
+    )  # fmt: skip
+    perf = as_json.json()["performance"]
+    assert perf["confidence"].startswith("Calibrated on 2 runs of yours (pplan calibrate)")
+    assert "NOT calibrated" not in explained.out
+    assert perf["calibration_error_band"] == [min(0.0, fit.error_low), max(0.0, fit.error_high)]
     from_log = run_pplan(capsys, "explain", "--from-log", paths[1], "--hardware", str(out), "--json")
     assert from_log.code == 0, from_log.err
     doc = from_log.json()

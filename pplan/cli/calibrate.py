@@ -76,8 +76,24 @@ def calibrate(
     fitted = with_figures(hw, result.figures)
     n = len(runs)
     label = f"calibrated on {n} run{'s' if n != 1 else ''} of yours"
+    from pplan.profiles.confidence import PERCENTILES, percentile
+    from pplan.profiles.hardware_spec import UserFitSpec
+
+    judged = result.left_out or result.in_sample  # one log leaves none out: its in-sample error
+    user_fit = UserFitSpec(
+        runs=n,
+        error_low=round(percentile(judged, PERCENTILES[0]), 4),
+        error_high=round(percentile(judged, PERCENTILES[1]), 4),
+        mape=round(mape(judged), 4),
+        in_sample_mape=round(mape(result.in_sample), 4),
+        left_out=bool(result.left_out),
+    )
     fitted = fitted.model_copy(
-        update={"name": f"{hw.name} ({label})"[:64], "description": f"{hw.description}; {label}"}
+        update={
+            "name": f"{hw.name} ({label})"[:64],
+            "description": f"{hw.description}; {label}",
+            "user_fit": user_fit,
+        }
     )
     summary = [
         f"{fitted.name}: {label} (pplan calibrate, {datetime.date.today().isoformat()}).",
@@ -126,7 +142,7 @@ def profile_toml(hw: Any, summary: list[str]) -> str:
     lines += [
         "# The figures above were fitted by `pplan calibrate` to your logs' steady-state step times; every other",
         "# figure is the source profile's. pplan's [calibration] band describes its public fit, not this one, and",
-        "# is left out: predictions with this profile say they are not calibrated on public runs.",
+        "# is left out; [user_fit] holds your runs' errors, by which every prediction with this profile is judged.",
     ]
     for key, value in data.items():
         if not isinstance(value, dict):

@@ -22,6 +22,9 @@ Everything comes from the runs `pplan validate` and `pplan validate --recent` sc
   a sequence band, routing, precision or stack with fewer than `MIN_CELL_RUNS` runs on the hardware, or a GPU type
   with none. Each reason widens both ends by `WIDENING_PER_REASON` of the step: there is no data off the envelope
   to say by how much, so this is an assumption, stated where the interval is printed.
+- A profile `pplan calibrate` fitted to the user's own training logs (its `[user_fit]`) is judged by those runs
+  instead (`_user_confidence`): calibrated, its band their errors (each log left out of the fit where there are two
+  or more), no envelope widening (pplan keeps no record of their cuts).
 """
 
 from __future__ import annotations
@@ -273,6 +276,8 @@ def confidence(
     before its plan): module docstring."""
     routing = "MoE" if model.moe is not None else "dense"
     sequence = seq_band(seq_len)
+    if hw.user_fit is not None:
+        return _user_confidence(hw)
     if not _validated(hw):
         band = band_for(routing, None, sequence, precision, stack)
         record = load_confidence().envelopes.get(hw.name)
@@ -304,6 +309,31 @@ def confidence(
         axes = "axis" if len(out) == 1 else "axes"
         words += f", widened by {WIDENING_PER_REASON:.0%} of the step on each of {len(out)} {axes} outside the envelope"
     return Confidence(calibrated, band, min(0.0, band.low), max(0.0, band.high), tuple(out), words + ".")
+
+
+def _user_confidence(hw: HardwareSpec) -> Confidence:
+    """A profile `pplan calibrate` fitted to the user's own logs (`[user_fit]`): judged by those runs' errors, each
+    log left out of the fit where there are two or more. No envelope is known of them (pplan keeps no record of
+    their cuts), so nothing is widened; the sentence says how many runs and how they were scored."""
+    fit = hw.user_fit
+    assert fit is not None
+    how = "each log left out of the fit" if fit.left_out else "in sample: one log leaves none out"
+    band = Band(
+        group=f"your runs on {hw.name}",
+        runs=fit.runs,
+        low=fit.error_low,
+        high=fit.error_high,
+        mape=fit.mape,
+        in_sample_low=fit.error_low,
+        in_sample_high=fit.error_high,
+        in_sample_mape=fit.in_sample_mape,
+    )
+    words = (
+        f"Calibrated on {fit.runs} run{'s' if fit.runs != 1 else ''} of yours (pplan calibrate): the interval is "
+        f"their errors, {fit.error_low:+.1%} to {fit.error_high:+.1%} (10th-90th percentile, {how}; mean absolute "
+        f"{fit.mape:.1%}), not the public runs'."
+    )
+    return Confidence(True, band, min(0.0, fit.error_low), max(0.0, fit.error_high), (), words)
 
 
 def _envelope_reasons(

@@ -211,6 +211,26 @@ class PowerSpec(FrozenSpec):
     """The node's maximum system power less its GPUs' board power, W (plausible: 0, or 50 to 10^6)."""
 
 
+class UserFitSpec(FrozenSpec):
+    """The user's own runs a profile's figures were fitted to (`[user_fit]`, written by `pplan calibrate` from their
+    training logs): how many, and the spread of their step-time errors with the fitted figures. A plan on such a
+    profile is judged by these runs (pplan.cost.uncertainty), not by the public ones."""
+
+    runs: int = Field(gt=0, le=100_000)
+    """The logs the figures were fitted to."""
+    error_low: float = Field(gt=-1, le=1)
+    """10th percentile of (predicted − measured) / measured over them, each log left out of the fit (in sample where
+    a single log leaves none out)."""
+    error_high: float = Field(gt=-1, le=10)
+    """90th percentile of the same."""
+    mape: float = Field(ge=0, le=10)
+    """Mean absolute error of the same."""
+    in_sample_mape: float = Field(ge=0, le=10)
+    """Mean absolute error with every log in the fit."""
+    left_out: bool
+    """Whether the errors are leave-one-log-out (two logs or more) or in sample (one)."""
+
+
 class CalibrationSpec(FrozenSpec):
     """How far the profile's fitted figures are known (`pplan validate --fit` derives every field from the bundled
     public runs on this GPU type): the spread of its errors when each set is left out of the fit, and the envelope
@@ -271,6 +291,8 @@ class HardwareSpec(FrozenSpec):
     """The fitted figures' error spread and envelope (`[calibration]`); None where no public run on this GPU type
     was fitted, or where the efficiencies are not calibrated (their figures are not those of the fit), and pplan
     then says every prediction on it is extrapolated."""
+    user_fit: UserFitSpec | None = None
+    """The user's own runs the figures were fitted to (`[user_fit]`, `pplan calibrate`); None for a public profile."""
     power: PowerSpec | None = None
     """Full-load power per GPU and per node (`[power]`); None: no energy estimate (never guessed)."""
     price_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=1_000_000)
