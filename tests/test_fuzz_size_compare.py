@@ -33,6 +33,7 @@ import pytest
 from pplan.cli import INTERRUPTED
 from tests.cli_run import run_pplan
 from tests.processes import signal_group_once_held
+from tests.test_signals import _group_left as _alive_in_group
 
 # --- inputs ---------------------------------------------------------------------------------------------------
 
@@ -231,21 +232,6 @@ def test_compare_files(capsys: pytest.CaptureFixture[str], report: dict[str, Any
 SIZE_RUN = ["size", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb,b200-180gb", "--train-tokens", "1e12",
             "--gpus", "8..128", "--jobs", "2", "--format", "json"]  # fmt: skip
 FATAL = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL]
-
-
-def _alive_in_group(group: int) -> list[int]:
-    left = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-            left.append(int(entry))
-    return left
 
 
 def check_size_signal(seed: int, tmp: Path) -> None:

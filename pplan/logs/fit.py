@@ -13,12 +13,13 @@ profile as it was (the public calibration). Pure: no files, no terminal.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pplan.cost.pipeline import simulate_plan
 from pplan.cost.steptime import step_time
 from pplan.logs.rebuild import Rebuilt
+from pplan.numeric import golden_section_min
 from pplan.plan.configuration import make_plan
 from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -30,7 +31,8 @@ LINK_SPREAD = 0.01
 """The inter-node link is fitted only where a 10 % change of its efficiency moves the runs' steps by amounts that
 differ by more than this (runs that vary the cut: tensor parallelism within a node and across two, say)."""
 BOUNDS = (0.02, 1.0)
-GOLDEN = (math.sqrt(5) - 1) / 2
+FIT_TOLERANCE = 1e-7
+"""Where the golden-section search stops: far below the precision the profiles quote."""
 
 
 @dataclass(frozen=True)
@@ -87,22 +89,6 @@ def errors(runs: Sequence[Run], hw: HardwareSpec) -> list[float]:
     return [predict(r, hw) / r.measured_s - 1 for r in runs]
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, steps: int = 40) -> float:
-    a, b = lo, hi
-    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(steps):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - GOLDEN * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + GOLDEN * (b - a)
-            fd = f(d)
-    return (a + b) / 2
-
-
 def identifiable(runs: Sequence[Run], hw: HardwareSpec) -> list[str]:
     """The figures these runs can identify (module docstring), in fitting order."""
     kinds = list(dict.fromkeys(r.kind for r in runs))
@@ -134,7 +120,7 @@ def fit(runs: Sequence[Run], hw: HardwareSpec, names: Sequence[str] | None = Non
                 trial = with_figures(hw, {**figures, name: x})
                 return sum(math.log(predict(r, trial) / r.measured_s) ** 2 for r in mine)
 
-            figures[name] = _golden(loss, *BOUNDS)
+            figures[name] = golden_section_min(loss, *BOUNDS, FIT_TOLERANCE)
         del rounds
     return figures
 

@@ -29,6 +29,7 @@ from pplan.cost.passtime import layer_pass_times
 from pplan.cost.steptime import step_time, straggler_s
 from pplan.model.flops import hardware_flops_per_step, model_flops_per_step
 from pplan.model.params import total_params
+from pplan.numeric import golden_section_min
 from pplan.plan.configuration import make_plan
 from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute
@@ -275,24 +276,6 @@ def fit_efficiency(
         return sum(validate_set(data, load_model, hw).mape for data in sets) / len(sets)
 
     return golden_section_min(cost, lo, hi, tol)
-
-
-def golden_section_min(cost: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
-    """The x in [lo, hi] minimising a unimodal `cost`, to `tol` (golden-section search)."""
-    ratio = (5**0.5 - 1) / 2
-    a, b = lo, hi
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = cost(c), cost(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = cost(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = cost(d)
-    return (a + b) / 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from typing import Any
 from pplan.cost.steptime import step_time
 from pplan.errors import PplanError
 from pplan.launchers.support import SearchFilter
+from pplan.numeric import golden_section_min
 from pplan.plan.configuration import make_plan
 from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute, RecomputeModule
@@ -44,7 +45,7 @@ from pplan.recommend import recommendations
 from pplan.schedules import megatron_family, schedule_family
 from pplan.search.knobs import peak_bytes
 from pplan.search.space import layer_splits, search_for
-from pplan.validation.published import fastest_micro_batch, golden_section_min
+from pplan.validation.published import fastest_micro_batch
 
 ModelLoader = Callable[[str], ModelSpec]
 HardwareLoader = Callable[[str], HardwareSpec]
