@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from pplan.cli.app import PanelledCommand, app, console, json_text
+from pplan.cli.app import JsonAliasOpt, PanelledCommand, app, console, format_option, json_text
 from pplan.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -74,15 +74,8 @@ def compare(
         Path,
         typer.Argument(help="Plan B: a `pplan explain --json` report.", show_default=False, metavar="B.json"),
     ],
-    output: Annotated[
-        CompareFormat,
-        typer.Option(
-            "--format", rich_help_panel="Output", help="table, or json (the pplan.compare/1 document)."
-        ),
-    ] = "table",
-    as_json: Annotated[
-        bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
-    ] = False,
+    output: Annotated[CompareFormat, format_option("pplan.compare/1")] = "table",
+    as_json: JsonAliasOpt = False,
 ) -> None:
     """Two explained plans side by side: every step-time part, throughput and memory term, with B − A, the
     settings that moved each, and whether the step times are tied within A's interval."""

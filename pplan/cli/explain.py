@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
-from pplan.cli.app import app, console, json_text
+from pplan.cli.app import JsonAliasOpt, app, console, json_text
 from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import (
     DEFAULT_GLOBAL_BATCH,
@@ -79,9 +79,7 @@ FromLogOpt = Annotated[
 ]
 ForceOpt = Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)]
 AllStagesOpt = Annotated[bool, typer.Option(rich_help_panel="Output", help="Show every stage, not a sample.")]
-ExplainJsonOpt = Annotated[
-    bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
-]
+ExplainJsonOpt = JsonAliasOpt
 ExplainFormatOpt = Annotated[
     Literal["table", "json", Launcher] | None,
     typer.Option(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
-from pplan.cli.app import app, console, err_console, json_text
+from pplan.cli.app import JsonAliasOpt, app, console, err_console, json_text
 from pplan.cli.commandline import explain_command
 from pplan.cli.options import (
     DEFAULT_GLOBAL_BATCH,
@@ -121,7 +121,7 @@ FormatOpt = Annotated[
     ),
 ]
 
-JsonOpt = Annotated[bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")]
+JsonOpt = JsonAliasOpt
 Pick = Literal["best", "safest"]
 RankOpt = Annotated[
     int | None,

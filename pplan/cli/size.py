@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from pplan.cli import printable
-from pplan.cli.app import app, console, err_console, json_text
+from pplan.cli.app import JsonAliasOpt, app, console, err_console, format_option, json_text
 from pplan.cli.commandline import explain_command
 from pplan.cli.files import FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import DEFAULT_MODEL, ModelOpt
@@ -420,15 +420,8 @@ def size(
             "same for any.",
         ),
     ] = 0,
-    output: Annotated[
-        SizeFormat,
-        typer.Option(
-            "--format", rich_help_panel="Output", help="table, or json (the pplan.size/1 document)."
-        ),
-    ] = "table",
-    as_json: Annotated[
-        bool, typer.Option("--json", rich_help_panel="Output", help="The same as --format json.")
-    ] = False,
+    output: Annotated[SizeFormat, format_option("pplan.size/1")] = "table",
+    as_json: JsonAliasOpt = False,
     svg: Annotated[
         Path | None,
         typer.Option(rich_help_panel="Output", help="Also write the time and cost chart as an SVG file."),
