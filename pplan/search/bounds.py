@@ -65,6 +65,8 @@ class Query(Filters):
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
+        # a plan of each configuration but its micro-batch size (`_plan_at_b`)
+        self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
@@ -324,12 +326,30 @@ class Query(Filters):
             return got
         base = self._plans.get(key)
         if base is None:
-            base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
+            base = self._plans[key] = self._plan_at_b(c, key)
         if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
             base = with_sharding(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
                                  reshard_after_forward=c.reshard)  # fmt: skip
         self._variant_plans[key, mine] = base
         return base
+
+    def _plan_at_b(self, c: Candidate, key: tuple[int, ...]) -> Plan:
+        """`make_plan` of `c` (`key`: its `order` but the ZeRO stage and gradient dtype). A plan of the same
+        configuration at another micro-batch size is copied with `c`'s b and m instead: `make_plan` derives nothing
+        else from them (the layout, d and shard group read neither; the layer shape is rederived by `changed`),
+        and its checks that read them, that b·d divides the global batch and the family's rule on m, are made here
+        (where one fails, `make_plan` raises it)."""
+        same = (*key[:3], *key[4:])
+        other = self._plans_but_b.get(same)
+        if (
+            other is not None
+            and self.req.global_batch % (c.b * c.d) == 0
+            and c.family.m_problem(c.p, c.m) is None
+        ):
+            return changed(other, micro_batch=c.b, num_microbatches=c.m)
+        plan = make_plan(self.model, c.request(self.req, self.seq))
+        self._plans_but_b.setdefault(same, plan)
+        return plan
 
     def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
         """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The
