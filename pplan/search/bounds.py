@@ -65,7 +65,7 @@ class Query(Filters):
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
-        # a plan of each configuration but its micro-batch size (`_plan_at_b`)
+        # a plan of each configuration but its micro-batch size and recompute (`_plan_at_b`)
         self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
@@ -335,20 +335,29 @@ class Query(Filters):
 
     def _plan_at_b(self, c: Candidate, key: tuple[int, ...]) -> Plan:
         """`make_plan` of `c` (`key`: its `order` but the ZeRO stage and gradient dtype). A plan of the same
-        configuration at another micro-batch size is copied with `c`'s b and m instead: `make_plan` derives nothing
-        else from them (the layout, d and shard group read neither; the layer shape is rederived by `changed`),
-        and its checks that read them, that b·d divides the global batch and the family's rule on m, are made here
-        (where one fails, `make_plan` raises it)."""
-        same = (*key[:3], *key[4:])
+        configuration at another micro-batch size or recompute is copied with `c`'s instead: `make_plan` derives
+        nothing else from them (the layout, d and shard group read none; the layer shape is rederived by
+        `changed`), and its checks that read them are made here: b·d divides the global batch, the family's rule
+        on m, N within the largest chunk (where one fails, `make_plan` raises it). Not to selective recompute from
+        another (`make_plan` checks its modules against the model)."""
+        same = (*key[:3], *key[4:-2])
         other = self._plans_but_b.get(same)
+        n = c.recompute_layers
         if (
             other is not None
             and self.req.global_batch % (c.b * c.d) == 0
             and c.family.m_problem(c.p, c.m) is None
+            and (c.recompute != "selective" or other.recompute == "selective")
+            and (n is None or n <= max(chunk.layers for chunk in other.layout.chunks))
         ):
-            return changed(other, micro_batch=c.b, num_microbatches=c.m)
+            return changed(
+                other, micro_batch=c.b, num_microbatches=c.m, recompute=c.recompute, recompute_layers=n,
+                recompute_method="block" if n else "uniform",
+                recompute_modules=other.recompute_modules if c.recompute == "selective" else (),
+            )  # fmt: skip
         plan = make_plan(self.model, c.request(self.req, self.seq))
-        self._plans_but_b.setdefault(same, plan)
+        if plan.recompute != "selective" or same not in self._plans_but_b:
+            self._plans_but_b[same] = plan
         return plan
 
     def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
