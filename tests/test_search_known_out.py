@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import pplan.search.engine as engine
+from pplan.plan.configuration import make_plan
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.search import Query, SearchRequest, top_configurations
 from pplan.search.bounds import ROUNDING_BYTES
@@ -112,3 +113,17 @@ def test_skipping_larger_micro_batches_changes_no_answer(
     assert none_skipped == 0
     assert skipped > 0
     assert list(_facts(skipping)) == list(_facts(computed))
+
+
+def test_a_copied_plan_is_the_plan_make_plan_builds() -> None:
+    """`Query.plan` copies a configuration's plan to its other micro-batch sizes and recomputes
+    (`Query._plan_at_b`): each copy equals `make_plan`'s (every field, the layer shape too), over a seeded sample
+    of configurations asked in random order; and some were copied (else this tests nothing)."""
+    req = SearchRequest(gpus=8, global_batch=32, prefetch=False, schedules=("1f1b", "interleaved-1f1b"))
+    query, groups = _same_but_b("qwen3-30b-a3b", req)
+    cells = [c for cells in random.Random(46).sample(groups, min(60, len(groups))) for c in cells]
+    random.Random(47).shuffle(cells)
+    for c in cells:
+        got, want = query.plan(c), make_plan(query.model, c.request(req, query.seq))
+        assert got == want and got.shape == want.shape, c.summary()
+    assert len(query._plans) > len(query._plans_but_b)
