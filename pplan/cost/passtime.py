@@ -181,14 +181,21 @@ def _layer_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
         and plan.recompute != "selective"
     ):
         # the expert all-to-alls are the one item ep and their overlap change (pplan.cost.experts): a search's
-        # many ep of one shape share the rest
-        alone = _layer_compute_times(
-            model, hw, changed(plan, ep=1, expert_comm_overlap=False, recompute="none")
-        )
-        experts = _expert_gemm(model, hw, plan)
-        times = _with_expert_comm(alone, expert_comm(model, hw, plan), plan, hw, experts)
-        return with_offload(model, hw, plan, _full_recompute(times) if plan.recompute == "full" else times)
+        # many ep of one shape share the rest; full recompute only re-runs the forward in I, so it shares the
+        # routed layer's items with no recompute (which neither the expert GEMMs nor the all-to-alls read)
+        full = plan.recompute == "full"
+        times = _routed_times(model, hw, changed(plan, recompute="none") if full else plan)
+        return with_offload(model, hw, plan, _full_recompute(times) if full else times)
     return with_offload(model, hw, plan, _layer_compute_times(model, hw, plan))
+
+
+@lru_cache(maxsize=8192)
+def _routed_times(model: ModelSpec, hw: HardwareSpec, plan: Shape) -> PassTimes:
+    """A routed layer's items without recompute or offload (`plan.recompute` is "none"), its expert GEMMs and
+    all-to-alls those of its own ep (`_layer_pass_times`)."""
+    alone = _layer_compute_times(model, hw, changed(plan, ep=1, expert_comm_overlap=False))
+    experts = _expert_gemm(model, hw, plan)
+    return _with_expert_comm(alone, expert_comm(model, hw, plan), plan, hw, experts)
 
 
 def _with_expert_comm(

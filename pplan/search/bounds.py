@@ -65,6 +65,8 @@ class Query(Filters):
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
+        # a plan of each configuration but its micro-batch size and recompute (`_plan_at_b`)
+        self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
@@ -84,12 +86,13 @@ class Query(Filters):
         )  # fmt: skip
 
     def cell_bound(self, cut: Cut, i: int) -> float:
-        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads). Not
-        remembered: the enumeration asks once per cut and recompute, and most cuts are never expanded."""
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads).
+        Remembered as `cheap_bound` is: a cut that comes to the front has its heads bounded again, cell by cell
+        (a third of the bounds DeepSeek-V3's search on 2,048 GPUs asks for)."""
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
             cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision, cut.etp, remember=False,
+            cut.most_layers, cut.ep, cut.precision, cut.etp,
         )  # fmt: skip
 
     def _bound(
@@ -109,13 +112,11 @@ class Query(Filters):
         ep: int,
         precision: Precision,
         etp: int = 1,
-        remember: bool = True,
     ) -> float:
-        if remember:
-            cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
-            bound = self._bounds.get(cut)
-            if bound is not None:
-                return bound
+        cut = (family, t, p, cp, v, b, m, first_layers, last_layers, recompute, recompute_layers, ep, precision, etp)  # fmt: skip
+        bound = self._bounds.get(cut)
+        if bound is not None:
+            return bound
         # a split backward matters only to tensor-parallel overlap, an overlapped all-to-all only with one:
         # the same shape otherwise, so families share their layer times
         f, back, layer, other, out = self._layer_times(
@@ -129,9 +130,7 @@ class Query(Filters):
             back, layer, other = back + extra, layer + extra, other + extra
         ranks = self._geometry(family, p, v, first_layers, last_layers)
         makespan = zero_latency_makespan(ranks, m, f, back, layer, out, family.splits_backward, other)
-        bound = self.tokens / makespan
-        if remember:
-            self._bounds[cut] = bound
+        bound = self._bounds[cut] = self.tokens / makespan
         return bound
 
     @lru_cache(maxsize=16384)  # noqa: B019  (one instance per query)
@@ -324,12 +323,39 @@ class Query(Filters):
             return got
         base = self._plans.get(key)
         if base is None:
-            base = self._plans[key] = make_plan(self.model, c.request(self.req, self.seq))
+            base = self._plans[key] = self._plan_at_b(c, key)
         if (base.zero_stage, base.grad_dtype, base.shard_group, base.reshard_after_forward) != mine:
             base = with_sharding(base, zero_stage=c.zero, grad_dtype=c.grad_dtype, shard_group=c.shard_group,
                                  reshard_after_forward=c.reshard)  # fmt: skip
         self._variant_plans[key, mine] = base
         return base
+
+    def _plan_at_b(self, c: Candidate, key: tuple[int, ...]) -> Plan:
+        """`make_plan` of `c` (`key`: its `order` but the ZeRO stage and gradient dtype). A plan of the same
+        configuration at another micro-batch size or recompute is copied with `c`'s instead: `make_plan` derives
+        nothing else from them (the layout, d and shard group read none; the layer shape is rederived by
+        `changed`), and its checks that read them are made here: b·d divides the global batch, the family's rule
+        on m, N within the largest chunk (where one fails, `make_plan` raises it). Not to selective recompute from
+        another (`make_plan` checks its modules against the model)."""
+        same = (*key[:3], *key[4:-2])
+        other = self._plans_but_b.get(same)
+        n = c.recompute_layers
+        if (
+            other is not None
+            and self.req.global_batch % (c.b * c.d) == 0
+            and c.family.m_problem(c.p, c.m) is None
+            and (c.recompute != "selective" or other.recompute == "selective")
+            and (n is None or n <= max(chunk.layers for chunk in other.layout.chunks))
+        ):
+            return changed(
+                other, micro_batch=c.b, num_microbatches=c.m, recompute=c.recompute, recompute_layers=n,
+                recompute_method="block" if n else "uniform",
+                recompute_modules=other.recompute_modules if c.recompute == "selective" else (),
+            )  # fmt: skip
+        plan = make_plan(self.model, c.request(self.req, self.seq))
+        if plan.recompute != "selective" or same not in self._plans_but_b:
+            self._plans_but_b[same] = plan
+        return plan
 
     def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
         """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The

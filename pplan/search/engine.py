@@ -37,7 +37,7 @@ from pplan.plan.records import Plan
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.schedules.periodic import PROVIDERS, StructureKey, structure_key
-from pplan.search.bounds import BOUND_SLACK, Query
+from pplan.search.bounds import BOUND_SLACK, ROUNDING_BYTES, Query
 from pplan.search.filters import LauncherFilter
 from pplan.search.lattice import (
     Chains,
@@ -52,7 +52,16 @@ from pplan.search.prefetch import Prefetch
 from pplan.search.prefetch import available as prefetch_available
 from pplan.search.prefetch import start as start_child
 from pplan.search.rank import Fitted, Scored, distinct, score, throughput_bound
-from pplan.search.result import Missed, Ranked, Ranking, count_miss, missed_by, nearest
+from pplan.search.result import (
+    NEAREST_MISSES,
+    Miss,
+    Missed,
+    Ranked,
+    Ranking,
+    count_miss,
+    missed_by,
+    nearest,
+)
 from pplan.search.space import (
     GRAD_ORDER,
     Candidate,
@@ -90,6 +99,10 @@ class PartialSeed:
     plan: Plan | None
     bound_totals: tuple[int, ...] | None = None
     """The proven lower bound on memory per rank of `plan` (one recompute step below `candidate`), when known."""
+    source: tuple[int, Candidate] | None = None
+    """The configuration one recompute step below `candidate` (with its index) when it was proven out of memory
+    without its plan (`Engine.known_out`): `plan` and `bound_totals` are its lower bound's, computed only if the
+    seed comes to the front (`Engine.resolve`)."""
 
 
 class CutEntry(NamedTuple):
@@ -143,6 +156,14 @@ class Engine:
         self.made = 0  # indices of the candidates made on demand follow the enumerated ones
         self.admitted: set[tuple[object, ...]] = set()
         self.prefits: dict[int, Fitted] = {}  # memory bounds already computed for a resolved seed
+        # per configuration but its micro-batch size (`_b_free_key`): the least b its memory lower bound put out of
+        # memory by more than the rounding slack, the miss ratio every larger b is at least, and whether keeping
+        # ZeRO-3's gathered weights may cost less (which reads the weights only). Every larger b of it is out of
+        # memory too (`known_out`).
+        self.out_from: dict[tuple[object, ...], tuple[int, float, bool]] = {}
+        # misses whose bound was not computed (`known_out`): (the least need / usable they can have, index,
+        # configuration), bounded only if they may be among the nearest (`nearest_misses`)
+        self.unbounded_misses: list[tuple[float, int, Candidate]] = []
         self.prefetch: Prefetch | None = None
 
     def run(self) -> Ranking:
@@ -291,6 +312,12 @@ class Engine:
             item = resolved
         assert isinstance(item, Candidate)
         model, hw, req = self.model, self.hw, self.req
+        key = _b_free_key(item)
+        if key is not None and index not in self.prefits:
+            known = self.out_from.get(key)
+            if known is not None and item.b >= known[0]:
+                self.known_out(index, item, *known[1:])
+                return
         try:
             fit = self.prefits.pop(index, None) or self.query.fit(item, index)
         except PplanError:
@@ -300,8 +327,11 @@ class Engine:
         self.result.bounded += 1
         if not fit.fits(req.headroom_fraction):
             self.missed(index, fit)
-            if req.keep_gathered and keeping_may_cost_less(model, fit.plan):
+            keep = req.keep_gathered and keeping_may_cost_less(model, fit.plan)
+            if keep:
                 self.admit(replace(fit.candidate, reshard=False))
+            if key is not None:
+                self.remember_out(key, fit, keep)
             self.out_of_memory(index, fit.candidate, fit.plan, fit.totals)  # the next ZeRO stage or recompute
             return
         if fit.candidate.family.tuned:
@@ -313,6 +343,54 @@ class Engine:
                 self.admit(variant)
         bound = throughput_bound(model, hw, fit.plan, tails) * (1 + BOUND_SLACK)
         heapq.heappush(self.heap, (-bound, BOUND, (), index, fit))
+
+    def remember_out(self, key: tuple[object, ...], fit: Fitted, keep: bool) -> None:
+        """`fit`'s lower bound on memory is out of memory: when by more than the rounding slack on some rank, so is
+        that of every larger micro-batch size of its configuration (`known_out`), remembered for the least b."""
+        limit = fit.usable_bytes * (1 - self.req.headroom_fraction)
+        if fit.peak_bytes - ROUNDING_BYTES <= limit:
+            return
+        known = self.out_from.get(key)
+        if known is None or fit.candidate.b < known[0]:
+            floor = missed_by(fit.candidate, fit.peak_bytes - ROUNDING_BYTES, fit.usable_bytes,
+                              self.req.headroom_fraction, False)[0]  # fmt: skip
+            self.out_from[key] = (fit.candidate.b, floor, keep)
+
+    def known_out(self, index: int, cand: Candidate, floor: float, keep: bool) -> None:
+        """`cand` is out of memory without its bound computed: the same configuration at a smaller micro-batch size
+        b0 is, by more than the rounding slack (`remember_out`), and the bound grows with b (what a rank holds at
+        its first backward is b × the micro-batches it holds then, whose share of m = B / (b·d) never rises as m
+        falls; the static bytes, usable bytes and ZeRO-3's gathered weights do not read b). Counted and followed
+        up as `sync` does a bounded miss; its miss kept with the least ratio it can have (`floor`, b0's), bounded
+        only if it may be among the nearest (`nearest_misses`); the seed of more recompute made with it bounds it
+        if that seed comes to the front (`resolve`)."""
+        result = self.result
+        result.bounded += 1
+        result.rejected[Rejection.MEMORY] += 1
+        if not (index in self.admitted_fp32 or is_variant(cand)):
+            self.unbounded_misses.append((floor, index, cand))
+        if keep:
+            self.admit(replace(cand, reshard=False))
+        self.out_of_memory(index, cand, source=(index, cand))
+
+    def nearest_misses(self) -> list[Miss]:
+        """`nearest` of the misses, the unbounded ones bounded first where they may be among them: each whose
+        least ratio is at most that of the last shown (all of them while fewer than five are shown). Bounding
+        more only adds misses, so the last shown's ratio never rises and the rest stay out."""
+        pending = sorted(self.unbounded_misses, key=lambda x: (x[0], x[1]))
+        headroom = self.req.headroom_fraction
+        while True:
+            shown = nearest(list(self.misses))
+            cutoff = (
+                shown[-1].need_bytes / shown[-1].usable_bytes if len(shown) == NEAREST_MISSES else math.inf
+            )
+            take = bisect.bisect_right(pending, cutoff, key=lambda x: x[0])
+            if not take:
+                return shown
+            for _, index, cand in pending[:take]:
+                fit = self.query.fit(cand, index)
+                self.misses.append(missed_by(cand, fit.peak_bytes, fit.usable_bytes, headroom, False))
+            del pending[:take]
 
     def bound(self, index: int, item: object) -> None:
         """At its proven throughput bound: exact memory, then (when it fits) the simulated step; its FP32 twin
@@ -468,6 +546,7 @@ class Engine:
         plan: Plan | None = None,
         bound_totals: tuple[int, ...] | None = None,
         static: bool = False,
+        source: tuple[int, Candidate] | None = None,
     ) -> None:
         """`cand` is out of memory (or invalid): what waited only on it enters the queue. Without recompute, or
         recomputing the first N layers of every chunk: the partial recomputes with more layers enter the queue as
@@ -477,12 +556,17 @@ class Engine:
         for successor in group_successors(cand, self.req):
             self.admit(successor)
         if not static:
-            self.more_recompute(index, cand, plan, bound_totals)
+            self.more_recompute(index, cand, plan, bound_totals, source)
         for nxt, waiting in self.chains.release(index):
             self.push(nxt, waiting)
 
     def more_recompute(
-        self, index: int, cand: Candidate, plan: Plan | None, bound_totals: tuple[int, ...] | None
+        self,
+        index: int,
+        cand: Candidate,
+        plan: Plan | None,
+        bound_totals: tuple[int, ...] | None,
+        source: tuple[int, Candidate] | None = None,
     ) -> None:
         """The partial recomputes of `cand` with more layers, as one seed in the queue at `cand`'s next N's cheap
         bound (also a bound for every larger N), what waited on `cand` for its recompute waiting on it: when `cand`
@@ -498,7 +582,7 @@ class Engine:
             self.made += 1
             self.result.enumerated += 1
             self.chains.move_waiters(index, self.made)
-            seed = PartialSeed(more, plan, bound_totals)
+            seed = PartialSeed(more, plan, bound_totals, source)
             heapq.heappush(
                 self.heap, (-self.query.cheap_bound(more) * (1 + BOUND_SLACK), CHEAP, (), self.made, seed)
             )
@@ -512,7 +596,11 @@ class Engine:
         """Its least partial recompute that may fit (the others proven out of memory), its FP32 twin
         behind it; None (and what waited on the seed released) when none may."""
         result, req = self.result, self.req
-        cand, skipped, prefit = self.query.least_partial(seed.candidate, seed.plan, seed.bound_totals)
+        plan, below = seed.plan, seed.bound_totals
+        if seed.source is not None:  # what `sync` would have made it with, had it bounded the source
+            fit = self.query.fit(seed.source[1], seed.source[0])
+            plan, below = fit.plan, fit.totals
+        cand, skipped, prefit = self.query.least_partial(seed.candidate, plan, below)
         out = skipped - (cand is None)  # the seed itself was counted when it was made
         result.enumerated += out
         result.rejected[Rejection.MEMORY] += skipped
@@ -553,10 +641,19 @@ class Engine:
         count_unplaced(result.rejected, never, unmaterialised)
         result.rejected[Rejection.DOMINATED] += len(self.fp32_waiting)
         result.candidates = [Ranked(s, s.candidate.request(req, s.plan.seq_len)) for s in shown]
-        result.closest_misses = nearest(self.misses)
+        result.closest_misses = self.nearest_misses()
         # in the order of the pipeline that rejects them (`Rejection`), whatever order they were counted in
         result.rejected = Counter({r: result.rejected[r] for r in Rejection if result.rejected[r]})
         return result
+
+
+def _b_free_key(c: Candidate) -> tuple[object, ...] | None:
+    """`c` but its micro-batch size (and so m): the configurations whose memory lower bound grows with b
+    (`Engine.known_out`). None for a tuned (auto) schedule, whose lists are built for the memory they find, and
+    for an offload set."""
+    if c.family.tuned or c.offload_modules:
+        return None
+    return (*c.order[:3], *c.order[4:], c.shard_group, c.reshard)
 
 
 PREFETCH_FROM_HEADS = 2000

@@ -83,6 +83,10 @@ def missed_by(
     return need / usable_bytes, need, usable_bytes, exact, cand
 
 
+NEAREST_MISSES = 5
+"""How many nearest misses a search answers with."""
+
+
 def nearest(misses: list[Missed]) -> list[Miss]:
     """The five nearest misses on memory (need / usable, then the summary), one line per distinct shortfall (not
     every b / cp variant of it)."""
@@ -93,6 +97,6 @@ def nearest(misses: list[Missed]) -> list[Miss]:
                            key=lambda x: x.summary):  # fmt: skip
             if all(abs(miss.need_bytes - kept.need_bytes) > 0.005 * kept.need_bytes for kept in shown):
                 shown.append(miss)
-            if len(shown) == 5:
+            if len(shown) == NEAREST_MISSES:
                 return shown
     return shown
