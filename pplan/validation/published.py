@@ -34,6 +34,7 @@ from pplan.plan.configuration import make_plan
 from pplan.plan.copies import settings_read
 from pplan.plan.knobs import Recompute
 from pplan.plan.records import PlanRequest
+from pplan.profiles.confidence import PERCENTILES, percentile
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import DEFAULT_STACK, StackName
@@ -346,10 +347,6 @@ def _fits(data: dict[str, Any]) -> str:
     return str(data.get("fits", "matmul"))
 
 
-PERCENTILES = (0.1, 0.9)
-"""The spread a profile's `[calibration]` records: the 10th and 90th percentiles of the left-out errors."""
-
-
 def calibration_figures(
     sets: Sequence[dict[str, Any]], checks: Sequence[SetCheck], load_model: ModelLoader
 ) -> dict[str, dict[str, Any]]:
@@ -370,22 +367,13 @@ def calibration_figures(
     return {name: _section(fig) for name, fig in out.items()}
 
 
-def _percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    k = q * (len(ordered) - 1)
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def _section(fig: dict[str, Any]) -> dict[str, Any]:
     plans = fig["plans"]
     params = [total_params(m) / 1e9 for m, _ in plans]
     return {
         "runs": len(fig["errors"]),
-        "error_low": round(min(0.0, _percentile(fig["errors"], PERCENTILES[0])), 3),
-        "error_high": round(max(0.0, _percentile(fig["errors"], PERCENTILES[1])), 3),
+        "error_low": round(min(0.0, percentile(fig["errors"], PERCENTILES[0])), 3),
+        "error_high": round(max(0.0, percentile(fig["errors"], PERCENTILES[1])), 3),
         "tp_max": max(p.tp for _, p in plans),
         "pp_max": max(p.pp for _, p in plans),
         "cp_max": max(p.cp for _, p in plans),
