@@ -196,6 +196,27 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(
         run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8")
 
 
+def test_an_error_a_library_made_of_an_interrupt_is_the_interrupt(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-core builds a schema and wraps the KeyboardInterrupt a signal raised inside it as a SchemaError:
+    once a signal has come, an error is the interrupt's (exit 130, one line), not an internal error."""
+    import signal
+    import time
+
+    import pplan.cli
+    import pplan.cli.recommend as command
+
+    def interrupted_inside(*_: object, **__: object) -> None:
+        pplan.cli._received.append((signal.SIGINT, time.monotonic()))
+        raise RuntimeError("SchemaError: Error building `literal` serializer: KeyboardInterrupt")
+
+    monkeypatch.setattr(command, "search", interrupted_inside)
+    monkeypatch.setattr(pplan.cli, "_received", [])
+    res = run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8")
+    assert (res.code, res.err.splitlines()) == (130, [pplan.cli.INTERRUPTED])
+
+
 def test_control_characters_in_an_error_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     res = run_pplan(capsys, "explain", "--model", "evil\x1b[2Jname\nsecond")
     assert res.code == 2

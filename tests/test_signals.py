@@ -98,6 +98,25 @@ def test_a_signal_during_the_start_up_imports(tmp_path: Path, signum: int) -> No
     assert assert_interrupted_or_whole(run, signum)
 
 
+def test_an_interrupt_python_can_only_print_leaves_at_once(tmp_path: Path) -> None:
+    """A signal whose KeyboardInterrupt lands in a finaliser (or in a weakref callback of an import's lock, where
+    CI met it) would be printed as "Exception ignored in ..." and the run would go on: it leaves at once, with
+    the one line."""
+    script = tmp_path / "pplan"  # run as a script named `pplan`: pplan.cli then takes the signals
+    script.write_text(
+        "import signal\n"
+        "import pplan.cli as cli\n"
+        "cli._unwinding[0] = True\n"
+        "class Finalised:\n"
+        "    def __del__(self) -> None:\n"
+        "        signal.raise_signal(signal.SIGINT)\n"
+        "Finalised()\n"
+        "print('went on')\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr.splitlines(), done.stdout) == (130, [INTERRUPTED], "")
+
+
 def test_a_seeded_signal_mid_run(tmp_path: Path) -> None:
     rng = random.Random(38)
     signum = rng.choice([signal.SIGINT, signal.SIGTERM])

@@ -61,14 +61,25 @@ def _say(line: str) -> None:
         os.write(2, (line + "\n").encode("utf-8", "replace"))
 
 
+def remove_pending() -> None:
+    """Remove the temporary files still named in `PENDING`: a writer an interrupt stopped before its own clean-up
+    (each is named there before it exists and taken out once renamed into place)."""
+    for path in list(PENDING):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        PENDING.discard(path)
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """A handler that does nothing: the signals that come after the one being acted on."""
+
+
 def _leave_now(signum: int) -> NoReturn:
     """End the run at once after a signal: temporary files removed; unless its outcome was told already (then
     that stands, silently), stdout cut back and one line."""
     for number in _STOPS:
-        signal.signal(number, signal.SIG_IGN)
-    for path in list(PENDING):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        signal.signal(number, _ignore)  # not SIG_IGN: a signal already caught would print a "race condition"
+    remove_pending()
     if _settled:
         os._exit(_settled[0])
     if _stdout is not None:
@@ -78,7 +89,8 @@ def _leave_now(signum: int) -> NoReturn:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    if os.getpid() != _OWNER:  # a forked worker that set no handler: the signal's default action
+    if os.getpid() != _OWNER:  # a forked worker that set no handler: its temporary files, the default action
+        remove_pending()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
@@ -88,6 +100,15 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _received and time.monotonic() - _received[0][1] < REPEAT_GRACE_S:
         return  # the same interrupt delivered twice: let the first unwind
     _leave_now(_received[0][0] if _received else signum)
+
+
+def _on_unraisable(info: sys.UnraisableHookArgs) -> None:
+    """An interrupt raised where Python can only print it ("Exception ignored in": a weakref callback inside an
+    import, a finaliser) leaves at once, silently but for the one line; anything else is reported as Python
+    would."""
+    if isinstance(info.exc_value, KeyboardInterrupt) and _received:
+        _leave_now(_received[0][0])
+    sys.__unraisablehook__(info)
 
 
 def _take_signals() -> dict[int, object]:
@@ -109,6 +130,8 @@ def _is_command() -> bool:
 
 
 _BEFORE = _take_signals()  # before the imports below: an interrupt while they load leaves at once
+_UNRAISABLE_BEFORE = sys.unraisablehook
+sys.unraisablehook = _on_unraisable
 
 import atexit  # noqa: E402
 import importlib  # noqa: E402
@@ -222,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(_interrupted())
     except Exception as err:
+        if _received:  # a library turned the interrupt into its own error (pydantic-core: SchemaError)
+            sys.exit(_interrupted())
         _usage_or_internal(err)
 
 
@@ -293,6 +318,7 @@ def _finish(code: int) -> int:
     """Run the exit handlers and flush stdout; the exit code, changed where that write failed or an interrupt
     was swallowed on the way (an import's clean-up can eat a `KeyboardInterrupt`)."""
     atexit._run_exitfuncs()
+    remove_pending()
     try:
         sys.stdout.flush()
     except OutputError as err:
@@ -321,3 +347,4 @@ if not _is_command():  # a program importing pplan keeps its own signal handling
     with contextlib.suppress(ValueError, TypeError):
         for _number, _handler in _BEFORE.items():
             signal.signal(_number, _handler)  # type: ignore[arg-type]
+    sys.unraisablehook = _UNRAISABLE_BEFORE

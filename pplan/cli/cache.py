@@ -39,13 +39,13 @@ import re
 import shutil
 import stat
 import sys
-import tempfile
 import time
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from pplan.cli import PENDING, printable
+from pplan.cli.files import temporary_file
 from pplan.schedules.periodic import STORES, StructureKey
 from pplan.schedules.periodic.codec import structure_from_data, structure_to_data
 from pplan.schedules.periodic.structure import Structure
@@ -219,11 +219,8 @@ class DiskStore:
         }
         temporary: str | None = None
         try:
-            with tempfile.NamedTemporaryFile(
-                "w", dir=self.directory, prefix=".", suffix=".tmp", delete=False, encoding="ascii"
-            ) as f:
-                temporary = f.name
-                PENDING.add(temporary)  # a signal that ends the run at once removes it (pplan.cli)
+            temporary, fd = temporary_file(self.directory)  # named in PENDING before it exists (pplan.cli)
+            with os.fdopen(fd, "w", encoding="ascii") as f:
                 json.dump(document, f, separators=(",", ":"))
             os.replace(temporary, path)
         except OSError:

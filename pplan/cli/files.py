@@ -113,7 +113,7 @@ def _probe(path: Path, flag: str) -> None:
         return
     folder = Path(_real(path)).parent
     try:
-        name, fd = _temporary(folder)
+        name, fd = temporary_file(folder)
     except OSError as err:
         raise ConfigError(
             flag, f"cannot write in the folder of {path} ({err.strerror or err})", "give a writable path"
@@ -214,7 +214,7 @@ def write_output(path: Path, content: str | Iterable[str], flag: str, force: boo
     target = Path(_real(path))
     tmp: str | None = None
     try:
-        tmp, fd = _temporary(target.parent)
+        tmp, fd = temporary_file(target.parent)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             for piece in pieces:
                 fh.write(piece)
@@ -234,7 +234,7 @@ def write_output(path: Path, content: str | Iterable[str], flag: str, force: boo
     _sync_folder(target.parent)
 
 
-def _temporary(folder: Path) -> tuple[str, int]:
+def temporary_file(folder: Path) -> tuple[str, int]:
     """A new temporary file in `folder` (a short name of our own: the target's name plus a suffix could pass the
     file-name length limit), named in `PENDING` before it exists; its name and an open descriptor."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -245,7 +245,9 @@ def _temporary(folder: Path) -> tuple[str, int]:
             return name, os.open(name, flags, 0o600)
         except FileExistsError:
             PENDING.discard(name)
-        except BaseException:
+        except BaseException:  # an interrupt, perhaps after the file was made: our own name, so removed
+            with contextlib.suppress(OSError):
+                os.unlink(name)
             PENDING.discard(name)
             raise
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))

@@ -179,8 +179,14 @@ class _Stopped(BaseException):
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
     for number in _STOPS:
-        signal.signal(number, signal.SIG_IGN)
+        signal.signal(
+            number, _ignore
+        )  # not SIG_IGN: a second signal already caught would print a "race condition"
     raise _Stopped
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """A handler that does nothing: the signals after the one that stops the child."""
 
 
 def _child_main(
