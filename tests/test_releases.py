@@ -110,3 +110,79 @@ def test_recommend_carries_the_release_and_its_lines_read_back(capsys: pytest.Ca
     assert again.code == 0, again.err
     assert not any("recipe knobs where no flag" in n for n in again.json()["assumptions"])
     assert again.json()["performance"]["step_s"] == pytest.approx(best["performance"]["step_s"])
+
+
+def _recipe(release: str, key: str) -> dict[str, object]:
+    """The release's recipe as pplan/profiles/releases.json states it (read here, not through pplan's reader)."""
+    import json
+    from pathlib import Path
+
+    import pplan.profiles
+
+    data = json.loads((Path(pplan.profiles.__file__).parent / "releases.json").read_text())
+    (row,) = [r for r in data["stacks"]["megatron-bridge"] if r["name"] == release]
+    recipe: dict[str, object] = row["recipes"][key]
+    return recipe
+
+
+QWEN_GB200 = dict(
+    model="qwen3-30b-a3b",
+    hardware="gb200-nvl72",
+    gpus=64,
+    global_batch=512,
+    seq_len=4096,
+    precision="mxfp8",
+    top=3,
+)
+
+
+def test_recommend_prices_a_named_release_s_recipe_knobs() -> None:
+    """`--stack megatron-bridge@26.06`: every ranked plan runs the release's Qwen3-30B GB200 MXFP8 recipe knobs
+    (HybridEP, EP overlap where the cut allows it, full-iteration graphs, the fused grouped MLP), as explain does; a
+    knob given on the command line stays as given."""
+    import pplan
+
+    recipe = _recipe("26.06", "qwen3-30b-a3b gb200-nvl72 mxfp8")
+    answer = pplan.recommend(stack="megatron-bridge@26.06", **QWEN_GB200)
+    assert answer.candidates
+    for c in answer.candidates:
+        line = c.explain_command
+        assert f"--moe-dispatcher {recipe['moe_dispatcher']}" in line
+        assert "--cuda-graph-scope " + ",".join(recipe["cuda_graph_scope"]) in line  # type: ignore[arg-type]
+        assert ("--moe-fused-grouped-mlp" in line.split()) is recipe["moe_fused_grouped_mlp"]
+    pinned = pplan.recommend(stack="megatron-bridge@26.06", moe_dispatcher="alltoall", **QWEN_GB200)
+    assert all("--moe-dispatcher alltoall" in c.explain_command for c in pinned.candidates)
+    plain = pplan.recommend(stack="megatron-bridge", **QWEN_GB200)  # no release named: no recipe
+    assert all(
+        "--release" not in c.explain_command and "hybridep" not in c.explain_command for c in plain.candidates
+    )
+
+
+@pytest.mark.parametrize(
+    ("ep", "pp", "schedule", "recompute", "dispatcher", "taken"),
+    [
+        (8, 1, "1f1b", "none", "alltoall", True),
+        (1, 1, "1f1b", "none", "alltoall", False),  # no expert parallelism
+        (8, 2, "1f1b", "none", "alltoall", False),  # p > 1 without a virtual pipeline
+        (8, 2, "interleaved-1f1b", "none", "hybridep", True),
+        (8, 1, "1f1b", "full", "alltoall", False),  # full recompute
+        (8, 1, "1f1b", "none", "allgather", False),  # allgather dispatcher
+    ],
+)
+def test_ep_overlap_is_taken_only_where_megatron_core_allows_it(
+    ep: int, pp: int, schedule: str, recompute: str, dispatcher: str, taken: bool
+) -> None:
+    """megatron-core 0.16's TransformerConfig asserts on `overlap_moe_expert_parallel_comm` without expert
+    parallelism, with p > 1 and no virtual pipeline, with full recomputation or the allgather dispatcher: there
+    the plan (which prices and launches) does not overlap, whatever the request or the release asked."""
+    from pplan.plan.configuration import make_plan
+    from pplan.plan.records import PlanRequest
+    from pplan.profiles.catalog import load_model
+
+    model = load_model("qwen3-30b-a3b")
+    req = PlanRequest(
+        gpus=64, global_batch=512, micro_batch=1, tp=1, pp=pp, cp=1, ep=ep, schedule=schedule, recompute=recompute,
+        vp=2 if schedule == "interleaved-1f1b" else None,
+        moe_dispatcher=dispatcher, moe_ep_overlap=True, seq_len=4096,
+    )  # fmt: skip
+    assert make_plan(model, req).moe_ep_overlap is taken

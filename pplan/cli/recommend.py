@@ -170,6 +170,7 @@ RECOMMEND_ORDER = (
 @app.command()
 @with_settings([*search_parameters(SEARCH_DEFAULTS), *knob_parameters(SEARCH_KNOBS)], RECOMMEND_ORDER)
 def recommend(
+    ctx: typer.Context,
     model: ModelOpt = DEFAULT_MODEL,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     launcher: LauncherOpt = None,
@@ -185,7 +186,9 @@ def recommend(
     """Search every (t, p, d, v, cp, schedule, micro-batch, recompute, ZeRO, grad dtype, sharding) and rank what fits by predicted throughput."""
     output = _json_alias(output, as_json)
     _check_choice(output, rank, pick, searched["top_n"])
-    query = Query(model, hardware, launcher, include_unrunnable, max_extrapolation, output, searched)
+    query = Query(
+        model, hardware, launcher, include_unrunnable, max_extrapolation, output, searched, defaulted(searched, ctx)
+    )
     model_spec, hardware_spec, request, answer = query.answer(progress=output == "table")
     if output == "json":
         print(json_text(query.document(model_spec, answer).model_dump(mode="json", by_alias=True)))
@@ -210,6 +213,9 @@ class Query:
     max_extrapolation: int | None
     output: Format
     searched: dict[str, Any]
+    defaulted: frozenset[str] = frozenset()
+    """The `searched` fields the user left at their defaults: a named stack release sets those of its recipe's
+    knobs (`pplan.profiles.releases.release_search_changes`)."""
 
     def command(self, request: PlanRequest) -> str:
         """The `pplan explain` line of a plan, with the --model and --hardware given."""
@@ -220,6 +226,7 @@ class Query:
         `progress`)."""
         from pplan.plan.configuration import check_precision
         from pplan.profiles.catalog import load_hardware, load_model
+        from pplan.profiles.releases import release_search_changes
         from pplan.search import SearchRequest
 
         launcher, searched, output = self.launcher, self.searched, self.output
@@ -235,13 +242,16 @@ class Query:
             raise ConfigError("--max-extrapolation", f"must be 0 or more, got {limit}", "e.g. 0 or 2")
         values = search_values(searched)
         values["stack"] = values["stack"] or stack_for_launcher(launcher)
+        model_spec = load_model(self.model)
+        hardware_spec = load_hardware(self.hardware)
+        values |= release_search_changes(
+            values, self.defaulted, model_spec.name, hardware_spec.name, model_spec.moe is not None
+        )
         knobs = {name: searched[name] for name in SEARCH_KNOBS}
         request = SearchRequest(
             **values, **knobs, launcher=launcher, max_extrapolation=limit, split_p2p=output == "json"
         )  # the step-time breakdown only the JSON shows
 
-        model_spec = load_model(self.model)
-        hardware_spec = load_hardware(self.hardware)
         for asked in request.precisions:
             check_precision(hardware_spec, asked)
         if any(request.offload):
@@ -310,6 +320,14 @@ def _answer(
             bar.update(task, completed=done)
 
         return search(model, hw, request, launcher, tick)
+
+
+def defaulted(params: dict[str, Any], ctx: Any) -> frozenset[str]:
+    """The names among `params` the command line (or the Python API's keywords) left at their defaults, from the
+    command context's parameter sources."""
+    return frozenset(
+        name for name in params if (source := ctx.get_parameter_source(name)) is None or source.name == "DEFAULT"
+    )
 
 
 def _json_alias(output: Format, as_json: bool) -> Format:

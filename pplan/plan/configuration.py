@@ -16,7 +16,7 @@ from pplan.plan.knobs import (
 )
 from pplan.plan.layout import check_end_layers, make_layout
 from pplan.plan.records import Plan, PlanRequest
-from pplan.plan.rules import canonical_modules, canonical_offload
+from pplan.plan.rules import canonical_modules, canonical_offload, ep_overlap_refusal
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.profiles.stacks import STACKS
@@ -282,6 +282,11 @@ def _recompute_layers(req: PlanRequest, most_layers: int) -> int | None:
 
 
 _plan_from = plan_constructor(
-    Plan, {"canonical_offload": canonical_offload, "canonical_modules": canonical_modules}
+    Plan,
+    {
+        "canonical_offload": canonical_offload,
+        "canonical_modules": canonical_modules,
+        "ep_overlap_refusal": ep_overlap_refusal,
+    },
 )
 """`Plan` from a validated request and what `make_plan` derived, one keyword per setting (pplan.plan.copies)."""

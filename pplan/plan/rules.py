@@ -248,3 +248,19 @@ def check_offload(
 def canonical_modules(modules: tuple[RecomputeModule, ...]) -> tuple[RecomputeModule, ...]:
     """The modules once each, in the order `RecomputeModule` lists them."""
     return tuple(m for m in get_args(RecomputeModule) if m in modules)
+
+
+def ep_overlap_refusal(ep: int, p: int, v: int, recompute: str, dispatcher: str) -> str | None:
+    """Why megatron-core cannot overlap the expert all-to-all (`--overlap-moe-expert-parallel-comm`) on this cut,
+    or None where it can. Its TransformerConfig checks (megatron-core 0.16, transformer_config.py): expert
+    parallelism (ep > 1); with p > 1 an interleaved schedule (a virtual pipeline size); the alltoall or flex
+    dispatcher (not allgather); no full recomputation."""
+    if ep <= 1:
+        return "needs expert parallelism (ep > 1)"
+    if p > 1 and v <= 1:
+        return "needs an interleaved schedule (v > 1) when p > 1"
+    if dispatcher == "allgather":
+        return "needs the alltoall or a flex dispatcher, not allgather"
+    if recompute == "full":
+        return "cannot run with full recomputation"
+    return None

@@ -406,8 +406,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "moe_ep_overlap", "stack", False, "--moe-ep-overlap",
         "Routed models: overlap the expert all-to-all with another micro-batch's compute (megatron-core "
-        "--overlap-moe-expert-parallel-comm).",
+        "--overlap-moe-expert-parallel-comm; taken where the cut allows it: ep > 1, interleaved when p > 1, no "
+        "full recompute, not allgather).",
         None, "q.moe_ep_overlap", search=Search("moe_ep_overlap", "same"),
+        plan="req.moe_ep_overlap and ep_overlap_refusal(req.ep, p, v, req.recompute, req.moe_dispatcher) is None",
     ),
     Setting(
         "cuda_graph_scope", "stack", (), "--cuda-graph-scope",
