@@ -187,7 +187,14 @@ def recommend(
     output = _json_alias(output, as_json)
     _check_choice(output, rank, pick, searched["top_n"])
     query = Query(
-        model, hardware, launcher, include_unrunnable, max_extrapolation, output, searched, defaulted(searched, ctx)
+        model,
+        hardware,
+        launcher,
+        include_unrunnable,
+        max_extrapolation,
+        output,
+        searched,
+        defaulted(searched, ctx),
     )
     model_spec, hardware_spec, request, answer = query.answer(progress=output == "table")
     if output == "json":
@@ -326,7 +333,9 @@ def defaulted(params: dict[str, Any], ctx: Any) -> frozenset[str]:
     """The names among `params` the command line (or the Python API's keywords) left at their defaults, from the
     command context's parameter sources."""
     return frozenset(
-        name for name in params if (source := ctx.get_parameter_source(name)) is None or source.name == "DEFAULT"
+        name
+        for name in params
+        if (source := ctx.get_parameter_source(name)) is None or source.name == "DEFAULT"
     )
 
 
