@@ -40,7 +40,7 @@ from pplan.plan.records import PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations
-from pplan.search.knobs import knob_notes
+from pplan.search.knobs import knob_notes, stack_knob_notes
 from pplan.search.space import Candidate
 
 MAX_GPUS = 16_384
@@ -58,6 +58,8 @@ class Recommendation:
     report: ExplainReport
     knobs: tuple[str, ...] = ()
     """What its ZeRO-2/3 or BF16 gradients buy in memory (pplan.search.knobs), one line each."""
+    stack_knobs: tuple[str, ...] = ()
+    """What its stack release's other dispatchers and EP overlap would buy (pplan.search.knobs), one line each."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -92,7 +94,9 @@ def explained(
             update={"performance": performance(model, hw, plan, run, with_sensitivity=False, split_p2p=True)}
         )
     notes = knob_notes(model, hw, request, ranked.scored.fitted.peak_bytes, run) if knobs else ()
-    return Recommendation(ranked.candidate, request, report, notes)
+    perf = report.performance
+    stack = stack_knob_notes(model, hw, request, perf.step_s) if knobs and perf is not None else ()
+    return Recommendation(ranked.candidate, request, report, notes, stack)
 
 
 @collector_paused()

@@ -5,6 +5,8 @@ back as the plan they rank."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pplan.profiles.releases import RELEASE_KNOBS, release_defaults, release_of, releases
@@ -170,7 +172,7 @@ def test_recommend_prices_a_named_release_s_recipe_knobs() -> None:
     ],
 )
 def test_ep_overlap_is_taken_only_where_megatron_core_allows_it(
-    ep: int, pp: int, schedule: str, recompute: str, dispatcher: str, taken: bool
+    ep: int, pp: int, schedule: str, recompute: Any, dispatcher: Any, taken: bool
 ) -> None:
     """megatron-core 0.16's TransformerConfig asserts on `overlap_moe_expert_parallel_comm` without expert
     parallelism, with p > 1 and no virtual pipeline, with full recomputation or the allgather dispatcher: there
@@ -186,3 +188,63 @@ def test_ep_overlap_is_taken_only_where_megatron_core_allows_it(
         moe_dispatcher=dispatcher, moe_ep_overlap=True, seq_len=4096,
     )  # fmt: skip
     assert make_plan(model, req).moe_ep_overlap is taken
+
+
+@pytest.mark.parametrize(
+    ("release", "gpu", "expected"),
+    [
+        (
+            "25.09",
+            "H100 SXM5 80GB",
+            ("allgather", "alltoall", "deepep"),
+        ),  # megatron-core 0.14: no HybridEP yet
+        ("26.02", "H100 SXM5 80GB", ("allgather", "alltoall", "hybridep")),  # its container lacks DeepEP
+        (
+            "26.06",
+            "B200 (GB200) 186GB",
+            ("allgather", "alltoall", "hybridep"),
+        ),  # Bridge skips DeepEP on GB200
+        ("26.06", "B200 180GB", ("allgather", "alltoall", "deepep", "hybridep")),
+    ],
+)
+def test_the_dispatchers_a_release_has(release: str, gpu: str, expected: tuple[str, ...]) -> None:
+    from pplan.profiles.releases import release_dispatchers
+
+    found = release_of("megatron-bridge", release)
+    assert found is not None and release_dispatchers(found, gpu) == expected
+
+
+def test_the_release_s_other_knobs_are_priced_on_the_same_plan() -> None:
+    """GPT-OSS-120B on 64 GB200 at 26.02's recipe (alltoall, no EP overlap): the note names the fastest other
+    dispatcher the release has on GB200 with its gain, and EP overlap with its gain, each the step time of the same
+    plan priced directly; a dispatcher slower than the plan's is never named."""
+    from dataclasses import replace
+
+    from pplan.cost.steptime import step_time
+    from pplan.plan.configuration import make_plan
+    from pplan.plan.records import PlanRequest
+    from pplan.profiles.catalog import load_hardware, load_model
+    from pplan.search.knobs import stack_knob_notes
+
+    model, hw = load_model("gpt-oss-120b"), load_hardware("gb200-nvl72")
+    req = PlanRequest(
+        gpus=64, global_batch=1280, micro_batch=4, tp=1, pp=1, cp=1, ep=8, seq_len=4096, stack="megatron-bridge",
+        release="26.02", moe_dispatcher="alltoall", moe_ep_overlap=False,
+    )  # fmt: skip
+
+    def step(r: PlanRequest) -> float:
+        return step_time(model, hw, make_plan(model, r)).step_s
+
+    base = step(req)
+    gains = {d: 1 - step(replace(req, moe_dispatcher=d)) / base for d in ("allgather", "hybridep")}
+    overlap = 1 - step(replace(req, moe_ep_overlap=True)) / base
+    notes = stack_knob_notes(model, hw, req, base)
+    best = max(gains, key=gains.__getitem__)
+    expected = []
+    if gains[best] >= 0.005:
+        expected.append(f"--moe-dispatcher {best} steps {gains[best] * 100:.1f} % faster than alltoall")
+    if overlap >= 0.005:
+        expected.append(f"--moe-ep-overlap steps {overlap * 100:.1f} % faster")
+    assert expected, "the case must name at least one faster knob"
+    assert [n.split(" (")[0] for n in notes] == expected
+    assert "deepep" not in " ".join(notes)

@@ -17,9 +17,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pplan.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pplan.plan.knobs import MoeDispatcher
 
 RELEASE_KNOBS: frozenset[str] = frozenset(
     {
@@ -175,3 +178,37 @@ def release_search_changes(
         if value != values.get(form.field, s.default):
             out[form.field] = value
     return out
+
+
+DISPATCHERS_FROM: Mapping[MoeDispatcher, int] = {"allgather": 0, "alltoall": 0, "deepep": 12, "hybridep": 15}
+"""The megatron-core minor version each token dispatcher a Megatron-Bridge release can run arrived in (facts of
+the Megatron-LM changelog: DeepEP in the flex dispatcher with 0.12, HybridEP with 0.15); NCCL EP is in no release
+pplan has (Megatron-Bridge 0.7.1, NeMo 26.10.01)."""
+DEEPEP_ABSENT = frozenset({"26.02"})
+"""Releases whose container lacks DeepEP (Megatron-Bridge known issues, NeMo 26.02)."""
+DEEPEP_GPUS_NOT = ("GB200", "GB300")
+"""GPUs on which Megatron-Bridge skips DeepEP (`apply_flex_dispatcher_backend`: DeepEP only on Ampere, Hopper,
+B200 and B300; megatron/bridge/training/flex_dispatcher_backend.py)."""
+
+
+def core_minor(release: Release) -> int | None:
+    """The minor version of the megatron-core a release pins (0.16.1 → 16), None where it states none."""
+    import re
+
+    found = re.search(r"\b0\.(\d+)", release.megatron_core or "")
+    return int(found.group(1)) if found else None
+
+
+def release_dispatchers(release: Release, gpu_name: str) -> tuple[MoeDispatcher, ...]:
+    """The token dispatchers `release` can run on a GPU named `gpu_name`, in pplan's order of the choices."""
+    minor = core_minor(release)
+    out: list[MoeDispatcher] = []
+    for dispatcher, since in DISPATCHERS_FROM.items():
+        if minor is not None and minor < since:
+            continue
+        if dispatcher == "deepep" and (
+            release.name in DEEPEP_ABSENT or any(g in gpu_name for g in DEEPEP_GPUS_NOT)
+        ):
+            continue
+        out.append(dispatcher)
+    return tuple(out)

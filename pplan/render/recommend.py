@@ -227,6 +227,15 @@ def render_recommend(
     if knobs:
         parts.append(Text("What the memory knobs buy (same plan, one notch down):", style="bold"))
         parts.extend(Text(f"  #{i}: " + "; ".join(lines)) for i, lines in knobs)
+    stack = [(i, c.stack_knobs) for i, c in enumerate(result.candidates, 1) if c.stack_knobs]
+    if stack:
+        parts.append(
+            Text(
+                "What the release's other knobs would buy (not searched: the recipe's are ranked):",
+                style="bold",
+            )
+        )
+        parts.extend(Text(f"  #{i}: " + "; ".join(lines)) for i, lines in stack)
     parts.append(
         Text(
             f"{result.enumerated:,} configurations enumerated, {result.bounded:,} bounded (exact memory, proven "

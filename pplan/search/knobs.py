@@ -152,3 +152,50 @@ def _verdict(what: str, other: tuple[int, int] | None, need: int, slower: float 
         return f"{what} needs {amount}, does not fit ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB usable)"
     runs = _slower_text(slower)
     return f"{what} needs {amount}, fits ({peak / 1e9:.1f} of {usable / 1e9:.1f} GB), {'but ' * (slower is not None)}{runs}"
+
+
+ALTERNATIVE_GAIN = 0.005
+"""A stack knob's alternative is named when it steps at least this much (a fraction) faster."""
+
+
+def stack_knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, step_s: float) -> tuple[str, ...]:
+    """For a routed plan of a named stack release (pplan.profiles.releases): the token dispatchers the release
+    runs on this GPU other than the plan's, and EP overlap where the plan leaves it off and its cut allows it,
+    each priced on the same plan by its own simulation (`step_s`: the plan's own step); a line for the fastest
+    dispatcher and for the overlap where they step `ALTERNATIVE_GAIN` faster. These knobs change no memory in
+    pplan's model, so the plan fits with them as it is."""
+    from pplan.plan.rules import ep_overlap_refusal
+    from pplan.profiles.releases import release_dispatchers, release_of
+
+    if model.moe is None or req.release is None or req.ep <= 1:
+        return ()
+    release = release_of(req.stack, req.release)
+    if release is None:
+        return ()
+
+    def faster(variant: PlanRequest) -> float | None:
+        try:
+            plan = make_plan(model, variant)
+        except PplanError:
+            return None
+        return 1 - step_time(model, hw, plan).step_s / step_s
+
+    notes = []
+    others = [d for d in release_dispatchers(release, hw.gpu.name) if d != req.moe_dispatcher]
+    priced = [(gain, d) for d in others if (gain := faster(replace(req, moe_dispatcher=d))) is not None]
+    if priced:
+        gain, best = max(priced)
+        if gain >= ALTERNATIVE_GAIN:
+            notes.append(
+                f"--moe-dispatcher {best} steps {gain * 100:.1f} % faster than {req.moe_dispatcher} (the same plan; "
+                f"{release.stack} {release.name} has it on this GPU)"
+            )
+    plan = make_plan(model, req)
+    if (
+        not plan.moe_ep_overlap
+        and ep_overlap_refusal(req.ep, plan.pp, plan.vp, req.recompute, req.moe_dispatcher) is None
+    ):
+        gain_overlap = faster(replace(req, moe_ep_overlap=True))
+        if gain_overlap is not None and gain_overlap >= ALTERNATIVE_GAIN:
+            notes.append(f"--moe-ep-overlap steps {gain_overlap * 100:.1f} % faster (the same plan)")
+    return tuple(notes)
