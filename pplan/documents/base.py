@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from pplan.docstrings import install as _install_docstrings
+
+_install_docstrings()  # before the models below: their field descriptions, read once per module
+
 SCHEMA_KEY = "schema"
 """The key every document (and every nested schedule block) carries its version string under."""
 

@@ -21,7 +21,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
+from pplan.docstrings import install as _install_docstrings
 from pplan.profiles.text import name_problem, text_problem
+
+_install_docstrings()  # before the models below: their field descriptions, read once per module
 
 GIB = 2**30
 GB = 10**9
