@@ -18,9 +18,10 @@ SHAPE_IMPORTS = {
     "pplan.bench.choices": ("DType", "Mode"),
     "pplan.profiles.hardware_spec": ("HardwareSpec",),
     "pplan.profiles.model_spec": ("ModelSpec",),
+    "pplan.docstrings": ("install",),
 }
 """What the document shapes (`pplan.documents`) import of pplan beyond each other: the choice types their fields
-take, and the input profiles `pplan schema` also prints (the registry)."""
+take, the input profiles `pplan schema` also prints (the registry), and the docstring lookup their base installs."""
 
 
 def module_name(path: Path) -> str:
