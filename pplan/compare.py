@@ -75,16 +75,24 @@ def cut(report: ExplainReport) -> str:
 SETTINGS = (
     "model", "hardware", "gpus", "tp", "pp", "dp", "vp", "cp", "ep", "etp", "schedule", "micro_batch",
     "num_microbatches", "global_batch", "seq_len", "recompute", "zero_stage", "grad_dtype", "moment_dtype",
-    "precision", "sequence_parallel", "offload_modules", "shard_group", "stack", "overlap_p2p_comm",
+    "precision", "sequence_parallel", "offload_modules", "shard_group", "stack", "overlap_p2p_comm", "release",
+    "tp_comm_overlap", "moe_dispatcher", "moe_ep_overlap", "cuda_graph_scope", "moe_permute_fusion",
+    "moe_router_fusion", "moe_fused_grouped_mlp", "moe_force_balance",
 )  # fmt: skip
 """The settings compared, as the report's plan block names them (model and hardware: their names)."""
 
-_ALWAYS = ("model", "hardware", "seq_len", "stack")
+_ALWAYS = ("model", "hardware", "seq_len", "stack", "release")
+_HOST = ("cuda_graph_scope", "moe_router_fusion", "moe_permute_fusion")
+"""What sets a routed layer's host launches and syncs (pplan.cost.host), in its pass times."""
 _MEMORY_STATES = (*_ALWAYS, "tp", "pp", "vp", "ep", "etp", "dp", "cp", "zero_stage", "shard_group")
 DRIVERS: dict[str, tuple[str, ...]] = {
-    "compute": (*_ALWAYS, "tp", "cp", "ep", "etp", "dp", "gpus", "micro_batch", "global_batch", "precision", "pp", "vp"),
+    "compute": (*_ALWAYS, "tp", "cp", "ep", "etp", "dp", "gpus", "micro_batch", "global_batch", "precision", "pp", "vp",
+                *_HOST, "moe_fused_grouped_mlp", "moe_force_balance", "moe_ep_overlap", "moe_dispatcher"),
+    "ep_comm": (*_ALWAYS, "ep", "etp", "tp", "cp", "micro_batch", "global_batch", "dp", "gpus", "moe_dispatcher",
+                "moe_ep_overlap", "moe_force_balance", *_HOST),
     "recompute": (*_ALWAYS, "recompute", "tp", "cp", "micro_batch", "global_batch", "dp", "gpus", "precision"),
-    "tp_comm": (*_ALWAYS, "tp", "sequence_parallel", "micro_batch", "cp", "global_batch", "dp", "gpus"),
+    "tp_comm": (*_ALWAYS, "tp", "sequence_parallel", "micro_batch", "cp", "global_batch", "dp", "gpus",
+                "tp_comm_overlap"),
     "bubble": (*_ALWAYS, "pp", "vp", "schedule", "num_microbatches", "micro_batch", "tp", "cp", "overlap_p2p_comm"),
     "p2p": (*_ALWAYS, "pp", "vp", "schedule", "micro_batch", "num_microbatches", "tp", "cp", "overlap_p2p_comm"),
     "dp_comm": (*_ALWAYS, "dp", "cp", "zero_stage", "grad_dtype", "tp", "pp", "ep", "shard_group", "gpus"),

@@ -458,6 +458,15 @@ def _plan_out(plan: Plan) -> PlanOut:
         moment_dtype=plan.moment_dtype,
         ep=plan.ep,
         etp=plan.etp,
+        release=plan.release,
+        tp_comm_overlap=plan.tp_comm_overlap,
+        moe_dispatcher=plan.moe_dispatcher,
+        moe_ep_overlap=plan.moe_ep_overlap,
+        cuda_graph_scope=list(plan.cuda_graph_scope),
+        moe_permute_fusion=plan.moe_permute_fusion,
+        moe_router_fusion=plan.moe_router_fusion,
+        moe_fused_grouped_mlp=plan.moe_fused_grouped_mlp,
+        moe_force_balance=plan.moe_force_balance,
     )
 
 

@@ -72,3 +72,30 @@ def test_bad_input_is_one_line(
         assert res.code == 2 and res.out == ""
         assert res.err.count("\n") == 1 and res.err.startswith(f"pplan: error: {field}")
         assert "pplan explain" in res.err
+
+
+def test_a_dispatcher_change_is_a_changed_setting_that_moves_the_expert_all_to_all() -> None:
+    """Qwen3-30B-A3B on 16 H100 at ep 16, alltoall against HybridEP: the only changed setting is the dispatcher, it
+    moves the expert all-to-all and the step (by what the two reports' own numbers differ) and nothing in memory."""
+    from pplan.compare import changed_settings
+
+    def report(dispatcher: str) -> ExplainReport:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main([
+                "explain", "--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch", "256", "--tp", "1", "--pp",
+                "1", "--ep", "16", "--micro-batch", "1", "--seq-len", "4096", "--moe-dispatcher", dispatcher, "--json",
+            ])  # fmt: skip
+        return ExplainReport.model_validate(json.loads(out.getvalue()))
+
+    a, b = report("alltoall"), report("hybridep")
+    assert changed_settings(a, b) == {"moe_dispatcher": ("alltoall", "hybridep")}
+    terms = {(t.group, t.name): t for t in compare_terms(a, b)}
+    ep = terms["step", "ep_comm"]
+    assert ep.moved_by == ("moe_dispatcher",) and ep.differs
+    assert a.performance is not None and b.performance is not None
+    assert ep.delta == pytest.approx(
+        b.performance.breakdown_s["ep_comm"] - a.performance.breakdown_s["ep_comm"], rel=1e-12
+    )
+    assert all(not t.moved_by for (g, _), t in terms.items() if g == "memory")
+    assert all(v >= 0 for v in a.performance.breakdown_s.values())  # no rounding residue below zero

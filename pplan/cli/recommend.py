@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -222,7 +222,7 @@ class Query:
     searched: dict[str, Any]
     defaulted: frozenset[str] = frozenset()
     """The `searched` fields the user left at their defaults: a named stack release sets those of its recipe's
-    knobs (`pplan.profiles.releases.release_search_changes`)."""
+    knobs (`release_search_changes`)."""
 
     def command(self, request: PlanRequest) -> str:
         """The `pplan explain` line of a plan, with the --model and --hardware given."""
@@ -233,7 +233,6 @@ class Query:
         `progress`)."""
         from pplan.plan.configuration import check_precision
         from pplan.profiles.catalog import load_hardware, load_model
-        from pplan.profiles.releases import release_search_changes
         from pplan.search import SearchRequest
 
         launcher, searched, output = self.launcher, self.searched, self.output
@@ -327,6 +326,36 @@ def _answer(
             bar.update(task, completed=done)
 
         return search(model, hw, request, launcher, tick)
+
+
+def release_search_changes(
+    values: Mapping[str, Any], defaulted: Iterable[str], model: str, hardware: str, routed: bool
+) -> dict[str, Any]:
+    """What a recommend query's stack release sets (`release_defaults`) among the search's one-value settings
+    (`SearchRequest` fields of the `same` form: dispatcher, EP overlap, CUDA-graph scope, fusions, TP overlap) the
+    user left at their defaults (`defaulted`, by field). `values` holds the query's `stack`, `release` and
+    `precisions`; with several precisions, only the knobs their recipes agree on. Empty without a release."""
+    from pplan.plan.settings import SETTINGS
+    from pplan.profiles.releases import RELEASE_KNOBS, release_defaults, release_of
+
+    release = release_of(values["stack"], values.get("release")) if values.get("release") else None
+    if release is None:
+        return {}
+    precisions = values.get("precisions") or ("bf16",)
+    recipes = [release_defaults(release, model, hardware, p, routed) for p in precisions]
+    left = set(defaulted)
+    out: dict[str, Any] = {}
+    for s in SETTINGS:
+        form = s.search
+        if form is None or form.form != "same" or s.name not in RELEASE_KNOBS or form.field not in left:
+            continue
+        found = [r.get(s.name) for r in recipes]
+        if found[0] is None or any(f != found[0] for f in found):
+            continue
+        value = tuple(found[0]) if isinstance(found[0], list) else found[0]
+        if value != values.get(form.field, s.default):
+            out[form.field] = value
+    return out
 
 
 def defaulted(params: dict[str, Any], ctx: Any) -> frozenset[str]:

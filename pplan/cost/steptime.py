@@ -89,6 +89,9 @@ def adam_bytes_per_param(moment_dtype: str) -> int:
     return 2 * (MASTER_BYTES + 2 * MOMENT_BYTES[moment_dtype])
 
 
+ROUNDING_S = 1e-9
+"""Seconds below which a step-time term that is a difference of sums is a rounding residue (nanoseconds: far
+below any kernel)."""
 GRAD_PASSES = 3
 """Times the optimizer step moves each gradient: the gradient-norm reduction for clipping reads it, Adam reads it,
 and zeroing the gradient buffer for the next step writes it (Megatron-LM `clip_grad_norm_fp32`, `zero_grad_buffer`;
@@ -491,6 +494,9 @@ def step_time(
         free = simulate_plan(model, hw, plan, "analytic", free_hops=True, lists=run.lists)
         p2p_s = tl.makespan - free.summary.makespan
     bubble_s = tl.makespan - (tl.busy_per_rank[busiest] - sends_s) - p2p_s
+    # a difference of sums taken in another order: a rounding residue below zero is no time (compare refuses
+    # negative times)
+    p2p_s, bubble_s = (0.0 if -ROUNDING_S < x < 0.0 else x for x in (p2p_s, bubble_s))
     jitter = jitter_s(plan, tl.busy_per_rank[busiest])
     step_s += jitter
     tokens = plan.global_batch * plan.seq_len

@@ -146,6 +146,24 @@ class PlanOut(Out):
     """Expert parallel (routed models): ranks the routed experts are split over."""
     etp: int = 1
     """Expert tensor parallel (routed models): ranks each expert's matrices are split over."""
+    release: str | None = None
+    """The stack release whose recipe knobs were taken where no flag set them (null: none named)."""
+    tp_comm_overlap: bool = False
+    """Tensor-parallel communication overlapped with the GEMMs (Transformer Engine's userbuffers; t > 1)."""
+    moe_dispatcher: str = "alltoall"
+    """Routed models: the token dispatcher (alltoall, allgather, deepep, hybridep or ncclep)."""
+    moe_ep_overlap: bool = False
+    """Routed models: the expert all-to-all overlapped with another micro-batch's compute (where the cut allows)."""
+    cuda_graph_scope: list[str] = Field(default_factory=list)
+    """Routed models: what CUDA graphs capture (empty: every kernel launched by the host)."""
+    moe_permute_fusion: bool = False
+    """Routed models: fused token permutation kernels."""
+    moe_router_fusion: bool = False
+    """Routed models: fused router kernels."""
+    moe_fused_grouped_mlp: bool = False
+    """Routed models: the fused (CuTeDSL) grouped MLP."""
+    moe_force_balance: bool = False
+    """Routed models: routing forced to balance (benchmark runs), else the imbalance factor."""
 
 
 class BytesPerParamOut(Out):

@@ -283,7 +283,7 @@ SETTINGS: tuple[Setting, ...] = (
         "tp_comm_overlap", "stack", False, "--tp-comm-overlap",
         "Overlap every tensor-parallel collective with the GEMM it feeds or follows (megatron-core "
         "--tp-comm-overlap, torchtitan async TP; needs sequence parallelism).",
-        None, "q.tp_comm_overlap", printed=lambda r: r.tp_comm_overlap and r.tp > 1,
+        "tp_comm_overlap", "q.tp_comm_overlap", printed=lambda r: r.tp_comm_overlap and r.tp > 1,
         plan="req.tp_comm_overlap and t > 1", search=Search("tp_comm_overlap", "same"),
     ),
     Setting(
@@ -394,13 +394,13 @@ SETTINGS: tuple[Setting, ...] = (
         "release", "stack", None, "--release",
         "The stack's release (megatron-bridge: a NeMo container, 25.09 to 26.08): explain prices its recipe's "
         "knobs where no flag sets them; --stack NAME@RELEASE says the same.",
-        None, "q.release", search=Search("release", "same"), cli_type=str | None,
+        "release", "q.release", search=Search("release", "same"), cli_type=str | None,
     ),
     Setting(
         "moe_dispatcher", "stack", "alltoall", "--moe-dispatcher",
         "Routed models: token dispatcher, alltoall (NCCL all-to-all, k copies per token), allgather, deepep, "
         "hybridep or ncclep (deduplicating kernels: one copy per destination rank).",
-        None, "q.moe_dispatcher", choices=get_args(MoeDispatcher), cli_type=MoeDispatcher,
+        "moe_dispatcher", "q.moe_dispatcher", choices=get_args(MoeDispatcher), cli_type=MoeDispatcher,
         search=Search("moe_dispatcher", "same"),
     ),
     Setting(
@@ -408,30 +408,30 @@ SETTINGS: tuple[Setting, ...] = (
         "Routed models: overlap the expert all-to-all with another micro-batch's compute (megatron-core "
         "--overlap-moe-expert-parallel-comm; taken where the cut allows it: ep > 1, interleaved when p > 1, no "
         "full recompute, not allgather).",
-        None, "q.moe_ep_overlap", search=Search("moe_ep_overlap", "same"),
+        "moe_ep_overlap", "q.moe_ep_overlap", search=Search("moe_ep_overlap", "same"),
         plan="req.moe_ep_overlap and ep_overlap_refusal(req.ep, p, v, req.recompute, req.moe_dispatcher) is None",
     ),
     Setting(
         "cuda_graph_scope", "stack", (), "--cuda-graph-scope",
         "Routed models: what CUDA graphs capture, a comma list of attn, moe_router, moe_preprocess, or full_layer, "
         "or full_iteration (default: none, every kernel launched by the host).",
-        None, "q.cuda_graph_scope", choices=get_args(CudaGraphScope), search=Search("cuda_graph_scope", "same"),
+        "cuda_graph_scope", "q.cuda_graph_scope", choices=get_args(CudaGraphScope), search=Search("cuda_graph_scope", "same"),
     ),
     Setting(
         "moe_permute_fusion", "stack", False, "--moe-permute-fusion",
         "Routed models: fused token permutation kernels (megatron-core --moe-permute-fusion).",
-        None, "q.moe_permute_fusion", search=Search("moe_permute_fusion", "same"),
+        "moe_permute_fusion", "q.moe_permute_fusion", search=Search("moe_permute_fusion", "same"),
     ),
     Setting(
         "moe_router_fusion", "stack", False, "--moe-router-fusion",
         "Routed models: fused router score and top-k kernels (megatron-core --moe-router-fusion).",
-        None, "q.moe_router_fusion", search=Search("moe_router_fusion", "same"),
+        "moe_router_fusion", "q.moe_router_fusion", search=Search("moe_router_fusion", "same"),
     ),
     Setting(
         "moe_fused_grouped_mlp", "stack", False, "--moe-fused-grouped-mlp",
         "Routed models: the experts' GEMMs, activation and quantisation as one fused, sync-free kernel (Transformer "
         "Engine's CuTeDSL grouped MLP, megatron-core 0.18; no megatron-core 0.16.1 flag).",
-        None, "q.moe_fused_grouped_mlp", search=Search("moe_fused_grouped_mlp", "same"),
+        "moe_fused_grouped_mlp", "q.moe_fused_grouped_mlp", search=Search("moe_fused_grouped_mlp", "same"),
     ),
     Setting(
         "moe_capacity_factor", "stack", None, "--moe-capacity-factor",
@@ -443,7 +443,7 @@ SETTINGS: tuple[Setting, ...] = (
         "moe_force_balance", "stack", False, "--moe-force-balance",
         "Routed models: route every token evenly (megatron-core --moe-router-force-load-balancing, benchmarks "
         "only); otherwise the busiest rank carries --moe-imbalance times the mean.",
-        None, "q.moe_force_balance", search=Search("moe_force_balance", "same"),
+        "moe_force_balance", "q.moe_force_balance", search=Search("moe_force_balance", "same"),
     ),
     Setting(
         "moe_imbalance", "stack", 1.0, "--moe-imbalance",

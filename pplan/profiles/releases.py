@@ -151,35 +151,6 @@ def release_changes(
     return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
 
 
-def release_search_changes(
-    values: Mapping[str, Any], defaulted: Iterable[str], model: str, hardware: str, routed: bool
-) -> dict[str, Any]:
-    """What a recommend query's stack release sets (`release_defaults`) among the search's one-value settings
-    (`SearchRequest` fields of the `same` form: dispatcher, EP overlap, CUDA-graph scope, fusions, TP overlap) the
-    user left at their defaults (`defaulted`, by field). `values` holds the query's `stack`, `release` and
-    `precisions`; with several precisions, only the knobs their recipes agree on. Empty without a release."""
-    from pplan.plan.settings import SETTINGS
-
-    release = release_of(values["stack"], values.get("release")) if values.get("release") else None
-    if release is None:
-        return {}
-    precisions = values.get("precisions") or ("bf16",)
-    recipes = [release_defaults(release, model, hardware, p, routed) for p in precisions]
-    left = set(defaulted)
-    out: dict[str, Any] = {}
-    for s in SETTINGS:
-        form = s.search
-        if form is None or form.form != "same" or s.name not in RELEASE_KNOBS or form.field not in left:
-            continue
-        found = [r.get(s.name) for r in recipes]
-        if found[0] is None or any(f != found[0] for f in found):
-            continue
-        value = tuple(found[0]) if isinstance(found[0], list) else found[0]
-        if value != values.get(form.field, s.default):
-            out[form.field] = value
-    return out
-
-
 DISPATCHERS_FROM: Mapping[MoeDispatcher, int] = {"allgather": 0, "alltoall": 0, "deepep": 12, "hybridep": 15}
 """The megatron-core minor version each token dispatcher a Megatron-Bridge release can run arrived in (facts of
 the Megatron-LM changelog: DeepEP in the flex dispatcher with 0.12, HybridEP with 0.15); NCCL EP is in no release
