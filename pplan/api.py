@@ -149,7 +149,8 @@ def recommend(**kwargs: Any) -> RecommendReport:
     """`pplan recommend --format json`: the ranked plans as the pplan.recommend/2 document. Keywords: the
     command's flags, underscored (e.g. `model="llama3-70b", gpus=256, global_batch=512, schedule=["1f1b"]`).
     Each candidate can be passed on to `explain`."""
-    from pplan.cli.recommend import Query, defaulted
+    from pplan.cli.recommend import Query
+    from pplan.cli.signature import given
 
     ctx = _context("recommend", _argv("recommend", kwargs))
     params = dict(ctx.params)
@@ -159,7 +160,7 @@ def recommend(**kwargs: Any) -> RecommendReport:
     for name in ("output", "as_json", "rank", "pick", "show_commands"):
         params.pop(name, None)
     with _named():
-        query = Query(output="json", searched=params, defaulted=defaulted(params, ctx), **own)
+        query = Query(output="json", searched=params, given=given(params, ctx), **own)
         model_spec, _, _, answer = query.answer()
         return query.document(model_spec, answer)
 

@@ -114,7 +114,7 @@ def test_recommend_carries_the_release_and_its_lines_read_back(capsys: pytest.Ca
     assert again.json()["performance"]["step_s"] == pytest.approx(best["performance"]["step_s"])
 
 
-def _recipe(release: str, key: str) -> dict[str, object]:
+def _recipe(release: str, key: str) -> dict[str, Any]:
     """The release's recipe as pplan/profiles/releases.json states it (read here, not through pplan's reader)."""
     import json
     from pathlib import Path
@@ -123,7 +123,7 @@ def _recipe(release: str, key: str) -> dict[str, object]:
 
     data = json.loads((Path(pplan.profiles.__file__).parent / "releases.json").read_text())
     (row,) = [r for r in data["stacks"]["megatron-bridge"] if r["name"] == release]
-    recipe: dict[str, object] = row["recipes"][key]
+    recipe: dict[str, Any] = row["recipes"][key]
     return recipe
 
 
@@ -138,6 +138,7 @@ QWEN_GB200 = dict(
 )
 
 
+@pytest.mark.acceptance
 def test_recommend_prices_a_named_release_s_recipe_knobs() -> None:
     """`--stack megatron-bridge@26.06`: every ranked plan runs the release's Qwen3-30B GB200 MXFP8 recipe knobs
     (HybridEP, EP overlap where the cut allows it, full-iteration graphs, the fused grouped MLP), as explain does; a
@@ -150,7 +151,7 @@ def test_recommend_prices_a_named_release_s_recipe_knobs() -> None:
     for c in answer.candidates:
         line = c.explain_command
         assert f"--moe-dispatcher {recipe['moe_dispatcher']}" in line
-        assert "--cuda-graph-scope " + ",".join(recipe["cuda_graph_scope"]) in line  # type: ignore[arg-type]
+        assert "--cuda-graph-scope " + ",".join(recipe["cuda_graph_scope"]) in line
         assert ("--moe-fused-grouped-mlp" in line.split()) is recipe["moe_fused_grouped_mlp"]
     pinned = pplan.recommend(stack="megatron-bridge@26.06", moe_dispatcher="alltoall", **QWEN_GB200)
     assert all("--moe-dispatcher alltoall" in c.explain_command for c in pinned.candidates)
@@ -248,3 +249,23 @@ def test_the_release_s_other_knobs_are_priced_on_the_same_plan() -> None:
     assert expected, "the case must name at least one faster knob"
     assert [n.split(" (")[0] for n in notes] == expected
     assert "deepep" not in " ".join(notes)
+
+
+@pytest.mark.acceptance
+def test_size_prices_each_hardware_with_its_recipe_of_the_release() -> None:
+    """`pplan size --stack megatron-bridge@26.06` over GB200 and H100: each hardware's best plan runs that release's
+    recipe for that GPU (the two differ: the H100 recipe graphs no attention)."""
+    import pplan
+
+    doc = pplan.size(
+        model="qwen3-30b-a3b", hardware="gb200-nvl72,h100-sxm-80gb", train_tokens=1e12, gpus="64", seq_len=4096,
+        stack="megatron-bridge@26.06", jobs=1,
+    )  # fmt: skip
+    seen = set()
+    for point in doc.points:
+        assert point.explain is not None
+        recipe = _recipe("26.06", f"qwen3-30b-a3b {point.hardware} bf16")
+        assert f"--moe-dispatcher {recipe['moe_dispatcher']}" in point.explain
+        assert "--cuda-graph-scope " + ",".join(sorted(recipe["cuda_graph_scope"])) in point.explain
+        seen.add(point.hardware)
+    assert seen == {"gb200-nvl72", "h100-sxm-80gb"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -21,7 +21,14 @@ from pplan.cli.options import (
     HardwareOpt,
     ModelOpt,
 )
-from pplan.cli.signature import knob_parameters, search_parameters, search_values, with_settings
+from pplan.cli.signature import (
+    given,
+    knob_parameters,
+    release_search_changes,
+    search_parameters,
+    search_values,
+    with_settings,
+)
 from pplan.errors import ConfigError
 from pplan.launchers.names import LAUNCHERS, Launcher
 from pplan.profiles.stacks import DEFAULT_STACK, launcher_for_stack, stack_for_launcher
@@ -194,7 +201,7 @@ def recommend(
         max_extrapolation,
         output,
         searched,
-        defaulted(searched, ctx),
+        given(searched, ctx),
     )
     model_spec, hardware_spec, request, answer = query.answer(progress=output == "table")
     if output == "json":
@@ -220,9 +227,9 @@ class Query:
     max_extrapolation: int | None
     output: Format
     searched: dict[str, Any]
-    defaulted: frozenset[str] = frozenset()
-    """The `searched` fields the user left at their defaults: a named stack release sets those of its recipe's
-    knobs (`release_search_changes`)."""
+    given: frozenset[str] = frozenset()
+    """The `searched` fields the user set: a named stack release sets its recipe's knobs among the others
+    (`release_search_changes`)."""
 
     def command(self, request: PlanRequest) -> str:
         """The `pplan explain` line of a plan, with the --model and --hardware given."""
@@ -251,7 +258,7 @@ class Query:
         model_spec = load_model(self.model)
         hardware_spec = load_hardware(self.hardware)
         values |= release_search_changes(
-            values, self.defaulted, model_spec.name, hardware_spec.name, model_spec.moe is not None
+            values, self.given, model_spec.name, hardware_spec.name, model_spec.moe is not None
         )
         knobs = {name: searched[name] for name in SEARCH_KNOBS}
         request = SearchRequest(
@@ -326,46 +333,6 @@ def _answer(
             bar.update(task, completed=done)
 
         return search(model, hw, request, launcher, tick)
-
-
-def release_search_changes(
-    values: Mapping[str, Any], defaulted: Iterable[str], model: str, hardware: str, routed: bool
-) -> dict[str, Any]:
-    """What a recommend query's stack release sets (`release_defaults`) among the search's one-value settings
-    (`SearchRequest` fields of the `same` form: dispatcher, EP overlap, CUDA-graph scope, fusions, TP overlap) the
-    user left at their defaults (`defaulted`, by field). `values` holds the query's `stack`, `release` and
-    `precisions`; with several precisions, only the knobs their recipes agree on. Empty without a release."""
-    from pplan.plan.settings import SETTINGS
-    from pplan.profiles.releases import RELEASE_KNOBS, release_defaults, release_of
-
-    release = release_of(values["stack"], values.get("release")) if values.get("release") else None
-    if release is None:
-        return {}
-    precisions = values.get("precisions") or ("bf16",)
-    recipes = [release_defaults(release, model, hardware, p, routed) for p in precisions]
-    left = set(defaulted)
-    out: dict[str, Any] = {}
-    for s in SETTINGS:
-        form = s.search
-        if form is None or form.form != "same" or s.name not in RELEASE_KNOBS or form.field not in left:
-            continue
-        found = [r.get(s.name) for r in recipes]
-        if found[0] is None or any(f != found[0] for f in found):
-            continue
-        value = tuple(found[0]) if isinstance(found[0], list) else found[0]
-        if value != values.get(form.field, s.default):
-            out[form.field] = value
-    return out
-
-
-def defaulted(params: dict[str, Any], ctx: Any) -> frozenset[str]:
-    """The names among `params` the command line (or the Python API's keywords) left at their defaults, from the
-    command context's parameter sources."""
-    return frozenset(
-        name
-        for name in params
-        if (source := ctx.get_parameter_source(name)) is None or source.name == "DEFAULT"
-    )
 
 
 def _json_alias(output: Format, as_json: bool) -> Format:

@@ -12,7 +12,7 @@ name follows the last listed option of its panel.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar, get_args
 
 import typer
@@ -206,3 +206,42 @@ def search_values(values: Mapping[str, Any]) -> dict[str, Any]:
             out[form.field] = _text(s, value)
     _stack_release(out, "stack", "release")
     return out
+
+
+def release_search_changes(
+    values: Mapping[str, Any], given: Iterable[str], model: str, hardware: str, routed: bool
+) -> dict[str, Any]:
+    """What a search's stack release sets (`release_defaults`) among its one-value settings (`SearchRequest` fields
+    of the `same` form: dispatcher, EP overlap, CUDA-graph scope, fusions, TP overlap) the user did not give
+    (`given`, by field; a setting the command has no option for is never given). `values` holds the query's `stack`, `release` and
+    `precisions`; with several precisions, only the knobs their recipes agree on. Empty without a release."""
+    from pplan.profiles.releases import release_defaults, release_of
+
+    release = release_of(values["stack"], values.get("release")) if values.get("release") else None
+    if release is None:
+        return {}
+    precisions = values.get("precisions") or ("bf16",)
+    recipes = [release_defaults(release, model, hardware, p, routed) for p in precisions]
+    told = set(given)
+    out: dict[str, Any] = {}
+    for s in SETTINGS:
+        form = s.search
+        if form is None or form.form != "same" or s.name not in RELEASE_KNOBS or form.field in told:
+            continue
+        found = [r.get(s.name) for r in recipes]
+        if found[0] is None or any(f != found[0] for f in found):
+            continue
+        value = tuple(found[0]) if isinstance(found[0], list) else found[0]
+        if value != values.get(form.field, s.default):
+            out[form.field] = value
+    return out
+
+
+def given(params: dict[str, Any], ctx: Any) -> frozenset[str]:
+    """The names among `params` the command line (or the Python API's keywords) set, from the command context's
+    parameter sources (a default is not given)."""
+    return frozenset(
+        name
+        for name in params
+        if (source := ctx.get_parameter_source(name)) is not None and source.name != "DEFAULT"
+    )

@@ -35,7 +35,13 @@ from pplan.cli.app import JsonAliasOpt, app, console, err_console, format_option
 from pplan.cli.commandline import explain_command
 from pplan.cli.files import FORCE_HELP, check_outputs, input_path, write_output
 from pplan.cli.options import DEFAULT_MODEL, ModelOpt
-from pplan.cli.signature import search_parameters, search_values, with_settings
+from pplan.cli.signature import (
+    given,
+    release_search_changes,
+    search_parameters,
+    search_values,
+    with_settings,
+)
 from pplan.errors import ConfigError
 from pplan.launchers.names import Launcher
 from pplan.profiles.stacks import stack_for_launcher
@@ -327,6 +333,7 @@ SIZE_PANELS = {"precision": ("Plans", "GEMM precisions to try, a comma list of b
 @app.command()
 @with_settings(search_parameters({"stack": None}, SIZE_PLAN_SETTINGS, SIZE_PANELS), SIZE_ORDER)
 def size(
+    ctx: typer.Context,
     model: ModelOpt = DEFAULT_MODEL,
     train_tokens: Annotated[
         float | None,
@@ -526,7 +533,13 @@ def size(
         storage_bytes_per_s=storage_gb_per_s * 1e9 if storage_gb_per_s is not None else None,
         restart_s=restart_minutes * 60,
     )
-    query = SizeQuery(train_tokens, seq, batch, template, goodput_inputs, price_list, pue)
+    told = given(plans, ctx)
+    routed = model_spec.moe is not None
+    knobs = tuple(
+        (spec.name, tuple(release_search_changes(searched, told, model_spec.name, spec.name, routed).items()))
+        for spec in specs
+    )  # a named release's recipe knobs, per hardware
+    query = SizeQuery(train_tokens, seq, batch, template, goodput_inputs, price_list, pue, knobs)
     with _Runner(workers, sys.stderr.isatty() and not as_json) as run:
         points = sweep(model_spec, specs, counts, query, run, stop_early)
     if not any(p.fits for p in points):

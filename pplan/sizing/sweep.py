@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pplan.model.params import total_params
 from pplan.plan.records import PlanRequest
@@ -43,6 +44,8 @@ class SizeQuery:
     prices: tuple[tuple[str, float], ...] = ()
     """Price per GPU-hour by hardware name (over the profile's own)."""
     pue: float = DEFAULT_PUE
+    knobs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    """Per hardware name, the search settings a named stack release's recipe sets there (its knobs differ by GPU)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +126,15 @@ def size_point(
     model: ModelSpec, hardware: HardwareSpec, gpus: int, global_batch: int, query: SizeQuery
 ) -> SizePoint:
     """The best plan at `gpus` GPUs and `global_batch` sequences, and the run it makes (module docstring)."""
+    knobs = dict(dict(query.knobs).get(hardware.name, ()))
     request = replace(
-        query.search, gpus=gpus, global_batch=global_batch, top_n=1, seq_len=query.seq_len, split_p2p=False
+        query.search,
+        gpus=gpus,
+        global_batch=global_batch,
+        top_n=1,
+        seq_len=query.seq_len,
+        split_p2p=False,
+        **knobs,
     )
     head = SizePoint(hardware=hardware.name, gpus=gpus, global_batch=global_batch, request=None)
     found = recommendations(model, hardware, request, knobs=False)
