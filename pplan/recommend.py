@@ -41,6 +41,7 @@ from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 from pplan.search import LauncherFilter, Miss, Ranked, Rejection, SearchRequest, top_configurations
 from pplan.search.knobs import knob_notes, stack_knob_notes
+from pplan.search.result import Ranking
 from pplan.search.space import Candidate
 
 MAX_GPUS = 16_384
@@ -111,11 +112,54 @@ def recommendations(
     """The search's exact top `req.top_n`, each explained (`explained`; without the knob notes unless `knobs`).
     `progress(simulated)` is called per simulation. The cyclic garbage collector is paused meanwhile
     (pplan.collector)."""
-    found = top_configurations(model, hw, req, progress, launcher)
+    found = _each_dispatcher(model, hw, req, progress, launcher)
     shown = [explained(model, hw, req, ranked, knobs) for ranked in found.candidates]
     return Recommendations(
         shown, found.rejected, found.closest_misses, found.enumerated, found.bounded, found.simulated
     )
+
+
+def _each_dispatcher(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    progress: Callable[[int], None] | None,
+    launcher: LauncherFilter | None,
+) -> Ranking:
+    """The exact top `req.top_n` over every dispatcher `req.moe_dispatchers` names: one search per dispatcher (each
+    exact for it), the union walked in the search's order (pplan.search.rank) with the dispatcher's place in the
+    list before the enumeration order. A configuration another dispatcher already shows is counted as a same-cut
+    twin (the faster dispatcher is shown); the rest past the top are ranked below it. The dispatcher changes no
+    memory, so the closest misses are the first search's; the counts add up over the searches."""
+    dispatchers = req.moe_dispatchers if model.moe is not None else ()
+    if len(dispatchers) <= 1:
+        one = replace(req, moe_dispatcher=dispatchers[0], moe_dispatchers=()) if dispatchers else req
+        return top_configurations(model, hw, one, progress, launcher)
+    runs = [
+        top_configurations(model, hw, replace(req, moe_dispatcher=d, moe_dispatchers=()), progress, launcher)
+        for d in dict.fromkeys(dispatchers)
+    ]
+    merged = Ranking([], Counter(), runs[0].closest_misses)
+    for run in runs:
+        merged.rejected.update(run.rejected)
+        merged.enumerated += run.enumerated
+        merged.bounded += run.bounded
+        merged.simulated += run.simulated
+    walked = sorted(
+        ((k, r) for k, run in enumerate(runs) for r in run.candidates),
+        key=lambda kr: (*kr[1].scored.key()[:-2], kr[0], *kr[1].scored.key()[-2:]),
+    )
+    seen: set[PlanRequest] = set()
+    for _, ranked in walked:
+        plan = replace(ranked.request, moe_dispatcher=req.moe_dispatcher)  # the configuration, any dispatcher
+        if plan in seen:
+            merged.rejected[Rejection.EQUIVALENT] += 1
+        elif len(merged.candidates) >= req.top_n:
+            merged.rejected[Rejection.BELOW_TOP] += 1
+        else:
+            seen.add(plan)
+            merged.candidates.append(ranked)
+    return merged
 
 
 def forced_model_parallel(gpus: int, global_batch: int) -> int:

@@ -269,3 +269,44 @@ def test_size_prices_each_hardware_with_its_recipe_of_the_release() -> None:
         assert "--cuda-graph-scope " + ",".join(sorted(recipe["cuda_graph_scope"])) in point.explain
         seen.add(point.hardware)
     assert seen == {"gb200-nvl72", "h100-sxm-80gb"}
+
+
+def test_a_release_sets_the_dispatcher_list_a_search_was_not_given() -> None:
+    """recommend's `--moe-dispatcher` is a list; not given, a named release's recipe sets it to its one dispatcher;
+    given, it stays."""
+    from pplan.cli.signature import release_search_changes
+
+    values = {"stack": "megatron-bridge", "release": "26.06", "precisions": ("mxfp8",), "moe_dispatchers": ()}
+    recipe = _recipe("26.06", "qwen3-30b-a3b gb200-nvl72 mxfp8")
+    changes = release_search_changes(values, (), "qwen3-30b-a3b", "gb200-nvl72", True)
+    assert changes["moe_dispatchers"] == (recipe["moe_dispatcher"],)
+    assert "moe_dispatchers" not in release_search_changes(
+        values, ("moe_dispatchers",), "qwen3-30b-a3b", "gb200-nvl72", True
+    )
+
+
+@pytest.mark.acceptance
+def test_several_dispatchers_rank_the_union_of_their_searches() -> None:
+    """`--moe-dispatcher alltoall,hybridep`: the answer is the union of the two single-dispatcher searches' top N,
+    ordered by throughput, each configuration once (with its faster dispatcher); every plan in either search's top
+    N that is faster than the last shown is shown, or is a shown configuration under the other dispatcher."""
+    import pplan
+
+    query = dict(
+        model="qwen3-30b-a3b", hardware="h100-sxm-80gb", gpus=64, global_batch=512, seq_len=4096, top=5
+    )
+    both = pplan.recommend(moe_dispatcher="alltoall,hybridep", **query).candidates
+    singles = {d: pplan.recommend(moe_dispatcher=d, **query).candidates for d in ("alltoall", "hybridep")}
+    speeds = [c.performance.tokens_per_s for c in both]  # type: ignore[union-attr]
+    assert len(both) == 5 and speeds == sorted(speeds, reverse=True)
+    assert speeds[0] == max(c[0].performance.tokens_per_s for c in singles.values())  # type: ignore[union-attr]
+
+    def config(line: str) -> str:
+        return " ".join(w for w in line.split() if w not in ("--moe-dispatcher", "hybridep", "alltoall"))
+
+    shown = [config(c.explain_command) for c in both]
+    assert len(set(shown)) == len(shown)
+    for plans in singles.values():
+        for c in plans:
+            if c.performance.tokens_per_s > speeds[-1]:  # type: ignore[union-attr]
+                assert config(c.explain_command) in shown

@@ -226,15 +226,23 @@ def release_search_changes(
     out: dict[str, Any] = {}
     for s in SETTINGS:
         form = s.search
-        if form is None or form.form != "same" or s.name not in RELEASE_KNOBS or form.field in told:
+        one_value = form is not None and (form.form == "same" or s.name in RELEASE_LIST_KNOBS)
+        if form is None or not one_value or s.name not in RELEASE_KNOBS or form.field in told:
             continue
         found = [r.get(s.name) for r in recipes]
         if found[0] is None or any(f != found[0] for f in found):
             continue
         value = tuple(found[0]) if isinstance(found[0], list) else found[0]
+        if form.form == "list":
+            value = (value,)
         if value != values.get(form.field, s.default):
             out[form.field] = value
     return out
+
+
+RELEASE_LIST_KNOBS = frozenset({"moe_dispatcher"})
+"""Release knobs recommend takes as a list (`--moe-dispatcher a,b`) that a search not given one prices at one value:
+a named release sets it to its recipe's."""
 
 
 def given(params: dict[str, Any], ctx: Any) -> frozenset[str]:

@@ -401,7 +401,11 @@ SETTINGS: tuple[Setting, ...] = (
         "Routed models: token dispatcher, alltoall (NCCL all-to-all, k copies per token), allgather, deepep, "
         "hybridep or ncclep (deduplicating kernels: one copy per destination rank).",
         "moe_dispatcher", "q.moe_dispatcher", choices=get_args(MoeDispatcher), cli_type=MoeDispatcher,
-        search=Search("moe_dispatcher", "same"),
+        search=Search(
+            "moe_dispatchers", "list",
+            "Routed models: comma list of token dispatchers to try (alltoall, allgather, deepep, hybridep, ncclep); "
+            "the search runs once per dispatcher and ranks the union (default: alltoall, or a named release's).",
+        ),
     ),
     Setting(
         "moe_ep_overlap", "stack", False, "--moe-ep-overlap",

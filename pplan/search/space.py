@@ -88,7 +88,7 @@ class Rejection(StrEnum):
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
     BELOW_TOP = "ranked below the top"
-    EQUIVALENT = "same cut as a shown one: other ZeRO stage or grad dtype, or other b·cp within 0.1 %"
+    EQUIVALENT = "same cut as a shown one: other ZeRO stage, grad dtype or dispatcher, or other b·cp within 0.1 %"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +159,9 @@ class SearchRequest:
     """GEMM precisions to try (BF16 unless asked: pplan.model.precision)."""
     moe_dispatcher: MoeDispatcher = "alltoall"
     """Routed models: the token dispatcher every plan uses (`PlanRequest.moe_dispatcher`)."""
+    moe_dispatchers: tuple[MoeDispatcher, ...] = ()
+    """Routed models: the token dispatchers to try (empty: `moe_dispatcher` alone); recommend runs the search once
+    per dispatcher and ranks the union (pplan.recommend)."""
     moe_ep_overlap: bool = False
     """Routed models: every plan overlaps its expert all-to-all (`PlanRequest.moe_ep_overlap`)."""
     cuda_graph_scope: tuple[CudaGraphScope, ...] = ()
