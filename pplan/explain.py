@@ -63,6 +63,7 @@ from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import check_precision, make_plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.records import Plan, PlanRequest
+from pplan.plan.settings import SETTINGS
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
@@ -418,19 +419,18 @@ def _precision_speedup(
     ]
 
 
+_SHOWN = tuple(s.name for s in SETTINGS if s.shown == s.name)
+"""The settings the plan block shows under their own names (pplan.plan.settings, `shown`): copied from the plan."""
+
+
 def _plan_out(plan: Plan) -> PlanOut:
+    """The plan block: every setting shown under its own name as the plan holds it (lists for tuples), and what
+    `make_plan` derived (d, m, the recompute policy, the layer split, the shard replicas)."""
+    copied = {name: list(v) if isinstance(v := getattr(plan, name), tuple) else v for name in _SHOWN}
     return PlanOut(
-        tp=plan.tp,
-        pp=plan.pp,
+        **copied,
         dp=plan.dp,
-        vp=plan.vp,
-        cp=plan.cp,
-        schedule=plan.schedule,
-        micro_batch=plan.micro_batch,
         num_microbatches=plan.num_microbatches,
-        global_batch=plan.global_batch,
-        seq_len=plan.seq_len,
-        recompute=plan.recompute,
         recompute_policy=RecomputeOut(
             label=plan.recompute_label,
             method=plan.recompute_method if plan.recompute == "full" else None,
@@ -438,35 +438,9 @@ def _plan_out(plan: Plan) -> PlanOut:
             modules=list(plan.recompute_modules),
             recomputed_layers_per_chunk=[plan.recomputed_layers(c.layers) for c in plan.layout.chunks],
         ),
-        sequence_parallel=plan.sequence_parallel,
-        flash_attention=plan.flash_attention,
-        zero_stage=plan.zero_stage,
-        grad_dtype=plan.grad_dtype,
-        activation_model=plan.activation_model,
-        gpus=plan.gpus,
         layers_per_chunk=[c.layers for c in plan.layout.chunks],
         tokens_per_step=plan.global_batch * plan.seq_len,
-        offload_modules=list(plan.offload_modules),
-        shard_group=plan.shard_group,
         shard_replicas=plan.shard_replicas,
-        reshard_after_forward=plan.reshard_after_forward,
-        stack=plan.stack,
-        overlap_p2p_comm=plan.overlap_p2p_comm,
-        precision=plan.precision,
-        fp8_param_gather=plan.fp8_param_gather,
-        fp8_swiglu_input=plan.fp8_swiglu_input,
-        moment_dtype=plan.moment_dtype,
-        ep=plan.ep,
-        etp=plan.etp,
-        release=plan.release,
-        tp_comm_overlap=plan.tp_comm_overlap,
-        moe_dispatcher=plan.moe_dispatcher,
-        moe_ep_overlap=plan.moe_ep_overlap,
-        cuda_graph_scope=list(plan.cuda_graph_scope),
-        moe_permute_fusion=plan.moe_permute_fusion,
-        moe_router_fusion=plan.moe_router_fusion,
-        moe_fused_grouped_mlp=plan.moe_fused_grouped_mlp,
-        moe_force_balance=plan.moe_force_balance,
     )
 
 
