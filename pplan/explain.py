@@ -63,6 +63,7 @@ from pplan.model.params import is_expert_item, params_per_layer, total_params
 from pplan.plan.configuration import check_precision, make_plan
 from pplan.plan.knobs import DurationModel
 from pplan.plan.records import Plan, PlanRequest
+from pplan.plan.rules import ep_overlap_refusal
 from pplan.plan.settings import SETTINGS
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -648,6 +649,11 @@ def _assumptions(
         out.append(sinks)
     if plan.tp_comm_overlap:
         out.append(_tp_overlap_sentence(plan, hardware))
+    if req.moe_ep_overlap and not plan.moe_ep_overlap and model.moe is not None:
+        why = ep_overlap_refusal(plan.ep, plan.pp, plan.vp, plan.recompute, plan.moe_dispatcher)
+        out.append(
+            f"EP overlap asked but not taken: megatron-core's --overlap-moe-expert-parallel-comm {why}"
+        )
     if plan.jitter:
         out.append(
             f"straggler allowance (--jitter {plan.jitter:g}): each rank's work per step varies with coefficient of "

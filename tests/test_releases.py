@@ -310,3 +310,17 @@ def test_several_dispatchers_rank_the_union_of_their_searches() -> None:
         for c in plans:
             if c.performance.tokens_per_s > speeds[-1]:  # type: ignore[union-attr]
                 assert config(c.explain_command) in shown
+
+
+def test_explain_says_when_ep_overlap_is_not_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--moe-ep-overlap` on a p = 2 cut without interleaving: the plan does not overlap, and explain says why."""
+    import json
+
+    res = run_pplan(
+        capsys, "explain", "--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch", "64", "--tp", "1", "--pp",
+        "2", "--ep", "8", "--moe-ep-overlap", "--seq-len", "4096", "--json",
+    )  # fmt: skip
+    doc = json.loads(res.out)
+    assert doc["plan"]["moe_ep_overlap"] is False
+    (line,) = [a for a in doc["assumptions"] if "EP overlap" in a]
+    assert "interleaved schedule (v > 1) when p > 1" in line
