@@ -324,3 +324,18 @@ def test_explain_says_when_ep_overlap_is_not_taken(capsys: pytest.CaptureFixture
     assert doc["plan"]["moe_ep_overlap"] is False
     (line,) = [a for a in doc["assumptions"] if "EP overlap" in a]
     assert "interleaved schedule (v > 1) when p > 1" in line
+
+
+@pytest.mark.acceptance
+def test_recommend_s_table_says_which_knobs_it_ranked_with(capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = _recipe("26.06", "qwen3-30b-a3b gb200-nvl72 mxfp8")
+    res = run_pplan(
+        capsys, "recommend", "--model", "qwen3-30b-a3b", "--hardware", "gb200-nvl72", "--gpus", "64",
+        "--global-batch", "512", "--seq-len", "4096", "--stack", "megatron-bridge@26.06", "--precision", "mxfp8",
+        "--top", "2",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    text = " ".join(res.out.split())
+    assert "megatron-bridge 26.06: ranked with" in text
+    assert f"--moe-dispatcher {recipe['moe_dispatcher']}" in text
+    assert "--cuda-graph-scope " + ",".join(recipe["cuda_graph_scope"]) in text

@@ -212,7 +212,10 @@ def recommend(
         command = query.command
         _print_launcher_settings(answer, model_spec, output, command, model, _chosen(answer, rank, pick))
     else:
-        _print_table(answer, hardware_spec, request, query.command, model, show_commands, max_extrapolation)
+        routed = model_spec.moe is not None
+        _print_table(
+            answer, hardware_spec, request, query.command, model, show_commands, max_extrapolation, routed
+        )
 
 
 @dataclass(frozen=True)
@@ -424,6 +427,7 @@ def _print_table(
     model_arg: str,
     show_commands: bool,
     max_extrapolation: int | None,
+    model_routed: bool = False,
 ) -> None:
     """The ranked table, a better batch, and the `pplan explain` line of the best (of each: `show_commands`); or,
     when nothing fits, why and where it would."""
@@ -438,6 +442,8 @@ def _print_table(
     best = result.candidates[0].report.performance if result.candidates else None
     status = best.confidence if best is not None else ""
     console.print(domains_sentence(hw, gpus), markup=False, highlight=False)  # the NVLink domains it fills
+    if request.release is not None:
+        console.print(_release_sentence(request, model_routed), markup=False, highlight=False)
     console.print(render_recommend(result, title, answer.elapsed_s, console.width, answer.notes, status))
     if better is not None:
         gain = better[1].tokens_per_s / result.candidates[0].tokens_per_s - 1
@@ -458,6 +464,27 @@ def _print_table(
     )
     for rank, cand in enumerate(shown, 1):
         console.print(f"  #{rank}: " + command(cand.request), soft_wrap=True, markup=False, highlight=False)
+
+
+def _release_sentence(request: SearchRequest, routed: bool) -> str:
+    """The stack knobs the ranked plans were priced with under a named release (its recipe's, or a flag's); the
+    routed models' knobs only for a routed model."""
+    from pplan.plan.settings import SETTING
+    from pplan.profiles.releases import RELEASE_KNOBS
+
+    shown = []
+    for name in sorted(RELEASE_KNOBS & set(SETTING)):
+        setting, form = SETTING[name], SETTING[name].search
+        if form is None or (not routed and setting.help.startswith("Routed models")):
+            continue
+        if form.form == "same":
+            shown.append(setting.spelled(getattr(request, form.field)))
+        elif name == "moe_dispatcher":
+            shown.append(f"{setting.flag} {','.join(request.moe_dispatchers) or request.moe_dispatcher}")
+    return (
+        f"{request.stack} {request.release}: ranked with {' '.join(shown)} (its recipe's knobs where no flag set "
+        "them; TP and EP overlap where a plan's cut takes them)."
+    )
 
 
 EXIT_NOTHING_FITS = 1
