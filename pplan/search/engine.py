@@ -68,7 +68,7 @@ from pplan.search.space import (
     Cut,
     Rejection,
     SearchRequest,
-    enumerate_layouts,
+    enumerate_layout_groups,
     group_successors,
     sharding_variants,
 )
@@ -187,26 +187,40 @@ class Engine:
         cells are made when the cut comes to the front (`expand`)."""
         result, query = self.result, self.query
         launcher = self.launcher if self.launcher is not None and self.req.launcher else None
-        # per layout (`enumerate_layouts`, by identity, kept alive here): its cells, whether its launcher
-        # refuses it at every m, its lattice
-        layouts: dict[int, tuple[Cut, int, bool, Lattice, tuple[bool, ...]]] = {}
-        for layout, b, m in enumerate_layouts(
+        # per group of layouts (`enumerate_layout_groups`, by identity, kept alive here): its cells, those in the
+        # layouts its launcher refuses at every m, and each other layout with the offset of its first cell, its
+        # lattice and its cells' refusals. A group's layouts share their family, p and m: the launcher's rule on
+        # m refuses all of them or none
+        groups: dict[int, tuple[list[Cut], int, int, list[tuple[int, Cut, Lattice, tuple[bool, ...]]]]] = {}
+        for cuts, b, m in enumerate_layout_groups(
             self.model, self.hw, self.req, query.seq, result.rejected, every_partial=False
         ):
-            known = layouts.get(id(layout))
+            known = groups.get(id(cuts))
             if known is None:
-                refused = query.layout_refused(layout, launcher)
-                refusals = query.cell_refusals(layout, self.launcher) if self.filtered else ()
-                known = layouts[id(layout)] = (layout, len(layout), refused, self.lattice(layout), refusals)
-            _, size, refused, lattice, refusals = known
+                runs: list[tuple[int, Cut, Lattice, tuple[bool, ...]]] = []
+                size = refused = 0
+                for layout in cuts:
+                    if query.layout_refused(layout, launcher):
+                        refused += len(layout)
+                    else:
+                        refusals = query.cell_refusals(layout, self.launcher) if self.filtered else ()
+                        runs.append((size, layout, self.lattice(layout), refusals))
+                    size += len(layout)
+                known = groups[id(cuts)] = (cuts, size, refused, runs)
+            _, size, refused, runs = known
             base = result.enumerated
             result.enumerated += size
-            if refused or (
-                launcher is not None and layout.p > 1 and launcher.m_refuses(layout.family, layout.p, m)
+            if (
+                runs
+                and launcher is not None
+                and cuts[0].p > 1
+                and launcher.m_refuses(cuts[0].family, cuts[0].p, m)
             ):
-                result.rejected[Rejection.LAUNCHER] += size  # every cell, counted as the cells would be
-                continue
-            self.push_cut(layout.at(b, m), base, lattice, refusals)
+                refused, runs = size, []
+            if refused:
+                result.rejected[Rejection.LAUNCHER] += refused  # every cell, counted as the cells would be
+            for offset, layout, lattice, refusals in runs:
+                self.push_cut(layout.at(b, m), base + offset, lattice, refusals)
 
     def push_cut(self, cut: Cut, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()) -> None:
         """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
