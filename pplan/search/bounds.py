@@ -21,6 +21,7 @@ import math
 from functools import lru_cache
 
 from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_static_totals
+from pplan.cost.passes import PassTimes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
 from pplan.cost.pipeline import warmup_held, warmup_peaks
 from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
@@ -69,6 +70,8 @@ class Query(Filters):
         self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
+        # `sync_bound_with_variants`: the floors of a configuration and of its sharding variants, but b and recompute
+        self._variant_floors: dict[tuple[object, ...], tuple[SyncFloor, ...]] = {}
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._statics: dict[tuple[object, ...], tuple[int, ...]] = {}  # `static_totals`
@@ -148,14 +151,18 @@ class Query(Filters):
     ) -> tuple[float, float, float, float, float]:
         """The lesser of the layer kinds' F and B = I + W (pplan.model.flops.layer_kinds), each kind's F + I + W
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
-        the output layer's F + I + W, in seconds."""
-        shape = Shape(
-            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
-            expert_comm_overlap=expert_comm_overlap, precision=precision, moe_knobs=self.moe_knobs,
-        )  # fmt: skip
-        layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
-        out = output_pass_times(self.model, self.hw, shape)
+        the output layer's F + I + W, in seconds. What reads no expert field (`_plain_times`) is shared by every
+        ep, etp and expert overlap of the other fields."""
+        plain = self._plain_times(t, cp, b, recompute, splits_backward, precision)
+        if ep == etp == 1 and not expert_comm_overlap and self.model.moe is None:
+            layers, out = [plain[0][0]], plain[1]
+        else:
+            shape = self._shape(t, cp, b, recompute, splits_backward, precision, ep, etp, expert_comm_overlap)
+            layers = [
+                known or layer_pass_times(kind, self.hw, shape)
+                for (kind, _), known in zip(layer_kinds(self.model), plain[0], strict=True)
+            ]
+            out = plain[1] or output_pass_times(self.model, self.hw, shape)
         return (
             min(x.f_s for x in layers),
             min(x.i_s + x.w_s for x in layers),
@@ -163,6 +170,43 @@ class Query(Filters):
             layers[-1].f_s + layers[-1].i_s + layers[-1].w_s,
             out.f_s + out.i_s + out.w_s,
         )
+
+    def _shape(
+        self,
+        t: int,
+        cp: int,
+        b: int,
+        recompute: Recompute,
+        splits_backward: bool,
+        precision: Precision,
+        ep: int = 1,
+        etp: int = 1,
+        expert_comm_overlap: bool = False,
+    ) -> Shape:
+        """The layer shape `_layer_times` prices."""
+        return Shape(
+            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
+            expert_comm_overlap=expert_comm_overlap, precision=precision, moe_knobs=self.moe_knobs,
+        )  # fmt: skip
+
+    @lru_cache(maxsize=4096)  # noqa: B019
+    def _plain_times(
+        self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool, precision: Precision
+    ) -> tuple[tuple[PassTimes | None, ...], PassTimes | None]:
+        """Of `_layer_times`' pass times, those that read none of a shape's expert fields (ep, etp, the expert
+        all-to-all's overlap): each dense layer kind's (pplan.cost.passtime.layer_pass_times prices a dense layer
+        at those fields' defaults whatever they are), None for a routed kind; and the output layer's, unless a
+        multi-token-prediction module runs a routed layer in it (None then). The same figures `layer_pass_times`
+        and `output_pass_times` give at any ep, etp and overlap, asked once per the other fields instead of once
+        per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
+        shape = self._shape(t, cp, b, recompute, splits_backward, precision)
+        model, hw = self.model, self.hw
+        layers = tuple(
+            layer_pass_times(kind, hw, shape) if kind.moe is None else None for kind, _ in layer_kinds(model)
+        )
+        routed_output = model.mtp_layers and model.mtp_layer.moe is not None
+        return layers, None if routed_output else output_pass_times(model, hw, shape)
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def _geometry(
@@ -284,6 +328,12 @@ class Query(Filters):
         (pplan.cost.steptime.sync_floor_s). It tells apart the cells of a cut that the cheap bound cannot: ZeRO-3
         gathers every unit's weights twice per micro-batch. `plan`: `c`'s plan, or one of it with another
         recompute (what a partial-recompute seed has: recompute moves no data-parallel bytes)."""
+        traffic, optimizer = sync_floor_s(self._sync_floor(c, plan), c.m)
+        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+
+    def _sync_floor(self, c: Candidate, plan: Plan | None = None) -> SyncFloor:
+        """`sync_floor` of `c`, remembered for all but its micro-batch size (which only sets m, an argument of
+        `sync_floor_s`) and its recompute (`plan`: as `sync_bound`'s)."""
         shape = (*c.order[:3], *c.order[4:-4])  # the cut but its micro-batch size, which only sets m here
         key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but b and the recompute
         floor = self._sync_floors.get(key)
@@ -294,22 +344,31 @@ class Query(Filters):
             if ranks is None:
                 ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
             floor = self._sync_floors[key] = sync_floor(self.model, self.hw, plan, ranks)
-        traffic, optimizer = sync_floor_s(floor, c.m)
-        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+        return floor
 
-    def sync_bound_with_variants(
-        self, c: Candidate, plan: Plan | None = None, enough: float = math.inf
-    ) -> float:
+    def sync_bound_with_variants(self, c: Candidate, plan: Plan | None = None) -> float:
         """`sync_bound` of `c` and of every sharding variant it may lead to (pplan.search.space.sharding_variants:
         made only once `c` fits, and hybrid sharding within a node can move less over the slower links): a bound
-        for all of them, since the search defers `c` (and so its variants) with it. Stops at the first figure of
-        at least `enough` (the search then does not defer `c`)."""
-        figure = self.sync_bound(c, plan)
-        more = sharding_variants(c, self.req, self.hw.gpus_per_node)
-        while more and figure < enough:
-            variant = more.pop()
-            figure = max(figure, self.sync_bound(variant))
-            more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+        for all of them, since the search defers `c` (and so its variants) with it. The variants run `c`'s passes
+        (the same cheap bound) and differ from it only in their sharding choices, so their floors (`sync_floor`)
+        are remembered with `c`'s, per all of `c` but its micro-batch size and recompute, and each call only
+        reads them at `c`'s m."""
+        shape = (*c.order[:3], *c.order[4:-4])
+        key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)
+        floors = self._variant_floors.get(key)
+        if floors is None:
+            found = [self._sync_floor(c, plan)]
+            more = sharding_variants(c, self.req, self.hw.gpus_per_node)
+            while more:
+                variant = more.pop()
+                found.append(self._sync_floor(variant))
+                more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+            floors = self._variant_floors[key] = tuple(found)
+        passes, tokens, m = self.tokens / self.cheap_bound(c), self.tokens, c.m
+        figure = 0.0
+        for floor in floors:
+            traffic, optimizer = sync_floor_s(floor, m)
+            figure = max(figure, tokens / (max(passes, traffic) + optimizer))
         return figure
 
     def plan(self, c: Candidate) -> Plan:

@@ -301,7 +301,7 @@ class Engine:
             figure = (
                 math.inf
                 if static or head.zero < 2  # below ZeRO-2, one collective per step: rarely binding
-                else self.query.sync_bound_with_variants(head, seed.plan if seed else None, front)
+                else self.query.sync_bound_with_variants(head, seed.plan if seed else None)
             )
         except PplanError:
             static, figure = None, math.inf  # refused: the fit below counts it
