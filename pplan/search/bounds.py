@@ -153,16 +153,20 @@ class Query(Filters):
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
         the output layer's F + I + W, in seconds. What reads no expert field (`_plain_times`) is shared by every
         ep, etp and expert overlap of the other fields."""
-        plain = self._plain_times(t, cp, b, recompute, splits_backward, precision)
-        if ep == etp == 1 and not expert_comm_overlap and self.model.moe is None:
-            layers, out = [plain[0][0]], plain[1]
-        else:
-            shape = self._shape(t, cp, b, recompute, splits_backward, precision, ep, etp, expert_comm_overlap)
-            layers = [
-                known or layer_pass_times(kind, self.hw, shape)
-                for (kind, _), known in zip(layer_kinds(self.model), plain[0], strict=True)
-            ]
-            out = plain[1] or output_pass_times(self.model, self.hw, shape)
+        known, out = self._plain_times(t, cp, b, recompute, splits_backward, precision)
+        shape: Shape | None = None
+        layers: list[PassTimes] = []
+        for (kind, _), times in zip(layer_kinds(self.model), known, strict=True):
+            if times is None:  # a routed kind
+                shape = shape or self._shape(t, cp, b, recompute, splits_backward, precision, ep, etp,
+                                             expert_comm_overlap)  # fmt: skip
+                times = layer_pass_times(kind, self.hw, shape)
+            layers.append(times)
+        if out is None:
+            shape = shape or self._shape(
+                t, cp, b, recompute, splits_backward, precision, ep, etp, expert_comm_overlap
+            )
+            out = output_pass_times(self.model, self.hw, shape)
         return (
             min(x.f_s for x in layers),
             min(x.i_s + x.w_s for x in layers),
