@@ -70,6 +70,9 @@ class Query(Filters):
         self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
+        # `sync_floor` per what it reads of a configuration (`_sync_floor`): cuts of other families, v or layer
+        # splits whose ranks hold the same parameters and units share it
+        self._floors_alike: dict[tuple[object, ...], SyncFloor] = {}
         # `sync_bound_with_variants`: the floors of a configuration and of its sharding variants, but b and recompute
         self._variant_floors: dict[tuple[object, ...], tuple[SyncFloor, ...]] = {}
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
@@ -153,19 +156,17 @@ class Query(Filters):
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
         the output layer's F + I + W, in seconds. What reads no expert field (`_plain_times`) is shared by every
         ep, etp and expert overlap of the other fields."""
-        known, out = self._plain_times(t, cp, b, recompute, splits_backward, precision)
-        shape: Shape | None = None
-        layers: list[PassTimes] = []
-        for (kind, _), times in zip(layer_kinds(self.model), known, strict=True):
-            if times is None:  # a routed kind
-                shape = shape or self._shape(t, cp, b, recompute, splits_backward, precision, ep, etp,
-                                             expert_comm_overlap)  # fmt: skip
-                times = layer_pass_times(kind, self.hw, shape)
-            layers.append(times)
+        base, known, out = self._plain_times(t, cp, b, recompute, splits_backward, precision)
+        shape = (
+            base
+            if ep == etp == 1 and not expert_comm_overlap
+            else changed(base, ep=ep, etp=etp, expert_comm_overlap=expert_comm_overlap)
+        )  # what a routed kind and a routed output are priced at
+        layers = [
+            times if times is not None else layer_pass_times(kind, self.hw, shape)
+            for (kind, _), times in zip(layer_kinds(self.model), known, strict=True)
+        ]
         if out is None:
-            shape = shape or self._shape(
-                t, cp, b, recompute, splits_backward, precision, ep, etp, expert_comm_overlap
-            )
             out = output_pass_times(self.model, self.hw, shape)
         return (
             min(x.f_s for x in layers),
@@ -175,42 +176,27 @@ class Query(Filters):
             out.f_s + out.i_s + out.w_s,
         )
 
-    def _shape(
-        self,
-        t: int,
-        cp: int,
-        b: int,
-        recompute: Recompute,
-        splits_backward: bool,
-        precision: Precision,
-        ep: int = 1,
-        etp: int = 1,
-        expert_comm_overlap: bool = False,
-    ) -> Shape:
-        """The layer shape `_layer_times` prices."""
-        return Shape(
-            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
-            expert_comm_overlap=expert_comm_overlap, precision=precision, moe_knobs=self.moe_knobs,
-        )  # fmt: skip
-
     @lru_cache(maxsize=4096)  # noqa: B019
     def _plain_times(
         self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool, precision: Precision
-    ) -> tuple[tuple[PassTimes | None, ...], PassTimes | None]:
-        """Of `_layer_times`' pass times, those that read none of a shape's expert fields (ep, etp, the expert
-        all-to-all's overlap): each dense layer kind's (pplan.cost.passtime.layer_pass_times prices a dense layer
-        at those fields' defaults whatever they are), None for a routed kind; and the output layer's, unless a
-        multi-token-prediction module runs a routed layer in it (None then). The same figures `layer_pass_times`
-        and `output_pass_times` give at any ep, etp and overlap, asked once per the other fields instead of once
-        per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
-        shape = self._shape(t, cp, b, recompute, splits_backward, precision)
+    ) -> tuple[Shape, tuple[PassTimes | None, ...], PassTimes | None]:
+        """The layer shape `_layer_times` prices, at the expert fields' defaults (ep, etp, the expert all-to-all's
+        overlap); and of its pass times, those that read none of those fields: each dense layer kind's
+        (pplan.cost.passtime.layer_pass_times prices a dense layer at their defaults whatever they are), None for a
+        routed kind; and the output layer's, unless a multi-token-prediction module runs a routed layer in it (None
+        then). The same figures `layer_pass_times` and `output_pass_times` give at any ep, etp and overlap, asked
+        once per the other fields instead of once per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
+        shape = Shape(
+            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
+            precision=precision, moe_knobs=self.moe_knobs,
+        )  # fmt: skip
         model, hw = self.model, self.hw
         layers = tuple(
             layer_pass_times(kind, hw, shape) if kind.moe is None else None for kind, _ in layer_kinds(model)
         )
         routed_output = model.mtp_layers and model.mtp_layer.moe is not None
-        return layers, None if routed_output else output_pass_times(model, hw, shape)
+        return shape, layers, None if routed_output else output_pass_times(model, hw, shape)
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def _geometry(
@@ -342,12 +328,32 @@ class Query(Filters):
         key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but b and the recompute
         floor = self._sync_floors.get(key)
         if floor is None:
-            plan = plan or self.plan(c)
             cut = (*shape, c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
             ranks = self._sync_ranks.get(cut)
             if ranks is None:
+                plan = plan or self.plan(c)
                 ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
-            floor = self._sync_floors[key] = sync_floor(self.model, self.hw, plan, ranks)
+            # what `sync_floor` reads besides the query's settings: its ranks' parameters and units, the
+            # parallel degrees and the sharding choices (not the schedule family, v or layer split themselves)
+            alike = (
+                ranks,
+                c.t,
+                c.cp,
+                c.p,
+                c.ep,
+                c.etp,
+                c.precision,
+                c.zero,
+                c.grad_dtype,
+                c.shard_group,
+                c.reshard,
+            )
+            floor = self._floors_alike.get(alike)
+            if floor is None:
+                floor = self._floors_alike[alike] = sync_floor(
+                    self.model, self.hw, plan or self.plan(c), ranks
+                )
+            self._sync_floors[key] = floor
         return floor
 
     def sync_bound_with_variants(self, c: Candidate, plan: Plan | None = None) -> float:
