@@ -1,7 +1,8 @@
 """What the search shares between configurations gives each the figure it would get alone: the first queue made a
 group of layouts at a time holds exactly the cuts a walk of every cut pushes, at the same indices; the pass times
 kept without the expert fields are the pass-time functions' own; a configuration's sync bound with its sharding
-variants is the largest of their sync bounds, each asked alone."""
+variants is the largest of their sync bounds, each asked alone; a memory bound whose warm-up peaks another
+expert-parallel degree computed is the configuration's own."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from collections import Counter
 import pytest
 
 from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.cost.pipeline import warmup_peaks
 from pplan.launchers.support import SearchFilter
 from pplan.model.flops import layer_kinds
+from pplan.plan.configuration import make_plan
 from pplan.plan.knobs import Recompute
 from pplan.plan.shape import Shape
 from pplan.profiles.catalog import load_hardware, load_model
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.search import Query, SearchRequest
 from pplan.search.engine import CutEntry, Engine
-from pplan.search.space import Rejection, enumerate_cuts, sharding_variants
+from pplan.search.rank import fitted
+from pplan.search.space import Cut, Rejection, enumerate_cuts, sharding_variants
 
 H100 = load_hardware("h100-sxm-80gb")
 H800 = load_hardware("h800-sxm-80gb")
@@ -112,3 +116,26 @@ def test_sync_bound_with_variants_is_the_largest_of_their_sync_bounds() -> None:
             cell.summary()
         )
     assert with_variants >= 8
+
+
+def test_a_memory_bound_shared_across_ep_is_each_configurations_own() -> None:
+    """Mixtral on 64 GPUs: for a seeded sample of cuts, one cell at every expert-parallel degree of its cut,
+    bounded through one Query (the warm-up peaks remembered across ep), against `fitted` of each cell's own plan
+    with its own warm-up peaks."""
+    model = load_model("mixtral-8x7b")
+    req = SearchRequest(gpus=64, global_batch=256, seq_len=4096)
+    query = Query(model, H100, req)
+    by_ep: dict[tuple[object, ...], list[Cut]] = {}
+    for cut in enumerate_cuts(model, H100, req, query.seq, Counter()):
+        by_ep.setdefault((*cut.prefix[:8], *cut.prefix[9:]), []).append(cut)
+    rng = random.Random(17)
+    shared = 0
+    for cuts in rng.sample(sorted(by_ep.values(), key=lambda x: x[0].prefix), 12):
+        i = rng.randrange(len(cuts[0]))
+        for cut in cuts:
+            cell = cut.cell(i)
+            plan = make_plan(model, cell.request(req, query.seq))
+            own = fitted(model, H100, plan, cell, 0, False, warmup_peaks(model, plan))
+            assert query.fit(cell, 0).totals == own.totals, cell.summary()
+        shared += len(cuts) > 1
+    assert shared >= 6
