@@ -23,7 +23,7 @@ from functools import lru_cache
 from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_static_totals
 from pplan.cost.passes import PassTimes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
-from pplan.cost.pipeline import warmup_held, warmup_peaks
+from pplan.cost.pipeline import activation_shape, warmup_held, warmup_peaks
 from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
@@ -63,6 +63,7 @@ class Query(Filters):
         self.moe_knobs = MoeKnobs.of(req)  # every plan's MoE knobs (the request's): the layer times read them
         self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
+        self._savings: dict[Shape, tuple[int, float]] = {}  # `_recompute_saving` per activation shape
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
@@ -243,10 +244,8 @@ class Query(Filters):
                            recompute_modules=()) if plan is not None else make_plan(self.model, c.request(self.req, self.seq))  # fmt: skip
         except PplanError:
             return None, hi - n + 1, None
-        shape = base.shape
         grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
-        whole = act.layer_activations(self.model, shape, "none").total_bytes
-        saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+        whole, saved = self._recompute_saving(base.shape)
         held = warmup_held(base)
         prefit = None
         totals: tuple[float, ...]
@@ -263,7 +262,7 @@ class Query(Filters):
             limit = usable_bytes(self.hw, self.model, base) * (1 - self.req.headroom_fraction)
             need = n
         else:
-            prefit = fitted(self.model, self.hw, base, c, -1, False)
+            prefit = self.fit(c, -1, base)
             if prefit.fits(self.req.headroom_fraction):
                 return c, 0, prefit
             totals = tuple(float(t) for t in prefit.totals)
@@ -278,6 +277,19 @@ class Query(Filters):
         if need == n:
             return c, 0, prefit
         return c.partial(need, c.order[-4]), need - n, None
+
+    def _recompute_saving(self, shape: Shape) -> tuple[int, float]:
+        """`least_partial`'s one layer's activations, and what recomputing it saves per micro-batch held (with
+        fragmentation), remembered per activation shape (pplan.cost.pipeline.activation_shape: activation bytes
+        read none of the fields it drops, ep among them)."""
+        key = activation_shape(shape)
+        got = self._savings.get(key)
+        if got is None:
+            grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
+            whole = act.layer_activations(self.model, shape, "none").total_bytes
+            saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+            got = self._savings[key] = (whole, saved)
+        return got
 
     def static_miss(self, c: Candidate) -> tuple[int, int] | None:
         """(the most loaded rank's static bytes, usable bytes) when `c`'s weights, gradients and optimizer states

@@ -504,8 +504,15 @@ class Engine:
         """Every cell of `entry`'s cut at its first `stages` ZeRO stages is out of memory (`Query.stages_out`):
         counted so, those a filter drops as dropped, and their most frugal cells (by index) kept among the nearest
         misses. The cut's other cells keep the indices below its own (`expand`)."""
-        per_stage, dropped = len(entry.cut.grads), self.dropped(entry)
-        out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(entry.cut.zeros) < stages]
+        cut = entry.cut
+        if not entry.filtered:  # none dropped: each recompute option's first `stages` stages, every dtype
+            passed = len(cut.options) * stages * len(cut.grads)
+            self.result.rejected[Rejection.MEMORY] += passed
+            self.result.bounded += passed
+            self.misses += [miss for _, miss in misses]
+            return
+        per_stage, dropped = len(cut.grads), self.dropped(entry)
+        out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(cut.zeros) < stages]
         passed = out.count(None)
         self.result.rejected.update(reason for reason in out if reason is not None)
         self.result.rejected[Rejection.MEMORY] += passed
