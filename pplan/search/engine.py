@@ -25,7 +25,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
 from typing import NamedTuple
@@ -343,7 +343,7 @@ class Engine:
             self.missed(index, fit)
             keep = req.keep_gathered and keeping_may_cost_less(model, fit.plan)
             if keep:
-                self.admit(replace(fit.candidate, reshard=False))
+                self.admit(changed(fit.candidate, reshard=False))
             if key is not None:
                 self.remember_out(key, fit, keep)
             self.out_of_memory(index, fit.candidate, fit.plan, fit.totals)  # the next ZeRO stage or recompute
@@ -384,7 +384,7 @@ class Engine:
         if not (index in self.admitted_fp32 or is_variant(cand)):
             self.unbounded_misses.append((floor, index, cand))
         if keep:
-            self.admit(replace(cand, reshard=False))
+            self.admit(changed(cand, reshard=False))
         self.out_of_memory(index, cand, source=(index, cand))
 
     def nearest_misses(self) -> list[Miss]:
@@ -481,7 +481,7 @@ class Engine:
             self.stages_out_of_memory(entry, *out)
             if out[0] == len(cut.zeros):
                 return
-            cut = replace(cut, zeros=cut.zeros[out[0] :])
+            cut = changed(cut, zeros=cut.zeros[out[0] :])
             lattice = self.lattice(cut)
             refusals = self.query.cell_refusals(cut, self.launcher) if filtered else ()
         if self.eager:
@@ -633,10 +633,10 @@ class Engine:
         if cand.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
             self.made += 1
             result.enumerated += 1
-            twin = replace(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
+            twin = changed(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
             self.fp32_waiting[index] = (self.made, given(twin))
         if prefit is not None:
-            self.prefits[index] = replace(prefit, index=index)
+            self.prefits[index] = changed(prefit, index=index)
         return cand
 
     # The answer
