@@ -92,14 +92,15 @@ class Query(Filters):
             c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
         )  # fmt: skip
 
-    def cell_bound(self, cut: Cut, i: int) -> float:
-        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads).
-        Remembered as `cheap_bound` is: a cut that comes to the front has its heads bounded again, cell by cell
-        (a third of the bounds DeepSeek-V3's search on 2,048 GPUs asks for)."""
+    def cell_bound(self, cut: Cut, i: int, b: int | None = None, m: int | None = None) -> float:
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads); with `b`
+        and `m`, of `cut.at(b, m).cell(i)`, without making that cut either. Remembered as `cheap_bound` is: a cut
+        that comes to the front has its heads bounded again, cell by cell (a third of the bounds DeepSeek-V3's
+        search on 2,048 GPUs asks for)."""
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
-            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision, cut.etp,
+            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b if b is None else b, cut.m if m is None else m,
+            cut.first_layers, cut.last_layers, recompute, n, cut.most_layers, cut.ep, cut.precision, cut.etp,
         )  # fmt: skip
 
     def _bound(

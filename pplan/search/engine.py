@@ -106,9 +106,13 @@ class PartialSeed:
 
 
 class CutEntry(NamedTuple):
-    """A cut in the queue as one entry, before any of its cells is made (`Engine.expand`)."""
+    """A cut in the queue as one entry, before any of its cells is made (`Engine.expand`): its layout (the cut at
+    b = m = 0, shared by every micro-batch size, `enumerate_layout_groups`) with its b and m, the cut itself made
+    only when asked (`cut`: most entries never are)."""
 
-    cut: Cut
+    layout: Cut
+    b: int
+    m: int
     base: int
     """The enumeration index of its first cell."""
     lattice: Lattice
@@ -116,6 +120,10 @@ class CutEntry(NamedTuple):
     """A launcher's or the envelope's filters may drop some of its cells (`Engine.expand` places those they pass)."""
     refusals: tuple[bool, ...] = ()
     """Filtered: whether the launcher refuses each of its cells (`Query.cell_refusals`)."""
+
+    @property
+    def cut(self) -> Cut:
+        return self.layout.at(self.b, self.m)
 
 
 class Engine:
@@ -220,21 +228,24 @@ class Engine:
             if refused:
                 result.rejected[Rejection.LAUNCHER] += refused  # every cell, counted as the cells would be
             for offset, layout, lattice, refusals in runs:
-                self.push_cut(layout.at(b, m), base + offset, lattice, refusals)
+                self.push_cut(layout, b, m, base + offset, lattice, refusals)
 
-    def push_cut(self, cut: Cut, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()) -> None:
-        """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
+    def push_cut(
+        self, layout: Cut, b: int, m: int, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()
+    ) -> None:
+        """One entry for the whole cut (`layout` at b and m), at its cells' best cheap bound: the cut and its cells
+        are made only if it comes to the
         front (`expand`). The cheap bound differs only between recompute options, so the heads of each option
         give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
         queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
         only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
         heads = lattice.option_heads
         figure = (
-            self.query.cell_bound(cut, heads[0])
+            self.query.cell_bound(layout, heads[0], b, m)
             if len(heads) == 1
-            else max(self.query.cell_bound(cut, i) for i in heads)
+            else max(self.query.cell_bound(layout, i, b, m) for i in heads)
         )
-        entry = CutEntry(cut, base, lattice, self.filtered, refusals)
+        entry = CutEntry(layout, b, m, base, lattice, self.filtered, refusals)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))
 
     def lattice(self, cut: Cut, dropped: tuple[bool, ...] | None = None) -> Lattice:
@@ -442,7 +453,7 @@ class Engine:
             if not refused:
                 return False
             rejected[Rejection.LAUNCHER] += refused
-            rejected[Rejection.BOUND] += len(entry.cut) - refused
+            rejected[Rejection.BOUND] += len(entry.layout) - refused
             return True
         dropped = self.dropped(entry)
         if not any(dropped):
@@ -475,10 +486,16 @@ class Engine:
         """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound. The ZeRO stages
         out of memory whatever their cells (`Query.stages_out`) are counted out first, and the cut goes on with the
         stages left."""
-        cut, base, lattice, filtered, refusals = entry
+        cut, base, lattice, filtered, refusals = (
+            entry.cut,
+            entry.base,
+            entry.lattice,
+            entry.filtered,
+            entry.refusals,
+        )
         out = self.query.stages_out(cut, base, refusals or None)
         if out is not None and out[0]:
-            self.stages_out_of_memory(entry, *out)
+            self.stages_out_of_memory(entry, cut, *out)
             if out[0] == len(cut.zeros):
                 return
             cut = changed(cut, zeros=cut.zeros[out[0] :])
@@ -500,11 +517,12 @@ class Engine:
                 self.fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
             self.unplaced[base + i] = (cut, base, lattice)
 
-    def stages_out_of_memory(self, entry: CutEntry, stages: int, misses: list[tuple[int, Missed]]) -> None:
+    def stages_out_of_memory(
+        self, entry: CutEntry, cut: Cut, stages: int, misses: list[tuple[int, Missed]]
+    ) -> None:
         """Every cell of `entry`'s cut at its first `stages` ZeRO stages is out of memory (`Query.stages_out`):
         counted so, those a filter drops as dropped, and their most frugal cells (by index) kept among the nearest
-        misses. The cut's other cells keep the indices below its own (`expand`)."""
-        cut = entry.cut
+        misses. The cut's other cells keep the indices below its own (`expand`). `cut`: the entry's."""
         if not entry.filtered:  # none dropped: each recompute option's first `stages` stages, every dtype
             passed = len(cut.options) * stages * len(cut.grads)
             self.result.rejected[Rejection.MEMORY] += passed
@@ -723,10 +741,10 @@ def _structure_of(item: object, keys: dict[tuple[object, ...], StructureKey | No
     another route; `keys` remembers them."""
     if not isinstance(item, (CutEntry, Candidate)):
         return None
-    x = item.cut if isinstance(item, CutEntry) else item
-    shape = (x.family, x.p, x.v, x.m)
+    x, m = (item.layout, item.m) if isinstance(item, CutEntry) else (item, item.m)
+    shape = (x.family, x.p, x.v, m)
     if shape not in keys:
-        keys[shape] = structure_key(x.family.name, x.p, x.family.generator_v(x.v), x.m)
+        keys[shape] = structure_key(x.family.name, x.p, x.family.generator_v(x.v), m)
     return keys[shape]
 
 
