@@ -44,14 +44,16 @@ class Count:
 
 def _count(tree: str, q: Query) -> Count:
     """One callgrind run of `q` with pplan from `tree`."""
-    env = {**CHILD_ENV, "PYTHONPATH": os.path.abspath(tree), "PPLAN_CACHE_DIR": "off"}
+    tree = os.path.abspath(tree)  # run from it: `python -m` puts the working directory first on sys.path
+    env = {**CHILD_ENV, "PYTHONPATH": tree, "PPLAN_CACHE_DIR": "off"}
     args = ["-m", "pplan", "recommend", *q.args(), "--format", "json"]
-    subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True)  # writes the bytecode
+    # a plain run first writes the bytecode
+    subprocess.run([sys.executable, *args], env=env, cwd=tree, check=True, capture_output=True)
     with tempfile.TemporaryDirectory() as out:
         subprocess.run(
             ["valgrind", "--tool=callgrind", "--trace-children=yes", "--dump-before=PyOS_BeforeFork",
              f"--callgrind-out-file={out}/cg.%p", sys.executable, *args],
-            env=env, check=True, capture_output=True,
+            env=env, cwd=tree, check=True, capture_output=True,
         )  # fmt: skip
         parts: dict[int, list[tuple[int, int]]] = {}
         for path in glob.glob(f"{out}/cg.*"):
