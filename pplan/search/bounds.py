@@ -21,8 +21,9 @@ import math
 from functools import lru_cache
 
 from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_static_totals
+from pplan.cost.passes import PassTimes
 from pplan.cost.passtime import layer_pass_times, output_pass_times
-from pplan.cost.pipeline import warmup_held, warmup_peaks
+from pplan.cost.pipeline import activation_shape, warmup_held, warmup_peaks
 from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
@@ -62,6 +63,7 @@ class Query(Filters):
         self.moe_knobs = MoeKnobs.of(req)  # every plan's MoE knobs (the request's): the layer times read them
         self._bounds: dict[tuple[object, ...], float] = {}  # `cheap_bound` of each cut and recompute asked
         self._peaks: dict[tuple[object, ...], ActivationPeaks] = {}
+        self._savings: dict[Shape, tuple[int, float]] = {}  # `_recompute_saving` per activation shape
         self._plans: dict[tuple[object, ...], Plan] = {}
         # `plan` of every ZeRO stage, gradient dtype and sharding choice asked of a cut
         self._variant_plans: dict[tuple[object, ...], Plan] = {}
@@ -69,6 +71,11 @@ class Query(Filters):
         self._plans_but_b: dict[tuple[object, ...], Plan] = {}
         self._sync_floors: dict[tuple[object, ...], SyncFloor] = {}  # of each cut but its b: `sync_floor`
         self._sync_ranks: dict[tuple[object, ...], frozenset[SyncRank]] = {}  # `sync_ranks` of each cut
+        # `sync_floor` per what it reads of a configuration (`_sync_floor`): cuts of other families, v or layer
+        # splits whose ranks hold the same parameters and units share it
+        self._floors_alike: dict[tuple[object, ...], SyncFloor] = {}
+        # `sync_bound_with_variants`: the floors of a configuration and of its sharding variants, but b and recompute
+        self._variant_floors: dict[tuple[object, ...], tuple[SyncFloor, ...]] = {}
         self._static_dead: dict[tuple[object, ...], dict[tuple[int, str], tuple[int, int]]] = {}
         self._static_fit: set[tuple[object, ...]] = set()  # `static_miss` keys (and ZeRO, dtype) that fit
         self._statics: dict[tuple[object, ...], tuple[int, ...]] = {}  # `static_totals`
@@ -85,14 +92,15 @@ class Query(Filters):
             c.recompute_layers, c.most_layers, c.ep, c.precision, c.etp,
         )  # fmt: skip
 
-    def cell_bound(self, cut: Cut, i: int) -> float:
-        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads).
-        Remembered as `cheap_bound` is: a cut that comes to the front has its heads bounded again, cell by cell
-        (a third of the bounds DeepSeek-V3's search on 2,048 GPUs asks for)."""
+    def cell_bound(self, cut: Cut, i: int, b: int | None = None, m: int | None = None) -> float:
+        """`cheap_bound` of `cut.cell(i)`, without making the cell (the search bounds every cut's heads); with `b`
+        and `m`, of `cut.at(b, m).cell(i)`, without making that cut either. Remembered as `cheap_bound` is: a cut
+        that comes to the front has its heads bounded again, cell by cell (a third of the bounds DeepSeek-V3's
+        search on 2,048 GPUs asks for)."""
         _, recompute, n = cut.options[i // (len(cut.zeros) * len(cut.grads))]
         return self._bound(
-            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b, cut.m, cut.first_layers, cut.last_layers, recompute, n,
-            cut.most_layers, cut.ep, cut.precision, cut.etp,
+            cut.family, cut.t, cut.p, cut.cp, cut.v, cut.b if b is None else b, cut.m if m is None else m,
+            cut.first_layers, cut.last_layers, recompute, n, cut.most_layers, cut.ep, cut.precision, cut.etp,
         )  # fmt: skip
 
     def _bound(
@@ -148,14 +156,20 @@ class Query(Filters):
     ) -> tuple[float, float, float, float, float]:
         """The lesser of the layer kinds' F and B = I + W (pplan.model.flops.layer_kinds), each kind's F + I + W
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
-        the output layer's F + I + W, in seconds."""
-        shape = Shape(
-            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
-            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1, ep=ep, etp=etp,
-            expert_comm_overlap=expert_comm_overlap, precision=precision, moe_knobs=self.moe_knobs,
-        )  # fmt: skip
-        layers = [layer_pass_times(kind, self.hw, shape) for kind, _ in layer_kinds(self.model)]
-        out = output_pass_times(self.model, self.hw, shape)
+        the output layer's F + I + W, in seconds. What reads no expert field (`_plain_times`) is shared by every
+        ep, etp and expert overlap of the other fields."""
+        base, known, out = self._plain_times(t, cp, b, recompute, splits_backward, precision)
+        shape = (
+            base
+            if ep == etp == 1 and not expert_comm_overlap
+            else changed(base, ep=ep, etp=etp, expert_comm_overlap=expert_comm_overlap)
+        )  # what a routed kind and a routed output are priced at
+        layers = [
+            times if times is not None else layer_pass_times(kind, self.hw, shape)
+            for (kind, _), times in zip(layer_kinds(self.model), known, strict=True)
+        ]
+        if out is None:
+            out = output_pass_times(self.model, self.hw, shape)
         return (
             min(x.f_s for x in layers),
             min(x.i_s + x.w_s for x in layers),
@@ -163,6 +177,28 @@ class Query(Filters):
             layers[-1].f_s + layers[-1].i_s + layers[-1].w_s,
             out.f_s + out.i_s + out.w_s,
         )
+
+    @lru_cache(maxsize=4096)  # noqa: B019
+    def _plain_times(
+        self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool, precision: Precision
+    ) -> tuple[Shape, tuple[PassTimes | None, ...], PassTimes | None]:
+        """The layer shape `_layer_times` prices, at the expert fields' defaults (ep, etp, the expert all-to-all's
+        overlap); and of its pass times, those that read none of those fields: each dense layer kind's
+        (pplan.cost.passtime.layer_pass_times prices a dense layer at their defaults whatever they are), None for a
+        routed kind; and the output layer's, unless a multi-token-prediction module runs a routed layer in it (None
+        then). The same figures `layer_pass_times` and `output_pass_times` give at any ep, etp and overlap, asked
+        once per the other fields instead of once per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
+        shape = Shape(
+            t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
+            splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
+            precision=precision, moe_knobs=self.moe_knobs,
+        )  # fmt: skip
+        model, hw = self.model, self.hw
+        layers = tuple(
+            layer_pass_times(kind, hw, shape) if kind.moe is None else None for kind, _ in layer_kinds(model)
+        )
+        routed_output = model.mtp_layers and model.mtp_layer.moe is not None
+        return shape, layers, None if routed_output else output_pass_times(model, hw, shape)
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def _geometry(
@@ -209,10 +245,8 @@ class Query(Filters):
                            recompute_modules=()) if plan is not None else make_plan(self.model, c.request(self.req, self.seq))  # fmt: skip
         except PplanError:
             return None, hi - n + 1, None
-        shape = base.shape
         grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
-        whole = act.layer_activations(self.model, shape, "none").total_bytes
-        saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+        whole, saved = self._recompute_saving(base.shape)
         held = warmup_held(base)
         prefit = None
         totals: tuple[float, ...]
@@ -229,7 +263,7 @@ class Query(Filters):
             limit = usable_bytes(self.hw, self.model, base) * (1 - self.req.headroom_fraction)
             need = n
         else:
-            prefit = fitted(self.model, self.hw, base, c, -1, False)
+            prefit = self.fit(c, -1, base)
             if prefit.fits(self.req.headroom_fraction):
                 return c, 0, prefit
             totals = tuple(float(t) for t in prefit.totals)
@@ -244,6 +278,19 @@ class Query(Filters):
         if need == n:
             return c, 0, prefit
         return c.partial(need, c.order[-4]), need - n, None
+
+    def _recompute_saving(self, shape: Shape) -> tuple[int, float]:
+        """`least_partial`'s one layer's activations, and what recomputing it saves per micro-batch held (with
+        fragmentation), remembered per activation shape (pplan.cost.pipeline.activation_shape: activation bytes
+        read none of the fields it drops, ep among them)."""
+        key = activation_shape(shape)
+        got = self._savings.get(key)
+        if got is None:
+            grow = 1 + self.hw.memory.dynamic_fragmentation_fraction
+            whole = act.layer_activations(self.model, shape, "none").total_bytes
+            saved = (whole - act.layer_activations(self.model, shape, "full").total_bytes) * grow
+            got = self._savings[key] = (whole, saved)
+        return got
 
     def static_miss(self, c: Candidate) -> tuple[int, int] | None:
         """(the most loaded rank's static bytes, usable bytes) when `c`'s weights, gradients and optimizer states
@@ -284,32 +331,67 @@ class Query(Filters):
         (pplan.cost.steptime.sync_floor_s). It tells apart the cells of a cut that the cheap bound cannot: ZeRO-3
         gathers every unit's weights twice per micro-batch. `plan`: `c`'s plan, or one of it with another
         recompute (what a partial-recompute seed has: recompute moves no data-parallel bytes)."""
+        traffic, optimizer = sync_floor_s(self._sync_floor(c, plan), c.m)
+        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+
+    def _sync_floor(self, c: Candidate, plan: Plan | None = None) -> SyncFloor:
+        """`sync_floor` of `c`, remembered for all but its micro-batch size (which only sets m, an argument of
+        `sync_floor_s`) and its recompute (`plan`: as `sync_bound`'s)."""
         shape = (*c.order[:3], *c.order[4:-4])  # the cut but its micro-batch size, which only sets m here
         key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)  # all but b and the recompute
         floor = self._sync_floors.get(key)
         if floor is None:
-            plan = plan or self.plan(c)
             cut = (*shape, c.zero >= 2)  # what `sync_ranks` reads: the cut, and whether units shard
             ranks = self._sync_ranks.get(cut)
             if ranks is None:
+                plan = plan or self.plan(c)
                 ranks = self._sync_ranks[cut] = sync_ranks(self.model, plan)
-            floor = self._sync_floors[key] = sync_floor(self.model, self.hw, plan, ranks)
-        traffic, optimizer = sync_floor_s(floor, c.m)
-        return self.tokens / (max(self.tokens / self.cheap_bound(c), traffic) + optimizer)
+            # what `sync_floor` reads besides the query's settings: its ranks' parameters and units, the
+            # parallel degrees and the sharding choices (not the schedule family, v or layer split themselves)
+            alike = (
+                ranks,
+                c.t,
+                c.cp,
+                c.p,
+                c.ep,
+                c.etp,
+                c.precision,
+                c.zero,
+                c.grad_dtype,
+                c.shard_group,
+                c.reshard,
+            )
+            floor = self._floors_alike.get(alike)
+            if floor is None:
+                floor = self._floors_alike[alike] = sync_floor(
+                    self.model, self.hw, plan or self.plan(c), ranks
+                )
+            self._sync_floors[key] = floor
+        return floor
 
-    def sync_bound_with_variants(
-        self, c: Candidate, plan: Plan | None = None, enough: float = math.inf
-    ) -> float:
+    def sync_bound_with_variants(self, c: Candidate, plan: Plan | None = None) -> float:
         """`sync_bound` of `c` and of every sharding variant it may lead to (pplan.search.space.sharding_variants:
         made only once `c` fits, and hybrid sharding within a node can move less over the slower links): a bound
-        for all of them, since the search defers `c` (and so its variants) with it. Stops at the first figure of
-        at least `enough` (the search then does not defer `c`)."""
-        figure = self.sync_bound(c, plan)
-        more = sharding_variants(c, self.req, self.hw.gpus_per_node)
-        while more and figure < enough:
-            variant = more.pop()
-            figure = max(figure, self.sync_bound(variant))
-            more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+        for all of them, since the search defers `c` (and so its variants) with it. The variants run `c`'s passes
+        (the same cheap bound) and differ from it only in their sharding choices, so their floors (`sync_floor`)
+        are remembered with `c`'s, per all of `c` but its micro-batch size and recompute, and each call only
+        reads them at `c`'s m."""
+        shape = (*c.order[:3], *c.order[4:-4])
+        key = (*shape, c.zero, c.grad_dtype, c.shard_group, c.reshard)
+        floors = self._variant_floors.get(key)
+        if floors is None:
+            found = [self._sync_floor(c, plan)]
+            more = sharding_variants(c, self.req, self.hw.gpus_per_node)
+            while more:
+                variant = more.pop()
+                found.append(self._sync_floor(variant))
+                more += sharding_variants(variant, self.req, self.hw.gpus_per_node)
+            floors = self._variant_floors[key] = tuple(found)
+        passes, tokens, m = self.tokens / self.cheap_bound(c), self.tokens, c.m
+        figure = 0.0
+        for floor in floors:
+            traffic, optimizer = sync_floor_s(floor, m)
+            figure = max(figure, tokens / (max(passes, traffic) + optimizer))
         return figure
 
     def plan(self, c: Candidate) -> Plan:
@@ -359,9 +441,15 @@ class Query(Filters):
 
     def fit(self, c: Candidate, index: int, plan: Plan | None = None) -> Fitted:
         """`c`'s plan (`plan`, when at hand) with a proven lower bound on its memory (no schedule built). The
-        warm-up peaks depend on neither the ZeRO stage nor the gradient dtype, so those are computed once for the
-        configurations that differ only in them."""
-        key = (*c.order[:-2], c.shard_group, c.reshard)
+        warm-up peaks (pplan.cost.pipeline.warmup_peaks) read the layout, the schedule's counts and one
+        micro-batch's activation bytes, priced at `activation_shape` (which sets ep to 1: a routed layer's saved
+        tensors depend on etp, not ep), so they depend on neither the ZeRO stage, the gradient dtype, the sharding
+        choices nor the expert-parallel degree: computed once for the configurations that differ only in them
+        (DeepSeek-V3 on 2,048 GPUs: 2,191 instead of 4,717). Not across ep under activation offload, whose host
+        bytes are priced at the plan's own shape."""
+        # `order`: (t, cp, p, b, schedule, v, layer split, offload set, ep, etp, precision, recompute, N, ZeRO, …)
+        o = c.order
+        key = (*o[:8], o[8] if c.offload_modules else 0, *o[9:-2])
         plan = plan or self.plan(c)
         peaks = self._peaks.get(key)
         if peaks is None:

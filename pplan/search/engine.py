@@ -25,7 +25,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
 from typing import NamedTuple
@@ -68,7 +68,7 @@ from pplan.search.space import (
     Cut,
     Rejection,
     SearchRequest,
-    enumerate_layouts,
+    enumerate_layout_groups,
     group_successors,
     sharding_variants,
 )
@@ -106,9 +106,13 @@ class PartialSeed:
 
 
 class CutEntry(NamedTuple):
-    """A cut in the queue as one entry, before any of its cells is made (`Engine.expand`)."""
+    """A cut in the queue as one entry, before any of its cells is made (`Engine.expand`): its layout (the cut at
+    b = m = 0, shared by every micro-batch size, `enumerate_layout_groups`) with its b and m, the cut itself made
+    only when asked (`cut`: most entries never are)."""
 
-    cut: Cut
+    layout: Cut
+    b: int
+    m: int
     base: int
     """The enumeration index of its first cell."""
     lattice: Lattice
@@ -116,6 +120,10 @@ class CutEntry(NamedTuple):
     """A launcher's or the envelope's filters may drop some of its cells (`Engine.expand` places those they pass)."""
     refusals: tuple[bool, ...] = ()
     """Filtered: whether the launcher refuses each of its cells (`Query.cell_refusals`)."""
+
+    @property
+    def cut(self) -> Cut:
+        return self.layout.at(self.b, self.m)
 
 
 class Engine:
@@ -187,40 +195,57 @@ class Engine:
         cells are made when the cut comes to the front (`expand`)."""
         result, query = self.result, self.query
         launcher = self.launcher if self.launcher is not None and self.req.launcher else None
-        # per layout (`enumerate_layouts`, by identity, kept alive here): its cells, whether its launcher
-        # refuses it at every m, its lattice
-        layouts: dict[int, tuple[Cut, int, bool, Lattice, tuple[bool, ...]]] = {}
-        for layout, b, m in enumerate_layouts(
+        # per group of layouts (`enumerate_layout_groups`, by identity, kept alive here): its cells, those in the
+        # layouts its launcher refuses at every m, and each other layout with the offset of its first cell, its
+        # lattice and its cells' refusals. A group's layouts share their family, p and m: the launcher's rule on
+        # m refuses all of them or none
+        groups: dict[int, tuple[list[Cut], int, int, list[tuple[int, Cut, Lattice, tuple[bool, ...]]]]] = {}
+        for cuts, b, m in enumerate_layout_groups(
             self.model, self.hw, self.req, query.seq, result.rejected, every_partial=False
         ):
-            known = layouts.get(id(layout))
+            known = groups.get(id(cuts))
             if known is None:
-                refused = query.layout_refused(layout, launcher)
-                refusals = query.cell_refusals(layout, self.launcher) if self.filtered else ()
-                known = layouts[id(layout)] = (layout, len(layout), refused, self.lattice(layout), refusals)
-            _, size, refused, lattice, refusals = known
+                runs: list[tuple[int, Cut, Lattice, tuple[bool, ...]]] = []
+                size = refused = 0
+                for layout in cuts:
+                    if query.layout_refused(layout, launcher):
+                        refused += len(layout)
+                    else:
+                        refusals = query.cell_refusals(layout, self.launcher) if self.filtered else ()
+                        runs.append((size, layout, self.lattice(layout), refusals))
+                    size += len(layout)
+                known = groups[id(cuts)] = (cuts, size, refused, runs)
+            _, size, refused, runs = known
             base = result.enumerated
             result.enumerated += size
-            if refused or (
-                launcher is not None and layout.p > 1 and launcher.m_refuses(layout.family, layout.p, m)
+            if (
+                runs
+                and launcher is not None
+                and cuts[0].p > 1
+                and launcher.m_refuses(cuts[0].family, cuts[0].p, m)
             ):
-                result.rejected[Rejection.LAUNCHER] += size  # every cell, counted as the cells would be
-                continue
-            self.push_cut(layout.at(b, m), base, lattice, refusals)
+                refused, runs = size, []
+            if refused:
+                result.rejected[Rejection.LAUNCHER] += refused  # every cell, counted as the cells would be
+            for offset, layout, lattice, refusals in runs:
+                self.push_cut(layout, b, m, base + offset, lattice, refusals)
 
-    def push_cut(self, cut: Cut, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()) -> None:
-        """One entry for the whole cut, at its cells' best cheap bound: its cells are made only if it comes to the
+    def push_cut(
+        self, layout: Cut, b: int, m: int, base: int, lattice: Lattice, refusals: tuple[bool, ...] = ()
+    ) -> None:
+        """One entry for the whole cut (`layout` at b and m), at its cells' best cheap bound: the cut and its cells
+        are made only if it comes to the
         front (`expand`). The cheap bound differs only between recompute options, so the heads of each option
         give it (`Lattice.option_heads`). Where filters drop cells, a cell that waits on a dropped one goes to the
         queue instead: it recomputes more than the head it waited on, so its bound is no higher (more recompute
         only lengthens passes, and the free-hop makespan never shortens when a pass lengthens)."""
         heads = lattice.option_heads
         figure = (
-            self.query.cell_bound(cut, heads[0])
+            self.query.cell_bound(layout, heads[0], b, m)
             if len(heads) == 1
-            else max(self.query.cell_bound(cut, i) for i in heads)
+            else max(self.query.cell_bound(layout, i, b, m) for i in heads)
         )
-        entry = CutEntry(cut, base, lattice, self.filtered, refusals)
+        entry = CutEntry(layout, b, m, base, lattice, self.filtered, refusals)
         self.heap.append((-figure * (1 + BOUND_SLACK), CHEAP, (), base + lattice.heads[0], entry))
 
     def lattice(self, cut: Cut, dropped: tuple[bool, ...] | None = None) -> Lattice:
@@ -287,7 +312,7 @@ class Engine:
             figure = (
                 math.inf
                 if static or head.zero < 2  # below ZeRO-2, one collective per step: rarely binding
-                else self.query.sync_bound_with_variants(head, seed.plan if seed else None, front)
+                else self.query.sync_bound_with_variants(head, seed.plan if seed else None)
             )
         except PplanError:
             static, figure = None, math.inf  # refused: the fit below counts it
@@ -329,7 +354,7 @@ class Engine:
             self.missed(index, fit)
             keep = req.keep_gathered and keeping_may_cost_less(model, fit.plan)
             if keep:
-                self.admit(replace(fit.candidate, reshard=False))
+                self.admit(changed(fit.candidate, reshard=False))
             if key is not None:
                 self.remember_out(key, fit, keep)
             self.out_of_memory(index, fit.candidate, fit.plan, fit.totals)  # the next ZeRO stage or recompute
@@ -370,7 +395,7 @@ class Engine:
         if not (index in self.admitted_fp32 or is_variant(cand)):
             self.unbounded_misses.append((floor, index, cand))
         if keep:
-            self.admit(replace(cand, reshard=False))
+            self.admit(changed(cand, reshard=False))
         self.out_of_memory(index, cand, source=(index, cand))
 
     def nearest_misses(self) -> list[Miss]:
@@ -428,7 +453,7 @@ class Engine:
             if not refused:
                 return False
             rejected[Rejection.LAUNCHER] += refused
-            rejected[Rejection.BOUND] += len(entry.cut) - refused
+            rejected[Rejection.BOUND] += len(entry.layout) - refused
             return True
         dropped = self.dropped(entry)
         if not any(dropped):
@@ -461,13 +486,19 @@ class Engine:
         """Place `entry`'s heads, as the enumeration would have, and push each at its cheap bound. The ZeRO stages
         out of memory whatever their cells (`Query.stages_out`) are counted out first, and the cut goes on with the
         stages left."""
-        cut, base, lattice, filtered, refusals = entry
+        cut, base, lattice, filtered, refusals = (
+            entry.cut,
+            entry.base,
+            entry.lattice,
+            entry.filtered,
+            entry.refusals,
+        )
         out = self.query.stages_out(cut, base, refusals or None)
         if out is not None and out[0]:
-            self.stages_out_of_memory(entry, *out)
+            self.stages_out_of_memory(entry, cut, *out)
             if out[0] == len(cut.zeros):
                 return
-            cut = replace(cut, zeros=cut.zeros[out[0] :])
+            cut = changed(cut, zeros=cut.zeros[out[0] :])
             lattice = self.lattice(cut)
             refusals = self.query.cell_refusals(cut, self.launcher) if filtered else ()
         if self.eager:
@@ -486,12 +517,20 @@ class Engine:
                 self.fp32_waiting[base + i] = (base + i + 1, partial(cut.cell, i + 1))
             self.unplaced[base + i] = (cut, base, lattice)
 
-    def stages_out_of_memory(self, entry: CutEntry, stages: int, misses: list[tuple[int, Missed]]) -> None:
+    def stages_out_of_memory(
+        self, entry: CutEntry, cut: Cut, stages: int, misses: list[tuple[int, Missed]]
+    ) -> None:
         """Every cell of `entry`'s cut at its first `stages` ZeRO stages is out of memory (`Query.stages_out`):
         counted so, those a filter drops as dropped, and their most frugal cells (by index) kept among the nearest
-        misses. The cut's other cells keep the indices below its own (`expand`)."""
-        per_stage, dropped = len(entry.cut.grads), self.dropped(entry)
-        out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(entry.cut.zeros) < stages]
+        misses. The cut's other cells keep the indices below its own (`expand`). `cut`: the entry's."""
+        if not entry.filtered:  # none dropped: each recompute option's first `stages` stages, every dtype
+            passed = len(cut.options) * stages * len(cut.grads)
+            self.result.rejected[Rejection.MEMORY] += passed
+            self.result.bounded += passed
+            self.misses += [miss for _, miss in misses]
+            return
+        per_stage, dropped = len(cut.grads), self.dropped(entry)
+        out = [reason for i, reason in enumerate(dropped) if (i // per_stage) % len(cut.zeros) < stages]
         passed = out.count(None)
         self.result.rejected.update(reason for reason in out if reason is not None)
         self.result.rejected[Rejection.MEMORY] += passed
@@ -612,10 +651,10 @@ class Engine:
         if cand.grad_dtype == "bf16" and "fp32" in req.grad_dtypes:
             self.made += 1
             result.enumerated += 1
-            twin = replace(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
+            twin = changed(cand, grad_dtype="fp32", order=(*cand.order[:-1], GRAD_ORDER.index("fp32")))
             self.fp32_waiting[index] = (self.made, given(twin))
         if prefit is not None:
-            self.prefits[index] = replace(prefit, index=index)
+            self.prefits[index] = changed(prefit, index=index)
         return cand
 
     # The answer
@@ -702,10 +741,10 @@ def _structure_of(item: object, keys: dict[tuple[object, ...], StructureKey | No
     another route; `keys` remembers them."""
     if not isinstance(item, (CutEntry, Candidate)):
         return None
-    x = item.cut if isinstance(item, CutEntry) else item
-    shape = (x.family, x.p, x.v, x.m)
+    x, m = (item.layout, item.m) if isinstance(item, CutEntry) else (item, item.m)
+    shape = (x.family, x.p, x.v, m)
     if shape not in keys:
-        keys[shape] = structure_key(x.family.name, x.p, x.family.generator_v(x.v), x.m)
+        keys[shape] = structure_key(x.family.name, x.p, x.family.generator_v(x.v), m)
     return keys[shape]
 
 

@@ -88,7 +88,9 @@ class Rejection(StrEnum):
     MEMORY = "out of memory"
     BOUND = "slower than the top by a proven bound (not simulated)"
     BELOW_TOP = "ranked below the top"
-    EQUIVALENT = "same cut as a shown one: other ZeRO stage, grad dtype or dispatcher, or other b·cp within 0.1 %"
+    EQUIVALENT = (
+        "same cut as a shown one: other ZeRO stage, grad dtype or dispatcher, or other b·cp within 0.1 %"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +571,22 @@ def enumerate_layouts(
 ) -> Iterator[tuple[Cut, int, int]]:
     """`enumerate_cuts` as (the cut at b = m = 0, b, m): the same object for every b of a layout, so that what does
     not read b is asked of it once (the cut is `layout.at(b, m)`)."""
+    for layouts, b, m in enumerate_layout_groups(model, hw, req, seq, rejected, every_partial):
+        for layout in layouts:
+            yield layout, b, m
+
+
+def enumerate_layout_groups(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    req: SearchRequest,
+    seq: int,
+    rejected: Counter[Rejection],
+    every_partial: bool = True,
+) -> Iterator[tuple[list[Cut], int, int]]:
+    """`enumerate_layouts` a group at a time: (the layouts of one (t, cp, p, d), schedule family and v, b, m), the
+    same list object for every b, in enumeration order. Its layouts share their family, p and m (what a launcher's
+    rule on m reads), so a search asks that once per group (pplan.search.engine)."""
     families = [schedule_family(n) for n in (req.schedules or DEFAULT_SCHEDULES)]
     cps = [req.cp] if req.cp is not None else list(CONTEXT_PARALLEL)
     grads = tuple(sorted(req.grad_dtypes, key=GRAD_ORDER.index))  # BF16 first: pplan.search
@@ -616,8 +634,7 @@ def enumerate_layouts(
                             rejected[Rejection.M_RULE] += 1
                         else:
                             rejected[Rejection.EP_SPLIT] += item[2]
-                            for layout in item[1]:
-                                yield layout, b, m
+                            yield item[1], b, m
 
 
 Layouts = list[Rejection | tuple[ScheduleFamily, list[Cut], int]]
