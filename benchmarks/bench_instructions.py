@@ -46,6 +46,9 @@ def _count(tree: str, q: Query) -> Count:
     """One callgrind run of `q` with pplan from `tree`."""
     tree = os.path.abspath(tree)  # run from it: `python -m` puts the working directory first on sys.path
     env = {**CHILD_ENV, "PYTHONPATH": tree, "PPLAN_CACHE_DIR": "off"}
+    env.pop(
+        "PYTHONDONTWRITEBYTECODE", None
+    )  # the plain run below must write the bytecode the counted run reads
     args = ["-m", "pplan", "recommend", *q.args(), "--format", "json"]
     # a plain run first writes the bytecode
     subprocess.run([sys.executable, *args], env=env, cwd=tree, check=True, capture_output=True)
