@@ -96,7 +96,7 @@ def explained(
         )
     notes = knob_notes(model, hw, request, ranked.scored.fitted.peak_bytes, run) if knobs else ()
     perf = report.performance
-    stack = stack_knob_notes(model, hw, request, perf.step_s) if knobs and perf is not None else ()
+    stack = stack_knob_notes(model, hw, request, plan, perf.step_s) if knobs and perf is not None else ()
     return Recommendation(ranked.candidate, request, report, notes, stack)
 
 

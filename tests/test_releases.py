@@ -239,7 +239,7 @@ def test_the_release_s_other_knobs_are_priced_on_the_same_plan() -> None:
     base = step(req)
     gains = {d: 1 - step(replace(req, moe_dispatcher=d)) / base for d in ("allgather", "hybridep")}
     overlap = 1 - step(replace(req, moe_ep_overlap=True)) / base
-    notes = stack_knob_notes(model, hw, req, base)
+    notes = stack_knob_notes(model, hw, req, make_plan(model, req), base)
     best = max(gains, key=gains.__getitem__)
     expected = []
     if gains[best] >= 0.005:

@@ -22,6 +22,7 @@ from pplan.cli.options import (
     ModelOpt,
 )
 from pplan.cli.signature import (
+    RELEASE_LIST_KNOBS,
     given,
     knob_parameters,
     release_search_changes,
@@ -479,8 +480,9 @@ def _release_sentence(request: SearchRequest, routed: bool) -> str:
             continue
         if form.form == "same":
             shown.append(setting.spelled(getattr(request, form.field)))
-        elif name == "moe_dispatcher":
-            shown.append(f"{setting.flag} {','.join(request.moe_dispatchers) or request.moe_dispatcher}")
+        elif name in RELEASE_LIST_KNOBS:  # the list searched, else the one value
+            listed = getattr(request, form.field)
+            shown.append(f"{setting.flag} {','.join(listed) or getattr(request, name)}")
     return (
         f"{request.stack} {request.release}: ranked with {' '.join(shown)} (its recipe's knobs where no flag set "
         "them; TP and EP overlap where a plan's cut takes them)."

@@ -98,6 +98,11 @@ and zeroing the gradient buffer for the next step writes it (Megatron-LM `clip_g
 PyTorch's `clip_grad_norm_` and `zero_grad`)."""
 
 
+def _no_residue(x_s: float) -> float:
+    """A term taken as a difference of sums: a rounding residue below zero (under `ROUNDING_S`) is no time."""
+    return 0.0 if -ROUNDING_S < x_s < 0.0 else x_s
+
+
 @dataclass(frozen=True, slots=True)
 class StepTime:
     step_s: float
@@ -496,7 +501,7 @@ def step_time(
     bubble_s = tl.makespan - (tl.busy_per_rank[busiest] - sends_s) - p2p_s
     # a difference of sums taken in another order: a rounding residue below zero is no time (compare refuses
     # negative times)
-    p2p_s, bubble_s = (0.0 if -ROUNDING_S < x < 0.0 else x for x in (p2p_s, bubble_s))
+    p2p_s, bubble_s = _no_residue(p2p_s), _no_residue(bubble_s)
     jitter = jitter_s(plan, tl.busy_per_rank[busiest])
     step_s += jitter
     tokens = plan.global_batch * plan.seq_len

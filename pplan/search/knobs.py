@@ -28,7 +28,7 @@ from pplan.cost.steptime import step_time
 from pplan.cost.usable import usable_bytes
 from pplan.errors import PplanError
 from pplan.plan.configuration import make_plan
-from pplan.plan.records import PlanRequest
+from pplan.plan.records import Plan, PlanRequest
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
 
@@ -158,10 +158,12 @@ ALTERNATIVE_GAIN = 0.005
 """A stack knob's alternative is named when it steps at least this much (a fraction) faster."""
 
 
-def stack_knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, step_s: float) -> tuple[str, ...]:
+def stack_knob_notes(
+    model: ModelSpec, hw: HardwareSpec, req: PlanRequest, plan: Plan, step_s: float
+) -> tuple[str, ...]:
     """For a routed plan of a named stack release (pplan.profiles.releases): the token dispatchers the release
     runs on this GPU other than the plan's, and EP overlap where the plan leaves it off and its cut allows it,
-    each priced on the same plan by its own simulation (`step_s`: the plan's own step); a line for the fastest
+    each priced on the same plan by its own simulation (`plan`, `step_s`: `req`'s plan and step); a line for the fastest
     dispatcher and for the overlap where they step `ALTERNATIVE_GAIN` faster. These knobs change no memory in
     pplan's model, so the plan fits with them as it is."""
     from pplan.plan.rules import ep_overlap_refusal
@@ -175,10 +177,10 @@ def stack_knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, step_
 
     def faster(variant: PlanRequest) -> float | None:
         try:
-            plan = make_plan(model, variant)
+            other = make_plan(model, variant)
         except PplanError:
             return None
-        return 1 - step_time(model, hw, plan).step_s / step_s
+        return 1 - step_time(model, hw, other).step_s / step_s
 
     notes = []
     others = [d for d in release_dispatchers(release, hw.gpu.name) if d != req.moe_dispatcher]
@@ -190,7 +192,6 @@ def stack_knob_notes(model: ModelSpec, hw: HardwareSpec, req: PlanRequest, step_
                 f"--moe-dispatcher {best} steps {gain * 100:.1f} % faster than {req.moe_dispatcher} (the same plan; "
                 f"{release.stack} {release.name} has it on this GPU)"
             )
-    plan = make_plan(model, req)
     if (
         not plan.moe_ep_overlap
         and ep_overlap_refusal(req.ep, plan.pp, plan.vp, req.recompute, req.moe_dispatcher) is None
