@@ -85,18 +85,27 @@ _ALWAYS = ("model", "hardware", "seq_len", "stack", "release")
 _HOST = ("cuda_graph_scope", "moe_router_fusion", "moe_permute_fusion")
 """What sets a routed layer's host launches and syncs (pplan.cost.host), in its pass times."""
 _MEMORY_STATES = (*_ALWAYS, "tp", "pp", "vp", "ep", "etp", "dp", "cp", "zero_stage", "shard_group")
-DRIVERS: dict[str, tuple[str, ...]] = {
+_PASSES: dict[str, tuple[str, ...]] = {
     "compute": (*_ALWAYS, "tp", "cp", "ep", "etp", "dp", "gpus", "micro_batch", "global_batch", "precision", "pp", "vp",
-                *_HOST, "moe_fused_grouped_mlp", "moe_force_balance", "moe_ep_overlap", "moe_dispatcher"),
+                "sequence_parallel", *_HOST, "moe_fused_grouped_mlp", "moe_force_balance", "moe_ep_overlap",
+                "moe_dispatcher"),
     "ep_comm": (*_ALWAYS, "ep", "etp", "tp", "cp", "micro_batch", "global_batch", "dp", "gpus", "moe_dispatcher",
                 "moe_ep_overlap", "moe_force_balance", *_HOST),
     "recompute": (*_ALWAYS, "recompute", "tp", "cp", "micro_batch", "global_batch", "dp", "gpus", "precision"),
     "tp_comm": (*_ALWAYS, "tp", "sequence_parallel", "micro_batch", "cp", "global_batch", "dp", "gpus",
-                "tp_comm_overlap"),
-    "bubble": (*_ALWAYS, "pp", "vp", "schedule", "num_microbatches", "micro_batch", "tp", "cp", "overlap_p2p_comm"),
+                "tp_comm_overlap", "schedule"),
     "p2p": (*_ALWAYS, "pp", "vp", "schedule", "micro_batch", "num_microbatches", "tp", "cp", "overlap_p2p_comm"),
     "dp_comm": (*_ALWAYS, "dp", "cp", "zero_stage", "grad_dtype", "tp", "pp", "ep", "shard_group", "gpus"),
-    "optimizer": (*_ALWAYS, "dp", "cp", "zero_stage", "tp", "pp", "ep", "moment_dtype", "shard_group", "gpus"),
+}  # fmt: skip
+"""What sets each part of the busiest rank's passes and what follows them (pplan.cost.steptime)."""
+DRIVERS: dict[str, tuple[str, ...]] = {
+    **_PASSES,
+    # the idle time between passes: the schedule's shape, and every pass's length (the simulated timeline's
+    # makespan less the busiest rank's busy time), the gradient reduction overlapped with them included
+    "bubble": tuple(dict.fromkeys([*_ALWAYS, "pp", "vp", "schedule", "num_microbatches", "micro_batch", "tp", "cp",
+                                   "overlap_p2p_comm", *(n for names in _PASSES.values() for n in names)])),
+    "optimizer": (*_ALWAYS, "dp", "cp", "zero_stage", "tp", "pp", "ep", "moment_dtype", "grad_dtype", "shard_group",
+                  "gpus"),
     "weights": (*_MEMORY_STATES, "precision"),
     "gradients": (*_MEMORY_STATES, "grad_dtype"),
     "optimizer states": (*_MEMORY_STATES, "moment_dtype"),
@@ -107,6 +116,8 @@ DRIVERS: dict[str, tuple[str, ...]] = {
     "recompute transient": (*_ALWAYS, "recompute", "micro_batch", "tp", "cp"),
     "gathered weights": (*_MEMORY_STATES, "precision"),
     "offload buffers": (*_ALWAYS, "offload_modules", "micro_batch", "tp", "cp"),
+    # HBM less the CUDA context and one NCCL buffer per communicator (pplan.cost.usable.communicators)
+    "usable": ("hardware", "gpus", "tp", "pp", "dp", "cp", "vp", "schedule", "zero_stage", "shard_group", "model"),
 }  # fmt: skip
 """Which settings move each term, read off the cost model's structure; a term not named here (the step time,
 throughput, totals) is moved by every changed setting that moves one of its parts."""
@@ -211,23 +222,28 @@ def compare_terms(a: ExplainReport, b: ExplainReport) -> list[Term]:
         Term("memory", label, "GB", getattr(sa, f) / GB, getattr(sb, f) / GB) for label, f in MEMORY_PARTS
     ]
     terms.append(Term("memory", "usable", "GB", a.memory.usable_bytes / GB, b.memory.usable_bytes / GB))
-    return _with_causes(terms, changed_settings(a, b))
+    return _with_causes(terms, changed_settings(a, b), stage_moved=sa.stage != sb.stage)
 
 
-def _with_causes(terms: list[Term], changed: dict[str, tuple[str, str]]) -> list[Term]:
-    """Each differing term with the changed settings that drive it; totals after their parts."""
+_STAGE_LOAD = tuple(dict.fromkeys(n for label, _ in MEMORY_PARTS if label in DRIVERS for n in DRIVERS[label]))
+"""What sets a stage's memory, and so which stage is the most loaded."""
+
+
+def _with_causes(
+    terms: list[Term], changed: dict[str, tuple[str, str]], stage_moved: bool = False
+) -> list[Term]:
+    """Each differing term with the changed settings that drive it; totals after their parts. Where the most
+    loaded stage is another rank in B (`stage_moved`), each memory part is that of another stage: what moved the
+    load from one rank to the other moved it too."""
     out: list[Term] = []
     for term in terms:
         if not term.differs:
             out.append(term)
             continue
         parts = [t for t in out if t.group == term.group and t.name in DRIVERS]
-        if term.name == "usable":
-            moved = tuple(
-                name for name in changed if name in ("hardware", "tp", "pp", "dp", "cp", "ep", "vp")
-            )
-        else:
-            moved = _moved_by(term.name, changed, parts)
+        moved = _moved_by(term.name, changed, parts)
+        if stage_moved and term.group == "memory" and term.name != "usable":
+            moved = tuple(dict.fromkeys([*moved, *(n for n in changed if n in _STAGE_LOAD)]))
         out.append(Term(term.group, term.name, term.unit, term.a, term.b, moved))
     return out
 

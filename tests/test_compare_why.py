@@ -64,6 +64,38 @@ def test_each_differing_term_is_moved_by_changed_settings(pair: tuple[ExplainRep
     assert terms["weights"].b == pytest.approx(terms["weights"].a / 2, rel=0.2)
 
 
+@pytest.fixture(scope="module")
+def base_report() -> ExplainReport:
+    return ExplainReport.model_validate(_explain("--pp", "2"))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # longer backward passes: a longer bubble; the last stage becomes the busiest
+        ("--recompute", "full"),
+        ("--recompute", "selective"),
+        ("--zero-stage", "1"),  # one NCCL communicator fewer (the model group): more usable memory
+        ("--precision", "fp8"),
+        ("--no-sequence-parallel",),  # norms and dropout no longer split over t
+        ("--grad-dtype", "bf16"),  # the optimizer step reads BF16 gradients
+        ("--schedule", "zb-h1"),
+        ("--micro-batch", "2"),
+    ],
+)
+def test_one_changed_setting_is_the_cause_of_every_term_that_moved(
+    base_report: ExplainReport, change: tuple[str, ...]
+) -> None:
+    """Where the plans differ in one setting, nothing else can have moved a term: every term that differs names
+    it (a "–", no cause, was printed for the bubble, the usable memory, the memory of a busiest stage that moved)."""
+    b = ExplainReport.model_validate(_explain("--pp", "2", *change))
+    changed = changed_settings(base_report, b)
+    setting = next(iter(changed))
+    assert set(changed) <= {setting, "num_microbatches"}, changed  # m follows the micro-batch
+    moved = [t for t in compare_terms(base_report, b) if t.differs]
+    assert moved and all(setting in t.moved_by for t in moved), [(t.name, t.moved_by) for t in moved]
+
+
 def test_the_tie_is_read_off_as_interval(pair: tuple[ExplainReport, ExplainReport]) -> None:
     a, b = pair
     got = tie(a, b)
