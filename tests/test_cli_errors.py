@@ -277,3 +277,28 @@ def test_the_internal_error_names_pplan_code_not_a_folder_called_pplan() -> None
         assert _where(err) == "pplan.plan.rules:check_count"
     else:
         raise AssertionError("check_count accepted 0")
+
+
+def test_a_failing_frame_in_a_folder_called_pplan_outside_the_package_is_not_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's own test in a clone named `pplan`: the innermost frame is the test's (under
+    `…/pplan/tests/`), not pplan's; the error names the pplan function that called it (a path test on `/pplan/`
+    named `pplan.tests.test_x:broken`)."""
+    import os
+
+    import pplan.cli.recommend as command
+
+    fake = os.path.join(os.sep, "home", "me", "pplan", "tests", "test_x.py")
+    scope: dict[str, object] = {}
+    exec(
+        compile(
+            "def broken(*a, **k):\n    raise ZeroDivisionError('float division by zero')\n", fake, "exec"
+        ),
+        scope,
+    )
+    monkeypatch.setattr(command, "search", scope["broken"])
+    monkeypatch.delenv("PPLAN_DEBUG", raising=False)
+    res = run_pplan(capsys, "recommend", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8")
+    assert res.code == 3
+    assert res.err.startswith("pplan: internal error in pplan.cli.recommend:"), res.err
