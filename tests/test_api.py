@@ -32,15 +32,24 @@ def _cli_json(capsys: pytest.CaptureFixture[str], line: str) -> Any:
     return res.json()
 
 
-def test_the_documented_example_runs_and_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_documented_example_runs_and_equals_the_cli(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     scope: dict[str, Any] = {}
     for code in _blocks("python"):
         exec(compile(code, str(DOC), "exec"), scope)  # the page's own example
     out = capsys.readouterr().out
     recommend_line, explain_line = _blocks("console")[0].strip().splitlines()
+    (size_line,) = _blocks("console")[1].strip().splitlines()
     assert scope["answer"].model_dump(mode="json") == _cli_json(capsys, recommend_line)
     assert scope["report"].model_dump(mode="json") == _cli_json(capsys, explain_line)
     assert explain_line.removesuffix(" --json") == scope["best"].explain_command
+    assert scope["sized"].model_dump(mode="json") == _cli_json(capsys, size_line)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(scope["report"].model_dump_json(by_alias=True), encoding="utf-8")
+    b.write_text(scope["recomputed"].model_dump_json(by_alias=True), encoding="utf-8")
+    compared = _cli_json(capsys, f"pplan compare {a} {b} --format json")
+    assert scope["compared"].model_dump(mode="json") == compared and compared["changed"]
     assert f"{scope['busiest_gb']:.1f} GB of" in out and scope["sized"].schema_ == "pplan.size/1"
     fastest = scope["fastest"]
     assert fastest.fits and fastest.tokens_per_s == max(p.tokens_per_s or 0 for p in scope["sized"].points)
