@@ -6,8 +6,8 @@ launcher-panel plan (tests/launcher_panel.py, dense and routed) is fed to Megatr
 `ConfigContainer` (`process_config_with_overrides`, then `runtime_config_update`, which validates), in a process
 of its own with Transformer Engine and Triton stubbed (tests/bridge_check.py says how); the validated config must
 hold the plan's parallelism, batch, recompute, sharding and precision. It skips when `megatron.bridge` is not
-installed (CI installs `.[test]` only; `pip install megatron-bridge==0.3.1 --no-deps` plus its pure-Python
-imports, as tests/bridge_check.py lists, runs it).
+installed (CI installs `.[test]` only; `pip install megatron-core==0.16.1 megatron-bridge==0.3.1 --no-deps` plus
+the pure-Python packages its configuration code imports, as docs/launcher-settings.md lists them, runs it).
 """
 
 from __future__ import annotations
