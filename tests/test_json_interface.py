@@ -1,6 +1,6 @@
 """One JSON interface: every command that prints a document takes `--format json` and keeps `--json` as its alias
 (the same bytes); `pplan schema --help` and `pplan schema --list` name the same documents; every property of
-every document's published JSON Schema carries a description."""
+every document's and input profile's published JSON Schema carries a description."""
 
 from __future__ import annotations
 
@@ -80,6 +80,14 @@ def _undescribed(schema: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("name", DOCUMENT_NAMES)
 def test_every_schema_property_is_described(name: str) -> None:
     schema = DOCUMENTS[name].model_json_schema(by_alias=True, mode="serialization")
+    assert _undescribed(schema) == []
+
+
+@pytest.mark.parametrize("name", INPUT_NAMES)
+def test_every_input_profile_property_is_described(name: str) -> None:
+    """`pplan schema hardware` and `pplan schema model` too: what a profile file may hold (the calibration
+    envelope's bounds had none)."""
+    schema = INPUTS[name][0].model_json_schema(by_alias=True, mode="validation")
     assert _undescribed(schema) == []
 
 

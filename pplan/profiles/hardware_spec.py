@@ -244,16 +244,23 @@ class CalibrationSpec(FrozenSpec):
     error_high: float = Field(ge=0, lt=10)
     """90th percentile of the same."""
     tp_max: int = Field(gt=0, le=10**9)
+    """The largest tensor-parallel degree a calibration run used."""
     pp_max: int = Field(gt=0, le=10**9)
+    """The largest pipeline-parallel degree a calibration run used."""
     cp_max: int = Field(gt=0, le=10**9)
+    """The largest context-parallel degree a calibration run used."""
     zero_max: int = Field(ge=0, le=3)
     """The highest ZeRO stage a calibration run used."""
     params_min_b: float = Field(gt=0, le=1e6)
+    """The smallest model a calibration run trained, billions of parameters."""
     params_max_b: float = Field(gt=0, le=1e6)
-    """Model sizes, billions of parameters."""
+    """The largest model a calibration run trained, billions of parameters."""
     seq_len_min: int = Field(gt=0, le=MAX_SEQ)
+    """The shortest sequence a calibration run used, tokens."""
     seq_len_max: int = Field(gt=0, le=MAX_SEQ)
+    """The longest sequence a calibration run used, tokens."""
     gpus_max: int = Field(gt=0, le=10**9)
+    """The most GPUs a calibration run used."""
     schedules: tuple[Name, ...] = Field(strict=False, max_length=64)
     """Schedule families the runs used (a TOML array)."""
     stacks: tuple[Name, ...] = Field(strict=False, max_length=64)
