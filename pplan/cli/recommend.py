@@ -365,6 +365,7 @@ def _check_choice(output: Format, rank: int | None, pick: Pick | None, top_n: in
 
 def _chosen(answer: Recommended, rank: int | None, pick: Pick | None) -> tuple[int, str]:
     """The rank `--rank`/`--pick` chose among the shown plans (1 by default), and why, in words."""
+    from pplan.launchers.capabilities import WORDS
     from pplan.recommend import safest_tied
 
     shown = len(answer.result.candidates)
@@ -380,7 +381,7 @@ def _chosen(answer: Recommended, rank: int | None, pick: Pick | None) -> tuple[i
         axes = f"{note.extrapolated_axes} {'axis' if note.extrapolated_axes == 1 else 'axes'}"
         return safest, (
             f"chosen by --pick safest: the safest bet among the plans tied with #1 ({axes} outside the calibrated "
-            f"envelope, runs on {' and '.join(note.runs_on) or 'no launcher'}, {note.knobs} non-default "
+            f"envelope, runs on {' and '.join(WORDS[r] for r in note.runs_on) or 'no launcher'}, {note.knobs} non-default "
             f"knob{'s' if note.knobs != 1 else ''})"
         )
     why = "the best predicted" + (" (--pick best)" if pick == "best" else "")

@@ -50,7 +50,7 @@ def _tie_sentence(notes: Sequence[Annotation]) -> str:
             f"{n.knobs} non-default knob{'s' if n.knobs != 1 else ''})"
         )
         if safest != 1:
-            text += "; --format megatron|torchtitan --pick safest prints its settings"
+            text += "; --format megatron|megatron-bridge|torchtitan --pick safest prints its settings"
     return text + "."
 
 
