@@ -180,7 +180,7 @@ FLAGS = {
         "--distributed-optimizer",
     ],
     "schedule": ["--json", "--json"],
-    "bubble": [],
+    "bubble": ["--json"],
 }
 
 

@@ -42,6 +42,7 @@ VERSIONS = {
     "size": "pplan.size/1",
     "compare": "pplan.compare/1",
     "fromlog": "pplan.fromlog/1",
+    "bubble": "pplan.bubble/1",
 }
 """The published version strings, as the README and the golden documents state them."""
 

@@ -194,6 +194,7 @@ CASES: dict[str, tuple[str, ...]] = {
         "json",
     ),
     "schedule-1f1b": ("schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--json"),
+    "bubble-p4": ("bubble", "--pp", "4", "--microbatches", "4,8,16", "--format", "json"),
     "schedule-interleaved": (
         "schedule",
         "interleaved-1f1b",

@@ -29,6 +29,7 @@ QUICK = {
     ),
     "schedule": ("schedule", "1f1b", "--pp", "2", "--microbatches", "4"),
     "profiles": ("profiles", "hardware", "h100-sxm-80gb"),
+    "bubble": ("bubble", "--pp", "4", "--microbatches", "4,8"),
 }
 """Quick runs of commands printing a document (recommend's alias is tested in test_launcher_paste)."""
 SLOW_OR_TORCH = ("validate", "bench")
@@ -100,3 +101,25 @@ def test_the_walker_finds_an_undescribed_property() -> None:
         bare: int
 
     assert _undescribed(Bare.model_json_schema(mode="serialization")) == ["Bare.bare"]
+
+
+def test_the_bubble_document_holds_the_charts_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pplan bubble --format json` (it had no JSON output): 1F1B's bubble is (p − 1)/m of the ideal time and
+    interleaving's (p − 1)/(v·m), on equal passes (Narayanan et al. 2021, eq. 1 and 2); the table prints the same
+    figures in percent."""
+    res = run_pplan(capsys, "bubble", "--pp", "4", "--microbatches", "8,4,16", "--format", "json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert (
+        doc["schema"] == "pplan.bubble/1" and doc["microbatches"] == [4, 8, 16] and doc["measure"] == "span"
+    )
+    curves = {(c["schedule"], c["v"]): c for c in doc["curves"]}
+    for (name, v), curve in curves.items():
+        if name in ("1f1b", "interleaved-1f1b"):
+            want = [(4 - 1) / (v * m) for m in curve["microbatches"]]
+            assert curve["bubble_fraction_of_ideal"] == pytest.approx(want), (name, v)
+    assert {(n, v) for n, v in curves} >= {("1f1b", 1), ("interleaved-1f1b", 2), ("interleaved-1f1b", 4)}
+    table = run_pplan(capsys, "bubble", "--pp", "4", "--microbatches", "8,4,16").out
+    row = next(line for line in table.splitlines() if "1F1B" in line and "interleaved" not in line)
+    shown = [float(x) for x in re.findall(r"(\d+\.\d)%", row)]
+    assert shown == [round(100 * f, 1) for f in curves["1f1b", 1]["bubble_fraction_of_ideal"]]

@@ -23,7 +23,7 @@ from pplan.cli.files import FORCE_FLAG, FORCE_HELP, check_outputs, input_path, w
 from pplan.errors import ConfigError, PplanError, ProfileError
 from pplan.schedules import get_schedule, schedule_family, to_torch_csv
 from pplan.schedules.auto import AUTO_NAME, auto_schedule
-from pplan.schedules.bubble import DEFAULT_CURVES, Measure, bubble_curves
+from pplan.schedules.bubble import DEFAULT_CURVES, BubbleCurve, Measure, bubble_curves
 from pplan.schedules.limits import (
     MAX_AUTO_STAGE_MICROBATCHES,
     MAX_BUBBLE_WORK,
@@ -33,6 +33,7 @@ from pplan.schedules.limits import (
 from pplan.schedules.timeline import Durations, Timeline, simulate
 
 if TYPE_CHECKING:
+    from pplan.documents.bubble import BubbleDocument
     from pplan.profiles.durations import StageDurationsSpec
 
 
@@ -310,8 +311,11 @@ def bubble(
         Path | None, typer.Option(rich_help_panel="Output", help="Also write the chart as an SVG file.")
     ] = None,
     force: Annotated[bool, typer.Option(FORCE_FLAG, rich_help_panel="Output", help=FORCE_HELP)] = False,
+    output: Annotated[TableOrJson, format_option("pplan.bubble/1")] = "table",
+    as_json: JsonAliasOpt = False,
 ) -> None:
     """Bubble against m for 1F1B, interleaved (v = 2, 4), ZB-H1 and ZB-H2 at p ranks, by simulation."""
+    as_json = asks_json(output, as_json)
     from pplan.render.schedule import bubble_curves_svg, bubble_group  # not for --help (start-up time)
 
     if pp < 1:
@@ -334,6 +338,33 @@ def bubble(
         )
     check_outputs({"--svg": svg}, force=force)
     curves = bubble_curves(pp, ms, measure=measure)
-    console.print(bubble_group(curves, pp, measure))
-    if svg is not None:
+    if as_json:
+        print(json_text(bubble_document(curves, pp, ms, measure).model_dump(mode="json")))
+    else:
+        console.print(bubble_group(curves, pp, measure))
+    if svg is not None:  # after stdout: a picture that cannot be written costs only the picture
+        sys.stdout.flush()
         write_output(svg, bubble_curves_svg(curves, pp, measure), "--svg", force)
+
+
+def bubble_document(
+    curves: Sequence[BubbleCurve], pp: int, ms: Sequence[int], measure: Measure
+) -> BubbleDocument:
+    """The `pplan.bubble/1` document of the chart's curves."""
+    from pplan.documents.bubble import BubbleCurveOut, BubbleDocument
+
+    return BubbleDocument(
+        pp=pp,
+        measure=measure,
+        microbatches=sorted(ms),
+        curves=[
+            BubbleCurveOut(
+                label=c.label,
+                schedule=c.name,
+                v=c.v,
+                microbatches=list(c.microbatches),
+                bubble_fraction_of_ideal=list(c.bubble_of_ideal),
+            )
+            for c in curves
+        ],
+    )

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from pplan.documents.base import Out
 from pplan.documents.bench import BenchDocument
+from pplan.documents.bubble import BubbleDocument
 from pplan.documents.compare import CompareDocument
 from pplan.documents.explain import ExplainReport
 from pplan.documents.fromlog import FromLogReport
@@ -27,11 +28,12 @@ _CLASSES: dict[str, type[Out]] = {
     "size": SizeDocument,
     "fromlog": FromLogReport,
     "compare": CompareDocument,
+    "bubble": BubbleDocument,
 }
 DOCUMENTS: dict[str, type[Out]] = {name: _CLASSES[name] for name in DOCUMENT_NAMES}
 """Every output document, by the name `pplan schema NAME` takes: `pplan explain --json`, `pplan recommend
 --format json`, `pplan schedule --json`, `pplan bench --json` (and --report), `pplan validate --json`, `pplan size --format
-json`, `pplan compare --format json`, `pplan explain --from-log --json`."""
+json`, `pplan compare --format json`, `pplan explain --from-log --json`, `pplan bubble --format json`."""
 
 _INPUTS: dict[str, tuple[type[BaseModel], str]] = {
     "hardware": (HardwareSpec, "a hardware profile (--hardware FILE.toml)"),
