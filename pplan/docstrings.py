@@ -9,7 +9,7 @@ visitor, so what each class gets is the same. A class this cannot place (defined
 without source, or a name defined twice in one module) is left to pydantic's own lookup.
 
 `install` puts the lookup in place of pydantic's (its private `_fields.extract_docstrings_from_cls`, pydantic 2.12
-and 2.13); a pydantic without it keeps its own, so the docstrings are the same either way
+to 2.14); a pydantic without it keeps its own, so the docstrings are the same either way
 (tests/test_docstrings.py compares the two over every model).
 """
 
@@ -56,7 +56,7 @@ def class_docstrings(cls: type[Any], use_inspect: bool = False) -> dict[str, str
     if node is None:
         return _ORIGINAL[0](cls, use_inspect=use_inspect)
     visitor = DocstringVisitor()
-    visitor.visit(node)
+    visitor.generic_visit(node)  # the class's own statements: pydantic 2.14's visitor skips a ClassDef it visits
     return visitor.attrs
 
 

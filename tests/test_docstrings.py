@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
 from pydantic import BaseModel
 
 import pplan
@@ -60,3 +61,25 @@ def test_a_class_it_cannot_place_is_left_to_pydantic() -> None:
         return Local
 
     assert make().model_fields["size"].description == "How big."
+
+
+def test_a_visitor_that_skips_class_statements_still_finds_the_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pydantic 2.14's visitor skips any ClassDef it is asked to visit (nested classes' attributes are not the
+    outer class's) and visits a class's statements itself; under it every description was lost (a fresh venv
+    installs 2.14: `pplan schema` then described nothing). The lookup visits the class's statements."""
+    import ast
+
+    from pydantic._internal import _docs_extraction
+
+    from pplan.documents.compare import TieOut
+
+    class SkipsClasses(_docs_extraction.DocstringVisitor):
+        def visit_ClassDef(self, node: ast.ClassDef) -> None:
+            return None
+
+    monkeypatch.setattr(_docs_extraction, "DocstringVisitor", SkipsClasses)
+    found = docstrings.class_docstrings(TieOut)
+    assert set(found) == {"tied", "a_interval_s", "b_step_s"}
+    assert found["b_step_s"] == "B's predicted step time, seconds."
