@@ -52,6 +52,29 @@ def test_t16_straddles_72_gpu_domains_and_the_step_time_prices_it_on_nvlink() ->
     assert tp.link == NVL72.intra_node.name and tp.mispriced
 
 
+def test_a_straddling_group_is_given_the_price_of_its_crossing() -> None:
+    """Each straddling t = 16 group of the case above holds 8 ranks on either side of the boundary 72j (72 = 4.5 ×
+    16), so across the boundary it runs on 8 NICs in parallel: 8 × the NIC's achievable rate (below NVLink's).
+    ep = 64 on 1,024 GPUs: block b holds ranks [64b, 64b + 63]; b = 1 keeps 8 ranks (64-71) on the first domain,
+    the fewest of any crossing block, so again 8 rails; t = 8 groups never straddle and carry no crossing price."""
+    tp = _groups(NVL72, GPT3, gpus=1152, global_batch=1152, tp=16, pp=8)["tp"]
+    nic = NVL72.inter_node.achievable_bytes_per_s / 1e9
+    assert tp.crossing_link is not None and "8 rails" in tp.crossing_link
+    assert tp.crossing_gb_per_s == pytest.approx(8 * nic)
+    ep = _groups(load_hardware("gb200-nvl72"), load_model("deepseek-v3"), gpus=1024, global_batch=4096, tp=1,
+                 pp=4, ep=64, first_stage_layers=16, last_stage_layers=15)["ep"]  # fmt: skip
+    assert (ep.groups, ep.crossing) == (16, 13) and ep.mispriced
+    assert ep.crossing_gb_per_s == pytest.approx(8 * nic)
+    assert _groups(NVL72, LLAMA70, gpus=1024, global_batch=1024, tp=8, pp=8)["tp"].crossing_link is None
+    rows = dict(
+        placement_rows(explain(GPT3, NVL72, PlanRequest(gpus=1152, global_batch=1152, tp=16, pp=8)).placement)
+    )
+    assert (
+        f"8 rails, {8 * nic:,.0f} GB/s: the step time assumes every group placed within one domain"
+        in " ".join(rows["  tp 16"].split())
+    )
+
+
 def test_t8_fits_72_gpu_domains_and_the_gradient_group_crosses() -> None:
     """t = 8 divides 72: no tp group straddles. The gradient group (d = 16 ranks, stride 8) spans 128 ranks, so
     every one crosses, at most ceil(128 / 72) + 1 = 3 domains when unaligned; the cost model prices it across

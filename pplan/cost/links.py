@@ -50,11 +50,16 @@ class GroupShape:
 @lru_cache(maxsize=1024)
 def _across_nodes(group: GroupShape, hardware: HardwareSpec) -> LinkSpec:
     """`GroupShape.link` for a group that spans nodes (remembered: a search asks for the same few often)."""
-    k = group.rails(hardware.gpus_per_node)
+    return rails_link(hardware, group.rails(hardware.gpus_per_node), group.size * group.stride)
+
+
+def rails_link(hardware: HardwareSpec, k: int, span: int) -> LinkSpec:
+    """The link of a group crossing nodes with `k` members on a node (its k NICs in parallel, capped by NVLink)
+    whose ranks span `span` consecutive global ranks (over a pod: the pod's oversubscription)."""
     inter, intra = hardware.inter_node, hardware.intra_node
     achievable = min(k * inter.achievable_bytes_per_s, intra.achievable_bytes_per_s if k > 1 else math.inf)
     pod = hardware.pod
-    if pod is not None and group.size * group.stride > pod.gpus:
+    if pod is not None and span > pod.gpus:
         achievable /= pod.oversubscription
     if k == 1 and achievable == inter.achievable_bytes_per_s:
         return inter

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from pplan.cost.experts import ep_group
-from pplan.cost.links import GroupShape, cp_group, dp_group, pipeline_node, tp_group
+from pplan.cost.links import GroupShape, cp_group, dp_group, pipeline_node, rails_link, tp_group
 from pplan.plan.records import Plan
 from pplan.profiles.fields import GB
 from pplan.profiles.hardware_spec import HardwareSpec, LinkSpec
@@ -52,6 +52,11 @@ class GroupPlacement:
     latency_us: float
     mispriced: bool
     """Some groups cross a domain but the cost model prices the kind on the in-domain link (or the reverse)."""
+    crossing_link: str | None = None
+    """Where the cost model prices a kind in-domain but some of its groups cross: the link the slowest crossing
+    group runs on (the NICs of its fewest members on one domain, in parallel: `links.rails_link`); else None."""
+    crossing_gb_per_s: float | None = None
+    """That link's achievable bandwidth per GPU, one direction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,33 +79,50 @@ def _achievable_gb(link: LinkSpec) -> float:
     return link.achievable_bytes_per_s / GB
 
 
-def _count(shape: GroupShape, gpus: int, domain: int, limit: int) -> tuple[int, int, int]:
-    """(groups, groups crossing a domain, most domains one group touches) for `shape` tiled over `gpus` ranks in
-    blocks of size·stride consecutive ranks (`limit`: the ranks the groups tile, t·cp·d for a stage's groups, G for
-    the rest; the tiling repeats per stage, which domains may cut differently, so every stage is counted)."""
+def _count(shape: GroupShape, gpus: int, domain: int, limit: int) -> tuple[int, int, int, int]:
+    """(groups, groups crossing a domain, most domains one group touches, fewest members a crossing group has on
+    one domain: 0 when none crosses) for `shape` tiled over `gpus` ranks in blocks of size·stride consecutive
+    ranks (`limit`: the ranks the groups tile, t·cp·d for a stage's groups, G for the rest; the tiling repeats per
+    stage, which domains may cut differently, so every stage is counted)."""
     span = shape.size * shape.stride
     groups = gpus // shape.size
     if gpus > MAX_ENUMERATED_GPUS:
         touched = math.ceil(span / domain) if span > domain else 1
-        return groups, groups if touched > 1 else 0, touched
-    crossing, most = 0, 1
+        piece = shape.rails(domain) if touched > 1 else 0
+        return groups, groups if touched > 1 else 0, touched, piece
+    crossing, most, fewest = 0, 1, 0
     for base in range(0, gpus, span):
         for offset in range(shape.stride):
             first = base + offset
             last = first + (shape.size - 1) * shape.stride
             touched = last // domain - first // domain + 1
-            crossing += touched > 1
             most = max(most, touched)
-    return groups, crossing, most
+            if touched > 1:
+                crossing += 1
+                piece = _fewest_on_a_domain(first, shape.stride, shape.size, domain)
+                fewest = piece if not fewest else min(fewest, piece)
+    return groups, crossing, most, fewest
+
+
+def _fewest_on_a_domain(first: int, stride: int, size: int, domain: int) -> int:
+    """The fewest members one domain holds of the group first, first + stride, … (size members)."""
+    counts: dict[int, int] = {}
+    for i in range(size):
+        d = (first + i * stride) // domain
+        counts[d] = counts.get(d, 0) + 1
+    return min(counts.values())
 
 
 def _group(name: str, shape: GroupShape, hw: HardwareSpec, gpus: int) -> GroupPlacement:
-    groups, crossing, most = _count(shape, gpus, hw.gpus_per_node, gpus)
+    groups, crossing, most, fewest = _count(shape, gpus, hw.gpus_per_node, gpus)
     link = shape.link(hw)
     priced_in_domain = link is hw.intra_node
+    across = rails_link(hw, fewest, shape.size * shape.stride) if crossing and priced_in_domain else None
     return GroupPlacement(
         name, shape.size, shape.stride, groups, crossing, most, link.name, _achievable_gb(link),
         link.latency_us, (crossing > 0) == priced_in_domain and shape.size > 1,
+        across.name if across is not None else None,
+        _achievable_gb(across) if across is not None else None,
     )  # fmt: skip
 
 

@@ -35,6 +35,12 @@ class GroupPlacementOut(Out):
     mispriced: bool
     """Some groups cross a domain while the step time prices the kind on NVLink (its span fits a domain but the
     domain size is no multiple of it), or the reverse; the predicted numbers are the step time's."""
+    crossing_link: str | None = None
+    """Where the step time prices the kind on NVLink but some of its groups cross a domain: the link the slowest
+    crossing group runs on once its ranks sit where Megatron-LM's rank order puts them (the NICs of its fewest
+    members on one domain, in parallel, capped by NVLink); null otherwise."""
+    crossing_gb_per_s: float | None = None
+    """That link's achievable bandwidth per GPU, one direction; null with `crossing_link`."""
 
 
 class PlacementOut(Out):

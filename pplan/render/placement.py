@@ -39,7 +39,13 @@ def _group_text(g: GroupPlacementOut, p: PlacementOut) -> str:
             f"crosses domains ({whole} {unit}{'' if whole == 'every' else 's'}, up to {g.max_domains} domains): "
             f"{price} against {p.in_domain_gb_per_s:,.0f} in a domain"
         )
-    if g.mispriced:
+    if g.mispriced and g.crossing and g.crossing_link is not None and g.crossing_gb_per_s is not None:
+        text += (
+            f"; in Megatron-LM's rank order the crossing ones run on {g.crossing_link}, "
+            f"{g.crossing_gb_per_s:,.0f} GB/s: the step time assumes every group placed within one domain "
+            "(whole groups per domain, leftover GPUs idle)"
+        )
+    elif g.mispriced:
         text += (
             "; the step time prices it on NVLink though some cross a domain"
             if g.crossing
