@@ -8,6 +8,7 @@ iterations) memory (MB) | … | max reserved: d`, MiB, one per pipeline stage).
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 from pplan.logs.clean import Line
@@ -26,7 +27,9 @@ WORLD_NAMES = {
     "expert-model-parallel": "expert_model_parallel_size",
     "expert-tensor-parallel": "expert_tensor_parallel_size",
 }
-FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
+FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9_\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
+LAUNCHER_FLAGS = {"nproc_per_node": "nproc_per_node", "nnodes": "nnodes"}
+"""torchrun's flags (either spelling, `--nproc-per-node` or `--nproc_per_node`) that give the world size."""
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*(?:/\s*(\d+)\s*)?\|(.*)$")
 MEMORY = re.compile(
     r"(?:\[Rank\s*\d+\]\s*)?\(after\s+\d+\s+iterations?\)\s*memory\s*\((MB|MiB|GB|GiB|bytes)\)\s*\|(.*)$",
@@ -73,23 +76,49 @@ def world(lines: list[Line]) -> dict[str, tuple[Any, str]]:
     return out
 
 
+@cache
+def _options() -> dict[str, tuple[str, str]]:
+    """Megatron-LM's flags → (dest, argparse action), from the option table pplan ships (core_v0.16.1)."""
+    from pplan.launchers.megatron_validate import option_table
+
+    out: dict[str, tuple[str, str]] = {}
+    for opt in option_table()["options"]:
+        for flag in opt["flags"]:
+            out[flag] = (opt["dest"], opt["action"])
+    return out
+
+
+def _flag(name: str, text: str | None, known: frozenset[str]) -> tuple[str, Any] | None:
+    """One `--name [text]` as (Megatron's dest, value), or None when it is none `translate` reads: store-true and
+    store-false flags (`--swiglu`, `--disable-bias-linear`) by Megatron's option table, the rest by their name."""
+    under = name.replace("-", "_")
+    if under in LAUNCHER_FLAGS:
+        return LAUNCHER_FLAGS[under], value(text) if text is not None else None
+    dest, action = _options().get("--" + name, ("", ""))
+    if dest in known and action in ("_StoreTrueAction", "_StoreFalseAction"):
+        return dest, action == "_StoreTrueAction"
+    if dest in known and text is not None:
+        return dest, value(text)
+    negated = under.startswith("no_") and under[3:] in known
+    under = under[3:] if negated else under
+    if under == "fp8_format":
+        under = "fp8"
+    if under in known or under == "fp8":
+        return under, False if negated else value(text) if text is not None else True
+    return None
+
+
 def command_line(lines: list[Line], known: frozenset[str]) -> dict[str, tuple[Any, str]]:
-    """`--flag value` pairs of a pasted command line, in the arguments block's names (`--swiglu` alone: True)."""
+    """`--flag value` pairs of a pasted command line or launch script, in the arguments block's names (`--swiglu`
+    alone: True; `--disable-bias-linear`: add_bias_linear False)."""
     out: dict[str, tuple[Any, str]] = {}
     for line in lines:
         if "--" not in line.text:
             continue
         for m in FLAG.finditer(line.text):
-            name = m.group(1).replace("-", "_")
-            negated = name.startswith("no_") and name[3:] in known
-            name = name[3:] if negated else name
-            if name == "num_experts" or name in known or name == "fp8_format":
-                got: Any = value(m.group(2)) if m.group(2) is not None else True
-                if negated:
-                    got = False
-                if name == "fp8_format":
-                    name = "fp8"
-                out.setdefault(name, (got, f"command line, line {line.number}"))
+            got = _flag(m.group(1), m.group(2), known)
+            if got is not None and got[1] is not None:
+                out.setdefault(got[0], (got[1], f"command line, line {line.number}"))
     return out
 
 
