@@ -168,6 +168,10 @@ def _recompute(get: Readings, src: Any, record: LogRecord) -> None:
             record.put("recompute_method", method.lower(), src(where))
     elif granularity is None and as_bool(get("recompute_activations")):
         record.put("recompute", "selective", src("recompute_activations"))
+    elif granularity is None and as_bool(
+        get("checkpoint_activations")
+    ):  # Megatron-LM before 2022: full, uniform
+        record.put("recompute", "full", src("checkpoint_activations"))
 
 
 def _precision(get: Readings, src: Any, record: LogRecord) -> None:
@@ -267,6 +271,7 @@ KNOWN = frozenset(
         "activations_checkpoint_method",
         "recompute_num_layers",
         "activations_checkpoint_num_layers",
+        "checkpoint_activations",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

@@ -193,11 +193,16 @@ def _mesh(names: str, sizes: str, record: LogRecord, where: str) -> None:
     except (ValueError, TypeError):
         return
     mesh = dict(zip((MESH_NAMES.get(k, k) for k in keys), degrees, strict=False))
+    if "dp_shard_in_ep" in mesh:  # the expert mesh: ep = dp_shard_in_ep × cp, dp_shard = mod_ep × in_ep
+        mesh.setdefault("ep", mesh["dp_shard_in_ep"] * mesh.get("cp", 1))
+        mesh.setdefault("dp_shard", mesh["dp_shard_in_ep"] * mesh.get("dp_shard_mod_ep", 1))
     record.put("mesh", mesh, where)
     for key, field in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep")):
         if key in mesh:
             record.put(field, mesh[key], where)
-    if "ep" not in mesh:
+    if "dp_shard_in_ep" in mesh:
+        record.put("gpus", math.prod(d for k, d in mesh.items() if k not in ("ep", "dp_shard")), where)
+    elif "ep" not in mesh:
         record.put("gpus", math.prod(d for k, d in mesh.items() if k != "ep"), where)
 
 
