@@ -135,6 +135,11 @@ class LogRecord:
     gpu_name: str | None = None
     lines: int = 0
     notes: list[str] = field(default_factory=list)
+    tps_steps: list[Iteration] = field(default_factory=list)
+    """torchtitan step lines with tps whose step time needs the plan (the log gives no local batch): step_s 0
+    until pplan.logs.torchtitan.for_plan sets it from the rebuilt plan's global batch, sequence and GPUs."""
+    step_source: str | None = None
+    """How the step times were derived where that is not the log's own time field (said beside the steady state)."""
 
     def put(self, name: str, value: Any, source: str, overwrite: bool = False) -> None:
         """Record `name` (first reading wins unless `overwrite`); None values are not readings."""

@@ -293,26 +293,55 @@ def steps(lines: list[Line], record: LogRecord) -> int:
         mem = fields.get("memory")
         if mem is not None and mem[1]:
             record.note_memory(size_bytes(str(mem[0]), mem[1]), None, "torchtitan step lines (GiB, reserved)")
-        if step_s is None or step_s <= 0:
-            continue
         mfu = fields.get("mfu")
         tflops = fields.get("tflops")
-        record.add_iteration(
-            Iteration(
-                number_,
-                step_s,
-                line.number,
-                tflops_per_gpu=tflops[0] if tflops else None,
-                tokens_per_s_per_gpu=tps[0] if tps else None,
-                mfu=mfu[0] / 100 if mfu else None,
-            )
+        reading = Iteration(
+            number_,
+            step_s or 0.0,
+            line.number,
+            tflops_per_gpu=tflops[0] if tflops else None,
+            tokens_per_s_per_gpu=tps[0] if tps else None,
+            mfu=mfu[0] / 100 if mfu else None,
         )
-    if unique and not record.iterations:
+        if (
+            tps
+            and tps[0] > 0
+            and not tokens_per_rank
+            and all(it.number != number_ for it in record.tps_steps)
+        ):
+            record.tps_steps.append(reading)
+        if step_s is None or step_s <= 0:
+            continue
+        record.add_iteration(reading)
+    if record.tps_steps and not record.iterations:
+        record.notes.append(
+            "torchtitan step lines carry tps but the log gives no local batch: the step is global batch × sequence "
+            "/ (GPUs × tps) once the plan is known (--global-batch, --gpus, --seq-len where the log lacks them)"
+        )
+    elif unique and not record.iterations:
         record.notes.append(
             "torchtitan step lines found, but no step time: tps needs the local batch and sequence length "
             "(the 'Training starts' line or the TOML), and the lines carry no timestamps"
         )
     return len(unique)
+
+
+def for_plan(
+    record: LogRecord, gpus: int, global_batch: int, seq_len: int, tp: int, pp: int, cp: int
+) -> LogRecord:
+    """`record` with its step times for the rebuilt plan. Where the log gives tps but no local batch, every step is
+    global batch × sequence / (GPUs × tps) (tps = the rank's tokens / (step × tp·pp·cp), and the ranks' tokens sum
+    to the global batch's over the data-parallel degree), in place of steps timed from the timestamps; else the
+    tps-derived steps are rescaled to the plan's tp·pp·cp (`rescaled`)."""
+    from dataclasses import replace
+
+    if not record.tps_steps:
+        return rescaled(record, tp, pp, cp)
+    tokens = global_batch * seq_len
+    its = [replace(it, step_s=tokens / (gpus * (it.tokens_per_s_per_gpu or math.inf))) for it in record.tps_steps]
+    out = replace(record, iterations=its)
+    out.step_source = "step times from tps: global batch × sequence / (GPUs × tps), of the rebuilt plan"
+    return out
 
 
 def rescaled(record: LogRecord, tp: int, pp: int, cp: int) -> LogRecord:
