@@ -9,6 +9,7 @@ the stamps. Pure text: no files.
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -40,6 +41,10 @@ _OWN_LINE = re.compile(r"^\s*[\[>]|^\s*\w+ \.{3}|^\s*\(after \d+ iterations|^\s*
 """A line that is a log line of its own (a bracketed tag, an arguments-block line, a memory line), never a
 continuation."""
 _RECORD_START = re.compile(r"\biteration\s+\d+\s*[/|]|\bstep:\s*\d+|Training epoch \d+")
+_TITAN_STEP = re.compile(r"\bstep:\s*\d+\s")
+_TITAN_END = re.compile(r"mfu:\s*[\d.]+%\s*$")
+"""torchtitan's step line ends with its MFU field; one that does not, followed by a line with no logger prefix of
+its own, was cut by a terminal."""
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,23 @@ def clean_lines(raw: str) -> list[Line]:
     text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     text = ANSI.sub("", text)
     out: list[Line] = []
-    for piece in text.split("\n"):
+    pieces = text.split("\n")
+    width = _wrap_width(pieces)
+    previous = ""
+    for piece in pieces:
         body, rank, time_s = _strip(piece)
         if not body.strip():
+            previous = piece
+            continue
+        cut = (
+            width is not None
+            and len(previous) >= width - TRAILING_SPACE_LOST
+            and (_may_continue(body) or _mid_word(previous, body))
+        )
+        previous = piece
+        if out and body == piece and (cut or _titan_cut(out[-1].text, body)):
+            last = out[-1]
+            out[-1] = Line(last.text + body, last.number, last.rank, last.time_s)
             continue
         if out and _continues(out[-1].text, body):
             last = out[-1]
@@ -103,6 +122,57 @@ def clean_lines(raw: str) -> list[Line]:
             continue
         out.append(Line(body, len(out) + 1, rank, time_s))
     return out
+
+
+TRAILING_SPACE_LOST = 2
+"""A terminal's copy may drop the spaces a cut line ended with: a piece this much shorter than the width still
+counts as cut."""
+MIN_WRAPPED = 1
+
+
+def _wrap_width(pieces: list[str]) -> int | None:
+    """The width a terminal cut the log's lines at, or None. Every line longer than the terminal is cut into pieces
+    of its width, so the width is the longest piece's length, where at least `MIN_WRAPPED` pieces that long are
+    followed by a piece with no prefix that is no record or log line of its own (the rest of a cut line)."""
+    if not pieces:
+        return None
+    width = max(len(p) for p in pieces)
+    if width < HARD_WRAP_MIN:
+        return None
+    seen = 0
+    for piece, after in itertools.pairwise(pieces):
+        if len(piece) >= width - TRAILING_SPACE_LOST and after.strip():
+            body = _strip(after)[0]
+            seen += body == after and _may_continue(body)
+    return width if seen >= MIN_WRAPPED else None
+
+
+_OWN_AFTER_CUT = re.compile(
+    r"^\s*\[(?:[Rr]ank\s*\d|NeMo|default|titan|\d{4}-)|^\s*\[[a-z_.]+\]\s*$|^\s*>|^\s*\w+ \.{3}"
+    r"|^\s*\(after \d+ iterations|^\s*-{6}"
+)
+"""A log line of its own, told from the rest of a cut line (which may start with a bracket: `[8]`): a bracketed
+tag, a TOML section, an arguments-block line, a memory line, a rule."""
+
+
+def _may_continue(body: str) -> bool:
+    """`body` may be the rest of a cut line: not a record or a log line of its own."""
+    return not (_RECORD_START.search(body[:60]) or _OWN_AFTER_CUT.match(body))
+
+
+def _mid_word(previous: str, body: str) -> bool:
+    """The cut fell inside a word (`global_` | `step: 10`): whatever `body` looks like, it is the word's rest."""
+    return bool(re.match(r"\w", body) and re.search(r"\w$", previous))
+
+
+def _titan_cut(previous: str, body: str) -> bool:
+    """`previous`, a torchtitan step line, was cut by a terminal before its last field and `body` (a line with no
+    prefix) is the rest."""
+    return (
+        bool(_TITAN_STEP.search(previous))
+        and not _TITAN_END.search(previous)
+        and not _RECORD_START.search(body)
+    )
 
 
 def _continues(previous: str, body: str) -> bool:

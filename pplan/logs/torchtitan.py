@@ -338,7 +338,9 @@ def for_plan(
     if not record.tps_steps:
         return rescaled(record, tp, pp, cp)
     tokens = global_batch * seq_len
-    its = [replace(it, step_s=tokens / (gpus * (it.tokens_per_s_per_gpu or math.inf))) for it in record.tps_steps]
+    its = [
+        replace(it, step_s=tokens / (gpus * (it.tokens_per_s_per_gpu or math.inf))) for it in record.tps_steps
+    ]
     out = replace(record, iterations=its)
     out.step_source = "step times from tps: global batch × sequence / (GPUs × tps), of the rebuilt plan"
     return out
