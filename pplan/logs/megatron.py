@@ -41,13 +41,42 @@ TFLOPS = ("throughput per gpu (tflop/s/gpu)", "tflops/gpu", "tflop/s/gpu")
 TOKENS = ("tokens per gpu (tokens/s/gpu)", "tokens/s/gpu")
 
 
+BLOCK_START = re.compile(r"^-{3,}\s*arguments\s*-{3,}\s*$")
+BLOCK_END = re.compile(r"^-{3,}\s*end of arguments\s*-{3,}\s*$")
+UNPRINTED_DEFAULTS = {
+    "swiglu": False,
+    "normalization": "LayerNorm",
+    "position_embedding_type": "learned_absolute",
+    "untie_embeddings_and_output_weights": False,
+    "add_bias_linear": True,
+}
+"""Megatron-LM's defaults for the model's kinds. The block prints every argument the release has, so a whole block
+without one of these comes from a release without the option, which had the default (GeLU, LayerNorm, learned
+positions, tied output, biases: GPT-2's and GPT-3's)."""
+WHOLE_BLOCK_ARGUMENTS = 80
+"""A block counts as whole (every argument of its release printed) with both rules and at least this many lines:
+releases since 2021 print well over a hundred; a block shortened by hand does not say what it left out."""
+
+
 def arguments(lines: list[Line]) -> dict[str, tuple[Any, str]]:
-    """The arguments block's readings (anywhere in the log: an excerpt may hold part of it)."""
+    """The arguments block's readings (anywhere in the log: an excerpt may hold part of it); where the whole block
+    is there (both rules), the defaults of `UNPRINTED_DEFAULTS` it does not print."""
     out: dict[str, tuple[Any, str]] = {}
+    start = end = None
+    count = 0
     for line in lines:
+        if start is None and BLOCK_START.match(line.text):
+            start = line.number
+        elif start is not None and end is None and BLOCK_END.match(line.text):
+            end = line.number
         m = ARGUMENT.match(line.text)
         if m and m.group(1) not in out:
             out[m.group(1)] = (value(m.group(2)), f"arguments block, line {line.number}")
+            count += start is not None and end is None
+    if start is not None and end is not None and count >= WHOLE_BLOCK_ARGUMENTS and "num_layers" in out:
+        where = f"arguments block, lines {start}–{end} (not printed: the release's default)"
+        for name, default in UNPRINTED_DEFAULTS.items():
+            out.setdefault(name, (default, where))
     return out
 
 

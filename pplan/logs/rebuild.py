@@ -280,6 +280,9 @@ def rebuild(
             values[key] = default
             if key in ASSUMED_SAID and not (key in ("ep", "etp") and spec.moe is None):
                 assumed.append(f"{key} = {default} (not in the log; pass its flag to change it)")
+    values.update(
+        flags
+    )  # the derivations below see the flags' axes (they are applied again, and said, below)
     if record.stack == STACK_TORCHTITAN and "zero_stage" not in logged and "zero_stage" not in flags:
         tp, pp, cp = (values[k] or 1 for k in ("tp", "pp", "cp"))
         dp = values["gpus"] // max(1, tp * pp * cp)

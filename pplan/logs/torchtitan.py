@@ -25,7 +25,10 @@ STEP = re.compile(r"\bstep:\s*(\d+)\s+(.*)$")
 STEP_FIELD = re.compile(r"(\w+):\s*(\d[\d.,]*(?:[eE][+-]?\d+)?)\s?(GiB|MiB|GB|MB|B)?(?:\(([\d.]+)%\))?")
 BUILDING = re.compile(r"Building\s+(\w+)\s+(\S+)\s+with\s+(\w*)\s*([({].*)$")
 MESH = re.compile(r"Building\s+\d+-D device mesh with\s*(\[[^\]]*\])\s*,\s*(\[[^\]]*\])")
-CAPACITY = re.compile(r"CUDA capacity:\s*(.+?)\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE)
+CAPACITY = re.compile(
+    r"(?:CUDA|GPU|ROCm|XPU) capacity:\s*(.+?)(?:\s*\(\d+\))?\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE
+)
+"""`CUDA capacity: <GPU> with X GiB memory`; releases of 2024: `GPU capacity: <GPU> (0) with X GiB memory`."""
 STARTS = re.compile(r"Training starts at step \d+", re.IGNORECASE)
 STARTS_PART = re.compile(
     r"(local batch size|global batch size|sequence length|gradient accumulation steps)\s+(\d+)"
