@@ -187,3 +187,20 @@ def test_a_whole_old_block_gives_megatrons_defaults_a_short_one_does_not() -> No
     kinds = ("mlp", "norm", "position_embedding", "tied_embeddings", "linear_bias")
     assert [whole.value(k) for k in kinds] == ["gelu", "layernorm", "learned", True, True]
     assert [short.value(k) for k in kinds] == [None] * 5
+
+
+MOE = ["megatron_core013_qwen3_moe", "torchtitan_qwen3_moe_toml", "nemo2_runname_mixtral"]
+
+
+@pytest.mark.parametrize("stem", MOE)
+def test_a_moe_log_names_the_moe_terms_in_its_gap(capsys: pytest.CaptureFixture[str], stem: str) -> None:
+    """Each stack's routed run: the gap analysis has the grouped-GEMM figure and the expert all-to-all among its
+    terms, and the text names them."""
+    argv = [a for k, v in TRUTH[stem]["flags"].items() for a in (FLAGS[k], str(v))]
+    got = run_pplan(capsys, "explain", "--from-log", str(DATA / f"{stem}.log"), *argv, "--json")
+    assert got.code == 0, got.err
+    terms = [t["term"] for t in got.json()["gap_terms"]]
+    assert "MoE: grouped GEMM efficiency (routed experts)" in terms
+    assert "MoE: exposed expert all-to-all (dispatch and combine)" in terms
+    text = run_pplan(capsys, "explain", "--from-log", str(DATA / f"{stem}.log"), *argv)
+    assert "MoE: grouped GEMM efficiency" in text.out and "MoE: exposed expert all-to-all" in text.out
