@@ -204,3 +204,24 @@ def test_a_moe_log_names_the_moe_terms_in_its_gap(capsys: pytest.CaptureFixture[
     assert "MoE: exposed expert all-to-all (dispatch and combine)" in terms
     text = run_pplan(capsys, "explain", "--from-log", str(DATA / f"{stem}.log"), *argv)
     assert "MoE: grouped GEMM efficiency" in text.out and "MoE: exposed expert all-to-all" in text.out
+
+
+def test_a_stray_line_after_the_longest_is_no_cut() -> None:
+    """An uncut log whose longest lines are records, one followed by a line with no prefix (a warning, wandb):
+    the records stay whole and a printed config keeps its fields."""
+    nemo = [f"Training epoch 0, iteration {i}/9 | global_batch_size: 128 | train_step_timing in s: 2.5{i} | "
+            f"consumed_samples: {1000 + i}" for i in range(10)]  # fmt: skip
+    nemo.insert(5, "UserWarning: something happened")
+    got = read_log("\n".join(nemo) + "\n")
+    assert [it.number for it in got.iterations] == list(range(10))
+    head = "[titan] 2025-01-01 00:00:0{} - root - INFO - "
+    titan = [
+        head.format(0)
+        + 'Running with args: {"training": {"local_batch_size": 2, "seq_len": 8192}, "parallelism": '
+        '{"tensor_parallel_degree": 2, "data_parallel_shard_degree": 4}, "model": {"name": "llama3", "flavor": "8B"}}',
+        "wandb: Tracking run with wandb version 0.16.0",
+        head.format(1)
+        + "step: 10  loss: 9.0  memory: 52.38GiB(66.21%)  tps: 4,096  tflops: 237.30  mfu: 23.99%",
+    ]
+    read = read_log("\n".join(titan) + "\n")
+    assert (read.value("tp"), read.value("local_batch"), read.value("gpus")) == (2, 2, 8)

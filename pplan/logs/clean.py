@@ -160,9 +160,14 @@ def _may_continue(body: str) -> bool:
     return not (_RECORD_START.search(body[:60]) or _OWN_AFTER_CUT.match(body))
 
 
+_WHOLE_RECORD = re.compile(r"^\s*(?:Training epoch \d+|iteration\s+\d+\s*[/|]|step:\s*\d+\s+loss:)")
+"""A line that starts a record of its own, even right after a word: never the rest of a cut one."""
+
+
 def _mid_word(previous: str, body: str) -> bool:
-    """The cut fell inside a word (`global_` | `step: 10`): whatever `body` looks like, it is the word's rest."""
-    return bool(re.match(r"\w", body) and re.search(r"\w$", previous))
+    """The cut fell inside a word (`global_` | `step: 10 | …`): unless `body` starts a whole record, it is the word's
+    rest."""
+    return bool(re.match(r"\w", body) and re.search(r"\w$", previous)) and not _WHOLE_RECORD.match(body)
 
 
 def _titan_cut(previous: str, body: str) -> bool:

@@ -127,10 +127,32 @@ def startup(lines: list[Line], record: LogRecord) -> None:
     _toml(toml, record)
 
 
+def _balanced(text: str) -> str:
+    """`text` up to the bracket that closes its first one (`{…}` or `(…)`, quotes respected): a printed config
+    followed by whatever a log line (or a joined piece) put after it."""
+    pairs = {"{": "}", "(": ")", "[": "]"}
+    depth = 0
+    quote = ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in pairs:
+            depth += 1
+        elif ch in pairs.values():
+            depth -= 1
+            if depth == 0:
+                return text[: i + 1]
+    return text
+
+
 def _config_dict(text: str, toml: dict[str, tuple[Any, str]], where: str) -> None:
     """A job config printed as a dict (`Running with args: {...}`), flattened to `section.key` like the TOML."""
     import ast
 
+    text = _balanced(text)
     try:
         loaded = json.loads(text)
     except ValueError:
@@ -151,7 +173,7 @@ def _model(name: str, flavor: str, args: str, record: LogRecord, where: str) -> 
     got: dict[str, Any] = {}
     if args.startswith("{"):
         try:
-            loaded = json.loads(args)
+            loaded = json.loads(_balanced(args))
             got = loaded if isinstance(loaded, dict) else {}
         except ValueError:
             got = {}
