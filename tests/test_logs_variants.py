@@ -225,3 +225,24 @@ def test_a_stray_line_after_the_longest_is_no_cut() -> None:
     ]
     read = read_log("\n".join(titan) + "\n")
     assert (read.value("tp"), read.value("local_batch"), read.value("gpus")) == (2, 2, 8)
+
+
+def test_a_bridge_log_without_configuration_runs_the_recipes_settings() -> None:
+    """A run name prints no optimizer, reduction or overlap: NeMo 2's and Megatron-Bridge's performance recipes run
+    the distributed optimizer, reduce gradients in BF16, overlap TP communication and gather FP8 weights in FP8. A
+    printed configuration wins (Bridge's YAML: `grad_reduce_in_fp32: true`)."""
+    named = rebuild(read_log(_text("nemo2_runname_70b_fp8")), None, "h100-sxm-80gb", {"seq_len": 8192}, {})
+    r = named.request
+    assert (r.zero_stage, r.grad_dtype, r.tp_comm_overlap, r.fp8_param_gather) == (1, "bf16", True, True)
+    said = [a.split(" (")[0] for a in named.assumed if "performance recipes" in a]
+    assert said == [
+        "zero_stage = 1",
+        "grad_dtype = bf16",
+        "tp_comm_overlap = True",
+        "fp8_param_gather = True",
+    ]
+    printed = rebuild(
+        read_log(_text("bridge_02_yaml_megatron_loop")), None, "h100-sxm-80gb", {"gpus": 16}, {}
+    )
+    assert (printed.request.zero_stage, printed.request.grad_dtype) == (1, "fp32")
+    assert printed.read["grad_dtype"].startswith("printed configuration")

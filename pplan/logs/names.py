@@ -145,6 +145,12 @@ def _flags(get: Readings, src: Any, record: LogRecord) -> None:
         record.put("zero_stage", 3, src(name), overwrite=True)
     if as_bool(get("grad_reduce_in_bf16")):
         record.put("grad_dtype", "bf16", src("grad_reduce_in_bf16"))
+    elif as_bool(get("grad_reduce_in_fp32")) is not None:  # Megatron-Core's DDP config, as Bridge prints it
+        record.put(
+            "grad_dtype",
+            "fp32" if as_bool(get("grad_reduce_in_fp32")) else "bf16",
+            src("grad_reduce_in_fp32"),
+        )
     elif as_bool(get("accumulate_allreduce_grads_in_fp32")) is False:
         record.put("grad_dtype", "bf16", src("accumulate_allreduce_grads_in_fp32"))
 
@@ -244,6 +250,7 @@ KNOWN = frozenset(
         "use_torch_fsdp2",
         "use_megatron_fsdp",
         "grad_reduce_in_bf16",
+        "grad_reduce_in_fp32",
         "accumulate_allreduce_grads_in_fp32",
         "recompute_granularity",
         "recompute_method",
