@@ -246,3 +246,17 @@ def test_a_bridge_log_without_configuration_runs_the_recipes_settings() -> None:
     )
     assert (printed.request.zero_stage, printed.request.grad_dtype) == (1, "fp32")
     assert printed.read["grad_dtype"].startswith("printed configuration")
+
+
+def test_torchtitan_deepseek_args_give_shared_experts_and_dense_layers() -> None:
+    """DeepSeek's model arguments as torchtitan prints them (2025): two shared experts as wide as a routed one
+    (2 × 1,408), one dense layer first."""
+    got = read_log(
+        "[rank0]:[titan] 2025-09-01 10:00:00,000 - root - INFO - Building deepseek_v3 16B with DeepSeekV3ModelArgs("
+        "vocab_size=102400, dim=2048, inter_dim=10944, moe_inter_dim=1408, n_layers=27, n_dense_layers=1, n_heads=16, "
+        "moe_args=MoEArgs(num_experts=64, num_shared_experts=2, score_func='softmax', top_k=6), kv_lora_rank=512)\n"
+    )
+    assert {k: got.value(k) for k in ("num_experts", "top_k", "expert_ffn_hidden_size")} == {
+        "num_experts": 64, "top_k": 6, "expert_ffn_hidden_size": 1408,
+    }  # fmt: skip
+    assert (got.value("shared_expert_ffn_hidden_size"), got.value("first_dense_layers")) == (2816, 1)

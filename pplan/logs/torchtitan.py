@@ -206,6 +206,13 @@ def _model(name: str, flavor: str, args: str, record: LogRecord, where: str) -> 
         record.put("num_experts", experts, where)
         record.put("top_k", as_int(got.get("n_activated_experts")) or as_int(got.get("top_k")), where)
         record.put("expert_ffn_hidden_size", as_int(got.get("moe_inter_dim")), where)
+        shared = as_int(got.get("n_shared_experts")) or as_int(got.get("num_shared_experts"))
+        expert = as_int(got.get("moe_inter_dim"))
+        if shared and expert:  # DeepSeek's shared experts, each as wide as a routed one
+            record.put("shared_expert_ffn_hidden_size", shared * expert, where)
+        dense = as_int(got.get("n_dense_layers"))
+        if dense:
+            record.put("first_dense_layers", dense, where)
     record.put("mlp", "swiglu", f"{where} (torchtitan's models use SwiGLU)")
     record.put("norm", "rmsnorm", f"{where} (torchtitan's models use RMSNorm)")
     record.put("tied_embeddings", False, f"{where} (torchtitan's Llama: untied output)")
