@@ -93,19 +93,24 @@ def _strip(text: str) -> tuple[str, int | None, float | None]:
 
 def clean_lines(raw: str) -> list[Line]:
     """The cleaned lines of `raw` (module docstring); wrapped `|` records are joined onto their first line."""
-    text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = ANSI.sub("", text)
+    text = ANSI.sub("", raw.replace("\r\n", "\n").replace("\x00", ""))
     out: list[Line] = []
-    pieces = text.split("\n")
-    width = _wrap_width(pieces)
+    pieces: list[str] = []
+    redrawn: set[int] = set()  # pieces after a lone carriage return: a progress bar redrawn, never a cut
+    for line in text.split("\n"):
+        parts = line.split("\r")
+        redrawn.update(range(len(pieces) + 1, len(pieces) + len(parts)))
+        pieces += parts
+    width = _wrap_width(pieces, redrawn)
     previous = ""
-    for piece in pieces:
+    for index, piece in enumerate(pieces):
         body, rank, time_s = _strip(piece)
         if not body.strip():
             previous = piece
             continue
         cut = (
             width is not None
+            and index not in redrawn
             and len(previous) >= width - TRAILING_SPACE_LOST
             and (_may_continue(body) or _mid_word(previous, body))
         )
@@ -130,7 +135,7 @@ counts as cut."""
 MIN_WRAPPED = 1
 
 
-def _wrap_width(pieces: list[str]) -> int | None:
+def _wrap_width(pieces: list[str], redrawn: set[int]) -> int | None:
     """The width a terminal cut the log's lines at, or None. Every line longer than the terminal is cut into pieces
     of its width, so the width is the longest piece's length, where at least `MIN_WRAPPED` pieces that long are
     followed by a piece with no prefix that is no record or log line of its own (the rest of a cut line)."""
@@ -140,15 +145,15 @@ def _wrap_width(pieces: list[str]) -> int | None:
     if width < HARD_WRAP_MIN:
         return None
     seen = 0
-    for piece, after in itertools.pairwise(pieces):
-        if len(piece) >= width - TRAILING_SPACE_LOST and after.strip():
+    for index, (piece, after) in enumerate(itertools.pairwise(pieces)):
+        if index + 1 not in redrawn and len(piece) >= width - TRAILING_SPACE_LOST and after.strip():
             body = _strip(after)[0]
             seen += body == after and _may_continue(body)
     return width if seen >= MIN_WRAPPED else None
 
 
 _OWN_AFTER_CUT = re.compile(
-    r"^\s*\[(?:[Rr]ank\s*\d|NeMo|default|titan|\d{4}-)|^\s*\[[a-z_.]+\]\s*$|^\s*>|^\s*\w+ \.{3}"
+    r"^\s*\[(?:[Rr]ank\s*\d|NeMo|default|titan|\d{4}-)|^\s*\[[a-z_.]+\]\s*$|^\s*>|^\s*\w+ \.{3}|^\s*Epoch \d+:"
     r"|^\s*\(after \d+ iterations|^\s*-{6}"
 )
 """A log line of its own, told from the rest of a cut line (which may start with a bracket: `[8]`): a bracketed
@@ -160,7 +165,9 @@ def _may_continue(body: str) -> bool:
     return not (_RECORD_START.search(body[:60]) or _OWN_AFTER_CUT.match(body))
 
 
-_WHOLE_RECORD = re.compile(r"^\s*(?:Training epoch \d+|iteration\s+\d+\s*[/|]|step:\s*\d+\s+loss:)")
+_WHOLE_RECORD = re.compile(
+    r"^\s*(?:Training epoch \d+|iteration\s+\d+\s*[/|]|step:\s*\d+\s+loss:|Epoch \d+:)"
+)
 """A line that starts a record of its own, even right after a word: never the rest of a cut one."""
 
 
