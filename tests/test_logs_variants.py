@@ -260,3 +260,24 @@ def test_torchtitan_deepseek_args_give_shared_experts_and_dense_layers() -> None
         "num_experts": 64, "top_k": 6, "expert_ffn_hidden_size": 1408,
     }  # fmt: skip
     assert (got.value("shared_expert_ffn_hidden_size"), got.value("first_dense_layers")) == (2816, 1)
+
+
+def test_a_shape_two_bundled_models_share_is_settled_by_a_name_or_said() -> None:
+    """Llama 2 70B and Llama 3 70B share their layers: without the vocabulary, a config class (`Llama3Config70B(`)
+    names the model; without either, the choice is said and --model offered."""
+    from pplan.logs.rebuild import model_for
+
+    shape = (
+        "num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64, num_query_groups=8"
+    )
+    named, source, _ = model_for(read_log(f"Llama3Config70B({shape})\n"), None)
+    assert named.name == "llama3-70b" and source.startswith("llama3-70b")
+    _, _, notes = model_for(read_log(f"GPTConfig({shape})\n"), None)
+    assert any("matches" in n and "too; pass --model" in n for n in notes)
+
+
+def test_a_logging_head_without_logger_name_is_stripped() -> None:
+    """`%(asctime)s - %(levelname)s - ` and `[%(levelname)s] [%(name)s] ` heads before an arguments block."""
+    for head in ("2025-05-05 10:00:00,123 - INFO - ", "[2025-05-05 10:00:00] [INFO] [megatron.training:88] "):
+        got = read_log(head + "  num_layers ...................................... 80\n")
+        assert got.value("num_layers") == 80, head

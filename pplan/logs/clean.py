@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _STAMP = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_LEVELS = "INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL"
 _RANK_TAGS = (
     re.compile(r"^\s*\[(?:rank|Rank|RANK)\s*(\d+)\]\s*:\s?"),  # torchrun's --tee / local_ranks_filter
     re.compile(r"^\s*\[default(\d+)\]\s*:\s?"),  # torchrun -r / --tee older spelling
@@ -32,6 +33,10 @@ _STAMPS = (
     re.compile(r"^\s*\[(" + _STAMP + r")\]\s*"),  # [2024-05-01 12:00:00]
     re.compile(r"^\s*\[titan\]\s*(" + _STAMP + r")\s*-\s*[\w.]+\s*-\s*[A-Z]+\s*-\s?"),  # torchtitan logger
     re.compile(r"^\s*(" + _STAMP + r")\s*-\s*[\w.]+\s*-\s*[A-Z]+\s*-\s?"),  # Python logging's default head
+    re.compile(r"^\s*(" + _STAMP + r")\s*[-|]\s*(?:" + _LEVELS + r")\s*[-|:]\s?"),  # `asctime - levelname - `
+    re.compile(
+        r"^\s*\[(?:" + _LEVELS + r")\]\s*(?:\[[\w.:/\- ]+\]\s*)*()"
+    ),  # `[INFO] [module:12] ` after a stamp
     re.compile(r"^\s*\[NeMo [A-Z] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s*"),  # NeMo's logger
     re.compile(r"^\s*(" + _STAMP + r")\s*(?:\|\s*)?(?:[A-Z]+\s*(?:\|\s*)?)?(?:[\w.]+:\d+\s*(?:-|\|)\s*)?"),
     re.compile(r"^\s*(?:INFO|WARNING|DEBUG):[\w.]+:\s?()"),

@@ -21,6 +21,8 @@ COUNT_TOKEN = re.compile(
     r"^(?:(\d+)(mbs|gbs|nodes?|gpus|seq)|(mbs|gbs|nodes?|gpus|seq)(\d+))$", re.IGNORECASE
 )
 """`2mbs` and `mbs2` (the performance scripts of NeMo 2 and Megatron-Bridge write either order)."""
+CONFIG_CLASS = re.compile(r"\b([A-Z][A-Za-z]*?\d*)Config(\d[\w.]*[A-Za-z])\s*\(")
+"""NeMo 2's model config classes (`Llama3Config70B(`, `Llama31Config405B(`, `MixtralConfig8x7B(`): the model's name."""
 DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s(){}\[\]]+)")
 TASKS = ("pretrain", "finetune", "sft", "lora", "peft")
 PRECISIONS = ("mxfp8", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "fp8ss", "fp8", "bf16", "fp16")
@@ -151,6 +153,18 @@ def run_name(lines: list[Line]) -> tuple[dict[str, tuple[Any, str]], dict[str, t
             extra.setdefault("model_name", ("_".join(head).lower(), where))
         break
     return raw, extra
+
+
+def config_class(lines: list[Line]) -> tuple[str, str] | None:
+    """The model name a printed NeMo 2 config class gives (`llama3_70b`), and where."""
+    for line in lines:
+        m = CONFIG_CLASS.search(line.text)
+        if m:
+            return (
+                f"{m.group(1)}_{m.group(2)}".lower(),
+                f"config class {m.group(0)[:-1].strip()}, line {line.number}",
+            )
+    return None
 
 
 def dumps(lines: list[Line], known: frozenset[str]) -> dict[str, tuple[Any, str]]:

@@ -140,8 +140,16 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
             vocab, int
         ):  # prefer the model whose vocabulary the logged (padded) one is closest above
             matching.sort(key=lambda pair: (pair[1].vocab_size > vocab, abs(vocab - pair[1].vocab_size)))
+        hint = record.value("model_name")
+        if isinstance(hint, str):  # a name the log gives (a run name, a config class) breaks a tie of shapes
+            named = _candidates(hint)
+            matching.sort(key=lambda pair: pair[0] not in named)
         if matching:
-            return _bundled_match(*matching[0], record)
+            spec, source, notes = _bundled_match(*matching[0], record)
+            others = [name for name, _ in matching[1:]]
+            if others and not isinstance(vocab, int):
+                notes.append(f"the logged shape matches {', '.join(others)} too; pass --model to choose")
+            return spec, source, notes
         return _built(record)
     hint = record.value("model_name")
     if isinstance(hint, str):

@@ -394,10 +394,28 @@ def rescaled(record: LogRecord, tp: int, pp: int, cp: int) -> LogRecord:
     return out
 
 
+def _accumulation(record: LogRecord) -> int:
+    """The micro-batches each rank runs per step: as logged, else global batch / (local batch × data-parallel
+    degree) where the TOML gives a global batch (releases of 2025 accumulate up to it), else 1."""
+    logged = record.value("grad_accumulation")
+    if logged:
+        return int(logged)
+    local, total = record.value("local_batch"), record.value("global_batch")
+    mesh = record.value("mesh") if isinstance(record.value("mesh"), dict) else {}
+    dp = (mesh.get("dp_shard") or record.value("dp_shard") or 0) * (
+        mesh.get("dp_replicate") or record.value("dp_replicate") or 1
+    )
+    if local and total and dp and total % (local * dp) == 0 and total > local * dp:
+        steps = int(total // (local * dp))
+        record.put("grad_accumulation", steps, "global batch / (local batch × data-parallel degree)")
+        return steps
+    return 1
+
+
 def _tokens_per_step(record: LogRecord) -> int | None:
     local = record.value("local_batch")
     seq = record.value("seq_len")
-    accumulation = record.value("grad_accumulation", 1) or 1
+    accumulation = _accumulation(record)
     if not local or not seq:
         return None
     return int(local) * int(seq) * int(accumulation)
