@@ -24,7 +24,7 @@ DATA = Path(__file__).parent / "data" / "logs"
 TRUTH: dict[str, dict[str, Any]] = json.loads((DATA / "rebuild_truth.json").read_text())
 STEP_TOLERANCE = 0.02
 """The hidden check's bound: the measured step within 2 % of the run's."""
-FLAGS = {"hardware": "--hardware", "model": "--model", "gpus": "--gpus", "tp": "--tp", "pp": "--pp", "vp": "--vp",
+FLAGS = {"hardware": "--hardware", "model": "--model", "gpus": "--gpus", "tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp",
          "micro_batch": "--micro-batch", "seq_len": "--seq-len", "global_batch": "--global-batch"}  # fmt: skip
 
 
