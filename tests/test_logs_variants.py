@@ -281,3 +281,18 @@ def test_a_logging_head_without_logger_name_is_stripped() -> None:
     for head in ("2025-05-05 10:00:00,123 - INFO - ", "[2025-05-05 10:00:00] [INFO] [megatron.training:88] "):
         got = read_log(head + "  num_layers ...................................... 80\n")
         assert got.value("num_layers") == 80, head
+
+
+def test_a_torchtitan_command_line_gives_the_job_config() -> None:
+    """torchtitan's launch line: `--section.key value` overrides, the config file named for its model, torchrun's
+    GPUs; the step from tps is local batch × sequence / (tps × tp) = 4 × 4096 / (4,000 × 2)."""
+    got = read_log(
+        "+ torchrun --nproc_per_node=8 --local-ranks-filter 0 --role rank --tee 3 -m torchtitan.train --job.config_file "
+        "./torchtitan/models/llama3/train_configs/llama3_8b.toml --training.local_batch_size 4 "
+        "--parallelism.tensor_parallel_degree=2 --training.seq_len 4096 --activation_checkpoint.mode full\n"
+        "[rank0]:[titan] 2025-05-01 12:00:00,000 - root - INFO - step: 10  loss:  8.0  memory: 40.0GiB(50.0%)  "
+        "tps: 4,000  tflops: 300.0  mfu: 30.0%\n"
+    )
+    fields = ("model_name", "gpus", "tp", "local_batch", "seq_len", "recompute", "global_batch")
+    assert [got.value(k) for k in fields] == ["llama3-8b", 8, 2, 4, 4096, "full", 16]
+    assert got.iterations[0].step_s == pytest.approx(4 * 4096 / (4000 * 2))

@@ -46,6 +46,7 @@ INTS = {
     "data_parallel_size": "data_parallel_size",
     "nproc_per_node": "nproc_per_node",
     "nnodes": "nnodes",
+    "zero_stage": "zero_stage",
 }
 """Megatron names whose integer value is a pplan field as it is."""
 

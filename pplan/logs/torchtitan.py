@@ -33,6 +33,13 @@ STARTS = re.compile(r"Training starts at step \d+", re.IGNORECASE)
 STARTS_PART = re.compile(
     r"(local batch size|global batch size|sequence length|gradient accumulation steps)\s+(\d+)"
 )
+CLI_OVERRIDE = re.compile(r"(?:^|\s)--([a-z_]+)\.([a-z_]+)(?:[ =]+(?!--)([^\s\\]+))?")
+"""A command line's override of the job config (`--training.local_batch_size 2`, `--parallelism.tensor_parallel_degree=4`):
+torchtitan's options are `--section.key`; a flag alone is True."""
+CONFIG_FILE = re.compile(
+    r"--job\.config[_-]file[ =]+\S*?(llama\d|qwen\d|deepseek_v\d|llama\d_\d)_?(\d+[bB](?:[_-][aA]\d+[bB])?)\w*\.toml"
+)
+"""A job config file named for its model (`./train_configs/llama3_8b.toml`): the model, when nothing else names it."""
 TOML_SECTION = re.compile(r"^\s*\[([a-z_.]+)\]\s*$")
 TOML_KEY = re.compile(r"^\s*([a-z_]+)\s*=\s*(.+?)\s*(?:#.*)?$")
 MODEL_ARG = re.compile(r"\b(\w+)=([^,()]+|\([^)]*\))")
@@ -85,6 +92,19 @@ def startup(lines: list[Line], record: LogRecord) -> None:
     """Start-up lines and a pasted TOML onto `record`."""
     section = ""
     toml: dict[str, tuple[Any, str]] = {}
+    for line in lines:  # command-line overrides win over the file they override
+        if "--" in line.text and "." in line.text:
+            for o in CLI_OVERRIDE.finditer(line.text):
+                got = value(o.group(3)) if o.group(3) is not None else True
+                toml.setdefault(f"{o.group(1)}.{o.group(2)}", (got, f"command line, line {line.number}"))
+            c = CONFIG_FILE.search(line.text)
+            if c:
+                name, flavor = c.group(1).lower(), c.group(2).replace("_", "-").lower()
+                record.put(
+                    "model_name",
+                    FLAVORS.get((name, flavor), f"{name}-{flavor}"),
+                    f"job config file, line {line.number}",
+                )
     for line in lines:
         text = line.text
         where = f"line {line.number}"
