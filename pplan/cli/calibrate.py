@@ -40,10 +40,11 @@ def calibrate(
     force: Annotated[bool, typer.Option(FORCE_FLAG, help=FORCE_HELP)] = False,
 ) -> None:
     """Fit your cluster's efficiency figures to your own training logs and write them as a hardware profile."""
-    from pplan.logs.files import read_usable
+    from pplan.logs.files import read_record, steady_of
     from pplan.logs.fit import calibrate as fit_logs
     from pplan.logs.fit import make_run, mape
     from pplan.logs.rebuild import rebuild
+    from pplan.logs.torchtitan import for_plan
 
     if output is not None:
         check_outputs({"--output": output}, {}, force)
@@ -51,10 +52,17 @@ def calibrate(
     skipped: list[str] = []
     hw = None
     for path in logs:
-        record, steady = read_usable(str(path), "LOGS")
         try:
+            record = read_record(str(path), "LOGS")
+            if not record.tps_steps:  # a log without a steady state is refused before its plan is asked for
+                steady_of(record, str(path), "LOGS")
             rebuilt = rebuild(record, model, hardware, {}, {})
-            run = make_run(str(path), rebuilt, steady.step_s)
+            request = rebuilt.request
+            seq = request.seq_len or rebuilt.model.seq_len
+            record = for_plan(
+                record, request.gpus, request.global_batch, seq, request.tp, request.pp, request.cp
+            )
+            run = make_run(str(path), rebuilt, steady_of(record, str(path), "LOGS").step_s)
         except ConfigError as err:  # a log whose plan cannot be rebuilt is left out, and said
             if len(logs) == 1:
                 raise

@@ -29,10 +29,13 @@ def explain_from_log(
 ) -> None:
     """Run `explain --from-log` (module docstring); `values` are explain's settings as PlanRequest keywords."""
     from pplan.logs.compare import report
-    from pplan.logs.files import read_usable
+    from pplan.logs.files import read_record, steady_of
     from pplan.logs.rebuild import rebuild
+    from pplan.logs.torchtitan import for_plan
 
-    record, steady = read_usable(path, FLAG)
+    record = read_record(path, FLAG)
+    if not record.tps_steps:  # a log without a steady state is refused before its plan is asked for
+        steady_of(record, path, FLAG)
     flags = {k: v for k, v in values.items() if k in settings and _given(ctx, k)}
     if _given(ctx, "distributed_optimizer") and ctx.params.get("distributed_optimizer"):
         flags["zero_stage"] = 1
@@ -43,22 +46,14 @@ def explain_from_log(
         flags,
         values,
     )
-    record, steady = _for_plan(record, steady, rebuilt.request)
-    doc = report(record, steady, rebuilt, path)
+    request = rebuilt.request
+    seq = request.seq_len or rebuilt.model.seq_len
+    record = for_plan(record, request.gpus, request.global_batch, seq, request.tp, request.pp, request.cp)
+    doc = report(record, steady_of(record, path, FLAG), rebuilt, path)
     if as_json:
         print(json_text(doc.model_dump(mode="json", by_alias=True)))
     else:
         print(render(doc))
-
-
-def _for_plan(record: Any, steady: Any, request: Any) -> tuple[Any, Any]:
-    """torchtitan's tps-derived step times for the plan's degrees (flags may give what the log did not)."""
-    from pplan.logs.torchtitan import rescaled
-
-    again = rescaled(record, request.tp, request.pp, request.cp)
-    if again is record or again.steady is None:
-        return record, steady
-    return again, again.steady
 
 
 def _pct(x: float) -> str:

@@ -9,11 +9,13 @@ the stamps. Pure text: no files.
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _STAMP = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_LEVELS = "INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL"
 _RANK_TAGS = (
     re.compile(r"^\s*\[(?:rank|Rank|RANK)\s*(\d+)\]\s*:\s?"),  # torchrun's --tee / local_ranks_filter
     re.compile(r"^\s*\[default(\d+)\]\s*:\s?"),  # torchrun -r / --tee older spelling
@@ -31,6 +33,10 @@ _STAMPS = (
     re.compile(r"^\s*\[(" + _STAMP + r")\]\s*"),  # [2024-05-01 12:00:00]
     re.compile(r"^\s*\[titan\]\s*(" + _STAMP + r")\s*-\s*[\w.]+\s*-\s*[A-Z]+\s*-\s?"),  # torchtitan logger
     re.compile(r"^\s*(" + _STAMP + r")\s*-\s*[\w.]+\s*-\s*[A-Z]+\s*-\s?"),  # Python logging's default head
+    re.compile(r"^\s*(" + _STAMP + r")\s*[-|]\s*(?:" + _LEVELS + r")\s*[-|:]\s?"),  # `asctime - levelname - `
+    re.compile(
+        r"^\s*\[(?:" + _LEVELS + r")\]\s*(?:\[[\w.:/\- ]+\]\s*)*()"
+    ),  # `[INFO] [module:12] ` after a stamp
     re.compile(r"^\s*\[NeMo [A-Z] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s*"),  # NeMo's logger
     re.compile(r"^\s*(" + _STAMP + r")\s*(?:\|\s*)?(?:[A-Z]+\s*(?:\|\s*)?)?(?:[\w.]+:\d+\s*(?:-|\|)\s*)?"),
     re.compile(r"^\s*(?:INFO|WARNING|DEBUG):[\w.]+:\s?()"),
@@ -40,6 +46,10 @@ _OWN_LINE = re.compile(r"^\s*[\[>]|^\s*\w+ \.{3}|^\s*\(after \d+ iterations|^\s*
 """A line that is a log line of its own (a bracketed tag, an arguments-block line, a memory line), never a
 continuation."""
 _RECORD_START = re.compile(r"\biteration\s+\d+\s*[/|]|\bstep:\s*\d+|Training epoch \d+")
+_TITAN_STEP = re.compile(r"\bstep:\s*\d+\s")
+_TITAN_END = re.compile(r"mfu:\s*[\d.]+%\s*$")
+"""torchtitan's step line ends with its MFU field; one that does not, followed by a line with no logger prefix of
+its own, was cut by a terminal."""
 
 
 @dataclass(frozen=True)
@@ -88,12 +98,31 @@ def _strip(text: str) -> tuple[str, int | None, float | None]:
 
 def clean_lines(raw: str) -> list[Line]:
     """The cleaned lines of `raw` (module docstring); wrapped `|` records are joined onto their first line."""
-    text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = ANSI.sub("", text)
+    text = ANSI.sub("", raw.replace("\r\n", "\n").replace("\x00", ""))
     out: list[Line] = []
-    for piece in text.split("\n"):
+    pieces: list[str] = []
+    redrawn: set[int] = set()  # pieces after a lone carriage return: a progress bar redrawn, never a cut
+    for line in text.split("\n"):
+        parts = line.split("\r")
+        redrawn.update(range(len(pieces) + 1, len(pieces) + len(parts)))
+        pieces += parts
+    width = _wrap_width(pieces, redrawn)
+    previous = ""
+    for index, piece in enumerate(pieces):
         body, rank, time_s = _strip(piece)
         if not body.strip():
+            previous = piece
+            continue
+        cut = (
+            width is not None
+            and index not in redrawn
+            and len(previous) >= width - TRAILING_SPACE_LOST
+            and (_may_continue(body) or _mid_word(previous, body))
+        )
+        previous = piece
+        if out and body == piece and (cut or _titan_cut(out[-1].text, body)):
+            last = out[-1]
+            out[-1] = Line(last.text + body, last.number, last.rank, last.time_s)
             continue
         if out and _continues(out[-1].text, body):
             last = out[-1]
@@ -103,6 +132,64 @@ def clean_lines(raw: str) -> list[Line]:
             continue
         out.append(Line(body, len(out) + 1, rank, time_s))
     return out
+
+
+TRAILING_SPACE_LOST = 2
+"""A terminal's copy may drop the spaces a cut line ended with: a piece this much shorter than the width still
+counts as cut."""
+MIN_WRAPPED = 1
+
+
+def _wrap_width(pieces: list[str], redrawn: set[int]) -> int | None:
+    """The width a terminal cut the log's lines at, or None. Every line longer than the terminal is cut into pieces
+    of its width, so the width is the longest piece's length, where at least `MIN_WRAPPED` pieces that long are
+    followed by a piece with no prefix that is no record or log line of its own (the rest of a cut line)."""
+    if not pieces:
+        return None
+    width = max(len(p) for p in pieces)
+    if width < HARD_WRAP_MIN:
+        return None
+    seen = 0
+    for index, (piece, after) in enumerate(itertools.pairwise(pieces)):
+        if index + 1 not in redrawn and len(piece) >= width - TRAILING_SPACE_LOST and after.strip():
+            body = _strip(after)[0]
+            seen += body == after and _may_continue(body)
+    return width if seen >= MIN_WRAPPED else None
+
+
+_OWN_AFTER_CUT = re.compile(
+    r"^\s*\[(?:[Rr]ank\s*\d|NeMo|default|titan|\d{4}-)|^\s*\[[a-z_.]+\]\s*$|^\s*>|^\s*\w+ \.{3}|^\s*Epoch \d+:"
+    r"|^\s*\(after \d+ iterations|^\s*-{6}"
+)
+"""A log line of its own, told from the rest of a cut line (which may start with a bracket: `[8]`): a bracketed
+tag, a TOML section, an arguments-block line, a memory line, a rule."""
+
+
+def _may_continue(body: str) -> bool:
+    """`body` may be the rest of a cut line: not a record or a log line of its own."""
+    return not (_RECORD_START.search(body[:60]) or _OWN_AFTER_CUT.match(body))
+
+
+_WHOLE_RECORD = re.compile(
+    r"^\s*(?:Training epoch \d+|iteration\s+\d+\s*[/|]|step:\s*\d+\s+loss:|Epoch \d+:)"
+)
+"""A line that starts a record of its own, even right after a word: never the rest of a cut one."""
+
+
+def _mid_word(previous: str, body: str) -> bool:
+    """The cut fell inside a word (`global_` | `step: 10 | …`): unless `body` starts a whole record, it is the word's
+    rest."""
+    return bool(re.match(r"\w", body) and re.search(r"\w$", previous)) and not _WHOLE_RECORD.match(body)
+
+
+def _titan_cut(previous: str, body: str) -> bool:
+    """`previous`, a torchtitan step line, was cut by a terminal before its last field and `body` (a line with no
+    prefix) is the rest."""
+    return (
+        bool(_TITAN_STEP.search(previous))
+        and not _TITAN_END.search(previous)
+        and not _RECORD_START.search(body)
+    )
 
 
 def _continues(previous: str, body: str) -> bool:

@@ -256,6 +256,7 @@ def report(record: LogRecord, steady: SteadyState, rebuilt: Rebuilt, log_name: s
     perf = explained.performance
     assert perf is not None  # analytic durations always price the step
     measured = steady.step_s
+    described = steady.describe() + (f"; {record.step_source}" if record.step_source else "")
     tokens = plan.global_batch * plan.seq_len
     used = [it for it in record.iterations if it.number in steady.used]
     peak_predicted = max(stage.total_bytes for stage in explained.memory.stages)
@@ -266,7 +267,7 @@ def report(record: LogRecord, steady: SteadyState, rebuilt: Rebuilt, log_name: s
             predicted=perf.step_s,
             measured=measured,
             error=perf.step_s / measured - 1,
-            note=steady.describe(),
+            note=described,
         ),
         ComparisonOut(
             quantity="tokens_per_s",
@@ -320,7 +321,7 @@ def report(record: LogRecord, steady: SteadyState, rebuilt: Rebuilt, log_name: s
             iterations_used=list(steady.used),
             warmup_left_out=list(steady.warmup),
             outliers_left_out=list(steady.outliers),
-            description=steady.describe(),
+            description=described,
         ),
         measured_step_s=measured,
         measured_tokens_per_s=tokens / measured,

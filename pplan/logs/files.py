@@ -31,11 +31,11 @@ def read_text(path: str, flag: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def read_usable(path: str, flag: str) -> tuple[LogRecord, SteadyState]:
-    """The log at `path` and its steady state; refused in one line when it has no iteration line or no steady
-    state."""
+def read_record(path: str, flag: str) -> LogRecord:
+    """The log at `path`; refused in one line when it has no iteration line with a step time (or, for torchtitan,
+    a throughput the rebuilt plan turns into one)."""
     record = read_log(read_text(path, flag))
-    if not record.iterations:
+    if not record.iterations and not record.tps_steps:
         extra = f" ({record.notes[0]})" if record.notes else ""
         raise ConfigError(
             flag,
@@ -43,12 +43,23 @@ def read_usable(path: str, flag: str) -> tuple[LogRecord, SteadyState]:
             f"NeMo 'train_step_timing', torchtitan 'step: … tps:'){extra}",
             "pass a log that holds the training iterations",
         )
+    return record
+
+
+def steady_of(record: LogRecord, path: str, flag: str) -> SteadyState:
+    """The steady state of `record`; refused in one line when there is none."""
     steady = record.steady
     if steady is None:
-        only = ", ".join(str(it.number) for it in record.iterations)
+        only = ", ".join(str(it.number) for it in record.iterations) or "none"
         raise ConfigError(
             flag,
             f"{path}: no steady state: only iteration {only} is logged, which may include the warm-up",
             "pass a log with at least two logged iterations",
         )
-    return record, steady
+    return steady
+
+
+def read_usable(path: str, flag: str) -> tuple[LogRecord, SteadyState]:
+    """The log at `path` and its steady state, as read (`read_record`, `steady_of`)."""
+    record = read_record(path, flag)
+    return record, steady_of(record, path, flag)

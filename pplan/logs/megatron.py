@@ -8,6 +8,7 @@ iterations) memory (MB) | … | max reserved: d`, MiB, one per pipeline stage).
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 from pplan.logs.clean import Line
@@ -26,7 +27,9 @@ WORLD_NAMES = {
     "expert-model-parallel": "expert_model_parallel_size",
     "expert-tensor-parallel": "expert_tensor_parallel_size",
 }
-FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
+FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9_\-]*[a-z0-9])(?:[ =]+(?!--)([^\s\\]+))?")
+LAUNCHER_FLAGS = {"nproc_per_node": "nproc_per_node", "nnodes": "nnodes"}
+"""torchrun's flags (either spelling, `--nproc-per-node` or `--nproc_per_node`) that give the world size."""
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*(?:/\s*(\d+)\s*)?\|(.*)$")
 MEMORY = re.compile(
     r"(?:\[Rank\s*\d+\]\s*)?\(after\s+\d+\s+iterations?\)\s*memory\s*\((MB|MiB|GB|GiB|bytes)\)\s*\|(.*)$",
@@ -38,13 +41,42 @@ TFLOPS = ("throughput per gpu (tflop/s/gpu)", "tflops/gpu", "tflop/s/gpu")
 TOKENS = ("tokens per gpu (tokens/s/gpu)", "tokens/s/gpu")
 
 
+BLOCK_START = re.compile(r"^-{3,}\s*arguments\s*-{3,}\s*$")
+BLOCK_END = re.compile(r"^-{3,}\s*end of arguments\s*-{3,}\s*$")
+UNPRINTED_DEFAULTS = {
+    "swiglu": False,
+    "normalization": "LayerNorm",
+    "position_embedding_type": "learned_absolute",
+    "untie_embeddings_and_output_weights": False,
+    "add_bias_linear": True,
+}
+"""Megatron-LM's defaults for the model's kinds. The block prints every argument the release has, so a whole block
+without one of these comes from a release without the option, which had the default (GeLU, LayerNorm, learned
+positions, tied output, biases: GPT-2's and GPT-3's)."""
+WHOLE_BLOCK_ARGUMENTS = 80
+"""A block counts as whole (every argument of its release printed) with both rules and at least this many lines:
+releases since 2021 print well over a hundred; a block shortened by hand does not say what it left out."""
+
+
 def arguments(lines: list[Line]) -> dict[str, tuple[Any, str]]:
-    """The arguments block's readings (anywhere in the log: an excerpt may hold part of it)."""
+    """The arguments block's readings (anywhere in the log: an excerpt may hold part of it); where the whole block
+    is there (both rules), the defaults of `UNPRINTED_DEFAULTS` it does not print."""
     out: dict[str, tuple[Any, str]] = {}
+    start = end = None
+    count = 0
     for line in lines:
+        if start is None and BLOCK_START.match(line.text):
+            start = line.number
+        elif start is not None and end is None and BLOCK_END.match(line.text):
+            end = line.number
         m = ARGUMENT.match(line.text)
         if m and m.group(1) not in out:
             out[m.group(1)] = (value(m.group(2)), f"arguments block, line {line.number}")
+            count += start is not None and end is None
+    if start is not None and end is not None and count >= WHOLE_BLOCK_ARGUMENTS and "num_layers" in out:
+        where = f"arguments block, lines {start}–{end} (not printed: the release's default)"
+        for name, default in UNPRINTED_DEFAULTS.items():
+            out.setdefault(name, (default, where))
     return out
 
 
@@ -73,23 +105,49 @@ def world(lines: list[Line]) -> dict[str, tuple[Any, str]]:
     return out
 
 
+@cache
+def _options() -> dict[str, tuple[str, str]]:
+    """Megatron-LM's flags → (dest, argparse action), from the option table pplan ships (core_v0.16.1)."""
+    from pplan.launchers.megatron_validate import option_table
+
+    out: dict[str, tuple[str, str]] = {}
+    for opt in option_table()["options"]:
+        for flag in opt["flags"]:
+            out[flag] = (opt["dest"], opt["action"])
+    return out
+
+
+def _flag(name: str, text: str | None, known: frozenset[str]) -> tuple[str, Any] | None:
+    """One `--name [text]` as (Megatron's dest, value), or None when it is none `translate` reads: store-true and
+    store-false flags (`--swiglu`, `--disable-bias-linear`) by Megatron's option table, the rest by their name."""
+    under = name.replace("-", "_")
+    if under in LAUNCHER_FLAGS:
+        return LAUNCHER_FLAGS[under], value(text) if text is not None else None
+    dest, action = _options().get("--" + name, ("", ""))
+    if dest in known and action in ("_StoreTrueAction", "_StoreFalseAction"):
+        return dest, action == "_StoreTrueAction"
+    if dest in known and text is not None:
+        return dest, value(text)
+    negated = under.startswith("no_") and under[3:] in known
+    under = under[3:] if negated else under
+    if under == "fp8_format":
+        under = "fp8"
+    if under in known or under == "fp8":
+        return under, False if negated else value(text) if text is not None else True
+    return None
+
+
 def command_line(lines: list[Line], known: frozenset[str]) -> dict[str, tuple[Any, str]]:
-    """`--flag value` pairs of a pasted command line, in the arguments block's names (`--swiglu` alone: True)."""
+    """`--flag value` pairs of a pasted command line or launch script, in the arguments block's names (`--swiglu`
+    alone: True; `--disable-bias-linear`: add_bias_linear False)."""
     out: dict[str, tuple[Any, str]] = {}
     for line in lines:
         if "--" not in line.text:
             continue
         for m in FLAG.finditer(line.text):
-            name = m.group(1).replace("-", "_")
-            negated = name.startswith("no_") and name[3:] in known
-            name = name[3:] if negated else name
-            if name == "num_experts" or name in known or name == "fp8_format":
-                got: Any = value(m.group(2)) if m.group(2) is not None else True
-                if negated:
-                    got = False
-                if name == "fp8_format":
-                    name = "fp8"
-                out.setdefault(name, (got, f"command line, line {line.number}"))
+            got = _flag(m.group(1), m.group(2), known)
+            if got is not None and got[1] is not None:
+                out.setdefault(got[0], (got[1], f"command line, line {line.number}"))
     return out
 
 

@@ -46,6 +46,7 @@ INTS = {
     "data_parallel_size": "data_parallel_size",
     "nproc_per_node": "nproc_per_node",
     "nnodes": "nnodes",
+    "zero_stage": "zero_stage",
 }
 """Megatron names whose integer value is a pplan field as it is."""
 
@@ -145,6 +146,12 @@ def _flags(get: Readings, src: Any, record: LogRecord) -> None:
         record.put("zero_stage", 3, src(name), overwrite=True)
     if as_bool(get("grad_reduce_in_bf16")):
         record.put("grad_dtype", "bf16", src("grad_reduce_in_bf16"))
+    elif as_bool(get("grad_reduce_in_fp32")) is not None:  # Megatron-Core's DDP config, as Bridge prints it
+        record.put(
+            "grad_dtype",
+            "fp32" if as_bool(get("grad_reduce_in_fp32")) else "bf16",
+            src("grad_reduce_in_fp32"),
+        )
     elif as_bool(get("accumulate_allreduce_grads_in_fp32")) is False:
         record.put("grad_dtype", "bf16", src("accumulate_allreduce_grads_in_fp32"))
 
@@ -168,6 +175,10 @@ def _recompute(get: Readings, src: Any, record: LogRecord) -> None:
             record.put("recompute_method", method.lower(), src(where))
     elif granularity is None and as_bool(get("recompute_activations")):
         record.put("recompute", "selective", src("recompute_activations"))
+    elif granularity is None and as_bool(
+        get("checkpoint_activations")
+    ):  # Megatron-LM before 2022: full, uniform
+        record.put("recompute", "full", src("checkpoint_activations"))
 
 
 def _precision(get: Readings, src: Any, record: LogRecord) -> None:
@@ -240,6 +251,7 @@ KNOWN = frozenset(
         "use_torch_fsdp2",
         "use_megatron_fsdp",
         "grad_reduce_in_bf16",
+        "grad_reduce_in_fp32",
         "accumulate_allreduce_grads_in_fp32",
         "recompute_granularity",
         "recompute_method",
@@ -267,6 +279,7 @@ KNOWN = frozenset(
         "activations_checkpoint_method",
         "recompute_num_layers",
         "activations_checkpoint_num_layers",
+        "checkpoint_activations",
     }
 )
 """Every Megatron name `translate` reads: what a config dump is scanned for."""

@@ -14,15 +14,20 @@ from pplan.logs.record import Iteration, LogRecord
 from pplan.logs.values import as_int, number, value
 
 ITERATION = re.compile(r"Training epoch\s+\d+\s*,\s*iteration\s+(\d+)\s*/\s*(\d+)\s*(.*)$", re.IGNORECASE)
-RUN_NAME = re.compile(
-    r"\b(?:pretrain|finetune|sft|lora)?_?([a-z][a-z0-9_.]*?)_(\d+)nodes?_((?:[a-z]+\d+_?)+)"
-    r"(?:_?(\d+)mbs)?(?:_(\d+)gbs)?",
-    re.IGNORECASE,
+RUN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*_[A-Za-z0-9_.]*")
+"""A word that may be a run name: letters, digits, dots and underscores."""
+NAME_TOKEN = re.compile(r"^(tp|pp|cp|vp|ep|etp)(\d+|None|none)$", re.IGNORECASE)
+COUNT_TOKEN = re.compile(
+    r"^(?:(\d+)(mbs|gbs|nodes?|gpus|seq)|(mbs|gbs|nodes?|gpus|seq)(\d+))$", re.IGNORECASE
 )
-NAME_TOKEN = re.compile(r"(tp|pp|cp|vp|ep|etp)(\d+|None)", re.IGNORECASE)
-BATCH_TOKEN = re.compile(r"(\d+)(mbs|gbs|nodes?|gpus|seq)(?![a-z])", re.IGNORECASE)
+"""`2mbs` and `mbs2` (the performance scripts of NeMo 2 and Megatron-Bridge write either order)."""
+CONFIG_CLASS = re.compile(r"\b([A-Z][A-Za-z]*?\d*)Config(\d[\w.]*[A-Za-z])\s*\(")
+"""NeMo 2's model config classes (`Llama3Config70B(`, `Llama31Config405B(`, `MixtralConfig8x7B(`): the model's name."""
 DUMP = re.compile(r"\b([a-z_][a-z0-9_]*)\s*(?:=|:)\s*('[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s(){}\[\]]+)")
-PRECISIONS = ("mxfp8", "fp8_cs", "fp8_mx", "fp8_ds", "fp8_sc", "fp8", "bf16", "fp16")
+TASKS = ("pretrain", "finetune", "sft", "lora", "peft")
+PRECISIONS = ("mxfp8", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "fp8ss", "fp8", "bf16", "fp16")
+RECIPES = ("cs", "mx", "ds", "sc", "ss")
+"""The FP8 recipe a run name may add after `fp8` as a token of its own (`fp8_cs`): `mx` is MXFP8."""
 RUN_NAME_NAMES = {
     "tp": "tensor_model_parallel_size",
     "pp": "pipeline_model_parallel_size",
@@ -97,49 +102,69 @@ def progress_bars(lines: list[Line], record: LogRecord) -> int:
     return found
 
 
+def _name_tokens(word: str) -> list[str] | None:
+    """`word` split on underscores when it reads as a run name: at least one parallel size (`tp4`) and three tokens
+    of the configuration (sizes, nodes, batches); None otherwise."""
+    tokens = word.split("_")
+    sizes = sum(bool(NAME_TOKEN.match(t)) for t in tokens)
+    counts = sum(bool(COUNT_TOKEN.match(t)) for t in tokens)
+    return tokens if sizes >= 1 and sizes + counts >= 3 else None
+
+
 def run_name(lines: list[Line]) -> tuple[dict[str, tuple[Any, str]], dict[str, tuple[Any, str]]]:
-    """The performance scripts' run name: Megatron readings (parallel sizes, batches) and extra readings (model
-    name, precision, nodes) under pplan's names."""
+    """The performance scripts' run name (`pretrain_llama3_70b_fp8_8nodes_tp4_pp4_cp2_vpNone_1mbs_128gbs`, either
+    order of count and unit): Megatron readings (parallel sizes, batches, sequence) and extra readings (model name,
+    precision, nodes, GPUs) under pplan's names."""
     raw: dict[str, tuple[Any, str]] = {}
     extra: dict[str, tuple[Any, str]] = {}
     for line in lines:
-        m = RUN_NAME.search(line.text)
-        if not m:
+        tokens = next((t for w in RUN_WORD.finditer(line.text) if (t := _name_tokens(w.group(0)))), None)
+        if tokens is None:
             continue
         where = f"run name, line {line.number}"
-        name = m.group(0)
-        for tok in NAME_TOKEN.finditer(name):
-            key = RUN_NAME_NAMES[tok.group(1).lower()]
-            got = value(tok.group(2))
-            if got is not None:
-                raw.setdefault(key, (got, where))
-        for tok in BATCH_TOKEN.finditer(name):
-            unit = tok.group(2).lower()
-            amount = int(tok.group(1))
-            if unit == "mbs":
-                raw.setdefault("micro_batch_size", (amount, where))
-            elif unit == "gbs":
-                raw.setdefault("global_batch_size", (amount, where))
-            elif unit.startswith("node"):
-                extra.setdefault("nodes", (amount, where))
-            elif unit == "gpus":
-                extra.setdefault("gpus", (amount, where))
-        head = m.group(1).lower()
-        for precision in PRECISIONS:
-            marker = f"_{precision}"
-            if marker in head + "_":
-                head = head.split(marker)[0]
-                extra.setdefault(
-                    "precision",
-                    (
-                        "bf16" if precision in ("bf16", "fp16") else "mxfp8" if "mx" in precision else "fp8",
-                        where,
-                    ),
-                )
-                break
-        extra.setdefault("model_name", (head, where))
+        head: list[str] = []
+        configured = False
+        for i, tok in enumerate(tokens):
+            size = NAME_TOKEN.match(tok)
+            count = COUNT_TOKEN.match(tok)
+            low = tok.lower()
+            if size:
+                configured = True
+                got = value(size.group(2))
+                if got is not None:
+                    raw.setdefault(RUN_NAME_NAMES[size.group(1).lower()], (got, where))
+            elif count:
+                configured = True
+                amount = int(count.group(1) or count.group(4))
+                unit = (count.group(2) or count.group(3)).lower()
+                key = {"mbs": "micro_batch_size", "gbs": "global_batch_size", "seq": "seq_length"}.get(unit)
+                if key:
+                    raw.setdefault(key, (amount, where))
+                else:
+                    extra.setdefault("nodes" if unit.startswith("node") else "gpus", (amount, where))
+            elif low in PRECISIONS:
+                after = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+                mx = "mx" in low or (low == "fp8" and after == "mx")
+                chosen = "bf16" if low in ("bf16", "fp16") else "mxfp8" if mx else "fp8"
+                extra.setdefault("precision", (chosen, where))
+            elif not configured and not (i == 0 and low in TASKS) and low not in RECIPES:
+                head.append(tok)
+        if head:
+            extra.setdefault("model_name", ("_".join(head).lower(), where))
         break
     return raw, extra
+
+
+def config_class(lines: list[Line]) -> tuple[str, str] | None:
+    """The model name a printed NeMo 2 config class gives (`llama3_70b`), and where."""
+    for line in lines:
+        m = CONFIG_CLASS.search(line.text)
+        if m:
+            return (
+                f"{m.group(1)}_{m.group(2)}".lower(),
+                f"config class {m.group(0)[:-1].strip()}, line {line.number}",
+            )
+    return None
 
 
 def dumps(lines: list[Line], known: frozenset[str]) -> dict[str, tuple[Any, str]]:

@@ -41,6 +41,9 @@ def read_log(text: str) -> LogRecord:
         translate(raw, record)
     for key, (got, where) in extra.items():
         record.put(key, got, where)
+    named_class = nemo.config_class(lines)
+    if named_class:
+        record.put("model_name", *named_class)
     megatron.memory(lines, record)
     torchtitan.startup(lines, record)
     titan_found = 0 if (megatron_found or nemo_found) else torchtitan.steps(lines, record)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pplan.errors import ConfigError
-from pplan.logs.record import STACK_MEGATRON, STACK_TORCHTITAN, LogRecord
+from pplan.logs.record import STACK_BRIDGE, STACK_MEGATRON, STACK_TORCHTITAN, LogRecord
 from pplan.plan.records import PlanRequest
 from pplan.profiles.catalog import list_profiles, load_hardware, load_model
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -140,8 +140,16 @@ def model_for(record: LogRecord, given: str | None) -> tuple[ModelSpec, str, lis
             vocab, int
         ):  # prefer the model whose vocabulary the logged (padded) one is closest above
             matching.sort(key=lambda pair: (pair[1].vocab_size > vocab, abs(vocab - pair[1].vocab_size)))
+        hint = record.value("model_name")
+        if isinstance(hint, str):  # a name the log gives (a run name, a config class) breaks a tie of shapes
+            named = _candidates(hint)
+            matching.sort(key=lambda pair: pair[0] not in named)
         if matching:
-            return _bundled_match(*matching[0], record)
+            spec, source, notes = _bundled_match(*matching[0], record)
+            others = [name for name, _ in matching[1:]]
+            if others and not isinstance(vocab, int):
+                notes.append(f"the logged shape matches {', '.join(others)} too; pass --model to choose")
+            return spec, source, notes
         return _built(record)
     hint = record.value("model_name")
     if isinstance(hint, str):
@@ -280,6 +288,9 @@ def rebuild(
             values[key] = default
             if key in ASSUMED_SAID and not (key in ("ep", "etp") and spec.moe is None):
                 assumed.append(f"{key} = {default} (not in the log; pass its flag to change it)")
+    values.update(
+        flags
+    )  # the derivations below see the flags' axes (they are applied again, and said, below)
     if record.stack == STACK_TORCHTITAN and "zero_stage" not in logged and "zero_stage" not in flags:
         tp, pp, cp = (values[k] or 1 for k in ("tp", "pp", "cp"))
         dp = values["gpus"] // max(1, tp * pp * cp)
@@ -303,6 +314,8 @@ def rebuild(
         assumed.append("vp = 2 (torchtitan's multi-stage schedules default to two stages per rank)")
     if "sequence_parallel" not in logged and "sequence_parallel" not in flags:
         values["sequence_parallel"] = (values["tp"] or 1) > 1
+    if record.stack == STACK_BRIDGE:
+        _bridge_recipe(values, logged, flags, assumed)
     if "etp" not in logged and "etp" not in flags and record.stack == STACK_MEGATRON and spec.moe is not None:
         values["etp"] = values["tp"]  # Megatron-Core: expert TP defaults to TP
     if "schedule" not in logged and "schedule" not in flags:
@@ -312,6 +325,7 @@ def rebuild(
         values["vp"] = None
     if spec.moe is None:
         for key in ("ep", "etp", "moe_dispatcher"):
+            read.pop(key, None)  # a dense model's logged expert sizes (1) are no part of its plan
             if key in defaults:
                 values[key] = defaults[key]
             else:
@@ -338,6 +352,32 @@ def rebuild(
         ) from None
     request = _plannable(spec, request, flags, defaults, assumed)
     return Rebuilt(spec, hw, request, model_source, hw_source, read, assumed)
+
+
+BRIDGE_RECIPE = "NeMo 2's and Megatron-Bridge's performance recipes"
+
+
+def _bridge_recipe(
+    values: dict[str, Any], logged: dict[str, Any], flags: dict[str, Any], assumed: list[str]
+) -> None:
+    """What NeMo 2's and Megatron-Bridge's performance recipes run where the log does not say (a run name, no
+    printed configuration): the distributed optimizer, gradients reduced in BF16, TP communication overlapped with
+    sequence parallelism, FP8 weights gathered in FP8 (the same pplan assumes of the public NeMo runs it is validated
+    on, pplan.validation.recent's STACK_ASSUMED); each said as assumed."""
+    tp = values.get("tp") or 1
+    recipe = {
+        "zero_stage": 1,
+        "grad_dtype": "bf16",
+        "tp_comm_overlap": tp > 1 and bool(values.get("sequence_parallel")),
+        "fp8_param_gather": values.get("precision") not in (None, "bf16"),
+    }
+    for key, got in recipe.items():
+        if key in logged or key in flags:
+            continue
+        values[key] = got
+        assumed[:] = [a for a in assumed if not a.startswith(f"{key} =")]
+        if got is not False:  # an overlap or gather the run does not use goes unsaid, as pplan's default
+            assumed.append(f"{key} = {got} ({BRIDGE_RECIPE}; not in the log)")
 
 
 DROPPABLE = {

@@ -59,12 +59,18 @@ class SteadyState:
     outliers: tuple[int, ...]
     """Later iterations far slower than the rest (profiling, checkpointing), named; the median ignores them."""
     statistic: str = "median"
+    rampup: tuple[int, ...] = ()
+    """Leading iterations at a smaller global batch than the run's last (Megatron's batch-size ramp-up), left out;
+    also counted in `warmup`."""
 
     def describe(self) -> str:
         """One line: the statistic, the iterations used and those left out."""
         text = f"{self.statistic} of {len(self.used)} steady-state iteration line(s) {_span(self.used)}"
-        if self.warmup:
-            text += f"; warm-up left out: {_span(self.warmup)}"
+        if self.rampup:
+            text += f"; batch ramp-up left out: {_span(self.rampup)}"
+        warm = tuple(n for n in self.warmup if n not in self.rampup)
+        if warm:
+            text += f"; warm-up left out: {_span(warm)}"
         if self.outliers:
             text += f"; slow outliers (profiling, checkpoints) left out: {_span(self.outliers)}"
         return text
@@ -82,13 +88,19 @@ def steady_state(iterations: list[Iteration]) -> SteadyState | None:
     its = sorted(iterations, key=lambda it: it.number)
     if not its:
         return None
+    final = its[-1].global_batch
+    ramp: list[Iteration] = []
+    while final and len(its) > 1 and its[0].global_batch and its[0].global_batch != final:
+        ramp.append(its.pop(0))  # Megatron's --rampup-batch-size: the run's step is the one at its full batch
     if len(its) == 1:
         only = its[0]
-        if only.number < MIN_SINGLE_ITERATION:
+        if only.number < MIN_SINGLE_ITERATION and not ramp:
             return None
-        return SteadyState(only.step_s, (only.number,), (), ())
-    warmup = [its[0]]  # the first logged line holds (or averages in) the first, compiling iteration
-    rest = its[1:]
+        ramped = tuple(it.number for it in ramp)
+        return SteadyState(only.step_s, (only.number,), ramped, (), rampup=ramped)
+    # the first logged line holds (or averages in) the first, compiling iteration; after a ramp-up it does not
+    warmup = ramp if ramp else [its[0]]
+    rest = its if ramp else its[1:]
     while len(rest) > 2:
         typical = statistics.median(it.step_s for it in rest[1:])
         if rest[0].step_s > WARMUP_SLOWER * typical:
@@ -104,6 +116,7 @@ def steady_state(iterations: list[Iteration]) -> SteadyState | None:
         tuple(it.number for it in used),
         tuple(it.number for it in warmup),
         tuple(it.number for it in outliers),
+        rampup=tuple(it.number for it in ramp),
     )
 
 
@@ -122,6 +135,11 @@ class LogRecord:
     gpu_name: str | None = None
     lines: int = 0
     notes: list[str] = field(default_factory=list)
+    tps_steps: list[Iteration] = field(default_factory=list)
+    """torchtitan step lines with tps whose step time needs the plan (the log gives no local batch): step_s 0
+    until pplan.logs.torchtitan.for_plan sets it from the rebuilt plan's global batch, sequence and GPUs."""
+    step_source: str | None = None
+    """How the step times were derived where that is not the log's own time field (said beside the steady state)."""
 
     def put(self, name: str, value: Any, source: str, overwrite: bool = False) -> None:
         """Record `name` (first reading wins unless `overwrite`); None values are not readings."""

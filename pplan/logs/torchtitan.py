@@ -25,11 +25,21 @@ STEP = re.compile(r"\bstep:\s*(\d+)\s+(.*)$")
 STEP_FIELD = re.compile(r"(\w+):\s*(\d[\d.,]*(?:[eE][+-]?\d+)?)\s?(GiB|MiB|GB|MB|B)?(?:\(([\d.]+)%\))?")
 BUILDING = re.compile(r"Building\s+(\w+)\s+(\S+)\s+with\s+(\w*)\s*([({].*)$")
 MESH = re.compile(r"Building\s+\d+-D device mesh with\s*(\[[^\]]*\])\s*,\s*(\[[^\]]*\])")
-CAPACITY = re.compile(r"CUDA capacity:\s*(.+?)\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE)
+CAPACITY = re.compile(
+    r"(?:CUDA|GPU|ROCm|XPU) capacity:\s*(.+?)(?:\s*\(\d+\))?\s+with\s+([\d.]+)\s*(GiB|GB)", re.IGNORECASE
+)
+"""`CUDA capacity: <GPU> with X GiB memory`; releases of 2024: `GPU capacity: <GPU> (0) with X GiB memory`."""
 STARTS = re.compile(r"Training starts at step \d+", re.IGNORECASE)
 STARTS_PART = re.compile(
     r"(local batch size|global batch size|sequence length|gradient accumulation steps)\s+(\d+)"
 )
+CLI_OVERRIDE = re.compile(r"(?:^|\s)--([a-z_]+)\.([a-z_]+)(?:[ =]+(?!--)([^\s\\]+))?")
+"""A command line's override of the job config (`--training.local_batch_size 2`, `--parallelism.tensor_parallel_degree=4`):
+torchtitan's options are `--section.key`; a flag alone is True."""
+CONFIG_FILE = re.compile(
+    r"--job\.config[_-]file[ =]+\S*?(llama\d|qwen\d|deepseek_v\d|llama\d_\d)_?(\d+[bB](?:[_-][aA]\d+[bB])?)\w*\.toml"
+)
+"""A job config file named for its model (`./train_configs/llama3_8b.toml`): the model, when nothing else names it."""
 TOML_SECTION = re.compile(r"^\s*\[([a-z_.]+)\]\s*$")
 TOML_KEY = re.compile(r"^\s*([a-z_]+)\s*=\s*(.+?)\s*(?:#.*)?$")
 MODEL_ARG = re.compile(r"\b(\w+)=([^,()]+|\([^)]*\))")
@@ -82,6 +92,19 @@ def startup(lines: list[Line], record: LogRecord) -> None:
     """Start-up lines and a pasted TOML onto `record`."""
     section = ""
     toml: dict[str, tuple[Any, str]] = {}
+    for line in lines:  # command-line overrides win over the file they override
+        if "--" in line.text and "." in line.text:
+            for o in CLI_OVERRIDE.finditer(line.text):
+                got = value(o.group(3)) if o.group(3) is not None else True
+                toml.setdefault(f"{o.group(1)}.{o.group(2)}", (got, f"command line, line {line.number}"))
+            c = CONFIG_FILE.search(line.text)
+            if c:
+                name, flavor = c.group(1).lower(), c.group(2).replace("_", "-").lower()
+                record.put(
+                    "model_name",
+                    FLAVORS.get((name, flavor), f"{name}-{flavor}"),
+                    f"job config file, line {line.number}",
+                )
     for line in lines:
         text = line.text
         where = f"line {line.number}"
@@ -124,10 +147,32 @@ def startup(lines: list[Line], record: LogRecord) -> None:
     _toml(toml, record)
 
 
+def _balanced(text: str) -> str:
+    """`text` up to the bracket that closes its first one (`{…}` or `(…)`, quotes respected): a printed config
+    followed by whatever a log line (or a joined piece) put after it."""
+    pairs = {"{": "}", "(": ")", "[": "]"}
+    depth = 0
+    quote = ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in pairs:
+            depth += 1
+        elif ch in pairs.values():
+            depth -= 1
+            if depth == 0:
+                return text[: i + 1]
+    return text
+
+
 def _config_dict(text: str, toml: dict[str, tuple[Any, str]], where: str) -> None:
     """A job config printed as a dict (`Running with args: {...}`), flattened to `section.key` like the TOML."""
     import ast
 
+    text = _balanced(text)
     try:
         loaded = json.loads(text)
     except ValueError:
@@ -148,7 +193,7 @@ def _model(name: str, flavor: str, args: str, record: LogRecord, where: str) -> 
     got: dict[str, Any] = {}
     if args.startswith("{"):
         try:
-            loaded = json.loads(args)
+            loaded = json.loads(_balanced(args))
             got = loaded if isinstance(loaded, dict) else {}
         except ValueError:
             got = {}
@@ -181,6 +226,13 @@ def _model(name: str, flavor: str, args: str, record: LogRecord, where: str) -> 
         record.put("num_experts", experts, where)
         record.put("top_k", as_int(got.get("n_activated_experts")) or as_int(got.get("top_k")), where)
         record.put("expert_ffn_hidden_size", as_int(got.get("moe_inter_dim")), where)
+        shared = as_int(got.get("n_shared_experts")) or as_int(got.get("num_shared_experts"))
+        expert = as_int(got.get("moe_inter_dim"))
+        if shared and expert:  # DeepSeek's shared experts, each as wide as a routed one
+            record.put("shared_expert_ffn_hidden_size", shared * expert, where)
+        dense = as_int(got.get("n_dense_layers"))
+        if dense:
+            record.put("first_dense_layers", dense, where)
     record.put("mlp", "swiglu", f"{where} (torchtitan's models use SwiGLU)")
     record.put("norm", "rmsnorm", f"{where} (torchtitan's models use RMSNorm)")
     record.put("tied_embeddings", False, f"{where} (torchtitan's Llama: untied output)")
@@ -193,11 +245,16 @@ def _mesh(names: str, sizes: str, record: LogRecord, where: str) -> None:
     except (ValueError, TypeError):
         return
     mesh = dict(zip((MESH_NAMES.get(k, k) for k in keys), degrees, strict=False))
+    if "dp_shard_in_ep" in mesh:  # the expert mesh: ep = dp_shard_in_ep × cp, dp_shard = mod_ep × in_ep
+        mesh.setdefault("ep", mesh["dp_shard_in_ep"] * mesh.get("cp", 1))
+        mesh.setdefault("dp_shard", mesh["dp_shard_in_ep"] * mesh.get("dp_shard_mod_ep", 1))
     record.put("mesh", mesh, where)
     for key, field in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep")):
         if key in mesh:
             record.put(field, mesh[key], where)
-    if "ep" not in mesh:
+    if "dp_shard_in_ep" in mesh:
+        record.put("gpus", math.prod(d for k, d in mesh.items() if k not in ("ep", "dp_shard")), where)
+    elif "ep" not in mesh:
         record.put("gpus", math.prod(d for k, d in mesh.items() if k != "ep"), where)
 
 
@@ -288,26 +345,57 @@ def steps(lines: list[Line], record: LogRecord) -> int:
         mem = fields.get("memory")
         if mem is not None and mem[1]:
             record.note_memory(size_bytes(str(mem[0]), mem[1]), None, "torchtitan step lines (GiB, reserved)")
-        if step_s is None or step_s <= 0:
-            continue
         mfu = fields.get("mfu")
         tflops = fields.get("tflops")
-        record.add_iteration(
-            Iteration(
-                number_,
-                step_s,
-                line.number,
-                tflops_per_gpu=tflops[0] if tflops else None,
-                tokens_per_s_per_gpu=tps[0] if tps else None,
-                mfu=mfu[0] / 100 if mfu else None,
-            )
+        reading = Iteration(
+            number_,
+            step_s or 0.0,
+            line.number,
+            tflops_per_gpu=tflops[0] if tflops else None,
+            tokens_per_s_per_gpu=tps[0] if tps else None,
+            mfu=mfu[0] / 100 if mfu else None,
         )
-    if unique and not record.iterations:
+        if (
+            tps
+            and tps[0] > 0
+            and not tokens_per_rank
+            and all(it.number != number_ for it in record.tps_steps)
+        ):
+            record.tps_steps.append(reading)
+        if step_s is None or step_s <= 0:
+            continue
+        record.add_iteration(reading)
+    if record.tps_steps and not record.iterations:
+        record.notes.append(
+            "torchtitan step lines carry tps but the log gives no local batch: the step is global batch × sequence "
+            "/ (GPUs × tps) once the plan is known (--global-batch, --gpus, --seq-len where the log lacks them)"
+        )
+    elif unique and not record.iterations:
         record.notes.append(
             "torchtitan step lines found, but no step time: tps needs the local batch and sequence length "
             "(the 'Training starts' line or the TOML), and the lines carry no timestamps"
         )
     return len(unique)
+
+
+def for_plan(
+    record: LogRecord, gpus: int, global_batch: int, seq_len: int, tp: int, pp: int, cp: int
+) -> LogRecord:
+    """`record` with its step times for the rebuilt plan. Where the log gives tps but no local batch, every step is
+    global batch × sequence / (GPUs × tps) (tps = the rank's tokens / (step × tp·pp·cp), and the ranks' tokens sum
+    to the global batch's over the data-parallel degree), in place of steps timed from the timestamps; else the
+    tps-derived steps are rescaled to the plan's tp·pp·cp (`rescaled`)."""
+    from dataclasses import replace
+
+    if not record.tps_steps:
+        return rescaled(record, tp, pp, cp)
+    tokens = global_batch * seq_len
+    its = [
+        replace(it, step_s=tokens / (gpus * (it.tokens_per_s_per_gpu or math.inf))) for it in record.tps_steps
+    ]
+    out = replace(record, iterations=its)
+    out.step_source = "step times from tps: global batch × sequence / (GPUs × tps), of the rebuilt plan"
+    return out
 
 
 def rescaled(record: LogRecord, tp: int, pp: int, cp: int) -> LogRecord:
@@ -326,10 +414,28 @@ def rescaled(record: LogRecord, tp: int, pp: int, cp: int) -> LogRecord:
     return out
 
 
+def _accumulation(record: LogRecord) -> int:
+    """The micro-batches each rank runs per step: as logged, else global batch / (local batch × data-parallel
+    degree) where the TOML gives a global batch (releases of 2025 accumulate up to it), else 1."""
+    logged = record.value("grad_accumulation")
+    if logged:
+        return int(logged)
+    local, total = record.value("local_batch"), record.value("global_batch")
+    mesh = record.value("mesh") if isinstance(record.value("mesh"), dict) else {}
+    dp = (mesh.get("dp_shard") or record.value("dp_shard") or 0) * (
+        mesh.get("dp_replicate") or record.value("dp_replicate") or 1
+    )
+    if local and total and dp and total % (local * dp) == 0 and total > local * dp:
+        steps = int(total // (local * dp))
+        record.put("grad_accumulation", steps, "global batch / (local batch × data-parallel degree)")
+        return steps
+    return 1
+
+
 def _tokens_per_step(record: LogRecord) -> int | None:
     local = record.value("local_batch")
     seq = record.value("seq_len")
-    accumulation = record.value("grad_accumulation", 1) or 1
+    accumulation = _accumulation(record)
     if not local or not seq:
         return None
     return int(local) * int(seq) * int(accumulation)
