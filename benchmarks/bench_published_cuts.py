@@ -93,13 +93,12 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     if args.summary:
         _summary(groups)
-        return
-    if args.markdown:
+    elif args.markdown:
         print(
             "| run | published cut | rank | gap to best | pplan's best | step error | why (best − published) |"
         )
         print("|---|---|---|---|---|---|---|")
-    for rid, cut, rank, gap, best, error, why in lines:
+    for rid, cut, rank, gap, best, error, why in [] if args.summary else lines:
         rank_text = "–" if rank is None else str(rank) if rank <= 50 else "> 50"
         gap_text = "–" if gap is None else f"{gap:+.1%}"
         err_text = "–" if error is None else f"{error:+.1%}"
