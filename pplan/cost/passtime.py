@@ -194,6 +194,13 @@ def _routed_times(model: ModelSpec, hw: HardwareSpec, plan: Shape) -> PassTimes:
     """A routed layer's items without recompute or offload (`plan.recompute` is "none"), its expert GEMMs and
     all-to-alls those of its own ep (`_layer_pass_times`)."""
     alone = _layer_compute_times(model, hw, changed(plan, ep=1, expert_comm_overlap=False))
+    return with_expert_parallel(model, hw, plan, alone)
+
+
+def with_expert_parallel(model: ModelSpec, hw: HardwareSpec, plan: Shape, alone: PassTimes) -> PassTimes:
+    """A routed layer's items at `plan` without recompute or offload, from `alone`: its items at `plan` with ep 1
+    and without the expert overlap (`layer_pass_times` of that shape). Only the expert GEMMs and all-to-alls read
+    ep and the overlap: they are those of `plan`'s own ep."""
     experts = _expert_gemm(model, hw, plan)
     return _with_expert_comm(alone, expert_comm_by_knobs(model, hw, plan), plan, hw, experts)
 
@@ -218,7 +225,11 @@ def _with_expert_comm(
             if name == "experts":
                 x = gemm
             elif name == "ep-comm" and a2a is not None:
-                x = max(0.0, a2a - before) if plan.expert_comm_overlap else exposed_comm(a2a, before, hw, plan)
+                x = (
+                    max(0.0, a2a - before)
+                    if plan.expert_comm_overlap
+                    else exposed_comm(a2a, before, hw, plan)
+                )
                 a2a = None  # the first all-to-all item only
             out.append((name, x))
             before += x
@@ -465,10 +476,13 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     return with_mtp_modules(model, hw, plan, ends)
 
 
-def with_mtp_modules(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, ends: PassTimes) -> PassTimes:
+def with_mtp_modules(
+    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, ends: PassTimes, layer: PassTimes | None = None
+) -> PassTimes:
     """`output_pass_times` of `plan` from its output layer and loss (`ends`: `output_end_times` of `plan`, or of
     any shape that differs from it only in the expert fields, which those read none of): `ends` with each
-    multi-token-prediction module."""
+    multi-token-prediction module. `layer`: the modules' layer at `plan` (`layer_pass_times` of
+    `model.mtp_layer`), when at hand."""
     if not model.mtp_layers:
         return ends
     gemm_rate, _, _, overhead = rates(hw)
@@ -476,7 +490,8 @@ def with_mtp_modules(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, end
     proj = (
         mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
     )
-    layer = layer_pass_times(model.mtp_layer, hw, plan)
+    if layer is None:
+        layer = layer_pass_times(model.mtp_layer, hw, plan)
     module = (
         ends.f_s + proj + layer.f_s,
         ends.i_s + proj + layer.i_s,
