@@ -220,7 +220,7 @@ def _with_expert_comm(
         items: tuple[tuple[str, float], ...], gemm: float, a2a: float | None
     ) -> tuple[tuple[str, float], ...]:
         out: list[tuple[str, float]] = []
-        before = 0  # the items before the all-to-all, summed in order
+        before = 0.0  # the items before the all-to-all, summed in order
         for name, x in items:
             if name == "experts":
                 x = gemm
