@@ -703,12 +703,7 @@ PREFETCH_FROM_HEADS = 2000
 
 def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefetch | None:
     """Start building, on another core, the structures the search will likely ask for (`prefetch_keys`)."""
-    if (
-        not req.prefetch
-        or sum(len(e[4].lattice.heads) if isinstance(e[4], CutEntry) else 1 for e in heap)
-        < PREFETCH_FROM_HEADS
-        or not prefetch_available()
-    ):
+    if not req.prefetch or not _holds_at_least(heap, PREFETCH_FROM_HEADS) or not prefetch_available():
         return None
     # None when no child can start: the search builds everything itself
     prefetch = start_child(partial(prefetch_keys, query, heap, req))
@@ -716,6 +711,18 @@ def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefe
         return None
     PROVIDERS.append(prefetch.provide)
     return prefetch
+
+
+def _holds_at_least(heap: list[Entry], n: int) -> bool:
+    """Whether the queue's entries stand for at least `n` configurations (a cut for its heads), counted only
+    until there are `n`."""
+    held = 0
+    for entry in heap:
+        if held >= n:
+            return True
+        item = entry[4]
+        held += len(item.lattice.heads) if isinstance(item, CutEntry) else 1
+    return held >= n
 
 
 def prefetch_keys(query: Query, heap: list[Entry], req: SearchRequest) -> Iterator[StructureKey]:
