@@ -5,6 +5,7 @@ profile's fitted efficiencies. pplan.cost.passtime builds a layer's and the mode
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from pplan.plan.shape import LayerSetting
 from pplan.profiles.hardware_spec import HardwareSpec
@@ -23,9 +24,10 @@ class PassTimes:
     w_s: float = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "f_s", sum([x for _, x in self.f]))
-        object.__setattr__(self, "i_s", sum([x for _, x in self.i]))
-        object.__setattr__(self, "w_s", sum([x for _, x in self.w]))
+        seconds = itemgetter(1)  # each item's seconds, summed in order
+        object.__setattr__(self, "f_s", sum(map(seconds, self.f)))
+        object.__setattr__(self, "i_s", sum(map(seconds, self.i)))
+        object.__setattr__(self, "w_s", sum(map(seconds, self.w)))
 
     def scaled(self, k: float) -> PassTimes:
         def sc(items: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:

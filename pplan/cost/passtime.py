@@ -62,11 +62,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pplan.cost.attention import CUDNN_BACKWARD, attention_tail_s, cudnn_attention, cudnn_rate, qk_elementwise
-from pplan.cost.experts import ExpertComm, expert_comm, expert_rows, routing_bytes
+from pplan.cost.experts import ExpertComm, expert_rows, routing_bytes
 from pplan.cost.host import exposed_host_s, host_terms, routed_kernels
 from pplan.cost.links import cp_group, message_s
 from pplan.cost.memory import GRAD_BYTES
-from pplan.cost.moe_dispatch import expert_gemm_s, exposed_comm
+from pplan.cost.moe_dispatch import expert_comm_by_knobs, expert_gemm_s, exposed_comm
 from pplan.cost.passes import PassTimes, linear_rate, rates
 from pplan.cost.tensor_parallel import (
     end_collectives_s,
@@ -194,8 +194,15 @@ def _routed_times(model: ModelSpec, hw: HardwareSpec, plan: Shape) -> PassTimes:
     """A routed layer's items without recompute or offload (`plan.recompute` is "none"), its expert GEMMs and
     all-to-alls those of its own ep (`_layer_pass_times`)."""
     alone = _layer_compute_times(model, hw, changed(plan, ep=1, expert_comm_overlap=False))
+    return with_expert_parallel(model, hw, plan, alone)
+
+
+def with_expert_parallel(model: ModelSpec, hw: HardwareSpec, plan: Shape, alone: PassTimes) -> PassTimes:
+    """A routed layer's items at `plan` without recompute or offload, from `alone`: its items at `plan` with ep 1
+    and without the expert overlap (`layer_pass_times` of that shape). Only the expert GEMMs and all-to-alls read
+    ep and the overlap: they are those of `plan`'s own ep."""
     experts = _expert_gemm(model, hw, plan)
-    return _with_expert_comm(alone, expert_comm(model, hw, plan), plan, hw, experts)
+    return _with_expert_comm(alone, expert_comm_by_knobs(model, hw, plan), plan, hw, experts)
 
 
 def _with_expert_comm(
@@ -212,13 +219,21 @@ def _with_expert_comm(
     def swapped(
         items: tuple[tuple[str, float], ...], gemm: float, a2a: float | None
     ) -> tuple[tuple[str, float], ...]:
-        out = tuple((name, gemm if name == "experts" else x) for name, x in items)
-        if a2a is None:
-            return out
-        at = next(k for k, (name, _) in enumerate(out) if name == "ep-comm")
-        before = sum(x for _, x in out[:at])
-        a2a = max(0.0, a2a - before) if plan.expert_comm_overlap else exposed_comm(a2a, before, hw, plan)
-        return (*out[:at], ("ep-comm", a2a), *out[at + 1 :])
+        out: list[tuple[str, float]] = []
+        before = 0.0  # the items before the all-to-all, summed in order
+        for name, x in items:
+            if name == "experts":
+                x = gemm
+            elif name == "ep-comm" and a2a is not None:
+                x = (
+                    max(0.0, a2a - before)
+                    if plan.expert_comm_overlap
+                    else exposed_comm(a2a, before, hw, plan)
+                )
+                a2a = None  # the first all-to-all item only
+            out.append((name, x))
+            before += x
+        return tuple(out)
 
     return PassTimes(
         swapped(times.f, experts[0], comm.forward_s),
@@ -437,7 +452,7 @@ def _routed_layer(
     memory = (routing[0] + activation[0], routing[1] + activation[1])
     _, router, permute, _ = routed_kernels(plan)
     kernels = (router[0] + permute[0], router[1] + permute[1])
-    return RoutedLayer(gemm_s, memory, activation, kernels, expert_comm(model, hw, plan))
+    return RoutedLayer(gemm_s, memory, activation, kernels, expert_comm_by_knobs(model, hw, plan))
 
 
 def _expert_gemm(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> tuple[float, float, float]:
@@ -452,12 +467,22 @@ def _expert_gemm(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> tupl
 def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """The output layer and loss for one micro-batch on the last chunk, and each multi-token-prediction module.
     The output layer and loss read none of a shape's expert fields, so they are remembered with those at their
-    defaults (`_output_ends`): only an MTP module's layer (routed, for a routed model) differs between the ep,
+    defaults (`output_end_times`): only an MTP module's layer (routed, for a routed model) differs between the ep,
     etp and expert overlaps a search tries."""
     if isinstance(plan, Shape) and (plan.ep, plan.etp, plan.expert_comm_overlap) != _NO_EXPERTS:
-        ends = _output_ends(model, hw, _without_experts(plan))
+        ends = output_end_times(model, hw, _without_experts(plan))
     else:
-        ends = _output_ends(model, hw, plan)
+        ends = output_end_times(model, hw, plan)
+    return with_mtp_modules(model, hw, plan, ends)
+
+
+def with_mtp_modules(
+    model: ModelSpec, hw: HardwareSpec, plan: LayerSetting, ends: PassTimes, layer: PassTimes | None = None
+) -> PassTimes:
+    """`output_pass_times` of `plan` from its output layer and loss (`ends`: `output_end_times` of `plan`, or of
+    any shape that differs from it only in the expert fields, which those read none of): `ends` with each
+    multi-token-prediction module. `layer`: the modules' layer at `plan` (`layer_pass_times` of
+    `model.mtp_layer`), when at hand."""
     if not model.mtp_layers:
         return ends
     gemm_rate, _, _, overhead = rates(hw)
@@ -465,7 +490,8 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
     proj = (
         mtp_projection_flops(model, plan.seq_len, plan.micro_batch, plan.cp) / plan.tp / gemm_rate + overhead
     )
-    layer = layer_pass_times(model.mtp_layer, hw, plan)
+    if layer is None:
+        layer = layer_pass_times(model.mtp_layer, hw, plan)
     module = (
         ends.f_s + proj + layer.f_s,
         ends.i_s + proj + layer.i_s,
@@ -480,7 +506,7 @@ def output_pass_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) ->
 
 
 @lru_cache(maxsize=8192)
-def _output_ends(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
+def output_end_times(model: ModelSpec, hw: HardwareSpec, plan: LayerSetting) -> PassTimes:
     """The output layer and loss alone (`output_pass_times` without its MTP modules)."""
     gemm_rate, _, _, overhead = rates(hw)
     loss_rate = hw.gpu.hbm_bandwidth_gb_per_s * 1e9 * hw.efficiency.loss_hbm_fraction

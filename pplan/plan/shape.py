@@ -34,6 +34,23 @@ class MoeKnobs:
     capacity_factor: float | None = None
     force_balance: bool = False
     imbalance: float = 1.0
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    """The hash of the fields, computed once: every `Shape` built hashes its knobs."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_hash",
+            hash(
+                (
+                    self.dispatcher, self.ep_overlap, self.graph_scope, self.permute_fusion, self.router_fusion,
+                    self.fused_grouped_mlp, self.capacity_factor, self.force_balance, self.imbalance,
+                )
+            ),
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def of(plan: Any) -> MoeKnobs:

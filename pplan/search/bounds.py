@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from pplan.cost.memory import ActivationPeaks, fp8_any_layout, plan_static_totals
 from pplan.cost.passes import PassTimes
-from pplan.cost.passtime import layer_pass_times, output_pass_times
+from pplan.cost.passtime import layer_pass_times, output_end_times, with_expert_parallel, with_mtp_modules
 from pplan.cost.pipeline import activation_shape, warmup_held, warmup_peaks
 from pplan.cost.steptime import SyncFloor, SyncRank, sync_floor, sync_floor_s, sync_ranks
 from pplan.cost.usable import usable_bytes
@@ -158,18 +158,25 @@ class Query(Filters):
         (a routed model's routed layers, then its dense ones: the same figure twice for a model of one kind), and
         the output layer's F + I + W, in seconds. What reads no expert field (`_plain_times`) is shared by every
         ep, etp and expert overlap of the other fields."""
-        base, known, out = self._plain_times(t, cp, b, recompute, splits_backward, precision)
-        shape = (
-            base
-            if ep == etp == 1 and not expert_comm_overlap
-            else changed(base, ep=ep, etp=etp, expert_comm_overlap=expert_comm_overlap)
-        )  # what a routed kind and a routed output are priced at
-        layers = [
-            times if times is not None else layer_pass_times(kind, self.hw, shape)
-            for (kind, _), times in zip(layer_kinds(self.model), known, strict=True)
-        ]
+        base, known, out, ends = self._plain_times(t, cp, b, recompute, splits_backward, precision)
+        model, hw = self.model, self.hw
+        kinds = layer_kinds(model)
+        if ep == etp == 1 and not expert_comm_overlap:
+            shape = base
+            layers = [
+                layer_pass_times(kind, hw, base) if times is None else times
+                for (kind, _), times in zip(kinds, known, strict=True)
+            ]
+        else:  # what a routed kind and a routed output are priced at
+            shape = changed(base, ep=ep, etp=etp, expert_comm_overlap=expert_comm_overlap)
+            layers = [
+                self._routed_times(kind, base, shape) if times is None else times
+                for (kind, _), times in zip(kinds, known, strict=True)
+            ]
         if out is None:
-            out = output_pass_times(self.model, self.hw, shape)
+            # the modules' layer is of the last layer's kind: the routed one (`kinds` lists it first) or the dense
+            mtp = layers[0] if model.mtp_layer is model else layers[-1]
+            out = with_mtp_modules(model, hw, shape, ends, mtp)
         return (
             min(x.f_s for x in layers),
             min(x.i_s + x.w_s for x in layers),
@@ -178,16 +185,33 @@ class Query(Filters):
             out.f_s + out.i_s + out.w_s,
         )
 
+    def _routed_times(self, kind: ModelSpec, base: Shape, shape: Shape) -> PassTimes:
+        """`layer_pass_times` of a routed layer `kind` at `shape`, `base` (a `_plain_times` shape) with other expert
+        fields. Expert-parallel or overlapped without recompute, it is how `layer_pass_times` prices it (a
+        routed layer's items at ep 1 without the overlap, `_at_ep_one`, with the expert GEMMs and all-to-alls of
+        its own ep: pplan.cost.passtime.with_expert_parallel; the bounds' shapes offload nothing), not remembered
+        per ep (each cut shape asks once)."""
+        if shape.recompute != "none" or not (shape.ep > 1 or shape.expert_comm_overlap):
+            return layer_pass_times(kind, self.hw, shape)
+        return with_expert_parallel(kind, self.hw, shape, self._at_ep_one(kind, base, shape.etp))
+
+    @lru_cache(maxsize=4096)  # noqa: B019
+    def _at_ep_one(self, kind: ModelSpec, base: Shape, etp: int) -> PassTimes:
+        """`layer_pass_times` of `kind` at `base` (ep 1, no expert overlap) with expert tensor parallel `etp`."""
+        return layer_pass_times(kind, self.hw, base if etp == base.etp else changed(base, etp=etp))
+
     @lru_cache(maxsize=4096)  # noqa: B019
     def _plain_times(
         self, t: int, cp: int, b: int, recompute: Recompute, splits_backward: bool, precision: Precision
-    ) -> tuple[Shape, tuple[PassTimes | None, ...], PassTimes | None]:
+    ) -> tuple[Shape, tuple[PassTimes | None, ...], PassTimes | None, PassTimes]:
         """The layer shape `_layer_times` prices, at the expert fields' defaults (ep, etp, the expert all-to-all's
         overlap); and of its pass times, those that read none of those fields: each dense layer kind's
         (pplan.cost.passtime.layer_pass_times prices a dense layer at their defaults whatever they are), None for a
-        routed kind; and the output layer's, unless a multi-token-prediction module runs a routed layer in it (None
-        then). The same figures `layer_pass_times` and `output_pass_times` give at any ep, etp and overlap, asked
-        once per the other fields instead of once per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
+        routed kind; the output layer's, unless a multi-token-prediction module runs a routed layer in it (None
+        then); and the output layer and loss alone (pplan.cost.passtime.output_end_times), which the output's
+        multi-token-prediction modules are added to at each ep, etp and overlap. The same figures
+        `layer_pass_times` and `output_pass_times` give at any ep, etp and overlap, asked once per the other fields
+        instead of once per cut shape (DeepSeek-V3 on 2,048 GPUs: 952 against 7,264)."""
         shape = Shape(
             t, cp, self.seq, b, t > 1, True, recompute, "itemised", stack=self.req.stack,
             splits_backward=splits_backward, tp_comm_overlap=self.req.tp_comm_overlap and t > 1,
@@ -198,7 +222,8 @@ class Query(Filters):
             layer_pass_times(kind, hw, shape) if kind.moe is None else None for kind, _ in layer_kinds(model)
         )
         routed_output = model.mtp_layers and model.mtp_layer.moe is not None
-        return shape, layers, None if routed_output else output_pass_times(model, hw, shape)
+        ends = output_end_times(model, hw, shape)
+        return shape, layers, None if routed_output else with_mtp_modules(model, hw, shape, ends), ends
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def _geometry(

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
+from operator import itemgetter
 from typing import NamedTuple
 
 from pplan.cost.steptime import plan_tails, sync_hidden
@@ -702,12 +703,7 @@ PREFETCH_FROM_HEADS = 2000
 
 def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefetch | None:
     """Start building, on another core, the structures the search will likely ask for (`prefetch_keys`)."""
-    if (
-        not req.prefetch
-        or sum(len(e[4].lattice.heads) if isinstance(e[4], CutEntry) else 1 for e in heap)
-        < PREFETCH_FROM_HEADS
-        or not prefetch_available()
-    ):
+    if not req.prefetch or not _holds_at_least(heap, PREFETCH_FROM_HEADS) or not prefetch_available():
         return None
     # None when no child can start: the search builds everything itself
     prefetch = start_child(partial(prefetch_keys, query, heap, req))
@@ -715,6 +711,18 @@ def start_prefetch(query: Query, heap: list[Entry], req: SearchRequest) -> Prefe
         return None
     PROVIDERS.append(prefetch.provide)
     return prefetch
+
+
+def _holds_at_least(heap: list[Entry], n: int) -> bool:
+    """Whether the queue's entries stand for at least `n` configurations (a cut for its heads), counted only
+    until there are `n`."""
+    held = 0
+    for entry in heap:
+        if held >= n:
+            return True
+        item = entry[4]
+        held += len(item.lattice.heads) if isinstance(item, CutEntry) else 1
+    return held >= n
 
 
 def prefetch_keys(query: Query, heap: list[Entry], req: SearchRequest) -> Iterator[StructureKey]:
@@ -728,7 +736,9 @@ def prefetch_keys(query: Query, heap: list[Entry], req: SearchRequest) -> Iterat
     child longer than the whole search)."""
     named: set[StructureKey] = set()
     keys: dict[tuple[object, ...], StructureKey | None] = {}  # of each (schedule, p, v, m): few, asked often
-    for _, _, _, index, item in sorted(heap, key=lambda e: (e[0], e[3])):
+    # by figure, then index: sorted by index first, the sort by figure keeps that order among equal figures (two
+    # sorts on one number each, which compare far faster than pairs of them)
+    for _, _, _, index, item in sorted(sorted(heap, key=itemgetter(3)), key=itemgetter(0)):
         key = _structure_of(item, keys)
         if key is not None and key not in named and _may_fit(query, req, _heads(index, item)):
             named.add(key)
