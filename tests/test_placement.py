@@ -6,11 +6,13 @@ size; the cost model's own link choice is compared, not restated.
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from typing import Any
 
 import pytest
 
-from pplan.cost.placement import GroupPlacement, domains_sentence, placement
+from pplan.cost.placement import GroupPlacement, _fewest_on_a_domain, domains_sentence, placement
 from pplan.explain import explain
 from pplan.plan.configuration import make_plan
 from pplan.plan.records import PlanRequest
@@ -73,6 +75,20 @@ def test_a_straddling_group_is_given_the_price_of_its_crossing() -> None:
         f"8 rails, {8 * nic:,.0f} GB/s: the step time assumes every group placed within one domain"
         in " ".join(rows["  tp 16"].split())
     )
+
+
+def test_the_fewest_members_on_a_domain_match_a_count_member_by_member() -> None:
+    """A seeded sample of groups (domain, stride, size, first rank) against counting each member's domain."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        domain, stride, size, first = (
+            rng.choice((8, 16, 36, 72)),
+            rng.randint(1, 100),
+            rng.randint(2, 80),
+            rng.randint(0, 3000),
+        )
+        counts = Counter((first + i * stride) // domain for i in range(size))
+        assert _fewest_on_a_domain(first, stride, size, domain) == min(counts.values())
 
 
 def test_t8_fits_72_gpu_domains_and_the_gradient_group_crosses() -> None:

@@ -81,8 +81,9 @@ def _achievable_gb(link: LinkSpec) -> float:
 
 def _count(shape: GroupShape, gpus: int, domain: int, limit: int) -> tuple[int, int, int, int]:
     """(groups, groups crossing a domain, most domains one group touches, fewest members a crossing group has on
-    one domain: 0 when none crosses) for `shape` tiled over `gpus` ranks in blocks of size·stride consecutive
-    ranks (`limit`: the ranks the groups tile, t·cp·d for a stage's groups, G for the rest; the tiling repeats per
+    one domain: 0 when none crosses, or when the span exceeds a domain, where the cost model prices the kind
+    across domains itself) for `shape` tiled over `gpus` ranks in blocks of size·stride consecutive ranks
+    (`limit`: the ranks the groups tile, t·cp·d for a stage's groups, G for the rest; the tiling repeats per
     stage, which domains may cut differently, so every stage is counted)."""
     span = shape.size * shape.stride
     groups = gpus // shape.size
@@ -99,18 +100,23 @@ def _count(shape: GroupShape, gpus: int, domain: int, limit: int) -> tuple[int, 
             most = max(most, touched)
             if touched > 1:
                 crossing += 1
-                piece = _fewest_on_a_domain(first, shape.stride, shape.size, domain)
-                fewest = piece if not fewest else min(fewest, piece)
+                if span <= domain:
+                    piece = _fewest_on_a_domain(first, shape.stride, shape.size, domain)
+                    fewest = piece if not fewest else min(fewest, piece)
     return groups, crossing, most, fewest
 
 
 def _fewest_on_a_domain(first: int, stride: int, size: int, domain: int) -> int:
-    """The fewest members one domain holds of the group first, first + stride, … (size members)."""
-    counts: dict[int, int] = {}
-    for i in range(size):
-        d = (first + i * stride) // domain
-        counts[d] = counts.get(d, 0) + 1
-    return min(counts.values())
+    """The fewest members one domain holds of the group first, first + stride, … (size members): per domain
+    between the first member's and the last's, the members below its end less those below its start (a domain
+    a stride wider than it skips holds none and is not counted)."""
+
+    def below(rank: int) -> int:
+        return min(size, max(0, -(-(rank - first) // stride)))
+
+    last = first + (size - 1) * stride
+    pieces = (below((d + 1) * domain) - below(d * domain) for d in range(first // domain, last // domain + 1))
+    return min(n for n in pieces if n)  # a stride above the domain skips some
 
 
 def _group(name: str, shape: GroupShape, hw: HardwareSpec, gpus: int) -> GroupPlacement:
