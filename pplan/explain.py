@@ -68,7 +68,7 @@ from pplan.plan.settings import SETTINGS
 from pplan.profiles.fields import GIB
 from pplan.profiles.hardware_spec import HardwareSpec
 from pplan.profiles.model_spec import ModelSpec
-from pplan.profiles.releases import release_of, releases
+from pplan.profiles.releases import dispatcher_missing, release_dispatchers, release_of, releases
 from pplan.profiles.stacks import STACKS, blocks_p2p
 from pplan.schedules import FAMILIES, closed_forms
 from pplan.schedules.limits import MAX_PIPELINE_CHUNKS, MAX_PIPELINE_RANKS
@@ -574,9 +574,10 @@ def _usable_sentence(hardware: HardwareSpec, usable: UsableMemory, offloads: boo
     )
 
 
-def _release_words(plan: Plan) -> list[str]:
+def _release_words(plan: Plan, gpu_name: str, routed: bool) -> list[str]:
     """Which release of the plan's stack is priced: the one named, or none (the stack's rules, fitted across its
-    releases' runs) with the releases pplan knows."""
+    releases' runs) with the releases pplan knows; for a routed plan (`routed`) on a GPU named `gpu_name`, a token
+    dispatcher the release does not run there."""
     known = releases(plan.stack)
     if not known:
         return []
@@ -587,7 +588,15 @@ def _release_words(plan: Plan) -> list[str]:
         ]
     release = release_of(plan.stack, plan.release)
     assert release is not None
-    return [f"stack release priced: {release.label}"]
+    out = [f"stack release priced: {release.label}"]
+    missing = dispatcher_missing(release, gpu_name, plan.moe_dispatcher) if routed else None
+    if missing is not None:
+        out.append(
+            f"token dispatcher {plan.moe_dispatcher} priced as asked, but {release.stack} {release.name} will not "
+            f"run it here: {missing}; --moe-dispatcher {' or '.join(release_dispatchers(release, gpu_name))} "
+            "prices what it runs"
+        )
+    return out
 
 
 def _sink_attention_sentence(model: ModelSpec, hardware: HardwareSpec, plan: Plan, req: PlanRequest) -> str:
@@ -715,7 +724,7 @@ def _assumptions(
             )
             + "; --stack to change it)"
         )
-        out += _release_words(plan)
+        out += _release_words(plan, hardware.gpu.name, model.moe is not None and plan.ep > 1)
     if plan.zero_stage and plan.shard_group is None:
         out.append(f"ZeRO stage {plan.zero_stage}: sharded over d·cp = {plan.dp * plan.cp} replicas")
     elif plan.zero_stage:

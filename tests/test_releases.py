@@ -339,3 +339,35 @@ def test_recommend_s_table_says_which_knobs_it_ranked_with(capsys: pytest.Captur
     assert "megatron-bridge 26.06: ranked with" in text
     assert f"--moe-dispatcher {recipe['moe_dispatcher']}" in text
     assert "--cuda-graph-scope " + ",".join(recipe["cuda_graph_scope"]) in text
+
+
+@pytest.mark.parametrize(
+    ("release", "hardware", "dispatcher", "why"),
+    [
+        ("26.02", "h100-sxm-80gb", "deepep", "its container lacks DeepEP"),
+        ("26.04", "gb200-nvl72", "deepep", "skips DeepEP on GB200"),
+        ("25.09", "h100-sxm-80gb", "hybridep", "predates hybridep"),
+        ("26.04", "h100-sxm-80gb", "deepep", None),
+    ],
+)
+def test_explain_says_when_the_release_does_not_run_the_dispatcher(
+    capsys: pytest.CaptureFixture[str], release: str, hardware: str, dispatcher: str, why: str | None
+) -> None:
+    """A dispatcher the named release does not run on the GPU is priced as asked, and explain says so and names
+    the ones it runs (`release_dispatchers`); one it runs draws no such line."""
+    import json
+
+    res = run_pplan(
+        capsys, "explain", "--model", "qwen3-30b-a3b", "--hardware", hardware, "--gpus", "16", "--global-batch",
+        "64", "--tp", "1", "--pp", "1", "--ep", "8", "--seq-len", "4096", "--stack", f"megatron-bridge@{release}",
+        "--moe-dispatcher", dispatcher, "--json",
+    )  # fmt: skip
+    doc = json.loads(res.out)
+    assert doc["plan"]["moe_dispatcher"] == dispatcher
+    lines = [a for a in doc["assumptions"] if a.startswith("token dispatcher")]
+    if why is None:
+        assert lines == []
+        return
+    (line,) = lines
+    assert why in line and f"megatron-bridge {release} will not run it" in line
+    assert dispatcher not in line.split("--moe-dispatcher ")[1]

@@ -170,16 +170,25 @@ def core_minor(release: Release) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def dispatcher_missing(release: Release, gpu_name: str, dispatcher: str) -> str | None:
+    """Why `release` does not run `dispatcher` on a GPU named `gpu_name` (a clause naming the source), or None
+    where it does (NCCL EP and dispatchers pplan has no arrival for are not judged)."""
+    since = DISPATCHERS_FROM.get(dispatcher)  # type: ignore[call-overload]
+    if since is None:
+        return None
+    minor = core_minor(release)
+    if minor is not None and minor < since:
+        return f"its megatron-core 0.{minor} predates {dispatcher} (0.{since}, the Megatron-LM changelog)"
+    if dispatcher == "deepep" and release.name in DEEPEP_ABSENT:
+        return "its container lacks DeepEP (Megatron-Bridge known issues)"
+    if dispatcher == "deepep" and (gpu := next((g for g in DEEPEP_GPUS_NOT if g in gpu_name), None)):
+        return (
+            f"Megatron-Bridge skips DeepEP on {gpu} (apply_flex_dispatcher_backend: Ampere, Hopper, B200 and B300 "
+            "only) and keeps the recipe's dispatcher"
+        )
+    return None
+
+
 def release_dispatchers(release: Release, gpu_name: str) -> tuple[MoeDispatcher, ...]:
     """The token dispatchers `release` can run on a GPU named `gpu_name`, in pplan's order of the choices."""
-    minor = core_minor(release)
-    out: list[MoeDispatcher] = []
-    for dispatcher, since in DISPATCHERS_FROM.items():
-        if minor is not None and minor < since:
-            continue
-        if dispatcher == "deepep" and (
-            release.name in DEEPEP_ABSENT or any(g in gpu_name for g in DEEPEP_GPUS_NOT)
-        ):
-            continue
-        out.append(dispatcher)
-    return tuple(out)
+    return tuple(d for d in DISPATCHERS_FROM if dispatcher_missing(release, gpu_name, d) is None)
