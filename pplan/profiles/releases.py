@@ -170,10 +170,10 @@ def core_minor(release: Release) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def dispatcher_missing(release: Release, gpu_name: str, dispatcher: str) -> str | None:
+def dispatcher_missing(release: Release, gpu_name: str, dispatcher: MoeDispatcher) -> str | None:
     """Why `release` does not run `dispatcher` on a GPU named `gpu_name` (a clause naming the source), or None
     where it does (NCCL EP and dispatchers pplan has no arrival for are not judged)."""
-    since = DISPATCHERS_FROM.get(dispatcher)  # type: ignore[call-overload]
+    since = DISPATCHERS_FROM.get(dispatcher)
     if since is None:
         return None
     minor = core_minor(release)
